@@ -1,0 +1,1 @@
+"""A deterministic asyncio runtime: virtual time, explorable schedules, exact replay."""
