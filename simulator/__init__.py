@@ -1,1 +1,51 @@
-"""A deterministic asyncio runtime: virtual time, explorable schedules, exact replay."""
+"""A deterministic asyncio runtime: virtual time, explorable schedules, exact replay.
+
+Entry points::
+
+    result = simulator.run(main, strategy=None, seed=0)      # one run (None = FIFO)
+    simulator.observe("kind", key=value)                      # record an observable event
+    simulator.sources.current_sources()                       # seeded sources inside a run
+    simulator.explore(main, strategy=..., budget=N)           # search schedules for a failure
+    simulator.replay(main, schedule, strict=True)             # re-run a recorded schedule
+    simulator.shrink(main, schedule, is_failure=...)          # minimise a failing schedule
+    simulator.check_determinism(target, ...)                  # run twice, diff the timelines
+
+See docs/simulator.md.
+"""
+
+from __future__ import annotations
+
+from simulator._runtime import current_loop, observe, run
+from simulator.errors import Divergence, ScheduleError, SimulationError
+from simulator.explore import (
+    DeterminismReport,
+    ExploreResult,
+    ShrinkResult,
+    check_determinism,
+    explore,
+    replay,
+    shrink,
+)
+from simulator.result import RunResult
+from simulator.schedule import Choice, Schedule, load_schedule, save_schedule
+
+__all__ = [
+    "Choice",
+    "DeterminismReport",
+    "ExploreResult",
+    "ShrinkResult",
+    "check_determinism",
+    "explore",
+    "replay",
+    "shrink",
+    "Divergence",
+    "RunResult",
+    "Schedule",
+    "ScheduleError",
+    "SimulationError",
+    "current_loop",
+    "load_schedule",
+    "observe",
+    "run",
+    "save_schedule",
+]

@@ -1,0 +1,247 @@
+"""The programs bench/peers.py runs, identically, under every runtime.
+
+Every program is a zero-argument callable returning a fresh coroutine (the shape every
+explorer needs: a schedule is re-executed from scratch). The programs record what they
+observe themselves (which task ran which segment, whether an update was lost), so the
+figures never depend on how a runtime labels its own trace: the same observation is
+made under loopkit, each peer and plain asyncio.
+
+Everything here is module level and picklable through functools.partial, because the
+peers' multi-process explorers ship the workload to worker processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+Program = Callable[[], Coroutine[Any, Any, Any]]
+
+# The real perf_counter, captured at import and kept inside a tuple: loopkit pins wall-clock
+# reads to its virtual clock with freezegun while a run is going on, and freezegun rewrites
+# module attributes that point at the real function, not the contents of a tuple.
+_REAL_CLOCK = (time.perf_counter,)
+
+
+class LostUpdate(AssertionError):
+    """The race fired: two tasks read the same value and one write was lost."""
+
+
+@dataclass
+class Collector:
+    """What the race program observed, one entry per run (schedule).
+
+    ``logs[i]`` is the interleaving of run i (the sequence of (task, segment) it
+    executed), ``hits[i]`` whether the update was lost, ``ends[i]`` the perf_counter
+    reading when the run's main coroutine finished: the wall time to the first failure is
+    read off these, whatever the explorer's own API reports.
+    """
+
+    logs: list[tuple[int, ...]] = field(default_factory=list)
+    hits: list[bool] = field(default_factory=list)
+    ends: list[float] = field(default_factory=list)
+
+    def clear(self) -> None:
+        self.logs.clear()
+        self.hits.clear()
+        self.ends.clear()
+
+    def drop_first(self) -> None:
+        # Calibration runs (simloom's pct:auto probe, simloop's PCT horizon measurement)
+        # execute the program once before the campaign proper; they are not schedules.
+        if self.logs:
+            del self.logs[0], self.hits[0], self.ends[0]
+
+
+# The collector the race program writes to. A module global rather than an argument
+# because the peers' campaign APIs call the program with no arguments.
+COLLECTOR = Collector()
+
+
+async def _race_main(tasks: int, awaits: int, staggered: bool, locked: bool, raise_on_hit: bool) -> None:
+    shared = [0]
+    log: list[int] = []
+    lock = asyncio.Lock()
+
+    async def worker(i: int) -> None:
+        # The read-await-write lost update of the issue: v = shared; await sleep(0) x k;
+        # shared = v + 1. Each segment logs (task, segment) as one int so the interleaving
+        # of a run is a plain tuple we can count distinct values of.
+        if locked:
+            async with lock:
+                v = shared[0]
+                log.append(i * 16)
+                for s in range(awaits):
+                    await asyncio.sleep(0)
+                    log.append(i * 16 + s + 1)
+                shared[0] = v + 1
+        else:
+            v = shared[0]
+            log.append(i * 16)
+            for s in range(awaits):
+                await asyncio.sleep(0)
+                log.append(i * 16 + s + 1)
+            shared[0] = v + 1
+
+    running = []
+    for i in range(tasks):
+        if staggered and i:
+            # "Staggered": the next task starts a few loop steps later, so asyncio's own FIFO
+            # order lets the previous task finish its read-write first and passes; only a
+            # schedule that deviates from FIFO loses the update. One step per await of
+            # the worker, so FIFO lets the previous worker through all its awaits.
+            for _ in range(awaits):
+                await asyncio.sleep(0)
+        running.append(asyncio.ensure_future(worker(i)))
+    await asyncio.gather(*running)
+    hit = shared[0] != tasks
+    COLLECTOR.logs.append(tuple(log))
+    COLLECTOR.hits.append(hit)
+    COLLECTOR.ends.append(_REAL_CLOCK[0]())
+    if hit and raise_on_hit:
+        raise LostUpdate(f"lost update: shared={shared[0]}, expected {tasks}")
+
+
+def race(tasks: int, awaits: int, *, staggered: bool, locked: bool = False, raise_on_hit: bool = False) -> Program:
+    """The lost-update program; with ``raise_on_hit`` the race is a failing run."""
+    return functools.partial(_race_main, tasks, awaits, staggered, locked, raise_on_hit)
+
+
+# -- overhead: a queue pipeline with timers -------------------------------------------
+
+
+async def _pipeline_main(scale: float) -> int:
+    """10 tasks (4 producers, 4 workers, 2 sinks) pass 100 items through two queues.
+
+    Producers put an item every 2.4 s (25 items each: 60 s of virtual time), workers take
+    0.05 s per item under ``wait_for`` (a timer armed and cancelled per get), sinks count.
+    ``scale`` multiplies every delay: plain asyncio runs it with a tiny scale so its timers
+    stay real timers (heap, select timeout) without a minute of real waiting.
+    """
+    work: asyncio.Queue[int] = asyncio.Queue(maxsize=8)
+    done: asyncio.Queue[int] = asyncio.Queue()
+    total = [0]
+
+    async def producer(p: int) -> None:
+        for j in range(25):
+            await asyncio.sleep(2.4 * scale)
+            await work.put(p * 100 + j)
+
+    async def worker() -> None:
+        while True:
+            item = await asyncio.wait_for(work.get(), timeout=600 * scale if scale else None)
+            await asyncio.sleep(0.05 * scale)
+            await done.put(item)
+            work.task_done()
+
+    async def sink() -> None:
+        while True:
+            item = await done.get()
+            total[0] += item
+            done.task_done()
+
+    producers = [asyncio.ensure_future(producer(p)) for p in range(4)]
+    helpers = [asyncio.ensure_future(worker()) for _ in range(4)]
+    helpers += [asyncio.ensure_future(sink()) for _ in range(2)]
+    await asyncio.gather(*producers)
+    await work.join()
+    await done.join()
+    for h in helpers:
+        h.cancel()
+    await asyncio.gather(*helpers, return_exceptions=True)
+    return total[0]
+
+
+def pipeline(scale: float = 1.0) -> Program:
+    return functools.partial(_pipeline_main, scale)
+
+
+# -- virtual-time scale: many sleepers ------------------------------------------------
+
+
+async def _sleepers_main(count: int, distinct: bool, scale: float) -> None:
+    async def sleeper(i: int) -> None:
+        # An hour each; "distinct" spreads the deadlines one second apart, so the timer
+        # heap really has `count` different deadlines to order.
+        await asyncio.sleep((3600.0 + (i if distinct else 0)) * scale)
+
+    await asyncio.gather(*(sleeper(i) for i in range(count)))
+
+
+def sleepers(count: int, *, distinct: bool, scale: float = 1.0) -> Program:
+    return functools.partial(_sleepers_main, count, distinct, scale)
+
+
+# -- the hangs ------------------------------------------------------------------------
+
+
+async def _heartbeat_deadlock_main() -> None:
+    """A deadlock kept "alive" by a periodic timer.
+
+    ``waiter`` waits on an event nobody will ever set; a heartbeat task ticks every second
+    forever, so the loop is never idle and virtual time runs on without end. Nothing but
+    timers can make progress: a runtime has to notice that (a virtual-time horizon or a
+    progress watchdog) to report it.
+    """
+    never = asyncio.Event()
+
+    async def heartbeat() -> None:
+        while True:
+            await asyncio.sleep(1.0)
+
+    async def waiter() -> None:
+        await never.wait()
+
+    beat = asyncio.ensure_future(heartbeat())
+    await waiter()
+    beat.cancel()
+
+
+def heartbeat_deadlock() -> Program:
+    return _heartbeat_deadlock_main
+
+
+async def _spin_main() -> None:
+    """A ``sleep(0)`` spin loop on a flag nothing will ever set (a livelock).
+
+    Every step yields, so the loop is always busy and virtual time never moves.
+    """
+    flag = [False]
+
+    async def spinner() -> None:
+        while not flag[0]:
+            await asyncio.sleep(0)
+
+    await asyncio.ensure_future(spinner())
+
+
+def spin_loop() -> Program:
+    return _spin_main
+
+
+# -- determinism: behaviour that depends on PYTHONHASHSEED ----------------------------
+
+SET_OUTPUT: list[str] = []
+
+
+async def _set_iteration_main() -> list[str]:
+    """Start one task per name in a set of strings, so the start order (and therefore the
+    observable output order) follows str hashing, i.e. PYTHONHASHSEED. A runtime's
+    determinism check must see that two processes behave differently."""
+    SET_OUTPUT.clear()
+    names = {"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"}
+
+    async def worker(name: str) -> None:
+        await asyncio.sleep(0)
+        SET_OUTPUT.append(name)
+
+    await asyncio.gather(*(asyncio.ensure_future(worker(n)) for n in names))
+    return list(SET_OUTPUT)
+
+
+def set_iteration() -> Program:
+    return _set_iteration_main

@@ -1,0 +1,109 @@
+"""``loopkit cassette ...``: show an LLM cassette's chunk stream, record a new one."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from reference_loop.protocols import ModelRequest
+
+from .errors import CassetteError
+from .providers import ADAPTERS
+
+TEST_SERVER_HEADER = (
+    "Recorded through loopkit's {adapter} adapter against the local test server\n"
+    "(cassettes/testserver.py, 127.0.0.1), which serves the provider's documented wire format.\n"
+    "This is not traffic from the real provider.\n"
+    "Regenerate: loopkit cassette record {out} --adapter {adapter} --model {model} --test-server{flags}"
+)
+LIVE_HEADER = "Recorded through loopkit's {adapter} adapter against {base_url}."
+
+
+def show(
+    file: Annotated[Path, typer.Argument(help="A vcrpy-style LLM cassette (ours or another project's).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+) -> None:
+    """Replay each interaction through the matching adapter and print its chunk stream."""
+    from .replay import replay_file
+
+    try:
+        _, results = replay_file(str(file))
+    except CassetteError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if as_json:
+        typer.echo(json.dumps({"file": str(file), "interactions": [r.to_json() for r in results]}, indent=2))
+        return
+    for n, result in enumerate(results, 1):
+        mode = "streaming" if result.streaming else "whole response"
+        typer.echo(f"#{n} {result.method} {result.url} -> {result.status} ({result.adapter or 'no adapter'}, {mode})")
+        for chunk in result.chunks:
+            typer.echo("  " + json.dumps(chunk))
+        if result.error is not None:
+            typer.echo(f"  error: {result.error}")
+
+
+def record(
+    out: Annotated[Path, typer.Argument(help="Cassette file to write (e.g. cassettes/llm/openai-chat/hello.yaml).")],
+    model: Annotated[str, typer.Option("--model", help="Provider model name (a scenario name for --test-server).")],
+    adapter: Annotated[str, typer.Option("--adapter", help=f"One of: {', '.join(ADAPTERS)}.")] = "openai-chat",
+    prompt: Annotated[str, typer.Option("--prompt", help="The user message.")] = "Say hello.",
+    system: Annotated[str | None, typer.Option("--system", help="System prompt.")] = None,
+    tools: Annotated[Path | None, typer.Option("--tools", help="JSON file: a list of {name, description, input_schema}.")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", help="API root; default $LOOPKIT_BASE_URL or the provider's.")] = None,
+    api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="Environment variable holding the key.")] = None,
+    stream: Annotated[bool, typer.Option("--stream/--no-stream", help="Streaming or whole-response API.")] = True,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens")] = None,
+    filter_header: Annotated[list[str] | None, typer.Option("--filter-header", help="Another header to scrub (repeatable).")] = None,
+    test_server: Annotated[bool, typer.Option("--test-server", help="Record against the local test server.")] = False,
+) -> None:
+    """Record one request through an adapter (key and base URL from the environment)."""
+    from .record import record_cassette
+
+    if adapter not in ADAPTERS:
+        typer.echo(f"error: unknown adapter {adapter!r} (known: {', '.join(ADAPTERS)})", err=True)
+        raise typer.Exit(2)
+    cls = ADAPTERS[adapter]
+    request: ModelRequest = {"model": model, "messages": [{"role": "user", "content": [{"type": "text", "text": prompt}]}]}
+    if system:
+        request["system"] = system
+    if tools is not None:
+        try:
+            request["tools"] = json.loads(tools.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            typer.echo(f"error: {tools}: {exc}", err=True)
+            raise typer.Exit(2) from exc
+    key = os.environ.get(api_key_env or cls.api_key_env)
+
+    async def run(url: str | None, header: str, meta: dict[str, Any]) -> None:
+        _, chunks, error = await record_cassette(
+            out, adapter=adapter, request=request, base_url=url, api_key=key, stream=stream,
+            max_tokens=max_tokens, filter_headers=filter_header or (), header=header, meta=meta,
+        )
+        typer.echo(f"wrote {out}: {len(chunks)} chunks" + (f", error {error}" if error else ""))
+
+    if test_server:
+        from .testserver import WEATHER_TOOL, serve
+
+        if model == "tools" and "tools" not in request:
+            request["tools"] = [WEATHER_TOOL]
+        flags = "" if stream else " --no-stream"
+        header = TEST_SERVER_HEADER.format(adapter=adapter, out=out.as_posix(), model=model, flags=flags)
+        with serve(delay=0.02) as server:
+            asyncio.run(run(server.base_url, header, {"recorded_against": "loopkit local test server"}))
+        return
+    url = base_url or os.environ.get("LOOPKIT_BASE_URL") or cls.default_base_url
+    asyncio.run(run(url, LIVE_HEADER.format(adapter=adapter, base_url=url), {"recorded_against": url}))
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``cassette`` sub-app (``show``, ``record``) to the ``loopkit`` app."""
+    sub = typer.Typer(help="LLM cassettes: replay recorded provider traffic, record new traffic.", no_args_is_help=True)
+    sub.command("show")(show)
+    sub.command("record")(record)
+    app.add_typer(sub, name="cassette")

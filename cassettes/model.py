@@ -1,0 +1,65 @@
+"""A cassette-backed ``ModelAdapter``: replays recorded provider traffic through the real adapter.
+
+Each ``stream()`` call sends the adapter's request to a ``ReplayTransport``, which answers with the
+next recorded interaction and plays its events one by one, sleeping the recorded gaps with
+``asyncio.sleep``: under the simulator those gaps pass in virtual time, so a ``cancel()`` can land
+between two recorded chunks, reproducibly. Register it on a service like any adapter (the fake LLM
+included); ``llm_cassette`` (in ``cassettes.pytest_plugin``) is the pytest fixture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from reference_loop.protocols import ModelRequest
+from reference_loop.vocabulary import Chunk
+
+from .errors import CassetteError, ProviderError
+from .llm_cassette import Cassette, ReplayTransport
+from .providers import ADAPTERS, adapter_for_url, base_url_of
+
+
+class CassetteModel:
+    """Replays ``path`` through the adapter its first interaction's URL names (or ``adapter``).
+
+    ``allow_playback_repeats`` lets interactions answer more than once; ``pace=False`` drops the
+    recorded gaps; ``assert_all_played()`` is the strict check (the fixture calls it when strict).
+    Provider failures surface as the adapter raises them (``ProviderError`` with status and code);
+    a request the cassette cannot answer raises ``UnmatchedRequestError``.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        adapter: str | None = None,
+        allow_playback_repeats: bool = False,
+        pace: bool = True,
+    ) -> None:
+        self.cassette = Cassette.load(path)
+        first = self.cassette.interactions[0]
+        if adapter is not None:
+            if adapter not in ADAPTERS:
+                raise CassetteError(path, f"unknown adapter {adapter!r} (known: {', '.join(ADAPTERS)})")
+            cls = ADAPTERS[adapter]
+        else:
+            found = adapter_for_url(first.uri)
+            if found is None:
+                raise CassetteError(path, f"no adapter speaks {first.uri}; pass adapter=")
+            cls = found
+        self.transport = ReplayTransport(self.cassette, allow_playback_repeats=allow_playback_repeats, pace=pace)
+        self.adapter = cls(base_url=base_url_of(first.uri, cls), stream=first.streaming, transport=self.transport)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        """The ``ModelAdapter`` contract, answered from the cassette."""
+        try:
+            async for chunk in self.adapter.stream(request):
+                yield chunk
+        except ProviderError as exc:
+            if exc.code == "STREAM_TRUNCATED":
+                raise CassetteError(self.cassette.path, f"truncated SSE: {exc.message}") from exc
+            raise
+
+    def assert_all_played(self) -> None:
+        self.transport.assert_all_played()

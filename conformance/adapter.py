@@ -1,0 +1,176 @@
+"""The implementation adapter: what an agent loop provides to be checked by the suite.
+
+An implementation is checked through one object satisfying ``Implementation``. Its
+``create_service()`` returns a ``ServiceHandle``; the suite registers the kit's fake model and
+fake tools on it, registers listeners, creates agents (``AgentHandle``) and drives them. The
+shapes of everything that crosses this boundary are the spec's (section 0b): plain JSON dicts
+with snake_case keys, compared literally.
+
+The protocol deliberately mirrors the reference's public API, so a thin wrapper is enough: for
+the reference, the service and agent objects *are* the handles. Rules of the suite:
+
+* The suite builds every service *inside* a simulation (``create_service`` is called from the
+  simulated event loop), so an implementation that takes time and ids from
+  ``reference_loop.sources.default_sources()`` (or ``simulator.sources.current_sources()``) is
+  reproducible to the byte (PY-3).
+* Listeners receive the implementation's own agent object first (notifications and the
+  ``agent/*`` waterfalls); the suite never calls methods on that argument, it uses the
+  ``AgentHandle`` it was given, so a wrapper need not translate listener arguments.
+* ``features`` lists the optional features supported: ``"persistence"`` (``resume``),
+  ``"configuration"`` (``load_config``) and ``"injection"`` (``inject``). Rules of unsupported
+  features report ``not-applicable``; the methods may then raise ``NotImplementedError``.
+* A failure while building a service or an agent is a setup error: the command reports it in
+  one line and exits 2.
+
+See ``docs/conformance.md`` for a worked example and ``examples/tiny_loop`` for a third-party
+implementation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from reference_loop.protocols import ModelAdapter, Tool
+from reference_loop.vocabulary import Message, SessionEvent, Source
+
+from .catalogue import Feature
+
+Disposer = Callable[[], object]
+"""Returned by every registration; calling it undoes the registration."""
+
+
+@runtime_checkable
+class SessionHandle(Protocol):
+    """An agent's session log."""
+
+    @property
+    def id(self) -> str:
+        """The session id."""
+        ...
+
+    @property
+    def events(self) -> list[SessionEvent]:
+        """The events so far, ``{"type", "seq", "time", "data"}`` each (a copy is fine)."""
+        ...
+
+    def derive_messages(self) -> list[Message]:
+        """The conversation history derived from the log (spec LOG-7)."""
+        ...
+
+    def append(self, type: str, data: Mapping[str, Any]) -> SessionEvent:
+        """Append an event (validated, snapshotted, then ``session/event`` notified)."""
+        ...
+
+
+@runtime_checkable
+class AgentHandle(Protocol):
+    """One agent, driven by the suite."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def status(self) -> str:
+        """``idle``, ``running`` or ``disposed``."""
+        ...
+
+    @property
+    def session(self) -> SessionHandle: ...
+
+    def send(self, content: Any, source: Source | None = None) -> None:
+        """Queue a prompt (a string or a list of blocks)."""
+        ...
+
+    def steer(self, content: Any, source: Source | None = None) -> None:
+        """Add steering for the running turn (like ``send`` when not running)."""
+        ...
+
+    def inject(self, content: Any, source: Source | None = None) -> Awaitable[None]:
+        """Inject context (optional feature ``injection``)."""
+        ...
+
+    def abort(self, reason: str = "aborted") -> None: ...
+
+    def cancel(self, reason: str = "cancelled") -> None: ...
+
+    def when_idle(self) -> Awaitable[None]:
+        """Register a waiter *now*; the returned awaitable resolves at quiescence."""
+        ...
+
+    def dispose(self) -> None:
+        """Synchronous, idempotent, cannot fail."""
+        ...
+
+
+@runtime_checkable
+class ServiceHandle(Protocol):
+    """A service owning one event bus, the model and tool registries, and its agents."""
+
+    def on(self, event: str, listener: Callable[..., Any]) -> Disposer:
+        """Register a listener on the service's bus (notifications, waterfalls, session events)."""
+        ...
+
+    def register_model(self, name: str, adapter: ModelAdapter) -> Disposer: ...
+
+    def register_tool(self, tool: Tool) -> Disposer: ...
+
+    def add_system_prompt_section(self, name: str, text: str) -> Disposer: ...
+
+    def create(self, agent_id: str, options: Mapping[str, Any] | None = None) -> AgentHandle:
+        """Create on a fresh session id ``{agent_id}-session-{uuid}``. Options: ``model``,
+        ``system_prompt``."""
+        ...
+
+    def create_agent(
+        self,
+        agent_id: str,
+        session_id: str,
+        meta: Mapping[str, Any] | None = None,
+        agent_options: Mapping[str, Any] | None = None,
+    ) -> AgentHandle:
+        """Create on the caller's session id."""
+        ...
+
+    async def resume(
+        self, agent_id: str, resume_session_id: str, agent_options: Mapping[str, Any] | None = None
+    ) -> AgentHandle:
+        """Resume from the persistence backend (feature ``persistence``)."""
+        ...
+
+    def get(self, agent_id: str) -> AgentHandle | None: ...
+
+    def load_config(self, config: Mapping[str, Any]) -> object:
+        """Create the agents a configuration lists (feature ``configuration``); raise on bad
+        configuration with a message naming the field."""
+        ...
+
+    async def close(self) -> None: ...
+
+    def driver_task(self, agent: AgentHandle) -> asyncio.Task[Any] | None:
+        """The asyncio task running ``agent``'s driver loop (spec PY-1, IDLE-4)."""
+        ...
+
+
+@runtime_checkable
+class Implementation(Protocol):
+    """The object that ``--impl module:attr`` names."""
+
+    name: str
+    """A short name for reports."""
+
+    features: frozenset[Feature]
+    """The optional features supported."""
+
+    logger_name: str
+    """The ``logging`` logger under which contained failures are warned about (ERR-12)."""
+
+    def create_service(self, *, persistence: object | None = None) -> ServiceHandle:
+        """A new service. ``persistence`` is a backend from ``new_persistence()`` (shared by two
+        services to check resume) or ``None`` for no persistence."""
+        ...
+
+    def new_persistence(self) -> object:
+        """A fresh, empty in-memory persistence backend (feature ``persistence``)."""
+        ...

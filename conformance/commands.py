@@ -1,0 +1,69 @@
+"""``loopkit conformance``: check an implementation against every rule and print the verdict.
+
+Exit codes: 0 every applicable rule passes (baseline applied, no stale entries); 1 a rule fails
+or a baseline entry is stale; 2 a usage or setup error (one line on stderr, no traceback).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import typer
+
+from . import schedules
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(2)
+
+
+def conformance(
+    impl: str = typer.Option(
+        "reference", "--impl", metavar="MODULE:ATTR",
+        help="Implementation to check: MODULE:ATTR (an Implementation or a factory), 'reference' or 'mutant:NAME'.",
+    ),
+    rule: list[str] = typer.Option(  # noqa: B008 - typer's idiom
+        [], "--rule", metavar="ID", help="Only check this rule id (repeatable)."
+    ),
+    schedule_count: int = typer.Option(
+        schedules.DEFAULT_SCHEDULES, "--schedules", metavar="N",
+        help="Seeded random and pct schedules (each) the race rules also run under.",
+    ),
+    baseline: str | None = typer.Option(
+        None, "--baseline", metavar="FILE", help="Expected failures: rule ids or test ids, one per line."
+    ),
+    json_path: str | None = typer.Option(None, "--json", metavar="FILE", help="Write the JSON report here."),
+    junit: str | None = typer.Option(None, "--junit", metavar="FILE", help="Write a JUnit XML report here."),
+    failures_only: bool = typer.Option(False, "--failures-only", help="List only rules that did not pass."),
+) -> None:
+    """Check an implementation against every rule of the agent-loop contract."""
+    from .baseline import BaselineError, load
+    from .report import judge, print_table, write_json
+    from .runner import SuiteError, run_suite
+
+    try:
+        expected = load(baseline) if baseline else None
+    except BaselineError as exc:
+        raise _fail(str(exc)) from None
+    started = time.monotonic()
+    try:
+        run = run_suite(None if impl == "reference" else impl, rules=rule, schedule_count=schedule_count, junit=junit)
+    except SuiteError as exc:
+        raise _fail(str(exc)) from None
+    verdict = judge(run, expected)
+    print_table(verdict, show_passed=not failures_only)
+    typer.echo(f"{len(run.results)} tests in {time.monotonic() - started:.1f}s")
+    if json_path:
+        try:
+            write_json(verdict, json_path)
+        except OSError as exc:
+            raise _fail(f"cannot write {json_path!r}: {exc.strerror or exc}") from None
+    sys.stdout.flush()
+    raise typer.Exit(0 if verdict.ok else 1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``loopkit conformance`` to the CLI."""
+    app.command("conformance")(conformance)

@@ -1,0 +1,97 @@
+"""Resolving ``--impl``: which implementation the suite (and later commands) check.
+
+* ``None``, ``""`` or ``"reference"``: the reference loop (``conformance.reference_adapter``).
+* ``"mutant:NAME"``: a buggy variant registered in ``conformance.mutants`` (looked up lazily, so
+  this works as soon as that package exists: it must expose ``get(name) -> Implementation`` or a
+  ``MUTANTS`` mapping).
+* ``"module:attr"``: an ``Implementation`` object, or a zero-argument callable returning one.
+
+Every failure raises ``ImplError`` with a one-line message, for the CLI to print and exit 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .adapter import Implementation
+
+REFERENCE = "conformance.reference_adapter:reference"
+_REQUIRED = ("name", "features", "create_service")
+
+
+class ImplError(Exception):
+    """The implementation could not be resolved (message is one line)."""
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def resolve(spec: str | None = None) -> Implementation:
+    """The implementation named by ``spec`` (see module docstring)."""
+    spec = (spec or "").strip()
+    if spec in ("", "reference"):
+        spec = REFERENCE
+    if spec.startswith("mutant:"):
+        return _mutant(spec.removeprefix("mutant:"))
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ImplError(f"bad --impl {spec!r}: expected MODULE:ATTR, 'reference' or 'mutant:NAME'")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ImplError(f"cannot import {module_name!r} for --impl {spec}: {_one_line(exc)}") from exc
+    target: Any = module
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise ImplError(f"module {module_name!r} has no attribute {attr!r} (--impl {spec})") from None
+    return _check(_instantiate(target, spec), spec)
+
+
+def _instantiate(target: Any, spec: str) -> Any:
+    if all(hasattr(target, name) for name in _REQUIRED) and not isinstance(target, type):
+        return target
+    if callable(target):
+        try:
+            return target()
+        except Exception as exc:
+            raise ImplError(f"--impl {spec}: building the implementation raised {_one_line(exc)}") from exc
+    return target
+
+
+def _check(impl: Any, spec: str) -> Implementation:
+    missing = [name for name in _REQUIRED if not hasattr(impl, name)]
+    if missing:
+        raise ImplError(
+            f"--impl {spec} is not a conformance Implementation (missing {', '.join(missing)}); "
+            "see docs/conformance.md"
+        )
+    return impl  # type: ignore[no-any-return]
+
+
+def _mutant(name: str) -> Implementation:
+    try:
+        mutants = importlib.import_module("conformance.mutants")
+    except ModuleNotFoundError as exc:
+        if exc.name != "conformance.mutants":
+            raise ImplError(f"cannot load mutants: {_one_line(exc)}") from exc
+        raise ImplError(f"unknown mutant {name!r}: no mutants are installed") from None
+    getter = getattr(mutants, "get", None)
+    try:
+        if callable(getter):
+            impl = getter(name)
+        else:
+            impl = dict(getattr(mutants, "MUTANTS", {}))[name]
+    except KeyError:
+        names = ", ".join(sorted(getattr(mutants, "MUTANTS", {}))) or "none"
+        raise ImplError(f"unknown mutant {name!r} (known: {names})") from None
+    return _check(_instantiate(impl, f"mutant:{name}"), f"mutant:{name}")
+
+
+def describe(spec: str | None) -> str:
+    """The name a report uses for ``spec`` (``reference`` by default)."""
+    return (spec or "").strip() or "reference"

@@ -1,0 +1,92 @@
+"""Small helpers shared by the rule tests."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from conformance.adapter import AgentHandle
+from conformance.harness import Kit, Scenario
+
+Run = Callable[[Scenario], None]
+
+USER = {"kind": "user"}
+COMPLETED = {"kind": "completed"}
+MAXTOK = {"kind": "max-tokens"}
+DISPOSED = {"kind": "disposed"}
+
+
+def aborted(reason: str = "aborted") -> dict[str, Any]:
+    return {"kind": "aborted", "reason": reason}
+
+
+def texts(content: Any) -> list[str]:
+    """The texts of a content value (a string or a list of blocks)."""
+    if isinstance(content, str):
+        return [content]
+    return [b.get("text", "") for b in content if isinstance(b, dict)]
+
+
+def request_texts(request: dict[str, Any]) -> list[str]:
+    """Every text of a model request's messages, in order."""
+    out: list[str] = []
+    for message in request.get("messages", []):
+        for block in message.get("content", []):
+            if block.get("type") == "text":
+                out.append(block["text"])
+    return out
+
+
+def once(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A listener body that acts only the first time it is called."""
+    done = [False]
+
+    def wrapper(*args: Any) -> Any:
+        if done[0]:
+            return None
+        done[0] = True
+        return fn(*args)
+
+    return wrapper
+
+
+def boom(*_args: Any) -> Any:
+    """A listener that throws."""
+    raise RuntimeError("boom")
+
+
+async def passthrough(*args: Any) -> Any:
+    """A waterfall listener that calls ``next()`` unchanged."""
+    return await args[-1]()
+
+
+class Watch:
+    """Calls ``when_idle()`` now and records what the log and status were when it resolved."""
+
+    def __init__(self, kit: Kit, agent: AgentHandle) -> None:
+        self.kit = kit
+        self.agent = agent
+        self.types_at_release: list[str] | None = None
+        self.status_at_release: str | None = None
+        waiter = agent.when_idle()
+        self.task = asyncio.ensure_future(self._watch(waiter))
+
+    async def _watch(self, waiter: Any) -> None:
+        await waiter
+        self.types_at_release = Kit.types(self.agent)
+        self.status_at_release = self.agent.status
+
+    @property
+    def released(self) -> bool:
+        return self.task.done()
+
+    async def wait(self) -> None:
+        try:
+            await asyncio.wait_for(asyncio.shield(self.task), self.kit.timeout)
+        except TimeoutError:
+            raise AssertionError(f"when_idle() of {self.agent.id} never resolved (status {self.agent.status})") from None
+
+    def turn_ends_at_release(self) -> int:
+        assert self.types_at_release is not None
+        return self.types_at_release.count("turn/end")

@@ -1,0 +1,434 @@
+"""Section 8: cancellation (ABORT-1, CANCEL-*, MARKER-1). Race rules: run under many schedules."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from conformance import fakes
+from conformance.harness import Kit
+
+from ._support import COMPLETED, Run, Watch, aborted, once
+
+
+async def _parked(k: Kit) -> object:
+    """An agent whose driver has started and parked at the idle wait."""
+    a = k.agent()
+    await k.settle()
+    return a
+
+
+def _ran(k: Kit, agent: object) -> list[str]:
+    return [p for turn in k.prompts(agent) for p in turn]  # type: ignore[arg-type]
+
+
+@pytest.mark.rule("ABORT-1")
+def test_abort_only_in_flight_step(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.model.push([fakes.Hang()], [fakes.Hang()])
+        a.send("A")
+        await k.until(lambda: len(k.model.requests) == 1, "A's model call")
+        a.send("B")
+        a.abort()
+        await k.until(lambda: len(k.model.requests) == 2, "B's model call")
+        a.abort("stop B")
+        await k.idle(a)
+        assert k.reasons(a) == [aborted(), aborted("stop B")], "queued prompts still run"
+        assert k.prompts(a) == [["A"], ["B"]]
+
+    run(scenario)
+
+
+@pytest.mark.rule("ABORT-1")
+def test_abort_without_step_does_nothing(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        a = await _parked(k)
+        a.abort()
+        a.send("A")
+        await k.idle(a)
+        assert k.reasons(a) == [COMPLETED], "abort is not deferred to a later step"
+
+    run(scenario)
+
+
+@pytest.mark.rule("CANCEL-1", "CANCEL-2")
+def test_cancel_clears_fifos_and_aborts(run: Run, schedule: str) -> None:
+    async def scenario(k: Kit) -> None:
+        a = await _parked(k)
+        k.model.push([fakes.Hang()])
+        a.send("A")
+        await k.until(lambda: len(k.model.requests) == 1, "A's model call")
+        a.send("queued")
+        a.steer("steering")
+        a.cancel("user stop")
+        await k.idle(a)
+        assert k.reasons(a) == [aborted("user stop")]
+        a.send("C")
+        await k.idle(a)
+        assert k.prompts(a) == [["A"], ["C"]], "queued work was cleared by cancel"
+        assert k.events(a, "steering/message") == []
+
+    run(scenario)
+
+
+@pytest.mark.rule("CANCEL-1")
+def test_cancel_default_reason(run: Run, schedule: str) -> None:
+    async def scenario(k: Kit) -> None:
+        a = await _parked(k)
+        k.model.push([fakes.Hang()])
+        a.send("A")
+        await k.until(lambda: len(k.model.requests) == 1, "A's model call")
+        a.cancel()
+        await k.idle(a)
+        assert k.reasons(a) == [aborted("cancelled")]
+
+    run(scenario)
+
+
+@pytest.mark.rule("CANCEL-2", "CANCEL-W1")
+def test_queued_prompt_never_runs(run: Run, schedule: str) -> None:
+    async def scenario(k: Kit) -> None:
+        k.record("agent/status")
+        a = await _parked(k)
+        a.send("A")
+        a.send("B")
+        a.cancel()
+        await k.idle(a)
+        await k.settle()
+        assert k.events(a) == [], "a cancelled, unstarted prompt must not open a turn"
+        assert k.statuses() == [], "no agent/status for a dropped turn"
+        a.send("C")
+        await k.idle(a)
+        assert k.prompts(a) == [["C"]]
+
+    run(scenario)
+
+
+@pytest.mark.rule("CANCEL-3", "MARKER-1")
+def test_cancel_with_nothing_to_cancel_is_noop(run: Run, schedule: str) -> None:
+    async def scenario(k: Kit) -> None:
+        a = await _parked(k)
+        a.cancel()
+        a.send("A")
+        await k.idle(a)
+        a.cancel()
+        await k.settle()
+        a.send("B")
+        await k.idle(a)
+        assert k.prompts(a) == [["A"], ["B"]]
+        assert k.reasons(a) == [COMPLETED, COMPLETED]
+
+    run(scenario)
+
+
+@pytest.mark.rule("CANCEL-3")
+def test_cancel_on_fresh_agent_is_noop(run: Run, schedule: str) -> None:
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        a.cancel()
+        await k.settle()
+        a.send("A")
+        await k.idle(a)
+        assert k.prompts(a) == [["A"]]
+
+    run(scenario)
+
+
+@pytest.mark.rule("CANCEL-4", "LOOP-8")
+def test_pending_steering_dropped_late_steering_requeued(run: Run, schedule: str) -> None:
+    async def scenario(k: Kit) -> None:
+        a = await _parked(k)
+        k.model.push([fakes.Hang()])
+        k.on("agent/turn-end", once(lambda *_: a.steer("late")))
+        a.send("A")
+        await k.until(lambda: len(k.model.requests) == 1, "A's model call")
+        a.steer("pending")
+        a.cancel()
+        await k.idle(a)
+        await k.settle()
+        await k.idle(a)
+        assert "pending" not in _ran(k, a) and k.events(a, "steering/message") == []
+        assert k.prompts(a) == [["A"], ["late"]], "steering added after the cancel is re-queued"
+        assert k.reasons(a) == [aborted("cancelled"), COMPLETED]
+
+    run(scenario)
+
+
+@pytest.mark.rule("CANCEL-W1")
+def test_window1_replacement_runs_before_waiter(run: Run, schedule: str) -> None:
+    async def scenario(k: Kit) -> None:
+        k.record("agent/status")
+        a = await _parked(k)
+        k.model.push([fakes.Sleep(1.0), *fakes.text("B")])
+        a.send("A")
+        watch = Watch(k, a)
+        a.cancel()
+        a.send("B")
+        await watch.wait()
+        assert k.prompts(a) == [["B"]], "A never runs, B runs once"
+        assert watch.turn_ends_at_release() == 1, "when_idle() resolved while B was still queued"
+        assert watch.status_at_release == "idle"
+
+    run(scenario)
+
+
+@pytest.mark.rule("CANCEL-W1")
+def test_window1_drop_releases_waiters(run: Run, schedule: str) -> None:
+    async def scenario(k: Kit) -> None:
+        k.record("agent/status")
+        a = await _parked(k)
+        a.send("A")
+        watch = Watch(k, a)
+        a.cancel("nope")
+        await watch.wait()
+        await k.settle()
+        assert k.events(a) == [] and k.statuses() == []
+
+    run(scenario)
+
+
+@pytest.mark.rule("CANCEL-W1", "MARKER-1")
+def test_window1_actor_races_driver(run: Run, schedule: str) -> None:
+    async def scenario(k: Kit) -> None:
+        a = await _parked(k)
+        k.model.push([fakes.Sleep(0.5), *fakes.text("reply")], [fakes.Sleep(0.5), *fakes.text("reply")])
+
+        sent_b_before_release: list[bool] = []
+
+        async def actor() -> Watch:
+            a.send("A")
+            watch = Watch(k, a)
+            await asyncio.sleep(0)
+            a.cancel()
+            a.send("B")
+            sent_b_before_release.append(not watch.released)
+            return watch
+
+        watch = await asyncio.create_task(actor())
+        await watch.wait()
+        await k.idle(a)
+        ran = _ran(k, a)
+        assert ran.count("B") == 1 and ran[-1] == "B", f"B must run exactly once, last: {k.prompts(a)}"
+        assert ["A", "B"] not in k.prompts(a), "A must never be batched with B"
+        assert ran.count("A") <= 1
+        if sent_b_before_release[0]:
+            # B was queued while the waiter was pending: it resolves only after B's turn.
+            assert watch.types_at_release == k.types(a), "when_idle() resolved before B's turn ended"
+            assert watch.status_at_release == "idle"
+
+    run(scenario)
+
+
+def _on_first_running(action: object) -> object:
+    fired = [False]
+
+    def listener(_agent: object, status: str) -> None:
+        if status == "running" and not fired[0]:
+            fired[0] = True
+            action()  # type: ignore[operator]
+
+    return listener
+
+
+@pytest.mark.rule("CANCEL-W2")
+def test_window2_cancel_settles_idle(run: Run, schedule: str) -> None:
+    async def scenario(k: Kit) -> None:
+        k.record("agent/status")
+        a = await _parked(k)
+        k.on("agent/status", _on_first_running(lambda: a.cancel("w2")))
+        a.send("A")
+        watch = Watch(k, a)
+        await watch.wait()
+        assert k.events(a, "turn/start") == [], "the dropped turn writes no turn/start"
+        assert k.statuses() == ["running", "idle"], "a real transition back to idle"
+        assert a.status == "idle"
+        a.send("C")
+        await k.idle(a)
+        assert k.prompts(a) == [["C"]]
+
+    run(scenario)
+
+
+@pytest.mark.rule("CANCEL-W2")
+def test_window2_replacement_runs_before_waiter(run: Run, schedule: str) -> None:
+    async def scenario(k: Kit) -> None:
+        k.record("agent/status")
+        a = await _parked(k)
+        k.model.push([fakes.Sleep(1.0), *fakes.text("B")])
+
+        def cancel_and_replace() -> None:
+            a.cancel("w2")
+            a.send("B")
+
+        k.on("agent/status", _on_first_running(cancel_and_replace))
+        a.send("A")
+        watch = Watch(k, a)
+        await watch.wait()
+        assert k.prompts(a) == [["B"]], "A is dropped, B runs"
+        assert watch.turn_ends_at_release() == 1, "when_idle() resolved while B was still queued"
+        assert k.statuses() == ["running", "idle"], "B runs in the same running period"
+
+    run(scenario)
+
+
+@pytest.mark.rule("CANCEL-W0")
+def test_window0_right_after_creation(run: Run, schedule: str) -> None:
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        a.send("A")
+        watch = Watch(k, a)
+        a.cancel()
+        await watch.wait()
+        await k.settle()
+        assert k.events(a) == []
+        a.send("B")
+        await k.idle(a)
+        assert k.prompts(a) == [["B"]]
+
+    run(scenario)
+
+
+@pytest.mark.rule("CANCEL-W0", "MARKER-1")
+def test_window0_idle_listener_sends_then_cancels(run: Run, schedule: str) -> None:
+    async def scenario(k: Kit) -> None:
+        a = await _parked(k)
+        fired = [False]
+
+        def listener(_agent: object, status: str) -> None:
+            if status == "idle" and not fired[0]:
+                fired[0] = True
+                a.send("Y")
+                a.cancel()
+
+        k.on("agent/status", listener)
+        a.send("X")
+        await k.idle(a)
+        await k.settle()
+        await k.idle(a)
+        assert fired[0]
+        a.send("Z")
+        await k.idle(a)
+        assert k.prompts(a) == [["X"], ["Z"]]
+
+    run(scenario)
+
+
+@pytest.mark.rule("CANCEL-STEP")
+@pytest.mark.parametrize("boundary", ["agent/turn-start", "agent/step-start"])
+def test_cancel_before_step(run: Run, schedule: str, boundary: str) -> None:
+    async def scenario(k: Kit) -> None:
+        k.record("agent/step-start", "agent/step-end")
+        a = await _parked(k)
+        k.on(boundary, once(lambda *_: a.cancel("early")))
+        a.send("A")
+        await k.idle(a)
+        assert k.types(a) == ["turn/start", "user/message", "step/start", "step/end", "turn/end"]
+        assert k.reasons(a) == [aborted("early")]
+        assert k.model.requests == [], "the model is not called"
+        assert k.noted("agent/step-start") == [(1, 1)] and k.noted("agent/step-end") == [(1, 1)]
+
+    run(scenario)
+
+
+@pytest.mark.rule("CANCEL-CONT")
+def test_cancel_at_continuation_gate(run: Run, schedule: str) -> None:
+    async def scenario(k: Kit) -> None:
+        k.tool("echo")
+        a = await _parked(k)
+
+        async def listener(agent: object, turn: int, decision: object, next: object) -> object:
+            a.cancel("gate")
+            await next()  # type: ignore[operator]
+            return True
+
+        k.on("agent/turn-continuation", listener)
+        k.model.push(fakes.tools(("c1", "echo", "{}")))
+        a.send("A")
+        await k.idle(a)
+        assert k.reasons(a) == [aborted("gate")]
+        assert len(k.model.requests) == 1, "no further step runs"
+
+    run(scenario)
+
+
+@pytest.mark.rule("CANCEL-MID")
+@pytest.mark.parametrize("where", ["stream", "tool"])
+def test_cancel_mid_step(run: Run, schedule: str, where: str) -> None:
+    async def scenario(k: Kit) -> None:
+        tool = k.tool("hang", hang=True)
+        a = await _parked(k)
+        if where == "stream":
+            k.model.push([fakes.Hang()])
+        else:
+            k.model.push(fakes.tools(("c1", "hang", "{}")))
+        a.send("A")
+        if where == "stream":
+            await k.until(lambda: bool(k.model.requests), "the model call")
+        else:
+            await k.until(lambda: bool(tool.calls), "the tool call")
+        a.cancel("mid")
+        await k.idle(a)
+        assert k.reasons(a) == [aborted("mid")]
+        assert len(k.model.requests) == 1
+
+    run(scenario)
+
+
+@pytest.mark.rule("MARKER-1")
+def test_marker_does_not_drop_later_prompt(run: Run, schedule: str) -> None:
+    async def scenario(k: Kit) -> None:
+        a = await _parked(k)
+        k.model.push([fakes.Hang()])
+        a.send("A")
+        await k.until(lambda: bool(k.model.requests), "A's model call")
+        a.cancel()
+        await k.idle(a)
+        a.send("B")
+        await k.idle(a)
+        assert k.prompts(a) == [["A"], ["B"]]
+        assert k.reasons(a) == [aborted("cancelled"), COMPLETED]
+
+    run(scenario)
+
+
+@pytest.mark.rule("MARKER-1")
+def test_prompt_sent_during_cancelled_flush_runs(run: Run, schedule: str) -> None:
+    async def scenario(k: Kit) -> None:
+        a = await _parked(k)
+        flushes = [0]
+        flushing = asyncio.Event()
+
+        async def flush(*_args: object) -> None:
+            flushes[0] += 1
+            if flushes[0] == 1:
+                flushing.set()
+                a.send("B")
+                await asyncio.sleep(0.5)
+
+        k.on("session/flush", flush)
+        k.model.push([fakes.Hang()])
+        a.send("A")
+        await k.until(lambda: bool(k.model.requests), "A's model call")
+        a.cancel()
+        await asyncio.wait_for(flushing.wait(), k.timeout)
+        await k.idle(a)
+        assert k.prompts(a) == [["A"], ["B"]], "a prompt sent while the cancelled turn flushed must run"
+
+    run(scenario)
+
+
+@pytest.mark.rule("MARKER-1", "CANCEL-W1")
+def test_marker_reset_after_dropped_turn(run: Run, schedule: str) -> None:
+    async def scenario(k: Kit) -> None:
+        a = await _parked(k)
+        a.send("A")
+        a.cancel()
+        await k.idle(a)
+        await k.settle()
+        a.send("B")
+        await k.idle(a)
+        assert k.prompts(a) == [["B"]]
+
+    run(scenario)

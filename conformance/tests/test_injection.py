@@ -1,0 +1,153 @@
+"""Section 10: injection (INJ-1..4), an optional feature."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from conformance import fakes
+from conformance.harness import Kit
+from reference_loop import vocabulary as v
+
+from ._support import COMPLETED, USER, Run, request_texts
+
+
+@pytest.mark.rule("INJ-1")
+def test_inject_into_open_turn(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        gate = asyncio.Event()
+        a = k.agent()
+        k.model.push([fakes.Gate(gate), *fakes.text("A")])
+        a.send("A")
+        await k.until(lambda: bool(k.model.requests), "A's model call")
+        await a.inject("ctx")
+        ctx = k.events(a, "context/message")
+        assert len(ctx) == 1 and ctx[0]["data"]["content"] == [v.text("ctx")]
+        assert len(k.events(a, "turn/start")) == 1, "no new turn"
+        gate.set()
+        await k.idle(a)
+        assert len(k.model.requests) == 1, "inject does not run the model"
+
+    run(scenario)
+
+
+@pytest.mark.rule("INJ-1")
+def test_open_turn_decided_from_log(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        injected: list[object] = []
+
+        async def listener(agent: object, turn: int, step: int, request: dict, next: object) -> object:
+            if not injected:
+                injected.append(asyncio.ensure_future(a.inject("from plugin")))  # type: ignore[arg-type]
+            return await next()  # type: ignore[operator]
+
+        k.on("agent/request", listener)
+        a.send("A")
+        await k.idle(a)
+        assert len(k.events(a, "turn/start")) == 1
+        assert [e["data"]["content"] for e in k.events(a, "context/message")] == [[v.text("from plugin")]]
+
+    run(scenario)
+
+
+@pytest.mark.rule("INJ-2")
+def test_idle_inject_writes_one_shot_turn(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        flushes: list[int] = []
+        k.on("session/flush", lambda *_: flushes.append(1))
+        a = k.agent()
+        plugin = {"kind": "plugin", "plugin": "p"}
+        await a.inject("ctx", plugin)
+        assert k.types(a) == ["turn/start", "context/message", "turn/end"]
+        start, ctx, end = (e["data"] for e in k.events(a))
+        assert start["trigger"] == {"kind": "injection", "source": plugin}
+        assert ctx["source"] == plugin and end["reason"] == COMPLETED
+        assert flushes == [1]
+        assert k.model.requests == []
+
+    run(scenario)
+
+
+@pytest.mark.rule("INJ-2")
+def test_idle_inject_failures_contained(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        k.record("agent/error")
+
+        async def failing_flush(*_args: object) -> None:
+            raise RuntimeError("flush failed")
+
+        k.on("session/flush", failing_flush)
+        a = k.agent()
+        await a.inject("ctx")  # a failing flush is never raised into the caller
+        errors = k.noted("agent/error")
+        assert len(errors) == 1 and "flush failed" in str(errors[0][-1]) and errors[0][1] == 0, errors
+        assert k.types(a) == ["turn/start", "context/message", "turn/end"]
+
+
+@pytest.mark.rule("INJ-2")
+def test_idle_inject_balanced_when_listener_throws(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        k.on("session/event", lambda _s, e: (_ for _ in ()).throw(RuntimeError("x")) if e["type"] == "context/message" else None)
+        a = k.agent()
+        try:
+            await a.inject("ctx")
+        except RuntimeError:
+            pass  # whether a throwing append listener reaches the caller is not fixed; balance is
+        assert k.types(a)[0] == "turn/start" and k.types(a)[-1] == "turn/end"
+        assert k.events(a, "turn/end")[0]["data"]["turn"] == 1
+
+    run(scenario)
+
+
+@pytest.mark.rule("INJ-3")
+def test_request_sees_injected_context(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        a.send("first")
+        await k.idle(a)
+        await a.inject("ctx")
+        a.send("second")
+        await k.idle(a)
+        texts = request_texts(k.model.requests[-1])
+        assert texts == ["first", "ok", '<context source="user">', "ctx", "</context>", "second"]
+
+    run(scenario)
+
+
+@pytest.mark.rule("INJ-4")
+def test_bad_inject_input(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        flushes: list[int] = []
+        k.on("session/flush", lambda *_: flushes.append(1))
+        a = k.agent()
+        with pytest.raises(Exception):  # noqa: B017 - any error type, it must raise
+            await a.inject([{"type": "text", "text": object()}])
+        assert k.types(a)[0] == "turn/start" and k.types(a)[-1] == "turn/end", "the one-shot turn is closed"
+        assert flushes == [1], "its flush still runs"
+        before = len(k.events(a))
+        with pytest.raises(Exception):  # noqa: B017
+            await a.inject("ctx", {"kind": "plugin", "plugin": object()})  # type: ignore[arg-type]
+        assert len(k.events(a)) == before, "a bad source writes nothing"
+        assert USER
+
+    run(scenario)
+
+
+@pytest.mark.rule("INJ-4")
+def test_inject_contains_turn_end_and_flush_failures(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        async def failing_flush(*_args: object) -> None:
+            raise RuntimeError("flush failed")
+
+        k.on("session/flush", failing_flush)
+        k.on("session/event", lambda _s, e: (_ for _ in ()).throw(RuntimeError("x")) if e["type"] == "turn/end" else None)
+        a = k.agent()
+        await a.inject("ctx")
+        assert k.types(a) == ["turn/start", "context/message", "turn/end"]
+        a.send("after")
+        await k.idle(a)
+        assert k.prompts(a)[-1] == ["after"]
+
+    run(scenario)

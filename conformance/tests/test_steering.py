@@ -1,0 +1,160 @@
+"""Section 4: continuation and steering (CONT-1..2, STEER-1..3)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from conformance import fakes
+from conformance.harness import Kit
+from reference_loop import vocabulary as v
+
+from ._support import COMPLETED, USER, Run, aborted, once, request_texts
+
+
+def _steps(k: Kit, agent: object) -> int:
+    return len(k.events(agent, "step/start"))  # type: ignore[arg-type]
+
+
+@pytest.mark.rule("CONT-1")
+def test_default_continuation(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        k.tool("echo")
+        a = k.agent()
+        k.model.push(fakes.tools(("c1", "echo", "{}")), fakes.text("done"), fakes.text("plain"))
+        a.send("tools")
+        await k.idle(a)
+        assert _steps(k, a) == 2, "a step with tool calls continues"
+        a.send("plain")
+        await k.idle(a)
+        assert _steps(k, a) == 3, "a step without tool calls or steering stops"
+
+    run(scenario)
+
+
+@pytest.mark.rule("CONT-1")
+def test_continuation_waterfall_can_force(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        k.tool("echo")
+        a = k.agent()
+        decisions: list[object] = []
+
+        async def force(agent: object, turn: int, decision: object, next: object) -> object:
+            decisions.append(decision)
+            await next()  # type: ignore[operator]
+            if turn == 1:
+                return len(decisions) == 1  # continue after step 1 (a plain answer), then stop
+            return False  # stop even though the step had tool calls
+
+        k.on("agent/turn-continuation", force)
+        k.model.push(fakes.text("first"), fakes.text("second"), fakes.tools(("c1", "echo", "{}")))
+        a.send("one")
+        await k.idle(a)
+        a.send("two")
+        await k.idle(a)
+        assert [len(k.events(a, "step/start"))] == [3]
+        assert decisions == [False, False, True], "the default decision is passed to the waterfall"
+        assert k.reasons(a) == [COMPLETED, COMPLETED]
+
+    run(scenario)
+
+
+@pytest.mark.rule("CONT-2")
+def test_steering_from_step_end_overrides_stop(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.on("agent/step-end", once(lambda *_: a.steer("more")))
+        a.send("hi")
+        await k.idle(a)
+        assert _steps(k, a) == 2
+        assert "more" in request_texts(k.model.requests[1])
+
+    run(scenario)
+
+
+@pytest.mark.rule("CONT-2")
+def test_steering_from_continuation_overrides_stop(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        steered = [False]
+
+        async def listener(agent: object, turn: int, decision: object, next: object) -> object:
+            if not steered[0]:
+                steered[0] = True
+                a.steer("more")
+            return await next()  # type: ignore[operator]
+
+        k.on("agent/turn-continuation", listener)
+        a.send("hi")
+        await k.idle(a)
+        assert _steps(k, a) == 2
+        assert "more" in request_texts(k.model.requests[1])
+        assert k.prompts(a) == [["hi"]]
+
+    run(scenario)
+
+
+@pytest.mark.rule("STEER-1")
+def test_steer_when_idle_is_send(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        k.record("agent/queued")
+        a = k.agent()
+        a.steer("S")
+        await k.idle(a)
+        assert k.prompts(a) == [["S"]]
+        assert k.events(a, "steering/message") == []
+        assert [n[1] for n in k.noted("agent/queued")] == [{"source": USER, "steering": False}]
+
+    run(scenario)
+
+
+@pytest.mark.rule("STEER-2")
+def test_steering_joins_next_request(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.model.push([fakes.Call(lambda: a.steer("S")), *fakes.text("first")], fakes.text("second"))
+        a.send("hi")
+        await k.idle(a)
+        steering = k.events(a, "steering/message")
+        assert [(e["data"]["turn"], e["data"]["content"]) for e in steering] == [(1, [v.text("S")])]
+        assert len(k.model.requests) == 2
+        assert "S" in request_texts(k.model.requests[1]) and "S" not in request_texts(k.model.requests[0])
+        assert len(k.events(a, "turn/start")) == 1
+
+    run(scenario)
+
+
+@pytest.mark.rule("STEER-2")
+def test_steering_from_actor_during_step(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        gate = asyncio.Event()
+        a = k.agent()
+        k.model.push([fakes.Gate(gate), *fakes.text("first")])
+        a.send("hi")
+        await k.until(lambda: bool(k.model.requests), "the model call")
+        a.steer("S1")
+        a.steer("S2")
+        gate.set()
+        await k.idle(a)
+        texts = [b["text"] for e in k.events(a, "steering/message") for b in e["data"]["content"]]
+        assert texts == ["S1", "S2"]
+        assert k.prompts(a) == [["hi"]]
+
+    run(scenario)
+
+
+@pytest.mark.rule("STEER-3")
+def test_steering_of_aborted_step_requeued(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        steered = asyncio.Event()
+        k.model.push([fakes.Call(lambda: (a.steer("S"), steered.set())), fakes.Hang()])
+        a.send("hi")
+        await asyncio.wait_for(steered.wait(), k.timeout)
+        a.abort()
+        await k.idle(a)
+        assert k.reasons(a) == [aborted(), COMPLETED]
+        assert k.prompts(a) == [["hi"], ["S"]], "steering of an aborted step becomes the next turn's prompt"
+
+    run(scenario)

@@ -1,0 +1,185 @@
+"""Section 6: turn-end reasons and max-tokens precedence (MAXTOK-1..5, FINISH-1..2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance import fakes
+from conformance.harness import Kit
+from reference_loop import vocabulary as v
+
+from ._support import COMPLETED, DISPOSED, MAXTOK, Run, aborted
+
+
+def _continue_once(k: Kit) -> None:
+    """Force one continuation after the first step of each turn."""
+
+    async def listener(agent: object, turn: int, decision: object, next: object) -> object:
+        value = await next()  # type: ignore[operator]
+        steps = [e for e in k.agents[0].session.events if e["type"] == "step/start" and e["data"]["turn"] == turn]
+        return True if len(steps) == 1 else value
+
+    k.on("agent/turn-continuation", listener)
+
+
+@pytest.mark.rule("MAXTOK-1")
+def test_max_tokens_turn_end(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.model.push(fakes.text("trunc", finish="max-tokens"))
+        a.send("hi")
+        await k.idle(a)
+        assert k.reasons(a) == [MAXTOK]
+        assert k.events(a, "assistant/message")[0]["data"]["content"] == [v.text("trunc")]
+
+    run(scenario)
+
+
+@pytest.mark.rule("MAXTOK-2")
+def test_max_tokens_survives_later_clean_step(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        _continue_once(k)
+        k.model.push(fakes.text("trunc", finish="max-tokens"), fakes.text("clean"))
+        a.send("hi")
+        await k.idle(a)
+        assert len(k.model.requests) == 2
+        assert k.reasons(a) == [MAXTOK]
+
+    run(scenario)
+
+
+@pytest.mark.rule("MAXTOK-3")
+@pytest.mark.parametrize("ending", ["aborted", "error", "disposed"])
+def test_max_tokens_loses_to_stronger_reasons(run: Run, ending: str) -> None:
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        _continue_once(k)
+        second = [fakes.Hang()] if ending != "error" else fakes.text("x", finish=None) + [v.finish("error", "overloaded")]
+        k.model.push(fakes.text("trunc", finish="max-tokens"), second)
+        a.send("hi")
+        await k.until(lambda: len(k.model.requests) == 2, "the second step")
+        if ending == "aborted":
+            a.abort()
+        elif ending == "disposed":
+            await k.settle()
+            a.dispose()
+        await k.idle(a)
+        expected = {"aborted": aborted(), "error": {"kind": "error", "message": "overloaded"}, "disposed": DISPOSED}
+        assert k.reasons(a) == [expected[ending]]
+
+    run(scenario)
+
+
+@pytest.mark.rule("MAXTOK-4")
+def test_max_tokens_does_not_leak(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.model.push(fakes.text("trunc", finish="max-tokens"), fakes.text("clean"))
+        a.send("one")
+        await k.idle(a)
+        a.send("two")
+        await k.idle(a)
+        assert k.reasons(a) == [MAXTOK, COMPLETED]
+
+    run(scenario)
+
+
+@pytest.mark.rule("MAXTOK-5")
+def test_max_tokens_step_dispatches_no_tools(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        echo = k.tool("echo")
+        a = k.agent()
+        seen: list[object] = []
+
+        async def sneak(agent: object, turn: int, step: int, message: dict, next: object) -> object:
+            value = await next()  # type: ignore[operator]
+            seen.append(value["content"])
+            return {**value, "content": [*value["content"], v.tool_call("c9", "echo", "{}")]}
+
+        k.on("agent/step-result", sneak)
+        k.model.push(fakes.tools(("c1", "echo", "{}"), prefix="partial", finish="max-tokens"))
+        a.send("one")
+        await k.idle(a)
+        assert seen == [[v.text("partial")]], "tool calls are removed before agent/step-result"
+        assert k.events(a, "assistant/message")[0]["data"]["content"] == [v.text("partial")]
+        assert echo.calls == [] and k.events(a, "tool/call") == []
+        assert len(k.model.requests) == 1, "a max-tokens step counts as a step without tool calls"
+        assert k.reasons(a) == [MAXTOK]
+
+    run(scenario)
+
+
+@pytest.mark.rule("MAXTOK-5")
+def test_max_tokens_step_with_only_tool_calls_logs_no_message(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        echo = k.tool("echo")
+        a = k.agent()
+        k.model.push(fakes.tools(("c1", "echo", "{}"), finish="max-tokens"))
+        a.send("one")
+        await k.idle(a)
+        assert k.events(a, "assistant/message") == []
+        assert echo.calls == []
+        assert k.reasons(a) == [MAXTOK]
+
+    run(scenario)
+
+
+@pytest.mark.rule("FINISH-1")
+def test_finish_error(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.model.push(fakes.text("partial", finish=None) + [v.finish("error", "overloaded", "OVERLOADED")])
+        a.send("hi")
+        await k.idle(a)
+        assert k.reasons(a) == [{"kind": "error", "message": "overloaded", "code": "OVERLOADED"}]
+        errors = k.events(a, "error")
+        assert len(errors) == 1 and errors[0]["data"]["message"] == "overloaded"
+        assert errors[0]["data"]["code"] == "OVERLOADED"
+        assert k.events(a, "assistant/message") == []
+
+    run(scenario)
+
+
+@pytest.mark.rule("FINISH-1")
+def test_finish_aborted_without_signal_is_error(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.model.push(fakes.text("partial", finish="aborted"))
+        a.send("hi")
+        await k.idle(a)
+        assert k.reasons(a) == [{"kind": "error", "message": "model stream aborted", "code": "ABORTED"}]
+        assert len(k.events(a, "error")) == 1
+        assert k.events(a, "assistant/message") == []
+
+    run(scenario)
+
+
+@pytest.mark.rule("FINISH-1")
+def test_finish_aborted_with_signal_is_aborted(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.model.push([fakes.Hang()])
+        a.send("hi")
+        await k.until(lambda: bool(k.model.requests), "the model call")
+        a.abort("user stop")
+        await k.idle(a)
+        assert k.reasons(a) == [aborted("user stop")]
+        assert k.events(a, "error") == [] and k.events(a, "assistant/message") == []
+
+    run(scenario)
+
+
+@pytest.mark.rule("FINISH-2")
+def test_adapter_raising(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.model.push(fakes.text("x", finish=None) + [fakes.Raise("kaput", "K_CODE")], [fakes.Raise("plain")])
+        a.send("one")
+        await k.idle(a)
+        a.send("two")
+        await k.idle(a)
+        assert k.reasons(a) == [{"kind": "error", "message": "kaput", "code": "K_CODE"}, {"kind": "error", "message": "plain"}]
+        assert k.events(a, "assistant/message") == []
+
+    run(scenario)

@@ -1,0 +1,161 @@
+"""Session persistence backends: in memory and JSONL files (spec SVC-3).
+
+A backend is wired to the service's bus: ``record`` follows every ``session/event``, ``flush``
+every ``session/flush``, and ``load`` serves ``resume``. Loading a log whose last turn never
+closed (the process died mid-turn) repairs it: the open step gets its ``step/end`` and the turn a
+``turn/end{interrupted}``, stamped with the last event's time (no clock needed: deterministic).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import quote
+
+from . import vocabulary as v
+
+logger = logging.getLogger("reference_loop")
+
+
+class PersistenceError(Exception):
+    """A persisted log cannot be read (the message names the file and line)."""
+
+
+@runtime_checkable
+class SessionPersistence(Protocol):
+    """What the service needs from a persistence backend."""
+
+    def record(self, session_id: str, event: v.SessionEvent) -> None:
+        """Take one appended event (called synchronously from ``session/event``)."""
+        ...
+
+    async def flush(self, session_id: str) -> None:
+        """Make the recorded events durable (called from ``session/flush``)."""
+        ...
+
+    async def load(self, session_id: str) -> list[v.SessionEvent] | None:
+        """The persisted events of a session, repaired; ``None`` when it is unknown."""
+        ...
+
+
+def repair(events: list[v.SessionEvent]) -> list[v.SessionEvent]:
+    """Events to append so the log's last turn is closed (empty when it already is)."""
+    open_turn: int | None = None
+    open_step: int | None = None
+    for event in events:
+        kind, data = event["type"], event["data"]
+        if kind == "turn/start":
+            open_turn, open_step = data.get("turn"), None
+        elif kind == "turn/end":
+            open_turn, open_step = None, None
+        elif kind == "step/start":
+            open_step = data.get("step")
+        elif kind == "step/end":
+            open_step = None
+    if open_turn is None:
+        return []
+    time = events[-1]["time"] if events else 0
+    fixes: list[v.SessionEvent] = []
+    if open_step is not None:
+        fixes.append({"type": "step/end", "seq": 0, "time": time, "data": {"turn": open_turn, "step": open_step}})
+    fixes.append(
+        {"type": "turn/end", "seq": 0, "time": time, "data": {"turn": open_turn, "reason": v.turn_end_interrupted()}}
+    )
+    for offset, fix in enumerate(fixes):
+        fix["seq"] = len(events) + offset
+    return fixes
+
+
+class InMemoryPersistence:
+    """Keeps every session's events in memory; share one between services to test resume."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, list[v.SessionEvent]] = {}
+
+    def record(self, session_id: str, event: v.SessionEvent) -> None:
+        self._sessions.setdefault(session_id, []).append(copy.deepcopy(event))
+
+    async def flush(self, session_id: str) -> None:
+        return None
+
+    async def load(self, session_id: str) -> list[v.SessionEvent] | None:
+        events = self._sessions.get(session_id)
+        if events is None:
+            return None
+        events.extend(repair(events))
+        return copy.deepcopy(events)
+
+    def sessions(self) -> list[str]:
+        """The known session ids."""
+        return list(self._sessions)
+
+
+class JsonlPersistence:
+    """One ``{session_id}.jsonl`` file per session under ``directory`` (one event per line).
+
+    Events are buffered on ``record`` and appended to the file on ``flush`` (the end of a turn),
+    so a process that dies mid-turn leaves an unclosed turn that ``load`` repairs.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        self._pending: dict[str, list[str]] = {}
+
+    def path(self, session_id: str) -> Path:
+        """The file of ``session_id`` (the id is percent-encoded into a safe file name)."""
+        return self.directory / f"{quote(session_id, safe='')}.jsonl"
+
+    def record(self, session_id: str, event: v.SessionEvent) -> None:
+        self._pending.setdefault(session_id, []).append(json.dumps(event, sort_keys=True))
+
+    async def flush(self, session_id: str) -> None:
+        lines = self._pending.pop(session_id, [])
+        if lines:
+            self._write(session_id, lines)
+
+    def _write(self, session_id: str, lines: list[str]) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with self.path(session_id).open("a", encoding="utf-8") as handle:
+            handle.write("".join(line + "\n" for line in lines))
+
+    async def load(self, session_id: str) -> list[v.SessionEvent] | None:
+        await self.flush(session_id)
+        path = self.path(session_id)
+        if not path.exists():
+            return None
+        events, torn = _read_jsonl(path)
+        if torn:  # drop the torn line from the file too, so the repair lands after valid lines
+            path.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in events), encoding="utf-8")
+        fixes = repair(events)
+        if fixes:
+            logger.warning("session %s: last turn never closed; repaired as interrupted", session_id)
+            self._write(session_id, [json.dumps(fix, sort_keys=True) for fix in fixes])
+        return events + fixes
+
+
+def _read_jsonl(path: Path) -> tuple[list[v.SessionEvent], bool]:
+    """Parse one event per line; a torn final line (a crash mid-write) is dropped (and reported
+    as the second value)."""
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    events: list[v.SessionEvent] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            event: Any = json.loads(line)
+        except ValueError as exc:
+            if number == len(lines) and not text.endswith("\n"):
+                logger.warning("%s:%d: dropping a torn last line", path, number)
+                return events, True
+            raise PersistenceError(f"{path}:{number}: not a JSON event: {exc}") from None
+        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            raise PersistenceError(f"{path}:{number}: not a session event: {line[:80]!r}")
+        if event.get("seq") != len(events):
+            raise PersistenceError(f"{path}:{number}: seq {event.get('seq')!r}, expected {len(events)}")
+        events.append(event)  # type: ignore[arg-type]
+    return events, False

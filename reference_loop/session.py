@@ -1,0 +1,155 @@
+"""The session log: an append-only list of ``{type, seq, time, data}`` events (spec section 1).
+
+``append`` validates (known type, JSON-serialisable data), stores a snapshot, pushes the event,
+and only then notifies ``session/event`` listeners (LOG-2: a throwing listener leaves the event in
+the log and its exception reaches the caller). ``derive_messages()`` turns the log into the
+conversation history a model request carries (LOG-7).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from . import vocabulary as v
+from .bus import EventBus
+from .sources import Sources
+
+
+class SessionValidationError(ValueError):
+    """An event was rejected before it entered the log (LOG-1)."""
+
+
+def json_snapshot(value: Any, what: str) -> Any:
+    """A deep, JSON-only copy of ``value``; ``SessionValidationError`` naming ``what`` otherwise."""
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise SessionValidationError(f"{what} is not JSON-serialisable: {exc}") from None
+
+
+class Session:
+    """One agent's session log, notifying ``session/event`` on the service's bus."""
+
+    def __init__(
+        self,
+        session_id: str,
+        bus: EventBus,
+        sources: Sources,
+        events: Iterable[Mapping[str, Any]] = (),
+    ) -> None:
+        self._id = session_id
+        self._bus = bus
+        self._sources = sources
+        self._events: list[v.SessionEvent] = []
+        for index, event in enumerate(events):
+            self._events.append(_loaded_event(event, index, session_id))
+
+    @property
+    def id(self) -> str:
+        """The session id."""
+        return self._id
+
+    @property
+    def events(self) -> list[v.SessionEvent]:
+        """The events so far (a new list; the events themselves are the log's snapshots)."""
+        return list(self._events)
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def append(self, type: str, data: Mapping[str, Any]) -> v.SessionEvent:
+        """Validate, snapshot and push an event, then notify ``session/event`` (LOG-1, LOG-2).
+
+        ``seq`` is the log length before the append (LOG-3); ``time`` comes from the sources.
+        A listener's exception propagates to the caller, with the event already in the log.
+        """
+        if type not in v.EVENT_TYPES:
+            raise SessionValidationError(f"unknown session event type {type!r}")
+        if not isinstance(data, Mapping):
+            raise SessionValidationError(f"{type} data must be a mapping, got {data!r}")
+        snapshot = json_snapshot(dict(data), f"{type} data")
+        event: v.SessionEvent = {
+            "type": type,
+            "seq": len(self._events),
+            "time": int(self._sources.now_ms()),
+            "data": snapshot,
+        }
+        self._events.append(event)
+        self._bus.emit("session/event", self, event)
+        return event
+
+    # ------------------------------------------------------------------ queries over the log
+
+    def last_turn(self) -> int:
+        """The number of the last ``turn/start`` (0 when there is none) (LOOP-3)."""
+        for event in reversed(self._events):
+            if event["type"] == "turn/start":
+                return int(event["data"].get("turn", 0))
+        return 0
+
+    def open_turn(self) -> int | None:
+        """The turn whose ``turn/start`` has no ``turn/end`` yet, if any (INJ-1)."""
+        for event in reversed(self._events):
+            if event["type"] == "turn/end":
+                return None
+            if event["type"] == "turn/start":
+                return int(event["data"].get("turn", 0))
+        return None
+
+    def derive_messages(self) -> list[v.Message]:
+        """The conversation history (LOG-7); the same log always derives the same history."""
+        return derive_messages(self._events)
+
+    def to_json(self) -> str:
+        """The log as one JSON document (a snapshot; ``Session.from_json`` reads it back)."""
+        return json.dumps({"id": self._id, "events": self._events}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str, bus: EventBus, sources: Sources) -> Session:
+        """Rebuild a session written by ``to_json``."""
+        doc = json.loads(text)
+        return cls(doc["id"], bus, sources, doc["events"])
+
+
+def derive_messages(events: Iterable[Mapping[str, Any]]) -> list[v.Message]:
+    """History of a log: user/assistant/tool-result messages, wrapped steering and context."""
+    messages: list[v.Message] = []
+    for event in events:
+        kind, data = event["type"], event["data"]
+        if kind == "user/message":
+            messages.append({"role": "user", "content": list(data["content"])})
+        elif kind == "assistant/message":
+            messages.append({"role": "assistant", "content": list(data["content"])})
+        elif kind == "tool/result":
+            block = v.tool_result(data["call_id"], list(data["content"]), bool(data["is_error"]))
+            messages.append({"role": "user", "content": [block]})
+        elif kind in ("steering/message", "context/message"):
+            tag = "steering" if kind == "steering/message" else "context"
+            source_kind = data.get("source", {}).get("kind", "user")
+            content = [
+                v.text(f'<{tag} source="{source_kind}">'),
+                *data["content"],
+                v.text(f"</{tag}>"),
+            ]
+            messages.append({"role": "user", "content": content})
+    return messages
+
+
+def _loaded_event(event: Mapping[str, Any], index: int, session_id: str) -> v.SessionEvent:
+    """Check one persisted event's shape; the error names the session and position."""
+    where = f"session {session_id!r} event {index}"
+    if not isinstance(event, Mapping):
+        raise SessionValidationError(f"{where}: not an object")
+    for key, kind in (("type", str), ("seq", int), ("time", int), ("data", dict)):
+        if not isinstance(event.get(key), kind):
+            raise SessionValidationError(f"{where}: field {key!r} missing or not {kind.__name__}")
+    if event["seq"] != index:
+        raise SessionValidationError(f"{where}: seq is {event['seq']}, expected {index}")
+    return {
+        "type": event["type"],
+        "seq": event["seq"],
+        "time": event["time"],
+        "data": json_snapshot(event["data"], f"{where} data"),
+    }

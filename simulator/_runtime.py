@@ -1,0 +1,841 @@
+"""The deterministic event loop and :func:`run`.
+
+Model (see docs/simulator.md for the full statement):
+
+* Ready callbacks are partitioned by *origin*: the callback (or task step) that was running
+  when they were scheduled. Within an origin they run FIFO; a due timer is an origin of its
+  own. Concatenating the origins in creation order gives exactly asyncio's FIFO ``_ready``
+  order, so the FIFO strategy reproduces plain asyncio.
+* A *choice point* exists only when more than one option is available: several origins with
+  ready work, and/or (``vary_timers``) a pending timer due within ``timer_window`` virtual
+  seconds that may fire before the remaining ready work (as if the external event that made that
+  work ready had arrived later). The strategy returns an option index; ``0`` is always FIFO.
+* ``mode="wide"`` makes every ready callback its own origin (not realisable in general; it is
+  named in the schedule).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import heapq
+import threading
+import traceback
+import types
+from asyncio import base_events, events
+from collections import deque
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+from simulator import _freeze
+from simulator.errors import SimulationError
+from simulator.sources import SimSources
+
+if TYPE_CHECKING:
+    from simulator.result import RunResult
+    from simulator.strategies.base import Strategy
+
+_Task = asyncio.Task
+_Handle = events.Handle
+_heappop = heapq.heappop
+
+#: The loop of the simulation running on this process (one at a time), or None.
+_CURRENT: SimLoop | None = None
+
+DEFAULT_MAX_STEPS = 200_000
+DEFAULT_TIMER_WINDOW = 1.0
+CLEANUP_STEPS = 20_000
+
+MODES = ("realisable", "wide")
+
+
+# --------------------------------------------------------------------------------------------
+# Escapes: threads
+
+
+_real_thread_start = threading.Thread.start
+
+
+def _guarded_thread_start(self: threading.Thread) -> None:
+    loop = _CURRENT
+    if loop is not None and loop._thread_id == threading.get_ident():
+        raise SimulationError(
+            f"threading.Thread.start() called inside a simulation (thread {self.name!r}): "
+            "threads escape the deterministic scheduler"
+        )
+    _real_thread_start(self)
+
+
+threading.Thread.start = _guarded_thread_start  # type: ignore[method-assign]
+
+
+def _escape(call: str) -> SimulationError:
+    return SimulationError(
+        f"{call} called inside a simulation: real I/O, executors, subprocesses and signal "
+        "handlers are not simulated; use a fake (simulator.fake_tools / fake_llm) instead"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Labels
+
+
+def _coro_name(coro: Any) -> str:
+    return getattr(coro, "__qualname__", None) or type(coro).__name__
+
+
+def _callback_name(cb: Any) -> str:
+    name = getattr(cb, "__qualname__", None)
+    if name is None:
+        func = getattr(cb, "func", None)  # functools.partial
+        name = getattr(func, "__qualname__", None) or type(cb).__name__
+    return str(name)
+
+
+def task_label(task: asyncio.Task[Any]) -> str:
+    return f"{task.get_name()}:{_coro_name(task.get_coro())}"
+
+
+def handle_task(h: Any) -> asyncio.Task[Any] | None:
+    """The task a ready handle steps, or (for a future-resolving callback) wakes, if any."""
+    cb = h._callback
+    owner = getattr(cb, "__self__", None)
+    if isinstance(owner, _Task):
+        return owner
+    args = h._args
+    if args:
+        fut = args[0]
+        if isinstance(fut, _Task):
+            return None
+        if isinstance(fut, asyncio.Future):
+            for item in getattr(fut, "_callbacks", None) or ():
+                c = item[0] if isinstance(item, tuple) else item
+                o = getattr(c, "__self__", None)
+                if isinstance(o, _Task):
+                    return o
+    return None
+
+
+def handle_kind(h: Any) -> str:
+    """``"step"`` (a task step or wakeup: runs user code), ``"glue"`` (an asyncio-internal
+    callback: resolves futures, schedules wakeups) or ``"callback"`` (a user callback)."""
+    cb = h._callback
+    if isinstance(getattr(cb, "__self__", None), _Task):
+        return "step"
+    mod = getattr(cb, "__module__", None) or getattr(getattr(cb, "func", None), "__module__", "")
+    if isinstance(mod, str) and mod.startswith("asyncio"):
+        return "glue"
+    return "callback"
+
+
+def handle_label(h: Any) -> str:
+    """Semantic label of what a handle runs: ``task-name:coroutine-qualname`` for task steps,
+    ``cb:qualname`` (plus the task it concerns) for callbacks."""
+    return callback_label(h._callback, h._args)
+
+
+def callback_label(cb: Any, args: Any) -> str:
+    owner = getattr(cb, "__self__", None)
+    if isinstance(owner, _Task):
+        return task_label(owner)
+    name = _callback_name(cb)
+    if args and isinstance(args[0], _Task):
+        return f"cb:{name}({args[0].get_name()})"
+    return f"cb:{name}"
+
+
+def await_stack(task: asyncio.Task[Any]) -> list[str]:
+    """Where a pending task waits: ``func (file:line)`` for each frame of its await chain."""
+    out: list[str] = []
+    coro: Any = task.get_coro()
+    seen = 0
+    while coro is not None and seen < 64:
+        seen += 1
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None) or getattr(
+            coro, "ag_frame", None
+        )
+        if frame is not None:
+            code = frame.f_code
+            out.append(f"{code.co_qualname if hasattr(code, 'co_qualname') else code.co_name} "
+                       f"({code.co_filename}:{frame.f_lineno})")
+        nxt = (
+            getattr(coro, "cr_await", None)
+            or getattr(coro, "gi_yieldfrom", None)
+            or getattr(coro, "ag_await", None)
+        )
+        if nxt is None or not isinstance(
+            nxt, (types.CoroutineType, types.GeneratorType, types.AsyncGeneratorType)
+        ) and not hasattr(nxt, "cr_frame"):
+            if nxt is not None:
+                out.append(f"<{type(nxt).__name__}>")
+            break
+        coro = nxt
+    waiter = getattr(task, "_fut_waiter", None)
+    if waiter is not None:
+        out.append(f"waiting on {_describe_future(waiter)}")
+    return out
+
+
+def _describe_future(fut: Any) -> str:
+    if isinstance(fut, _Task):
+        return f"task {fut.get_name()}"
+    cbs = []
+    for item in getattr(fut, "_callbacks", None) or ():
+        c = item[0] if isinstance(item, tuple) else item
+        cbs.append(_callback_name(c))
+    return f"{type(fut).__name__} (callbacks: {', '.join(cbs) or 'none'})"
+
+
+# --------------------------------------------------------------------------------------------
+# The loop
+
+
+class SimLoop(base_events.BaseEventLoop):
+    """A deterministic asyncio event loop with virtual time. Create it through :func:`run`."""
+
+    def __init__(
+        self,
+        *,
+        strategy: Strategy | None,
+        seed: int,
+        max_steps: int | None,
+        max_time: float | None,
+        mode: str,
+        vary_timers: bool,
+        timer_window: float,
+    ) -> None:
+        super().__init__()
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+        self._now = 0.0
+        self._groups: deque[deque[Any]] = deque()
+        self._cur_group: deque[Any] | None = None
+        self._nready = 0
+        self._wide = mode == "wide"
+        self.mode = mode
+        self._vary = vary_timers
+        self._window = timer_window
+        self._strategy = strategy
+        self._choose: Callable[[int], int] | None = None
+        self.seed = seed
+        self._max_steps = max_steps if max_steps is not None else 1 << 62
+        self._max_time = max_time
+        self._steps = 0
+        self._choices: list[tuple[int, int, Any, Any, bool]] = []
+        self._record = True
+        self._timeline: list[dict[str, Any]] = []
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._child_counts: dict[str, int] = {}
+        self._cb_tasks = 0
+        self._unhandled: list[dict[str, Any]] = []
+        self._in_run = False
+        self._sources = SimSources(seed, self)
+        self._budget_reason: str | None = None
+        self._fifo = False
+        #: task -> step index it last ran at; maintained only when a strategy asks for it
+        self._last_run: dict[Any, int] | None = None
+
+    # -- clock ----------------------------------------------------------------------------
+    def time(self) -> float:
+        return self._now
+
+    # -- scheduling -----------------------------------------------------------------------
+    def call_soon(  # type: ignore[override]
+        self, callback: Callable[..., Any], *args: Any, context: contextvars.Context | None = None
+    ) -> events.Handle:
+        h = _Handle(callback, args, self, context)
+        g = self._cur_group
+        if g is None or self._wide:
+            g = self._cur_group = deque()
+            self._groups.append(g)
+        g.append(h)
+        self._nready += 1
+        return h
+
+    def _call_soon_fifo(
+        self, callback: Callable[..., Any], *args: Any, context: contextvars.Context | None = None
+    ) -> events.Handle:
+        h = _Handle(callback, args, self, context)
+        self._ready.append(h)
+        return h
+
+    def _use_fifo(self) -> None:
+        """FIFO runs keep asyncio's single ready queue: no origins, no choice points."""
+        self._fifo = True
+        self.call_soon = self._call_soon_fifo  # type: ignore[method-assign]
+
+    def call_soon_threadsafe(  # type: ignore[override]
+        self, callback: Callable[..., Any], *args: Any, context: contextvars.Context | None = None
+    ) -> events.Handle:
+        if self._thread_id is not None and threading.get_ident() != self._thread_id:
+            raise SimulationError("call_soon_threadsafe() from another thread into a simulation")
+        return self.call_soon(callback, *args, context=context)
+
+    def _call_soon(self, callback: Any, args: Any, context: Any) -> events.Handle:  # type: ignore[override]
+        return self.call_soon(callback, *args, context=context)
+
+    def _write_to_self(self) -> None:
+        pass
+
+    def _process_events(self, event_list: Any) -> None:
+        pass
+
+    def create_task(  # type: ignore[override]
+        self, coro: Any, *, name: str | None = None, context: contextvars.Context | None = None,
+        **kwargs: Any,
+    ) -> asyncio.Task[Any]:
+        if name is None:
+            parent = asyncio.current_task(self) if self._in_run else None
+            if parent is not None:
+                pname = parent.get_name()
+                n = self._child_counts.get(pname, 0) + 1
+                self._child_counts[pname] = n
+                name = f"{pname}.{n}"
+            else:
+                self._cb_tasks += 1
+                name = f"cb-task-{self._cb_tasks}"
+        if context is None:
+            task = _Task(coro, loop=self, name=name)
+        else:
+            task = _Task(coro, loop=self, name=name, context=context)
+        self._tasks.append(task)
+        return task
+
+    def call_exception_handler(self, context: dict[str, Any]) -> None:
+        if not self._in_run:
+            return  # after the run (garbage collection of abandoned tasks): nothing to report
+        exc = context.get("exception")
+        entry: dict[str, Any] = {"message": context.get("message", "")}
+        if exc is not None:
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+            entry["traceback"] = "".join(
+                traceback.format_exception(type(exc), exc, exc.__traceback__)
+            )
+        self._unhandled.append(entry)
+
+    # -- escapes --------------------------------------------------------------------------
+    def run_in_executor(self, executor: Any, func: Any, *args: Any) -> Any:  # type: ignore[override]
+        raise _escape(f"loop.run_in_executor({_callback_name(func)})")
+
+    def set_default_executor(self, executor: Any) -> None:
+        raise _escape("loop.set_default_executor()")
+
+    async def getaddrinfo(self, host: Any, *a: Any, **k: Any) -> Any:  # type: ignore[override]
+        raise _escape(f"loop.getaddrinfo({host!r})")
+
+    async def getnameinfo(self, *a: Any, **k: Any) -> Any:  # type: ignore[override]
+        raise _escape("loop.getnameinfo()")
+
+    async def create_connection(self, *a: Any, **k: Any) -> Any:  # type: ignore[override]
+        raise _escape("loop.create_connection() (socket)")
+
+    async def create_server(self, *a: Any, **k: Any) -> Any:  # type: ignore[override]
+        raise _escape("loop.create_server() (socket)")
+
+    async def create_datagram_endpoint(self, *a: Any, **k: Any) -> Any:  # type: ignore[override]
+        raise _escape("loop.create_datagram_endpoint() (socket)")
+
+    async def create_unix_connection(self, *a: Any, **k: Any) -> Any:  # type: ignore[override]
+        raise _escape("loop.create_unix_connection() (socket)")
+
+    async def create_unix_server(self, *a: Any, **k: Any) -> Any:  # type: ignore[override]
+        raise _escape("loop.create_unix_server() (socket)")
+
+    async def connect_accepted_socket(self, *a: Any, **k: Any) -> Any:  # type: ignore[override]
+        raise _escape("loop.connect_accepted_socket() (socket)")
+
+    async def sock_connect(self, *a: Any, **k: Any) -> Any:  # type: ignore[override]
+        raise _escape("loop.sock_connect() (socket)")
+
+    async def sock_accept(self, *a: Any, **k: Any) -> Any:  # type: ignore[override]
+        raise _escape("loop.sock_accept() (socket)")
+
+    async def sock_recv(self, *a: Any, **k: Any) -> Any:  # type: ignore[override]
+        raise _escape("loop.sock_recv() (socket)")
+
+    async def sock_recv_into(self, *a: Any, **k: Any) -> Any:  # type: ignore[override]
+        raise _escape("loop.sock_recv_into() (socket)")
+
+    async def sock_sendall(self, *a: Any, **k: Any) -> Any:  # type: ignore[override]
+        raise _escape("loop.sock_sendall() (socket)")
+
+    async def sock_sendfile(self, *a: Any, **k: Any) -> Any:  # type: ignore[override]
+        raise _escape("loop.sock_sendfile() (socket)")
+
+    async def sendfile(self, *a: Any, **k: Any) -> Any:  # type: ignore[override]
+        raise _escape("loop.sendfile()")
+
+    async def start_tls(self, *a: Any, **k: Any) -> Any:  # type: ignore[override]
+        raise _escape("loop.start_tls()")
+
+    async def connect_read_pipe(self, *a: Any, **k: Any) -> Any:  # type: ignore[override]
+        raise _escape("loop.connect_read_pipe()")
+
+    async def connect_write_pipe(self, *a: Any, **k: Any) -> Any:  # type: ignore[override]
+        raise _escape("loop.connect_write_pipe()")
+
+    async def subprocess_exec(self, *a: Any, **k: Any) -> Any:  # type: ignore[override]
+        raise _escape("loop.subprocess_exec() (subprocess)")
+
+    async def subprocess_shell(self, *a: Any, **k: Any) -> Any:  # type: ignore[override]
+        raise _escape("loop.subprocess_shell() (subprocess)")
+
+    def add_reader(self, *a: Any, **k: Any) -> Any:
+        raise _escape("loop.add_reader()")
+
+    def add_writer(self, *a: Any, **k: Any) -> Any:
+        raise _escape("loop.add_writer()")
+
+    def remove_reader(self, *a: Any, **k: Any) -> bool:
+        return False
+
+    def remove_writer(self, *a: Any, **k: Any) -> bool:
+        return False
+
+    def add_signal_handler(self, sig: Any, *a: Any, **k: Any) -> Any:
+        raise _escape(f"loop.add_signal_handler({sig!r})")
+
+    def remove_signal_handler(self, sig: Any) -> bool:
+        return False
+
+    # -- options (for strategies) ---------------------------------------------------------
+    def _timer_option(self) -> Any:
+        """The earliest pending timer if it may fire before the ready work, else None."""
+        if not self._vary:
+            return None
+        sched = self._scheduled
+        while sched and sched[0]._cancelled:
+            _heappop(sched)
+            self._timer_cancelled_count -= 1
+        if sched and sched[0]._when - self._now <= self._window:
+            return sched[0]
+        return None
+
+    def option_handles(self) -> list[Any]:
+        """The handle each option at the current choice point would run (the timer option,
+        when present, is last)."""
+        hs = [g[0] for g in self._groups]
+        t = self._timer_option()
+        if t is not None:
+            hs.append(t)
+        return hs
+
+    def option_labels(self) -> list[str]:
+        """Semantic labels of the options at the current choice point."""
+        labels = [handle_label(g[0]) for g in self._groups]
+        t = self._timer_option()
+        if t is not None:
+            labels.append("timer:" + handle_label(t))
+        return labels
+
+    def option_kinds(self) -> list[str]:
+        """``step`` / ``glue`` / ``callback`` per option; ``timer`` for the timer option."""
+        kinds = [handle_kind(g[0]) for g in self._groups]
+        if self._timer_option() is not None:
+            kinds.append("timer")
+        return kinds
+
+    def option_tasks(self) -> list[asyncio.Task[Any] | None]:
+        """The task each option steps or wakes (None when unknown)."""
+        ts = [handle_task(g[0]) for g in self._groups]
+        t = self._timer_option()
+        if t is not None:
+            ts.append(handle_task(t))
+        return ts
+
+    def track_runs(self) -> dict[Any, int]:
+        """Ask the driver to record, per task, the step at which it last ran (costs a little
+        per step; for strategies that favour switching tasks)."""
+        if self._last_run is None:
+            self._last_run = {}
+        return self._last_run
+
+    @property
+    def steps(self) -> int:
+        return self._steps
+
+    @property
+    def choice_index(self) -> int:
+        """Index of the current choice point within the run (0-based)."""
+        return len(self._choices)
+
+    # -- the drivers ----------------------------------------------------------------------
+    def _drive_fifo(self, max_steps: int) -> str:
+        """Plain asyncio's ``_run_once`` loop on virtual time: move due timers to the ready
+        queue, run the callbacks that were ready at the start of the iteration, repeat."""
+        ready = self._ready
+        sched = self._scheduled
+        max_time = self._max_time
+        steps = self._steps
+        limit = steps + max_steps
+        result = "stopped"
+        try:
+            while True:
+                if self._stopping:
+                    break
+                if not ready:
+                    while sched and sched[0]._cancelled:
+                        _heappop(sched)
+                        self._timer_cancelled_count -= 1
+                    if not sched:
+                        result = "deadlock"
+                        break
+                    when = sched[0]._when
+                    if max_time is not None and when > max_time:
+                        self._budget_reason = "time"
+                        result = "budget"
+                        break
+                    if when > self._now:
+                        self._now = when
+                now = self._now
+                while sched and sched[0]._when <= now:
+                    t = _heappop(sched)
+                    if t._cancelled:
+                        self._timer_cancelled_count -= 1
+                        continue
+                    t._scheduled = False
+                    ready.append(t)
+                ntodo = len(ready)
+                popleft = ready.popleft
+                for _ in range(ntodo):
+                    h = popleft()
+                    if h._cancelled:
+                        continue
+                    h._run()
+                steps += ntodo
+                if steps >= limit:
+                    self._budget_reason = "steps"
+                    result = "budget"
+                    break
+        finally:
+            self._steps = steps
+        return result
+
+    def _drive(self, choose: Callable[[int], int] | None, record: bool, max_steps: int) -> str:
+        """Run until the stop flag is set after a batch (``"stopped"``), nothing can run
+        (``"deadlock"``) or a budget is exhausted (``"budget"``)."""
+        groups = self._groups
+        sched = self._scheduled
+        choices = self._choices
+        vary = self._vary
+        window = self._window
+        max_time = self._max_time
+        steps = self._steps
+        limit = steps + max_steps
+        track = self._last_run
+        batch_left = 0
+        result = "stopped"
+        try:
+            while True:
+                if batch_left <= 0:
+                    if self._stopping:
+                        break
+                    if not self._nready:
+                        while sched and sched[0]._cancelled:
+                            _heappop(sched)
+                            self._timer_cancelled_count -= 1
+                        if not sched:
+                            result = "deadlock"
+                            break
+                        when = sched[0]._when
+                        if max_time is not None and when > max_time:
+                            self._budget_reason = "time"
+                            result = "budget"
+                            break
+                        if when > self._now:
+                            self._now = when
+                    now = self._now
+                    while sched and sched[0]._when <= now:
+                        t = _heappop(sched)
+                        if t._cancelled:
+                            self._timer_cancelled_count -= 1
+                            continue
+                        t._scheduled = False
+                        groups.append(deque((t,)))
+                        self._nready += 1
+                    batch_left = self._nready
+                    if not batch_left:
+                        continue
+                ng = len(groups)
+                topt = None
+                if vary and sched:
+                    while sched and sched[0]._cancelled:
+                        _heappop(sched)
+                        self._timer_cancelled_count -= 1
+                    if sched and sched[0]._when - self._now <= window:
+                        topt = sched[0]
+                if ng > 1 or topt is not None:
+                    n = ng + 1 if topt is not None else ng
+                    i = choose(n) if choose is not None else 0
+                    if topt is not None and i == ng:
+                        t = _heappop(sched)
+                        t._scheduled = False
+                        if record:
+                            choices.append((i, n, t._callback, t._args, True))
+                        if t._when > self._now:
+                            self._now = t._when
+                        self._cur_group = None
+                        if track is not None:
+                            track[handle_task(t)] = steps
+                        t._run()
+                        steps += 1
+                        if steps >= limit:
+                            self._budget_reason = "steps"
+                            result = "budget"
+                            break
+                        continue
+                    g = groups[i]
+                    h = g.popleft()
+                    if not g:
+                        del groups[i]
+                    if record:
+                        choices.append((i, n, h._callback, h._args, False))
+                else:
+                    g = groups[0]
+                    h = g.popleft()
+                    if not g:
+                        groups.popleft()
+                self._nready -= 1
+                batch_left -= 1
+                if h._cancelled:
+                    continue
+                self._cur_group = None
+                if track is not None:
+                    track[getattr(h._callback, "__self__", None)] = steps
+                h._run()
+                steps += 1
+                if steps >= limit:
+                    self._budget_reason = "steps"
+                    result = "budget"
+                    break
+        finally:
+            self._steps = steps
+            self._cur_group = None
+        return result
+
+
+def _on_main_done(fut: Any) -> None:
+    fut.get_loop()._stopping = True
+
+
+# --------------------------------------------------------------------------------------------
+# run()
+
+
+def run(
+    main: Callable[[], Any],
+    *,
+    strategy: Strategy | None = None,
+    seed: int = 0,
+    max_steps: int | None = DEFAULT_MAX_STEPS,
+    max_time: float | None = None,
+    mode: str = "realisable",
+    vary_timers: bool = True,
+    timer_window: float = DEFAULT_TIMER_WINDOW,
+    scenario: str | None = None,
+) -> RunResult:
+    """Run ``main()`` (a zero-argument callable returning a coroutine) on a fresh deterministic
+    loop and return a :class:`~simulator.result.RunResult`.
+
+    ``strategy``: a strategy object from :mod:`simulator.strategies` (``None`` = FIFO, exactly
+    plain asyncio's order). ``seed`` seeds the run's sources (``current_sources()``) and, unless
+    the strategy has its own seed, the strategy. ``max_steps`` bounds the number of callbacks run
+    and ``max_time`` the virtual clock (outcome ``"budget-exceeded"``). ``mode`` is
+    ``"realisable"`` (default: only orders plain asyncio could produce under some timing of
+    external events) or ``"wide"`` (any ready callback may run next). ``vary_timers`` lets the
+    strategy fire a timer due within ``timer_window`` virtual seconds before the remaining ready
+    work. ``scenario`` names the program in the recorded schedule (checked on replay).
+    Never raises for the program's own errors: they become the outcome.
+    """
+    global _CURRENT
+    from simulator.result import RunResult
+
+    if _CURRENT is not None:
+        raise SimulationError("simulator.run() called inside a running simulation")
+    if events._get_running_loop() is not None:
+        raise SimulationError("simulator.run() called from a running asyncio event loop")
+    loop = SimLoop(
+        strategy=strategy,
+        seed=seed,
+        max_steps=max_steps,
+        max_time=max_time,
+        mode=mode,
+        vary_timers=vary_timers,
+        timer_window=timer_window,
+    )
+    choose = None
+    if strategy is not None:
+        strategy.begin(loop, seed)
+        choose = strategy.choose_fn()
+    if choose is None:
+        loop._use_fifo()
+    _freeze.install()
+    _freeze.push(loop.time)
+    old_hooks = __import__("sys").get_asyncgen_hooks()
+    loop._thread_id = threading.get_ident()
+    events._set_running_loop(loop)
+    __import__("sys").set_asyncgen_hooks(
+        firstiter=loop._asyncgen_firstiter_hook, finalizer=loop._asyncgen_finalizer_hook
+    )
+    _CURRENT = loop
+    loop._in_run = True
+    outcome = "completed"
+    value: Any = None
+    error: BaseException | None = None
+    pending: list[dict[str, Any]] = []
+    main_task: asyncio.Task[Any] | None = None
+    try:
+        try:
+            coro = main()
+            if not isinstance(coro, Coroutine):
+                coro = _wrap_awaitable(coro)
+            main_task = loop.create_task(coro, name="main")
+        except Exception as exc:  # main() itself raised
+            outcome, error = "failed", exc
+        if main_task is not None:
+            main_task.add_done_callback(_on_main_done)
+            try:
+                if choose is None:
+                    state = loop._drive_fifo(loop._max_steps)
+                else:
+                    state = loop._drive(choose, True, loop._max_steps)
+            except BaseException:
+                _cleanup(loop)
+                raise
+            if state == "stopped":
+                if main_task.cancelled():
+                    outcome = "failed"
+                    try:
+                        main_task.result()
+                    except BaseException as exc:
+                        error = exc
+                else:
+                    exc2 = main_task.exception()
+                    if exc2 is None:
+                        value = main_task.result()
+                    else:
+                        outcome, error = "failed", exc2
+            else:
+                outcome = "deadlock" if state == "deadlock" else "budget-exceeded"
+                pending = [
+                    {"task": t.get_name(), "coro": _coro_name(t.get_coro()),
+                     "stack": await_stack(t)}
+                    for t in loop._tasks
+                    if not t.done()
+                ]
+        unretrieved = _collect_unretrieved(loop, main_task)
+        _cleanup(loop)
+    finally:
+        loop._in_run = False
+        _CURRENT = None
+        __import__("sys").set_asyncgen_hooks(*old_hooks)
+        events._set_running_loop(None)
+        loop._thread_id = None
+        _freeze.pop()
+    if strategy is not None:
+        strategy.end(outcome)
+    return RunResult(
+        outcome=outcome,
+        value=value,
+        error=error,
+        timeline=loop._timeline,
+        virtual_time=loop._now,
+        steps=loop._steps,
+        pending=pending,
+        unretrieved=unretrieved,
+        unhandled=loop._unhandled,
+        budget_reason=loop._budget_reason if outcome == "budget-exceeded" else None,
+        seed=seed,
+        strategy=strategy.name if strategy is not None else "fifo",
+        mode=mode,
+        vary_timers=vary_timers,
+        timer_window=timer_window,
+        scenario=scenario,
+        raw_choices=loop._choices,
+    )
+
+
+async def _wrap_awaitable(aw: Any) -> Any:
+    return await aw
+
+
+def _collect_unretrieved(
+    loop: SimLoop, main_task: asyncio.Task[Any] | None
+) -> list[dict[str, Any]]:
+    out = []
+    for t in loop._tasks:
+        if t is main_task or not t.done() or t.cancelled():
+            continue
+        if getattr(t, "_log_traceback", False):
+            exc = t.exception()
+            t._log_traceback = False  # reported here, not by the garbage collector later
+            assert exc is not None
+            out.append({
+                "task": t.get_name(),
+                "coro": _coro_name(t.get_coro()),
+                "error": f"{type(exc).__name__}: {exc}",
+                "traceback": "".join(
+                    traceback.format_exception(type(exc), exc, exc.__traceback__)
+                ),
+            })
+    return out
+
+
+def _cleanup(loop: SimLoop) -> None:
+    """Like asyncio.run: cancel what is still pending and let it unwind, then finalise async
+    generators; FIFO, unrecorded, bounded."""
+    try:
+        loop._stopping = False
+        loop._max_time = None
+        loop._vary = False
+        leftover = [t for t in loop._tasks if not t.done()]
+        if leftover:
+            for t in leftover:
+                t.cancel()
+            for t in leftover:
+                t.add_done_callback(_noop)
+            gathered = asyncio.gather(*leftover, return_exceptions=True)
+            gathered.add_done_callback(_on_main_done)
+            _drive_any(loop)
+            loop._stopping = False
+        if loop._asyncgens:
+            fut = loop.create_task(loop.shutdown_asyncgens(), name="shutdown_asyncgens")
+            fut.add_done_callback(_on_main_done)
+            _drive_any(loop)
+        for t in loop._tasks:
+            if t.done() and not t.cancelled() and getattr(t, "_log_traceback", False):
+                t._log_traceback = False
+    except Exception:  # cleanup must never mask the run's outcome
+        pass
+    finally:
+        loop._groups.clear()
+        loop._ready.clear()
+        loop._scheduled.clear()
+        loop._nready = 0
+        loop._closed = True
+
+
+def _drive_any(loop: SimLoop) -> None:
+    if loop._fifo:
+        loop._drive_fifo(CLEANUP_STEPS)
+    else:
+        loop._drive(None, False, CLEANUP_STEPS)
+
+
+def _noop(_: Any) -> None:
+    pass
+
+
+def observe(kind: str, **data: Any) -> None:
+    """Append ``{"t": virtual_time, "kind": kind, **data}`` to the running simulation's
+    timeline; does nothing outside a simulation."""
+    loop = _CURRENT
+    if loop is not None:
+        ev = {"t": loop._now, "kind": kind}
+        ev.update(data)
+        loop._timeline.append(ev)
+
+
+def current_loop() -> SimLoop | None:
+    """The running simulation's loop, or None."""
+    return _CURRENT

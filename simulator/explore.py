@@ -1,0 +1,507 @@
+"""Exploration, replay, shrinking and the determinism check, on top of :func:`simulator.run`."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pickle
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from simulator._runtime import run
+from simulator.result import RunResult
+from simulator.schedule import Choice, Schedule
+from simulator.strategies.base import Strategy
+from simulator.strategies.dfs import DFSStrategy
+from simulator.strategies.fifo import FifoStrategy
+from simulator.strategies.pct import PCTStrategy
+from simulator.strategies.random import RandomStrategy
+from simulator.strategies.replay import ReplayStrategy
+
+Main = Callable[[], Any]
+Predicate = Callable[[RunResult], bool]
+
+
+def default_is_failure(result: RunResult) -> bool:
+    """A run fails when it does not complete or leaves a task exception unretrieved."""
+    return result.outcome != "completed" or bool(result.unretrieved)
+
+
+def make_strategy(strategy: str | Strategy | None, **options: Any) -> Strategy:
+    """A strategy object from a name (``fifo``, ``random``, ``pct``, ``dfs``) or as is."""
+    if strategy is None:
+        return FifoStrategy()
+    if isinstance(strategy, Strategy):
+        return strategy
+    table: dict[str, Callable[..., Strategy]] = {
+        "fifo": FifoStrategy,
+        "random": RandomStrategy,
+        "pct": PCTStrategy,
+        "dfs": DFSStrategy,
+    }
+    try:
+        return table[strategy](**options)
+    except KeyError:
+        raise ValueError(f"unknown strategy {strategy!r} (choose from {sorted(table)})") from None
+
+
+def _run_kwargs(schedule: Schedule, extra: dict[str, Any]) -> dict[str, Any]:
+    kw = {
+        "seed": schedule.seed,
+        "mode": schedule.mode,
+        "vary_timers": schedule.vary_timers,
+        "timer_window": schedule.timer_window,
+        "scenario": schedule.scenario,
+    }
+    kw.update(extra)
+    return kw
+
+
+# --------------------------------------------------------------------------------------------
+# explore
+
+
+@dataclass
+class ExploreResult:
+    """What a search found.
+
+    ``runs``: schedules run; ``failures``: how many failed; ``first_failure``: the first failing
+    run (its ``.schedule`` replays it); ``first_failure_run``: 1-based number of schedules run
+    up to and including it; ``distinct_schedules`` / ``distinct_timelines``: distinct choice
+    sequences / observable timelines seen; ``exhausted``: a systematic search covered its whole
+    (reduced) tree.
+    """
+
+    strategy: str
+    runs: int = 0
+    failures: int = 0
+    first_failure: RunResult | None = None
+    first_failure_run: int | None = None
+    distinct_schedules: int = 0
+    distinct_timelines: int = 0
+    exhausted: bool = False
+    wall_s: float = 0.0
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def found(self) -> bool:
+        return self.first_failure is not None
+
+    @property
+    def schedules_per_s(self) -> float:
+        return self.runs / self.wall_s if self.wall_s > 0 else float("inf")
+
+    @property
+    def hit_rate(self) -> float:
+        return self.failures / self.runs if self.runs else 0.0
+
+    def summary(self) -> str:
+        s = (f"{self.strategy}: {self.runs} schedules, {self.failures} failing, "
+             f"{self.distinct_timelines} distinct timelines, {self.schedules_per_s:,.0f}/s")
+        if self.first_failure_run is not None:
+            s += f"; first failure at schedule {self.first_failure_run}"
+        if self.exhausted:
+            s += "; search exhausted"
+        return s
+
+
+def explore(
+    main: Main,
+    *,
+    strategy: str | Strategy = "random",
+    budget: int = 1000,
+    seed: int = 0,
+    is_failure: Predicate | None = None,
+    stop_on_failure: bool = True,
+    track: bool = True,
+    workers: int = 1,
+    **run_kwargs: Any,
+) -> ExploreResult:
+    """Run ``main`` under up to ``budget`` schedules and report what was found.
+
+    ``strategy``: ``"random"``, ``"pct"``, ``"dfs"``, ``"fifo"`` or a strategy object. Run ``i``
+    uses seed ``seed + i`` (the strategy's stream and the program's sources). A DFS search stops
+    early when exhausted. ``is_failure(result)`` decides failure (default: not completed, or an
+    unretrieved task exception). ``stop_on_failure`` stops at the first failure. ``track``
+    counts distinct schedules and timelines (costs a little per run). ``workers > 1`` splits
+    the seeds across forked processes (random/pct only). Other keyword arguments go to
+    :func:`simulator.run`.
+    """
+    is_failure = is_failure or default_is_failure
+    strat = make_strategy(strategy)
+    if workers > 1 and not isinstance(strat, DFSStrategy):
+        return _explore_parallel(main, strat, budget, seed, is_failure, stop_on_failure, track,
+                                 workers, run_kwargs)
+    res = ExploreResult(strategy=strat.name)
+    sched_seen: set[Any] = set()
+    tl_seen: set[str] = set()
+    dfs = strat if isinstance(strat, DFSStrategy) else None
+    t0 = time.perf_counter()
+    for i in range(budget):
+        if dfs is not None and dfs.exhausted:
+            break
+        r = run(main, strategy=strat, seed=seed + i, **run_kwargs)
+        res.runs += 1
+        res.outcomes[r.outcome] = res.outcomes.get(r.outcome, 0) + 1
+        if track:
+            sched_seen.add(tuple(c[0] for c in r.raw_choices) if r.raw_choices
+                           else tuple(c.pick for c in r.schedule.choices))
+            tl_seen.add(r.timeline_json())
+        if is_failure(r):
+            res.failures += 1
+            if res.first_failure is None:
+                res.first_failure = r
+                res.first_failure_run = res.runs
+            if stop_on_failure:
+                break
+    res.wall_s = time.perf_counter() - t0
+    res.exhausted = bool(dfs is not None and dfs.exhausted)
+    res.distinct_schedules = len(sched_seen)
+    res.distinct_timelines = len(tl_seen)
+    return res
+
+
+_WORK: Any = None
+
+
+def _explore_chunk(args: tuple[int, int]) -> dict[str, Any]:
+    start, count = args
+    main, strat, is_failure, stop_on_failure, track, run_kwargs = _WORK
+    out: dict[str, Any] = {"runs": 0, "failures": 0, "first": None, "sched": set(), "tl": set(),
+                           "outcomes": {}}
+    for s in range(start, start + count):
+        r = run(main, strategy=strat, seed=s, **run_kwargs)
+        out["runs"] += 1
+        out["outcomes"][r.outcome] = out["outcomes"].get(r.outcome, 0) + 1
+        if track:
+            out["sched"].add(tuple(c.pick for c in r.schedule.choices))
+            out["tl"].add(r.timeline_json())
+        if is_failure(r):
+            out["failures"] += 1
+            if out["first"] is None:
+                out["first"] = (s, out["runs"], r.schedule.to_json())
+            if stop_on_failure:
+                break
+    return out
+
+
+def _explore_parallel(
+    main: Main, strat: Strategy, budget: int, seed: int, is_failure: Predicate,
+    stop_on_failure: bool, track: bool, workers: int, run_kwargs: dict[str, Any],
+) -> ExploreResult:
+    import multiprocessing as mp
+
+    global _WORK
+    _WORK = (main, strat, is_failure, stop_on_failure, track, run_kwargs)
+    per = -(-budget // workers)
+    chunks = [(seed + w * per, max(0, min(per, budget - w * per))) for w in range(workers)]
+    t0 = time.perf_counter()
+    try:
+        with mp.get_context("fork").Pool(workers) as pool:
+            parts = pool.map(_explore_chunk, chunks)
+    finally:
+        _WORK = None
+    res = ExploreResult(strategy=strat.name)
+    sched: set[Any] = set()
+    tl: set[str] = set()
+    first = None
+    for (start, _), p in zip(chunks, parts):
+        res.runs += p["runs"]
+        res.failures += p["failures"]
+        for k, v in p["outcomes"].items():
+            res.outcomes[k] = res.outcomes.get(k, 0) + v
+        sched |= p["sched"]
+        tl |= p["tl"]
+        if p["first"] is not None and (first is None or p["first"][0] < first[0]):
+            first = p["first"]
+            res.first_failure_run = (p["first"][0] - seed) + 1
+    res.wall_s = time.perf_counter() - t0
+    res.distinct_schedules = len(sched)
+    res.distinct_timelines = len(tl)
+    if first is not None:
+        res.first_failure = replay(main, Schedule.from_json(first[2]), strict=True,
+                                   **{k: v for k, v in run_kwargs.items()
+                                      if k in ("max_steps", "max_time")})
+    return res
+
+
+# --------------------------------------------------------------------------------------------
+# replay
+
+
+def replay(
+    main: Main, schedule: Schedule, *, strict: bool = True, then: str | None = None,
+    **run_kwargs: Any,
+) -> RunResult:
+    """Re-run ``main`` under a recorded schedule (same seed, mode and timer settings).
+
+    Strict mode raises :class:`~simulator.errors.Divergence` ("diverged at choice k: expected
+    X, found Y") when the program no longer fits the schedule; lenient mode
+    (``strict=False``) matches choices by label and, past the end of the tape, continues under
+    the recorded seed (or FIFO with ``then="fifo"``)."""
+    strat = ReplayStrategy(schedule, strict=strict, then=then)
+    r = run(main, strategy=strat, **_run_kwargs(schedule, run_kwargs))
+    r.strategy = schedule.strategy
+    return r
+
+
+# --------------------------------------------------------------------------------------------
+# shrink
+
+
+@dataclass
+class ShrinkResult:
+    """A smaller failing schedule: ``before``/``after`` give ``{"deviations", "length"}``."""
+
+    schedule: Schedule
+    result: RunResult
+    runs: int
+    before: dict[str, int]
+    after: dict[str, int]
+    wall_s: float
+
+    def summary(self) -> str:
+        return (f"shrunk from {self.before['deviations']} deviations / {self.before['length']} "
+                f"choices to {self.after['deviations']} / {self.after['length']} in {self.runs} "
+                f"runs ({self.wall_s * 1000:.0f} ms)")
+
+
+def shrink(
+    main: Main,
+    schedule: Schedule,
+    *,
+    is_failure: Predicate | None = None,
+    max_runs: int = 50,
+    **run_kwargs: Any,
+) -> ShrinkResult:
+    """Find a simpler schedule that still fails: fewer deviations from FIFO, then shorter.
+
+    Candidates are replayed leniently (by label, FIFO after the tape), so removing one
+    deviation re-anchors the later ones. Passes: drop all deviations (FIFO); drop each
+    deviation in turn, keeping every removal that still fails; then, if more than one
+    deviation is left, try every single-deviation schedule off the FIFO run. Each accepted
+    candidate is replaced by the schedule its run actually recorded, trimmed of trailing FIFO
+    choices. At most ``max_runs`` runs."""
+    is_failure = is_failure or default_is_failure
+    t0 = time.perf_counter()
+    runs = 0
+    before = schedule.size()
+
+    def attempt(s: Schedule) -> RunResult | None:
+        nonlocal runs
+        runs += 1
+        r = replay(main, s, strict=False, then="fifo", **run_kwargs)
+        return r if is_failure(r) else None
+
+    cur = schedule.trimmed()
+    best = attempt(cur)
+    if best is None:
+        # The schedule does not fail when replayed leniently; try it untrimmed and strict.
+        runs += 1
+        r = replay(main, schedule, strict=False, **run_kwargs)
+        if not is_failure(r):
+            raise ValueError("shrink: the given schedule does not fail")
+        best, cur = r, schedule
+    else:
+        cur = best.schedule.trimmed()
+
+    def accept(r: RunResult) -> None:
+        nonlocal best, cur
+        best = r
+        cur = r.schedule.trimmed()
+
+    # Pass 0: FIFO.
+    if cur.deviations and runs < max_runs:
+        r = attempt(cur.replace(choices=[]))
+        if r is not None:
+            accept(r)
+    # Pass 1: remove deviations one at a time (last first), to a fixpoint.
+    changed = True
+    while changed and cur.deviations > 1 and runs < max_runs:
+        changed = False
+        positions = [k for k, c in enumerate(cur.choices) if c.pick]
+        for k in reversed(positions):
+            if runs >= max_runs or k >= len(cur.choices) or not cur.choices[k].pick:
+                continue
+            cand = list(cur.choices)
+            cand[k] = Choice(0, cand[k].of, "")
+            r = attempt(cur.replace(choices=cand))
+            if r is not None and r.schedule.deviations < cur.deviations:
+                accept(r)
+                changed = True
+    # Pass 2: single deviations off the FIFO run.
+    if cur.deviations > 1 and runs < max_runs:
+        fifo_run = run(main, strategy=Strategy(), **_run_kwargs(cur, run_kwargs))
+        runs += 1
+        fifo_choices = fifo_run.schedule.choices
+        done = False
+        for k, c in enumerate(fifo_choices):
+            for alt in range(1, c.of):
+                if runs >= max_runs:
+                    done = True
+                    break
+                cand = [Choice(0, x.of, "") for x in fifo_choices[:k]] + [Choice(alt, c.of, "")]
+                r = attempt(cur.replace(choices=cand))
+                if r is not None and r.schedule.deviations < cur.deviations:
+                    accept(r)
+                    done = True
+                    break
+            if done:
+                break
+    # Shorter: trailing FIFO choices are implied.
+    final = cur.trimmed()
+    return ShrinkResult(
+        schedule=final,
+        result=best,
+        runs=runs,
+        before=before,
+        after=final.size(),
+        wall_s=time.perf_counter() - t0,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# determinism check
+
+
+@dataclass
+class DeterminismReport:
+    """``deterministic``: the runs agreed; ``diff``: where they first differ; ``traces``: the
+    canonical trace JSON of each run; ``how``: ``"subprocess"`` (separate processes with
+    different ``PYTHONHASHSEED``) or ``"in-process"``."""
+
+    deterministic: bool
+    diff: str | None
+    traces: list[str]
+    how: str
+
+    def __bool__(self) -> bool:
+        return self.deterministic
+
+
+def _target_ref(target: Any) -> str | None:
+    """``"module:qualname"`` or ``"pickle:<base64>"`` naming ``target`` for another process."""
+    if isinstance(target, str):
+        return target
+    mod = getattr(target, "__module__", None)
+    qual = getattr(target, "__qualname__", None)
+    if mod and qual and mod != "__main__" and "<locals>" not in qual:
+        return f"{mod}:{qual}"
+    try:  # e.g. functools.partial of a module-level function
+        data = pickle.dumps(target)
+    except Exception:
+        return None
+    if b"__main__" in data:
+        return None
+    return "pickle:" + base64.b64encode(data).decode("ascii")
+
+
+def resolve_target(ref: str) -> Main:
+    """Import ``"module:qualname"`` (or unpickle ``"pickle:<base64>"``)."""
+    import importlib
+
+    if ref.startswith("pickle:"):
+        return pickle.loads(base64.b64decode(ref[7:]))  # type: ignore[no-any-return]
+    mod_name, _, qual = ref.partition(":")
+    obj: Any = importlib.import_module(mod_name)
+    for part in qual.split("."):
+        obj = getattr(obj, part)
+    return obj  # type: ignore[no-any-return]
+
+
+def _diff_traces(a: str, b: str) -> str | None:
+    if a == b:
+        return None
+    da, db = json.loads(a), json.loads(b)
+    for key in ("outcome", "error"):
+        if da.get(key) != db.get(key):
+            return f"{key} differs: {da.get(key)!r} vs {db.get(key)!r}"
+    ta, tb = da.get("timeline", []), db.get("timeline", [])
+    for i, (x, y) in enumerate(zip(ta, tb)):
+        if x != y:
+            return f"timeline[{i}] differs: {json.dumps(x)} vs {json.dumps(y)}"
+    if len(ta) != len(tb):
+        return f"timeline length differs: {len(ta)} vs {len(tb)}"
+    ca, cb = da["schedule"]["choices"], db["schedule"]["choices"]
+    for i, (x, y) in enumerate(zip(ca, cb)):
+        if x != y:
+            return f"schedule choice {i} differs: {x} vs {y}"
+    if len(ca) != len(cb):
+        return f"schedule length differs: {len(ca)} vs {len(cb)}"
+    for key in da:
+        if da.get(key) != db.get(key):
+            return f"{key} differs"
+    return "traces differ"
+
+
+def check_determinism(
+    target: Main | str,
+    *,
+    schedule: Schedule | None = None,
+    strategy: str = "fifo",
+    seed: int = 0,
+    runs: int = 2,
+    hash_seeds: tuple[int, ...] = (1, 2),
+    subprocess_mode: bool | None = None,
+    timeout: float = 60.0,
+    **run_kwargs: Any,
+) -> DeterminismReport:
+    """Run the same program, seed and schedule several times and diff the traces (outcome,
+    timeline of observable events, then schedule labels) — not merely their hashes.
+
+    When ``target`` is importable (a ``"module:qualname"`` string or a module-level function),
+    each run happens in a fresh interpreter with a different ``PYTHONHASHSEED`` (from
+    ``hash_seeds``), which catches behaviour that depends on set/dict-of-str iteration order,
+    ``id()``, or process state. Otherwise (or with ``subprocess_mode=False``) the runs happen in
+    this process. ``strategy`` is a name (``fifo``/``random``/``pct``) when no schedule is given.
+    """
+    ref = _target_ref(target)
+    use_sub = subprocess_mode if subprocess_mode is not None else ref is not None
+    traces: list[str] = []
+    if use_sub:
+        if ref is None:
+            raise ValueError("check_determinism: subprocess mode needs an importable target")
+        payload = json.dumps({
+            "target": ref,
+            "schedule": schedule.to_dict() if schedule is not None else None,
+            "strategy": strategy,
+            "seed": seed,
+            "run_kwargs": run_kwargs,
+        })
+        env_path = os.pathsep.join(p for p in sys.path if p)
+        for i in range(max(runs, len(hash_seeds))):
+            env = dict(os.environ)
+            env["PYTHONHASHSEED"] = str(hash_seeds[i % len(hash_seeds)])
+            env["PYTHONPATH"] = env_path
+            proc = subprocess.run(
+                [sys.executable, "-m", "simulator._detworker"],
+                input=payload, capture_output=True, text=True, env=env, timeout=timeout,
+            )
+            if proc.returncode != 0:
+                raise RuntimeError(f"determinism worker failed: {proc.stderr.strip()[-2000:]}")
+            traces.append(proc.stdout.strip())
+        how = "subprocess"
+    else:
+        main = resolve_target(target) if isinstance(target, str) else target
+        for _ in range(runs):
+            traces.append(_one_trace(main, schedule, strategy, seed, run_kwargs))
+        how = "in-process"
+    for t in traces[1:]:
+        d = _diff_traces(traces[0], t)
+        if d is not None:
+            return DeterminismReport(False, d, traces, how)
+    return DeterminismReport(True, None, traces, how)
+
+
+def _one_trace(main: Main, schedule: Schedule | None, strategy: str, seed: int,
+               run_kwargs: dict[str, Any]) -> str:
+    if schedule is not None:
+        r = replay(main, schedule, strict=False, **run_kwargs)
+    else:
+        r = run(main, strategy=make_strategy(strategy), seed=seed, **run_kwargs)
+    return r.trace_json()

@@ -1,0 +1,20 @@
+"""Scheduling strategies, one module each: ``fifo``, ``random``, ``pct``, ``dfs``, ``replay``,
+``hypothesis`` (driven by ``data.draw``)."""
+
+from __future__ import annotations
+
+from simulator.strategies.base import Strategy
+from simulator.strategies.dfs import DFSStrategy
+from simulator.strategies.fifo import FifoStrategy
+from simulator.strategies.pct import PCTStrategy
+from simulator.strategies.random import RandomStrategy
+from simulator.strategies.replay import ReplayStrategy
+
+__all__ = [
+    "DFSStrategy",
+    "FifoStrategy",
+    "PCTStrategy",
+    "RandomStrategy",
+    "ReplayStrategy",
+    "Strategy",
+]

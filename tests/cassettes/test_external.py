@@ -1,0 +1,132 @@
+"""Every external cassette (real provider traffic recorded by other projects) replays correctly.
+
+The expectations here are computed from the recorded bytes independently of the adapters: the
+finish reason from the provider's own stop field, tool-call arguments by concatenating the raw
+fragments (or reading the provider's final copy), the error code from the error body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cassettes.llm_cassette import Cassette, Interaction
+from cassettes.replay import ReplayResult, replay_interaction
+from cassettes.sse import split_events
+from cassettes.wellformed import stream_problems
+
+from .conftest import EXTERNAL, external_files
+
+pytestmark = pytest.mark.skipif(not EXTERNAL.is_dir(), reason="../shared/cassettes-external is absent")
+
+# Kept separate from the adapters' own tables on purpose: a wrong mapping there must fail here.
+EXPECTED_FINISH = {
+    "stop": "stop", "tool_calls": "tool-calls", "length": "max-tokens",
+    "end_turn": "stop", "tool_use": "tool-calls", "max_tokens": "max-tokens", "stop_sequence": "stop",
+}
+
+
+def _events(interaction: Interaction) -> list[dict[str, Any]]:
+    raw, _ = split_events(interaction.body)
+    out = []
+    for text in raw:
+        data = "\n".join(line[5:].strip() for line in text.splitlines() if line.startswith("data:"))
+        if data and data != "[DONE]":
+            out.append(json.loads(data))
+    return out
+
+
+def expected(interaction: Interaction) -> tuple[str, list[Any], bool]:
+    """(finish kind, parsed tool-call arguments in order, whether usage was reported)."""
+    path = interaction.uri.split("?")[0]
+    if not interaction.is_sse:
+        data = json.loads(interaction.body)
+        if path.endswith("/chat/completions"):
+            message = data["choices"][0]["message"]
+            calls = [json.loads(c["function"]["arguments"]) for c in message.get("tool_calls") or []]
+            return EXPECTED_FINISH[data["choices"][0]["finish_reason"]], calls, "usage" in data
+        if path.endswith("/messages"):
+            calls = [b["input"] for b in data["content"] if b["type"] == "tool_use"]
+            return EXPECTED_FINISH[data["stop_reason"]], calls, "usage" in data
+        raise AssertionError(f"no expectation for {path}")
+    events = _events(interaction)
+    if path.endswith("/chat/completions"):
+        fragments: dict[int, str] = {}
+        finish, usage = "", False
+        for ev in events:
+            usage = usage or bool(ev.get("usage"))
+            for choice in ev.get("choices") or []:
+                for call in choice.get("delta", {}).get("tool_calls") or []:
+                    fragments[call["index"]] = fragments.get(call["index"], "") + (call.get("function", {}).get("arguments") or "")
+                finish = choice.get("finish_reason") or finish
+        return EXPECTED_FINISH[finish], [json.loads(fragments[k]) for k in sorted(fragments)], usage
+    if path.endswith("/messages"):
+        parts: dict[int, str] = {}
+        stop = ""
+        for ev in events:
+            if ev["type"] == "content_block_start" and ev["content_block"]["type"] == "tool_use":
+                parts[ev["index"]] = ""
+            if ev["type"] == "content_block_delta" and ev["delta"]["type"] == "input_json_delta":
+                parts[ev["index"]] += ev["delta"]["partial_json"]
+            if ev["type"] == "message_delta":
+                stop = ev["delta"]["stop_reason"]
+        return EXPECTED_FINISH[stop], [json.loads(parts[k] or "{}") for k in sorted(parts)], True
+    terminal = events[-1]
+    items = [ev["item"] for ev in events if ev["type"] == "response.output_item.done"]
+    calls = [json.loads(i["arguments"]) for i in items if i["type"] == "function_call"]
+    if terminal["type"] == "response.incomplete":
+        assert terminal["response"]["incomplete_details"]["reason"] == "max_output_tokens"
+        return "max-tokens", calls, True
+    assert terminal["type"] == "response.completed"
+    return ("tool-calls" if calls else "stop"), calls, True
+
+
+def _replay_all(path: Path) -> tuple[Cassette, list[ReplayResult]]:
+    cassette = Cassette.load(path)
+
+    async def run() -> list[ReplayResult]:
+        return [await replay_interaction(cassette, n) for n in range(len(cassette.interactions))]
+
+    return cassette, asyncio.run(run())
+
+
+@pytest.mark.parametrize("path", external_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_external_cassette_replays_to_a_well_formed_stream(path: Path) -> None:
+    cassette, results = _replay_all(path)
+    assert results, "no interactions"
+    for interaction, result in zip(cassette.interactions, results, strict=True):
+        assert result.adapter, f"no adapter for {interaction.uri}"
+        if interaction.status >= 400:
+            body = json.loads(interaction.body)
+            err = body["error"]
+            assert result.chunks == []
+            assert result.error_status == interaction.status
+            assert result.error_code == (err.get("code") or err.get("type"))
+            assert str(interaction.status) in (result.error or "")
+            continue
+        assert result.error is None
+        assert stream_problems(result.chunks) == []
+        kind, calls, has_usage = expected(interaction)
+        assert result.chunks[-1] == {"type": "finish", "reason": {"kind": kind}}
+        blocks = [c["block"] for c in result.chunks if c["type"] == "block-end"]
+        assert [json.loads(b["arguments"]) for b in blocks if b["type"] == "tool-call"] == calls
+        usage = [n for n, c in enumerate(result.chunks) if c["type"] == "usage"]
+        assert bool(usage) == has_usage
+        if usage:
+            assert usage[-1] < len(result.chunks) - 1
+
+
+def test_every_external_cassette_is_supported() -> None:
+    """No file is left out: each one has an adapter and loads (the list of unsupported is empty)."""
+    files = external_files()
+    assert len(files) >= 25
+    unsupported = []
+    for path in files:
+        cassette = Cassette.load(path)
+        if any(not i.uri.split("?")[0].endswith(("/chat/completions", "/messages", "/responses")) for i in cassette.interactions):
+            unsupported.append(path.name)
+    assert unsupported == []

@@ -1,0 +1,118 @@
+"""Unusable cassettes give one-line errors naming the file and the problem (exit 2 at the CLI)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cassettes.errors import CassetteError, UnmatchedRequestError
+from cassettes.llm_cassette import Cassette
+from cassettes.model import CassetteModel
+from cli import app
+
+GOOD_SSE = "data: {\\\"choices\\\":[{\\\"index\\\":0,\\\"delta\\\":{\\\"content\\\":\\\"hi\\\"},\\\"finish_reason\\\":null}]}\\n\\n"
+
+
+def cassette_text(body: str, uri: str = "https://api.openai.com/v1/chat/completions", content_type: str = "text/event-stream") -> str:
+    return f"""interactions:
+- request:
+    method: POST
+    uri: {uri}
+    body: '{{"model": "m", "stream": true}}'
+  response:
+    status: {{code: 200, message: OK}}
+    headers: {{Content-Type: [{content_type}]}}
+    body: {{string: "{body}"}}
+version: 1
+"""
+
+
+Writer = Callable[..., Path]
+
+CASES = {
+    "bad YAML": ("interactions: [\n  - request: {method: POST\n", "bad YAML at line"),
+    "no interactions key": ("version: 1\n", "no 'interactions' list"),
+    "empty interactions": ("interactions: []\nversion: 1\n", "no interactions recorded"),
+    "no response": ("interactions:\n- request: {method: POST, uri: 'http://x/v1/messages'}\n", "interaction 1: needs a 'request' and a 'response'"),
+    "cut mid-event": (cassette_text(GOOD_SSE + 'data: {\\"choi'), "interaction 1: truncated SSE: the stream ends mid-event"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_malformed_cassette_is_a_one_line_error_naming_the_file(case: str, tmp_cassette: Writer) -> None:
+    text, expected = CASES[case]
+    path = tmp_cassette(text)
+    with pytest.raises(CassetteError) as info:
+        Cassette.load(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: ") and expected in message
+    assert "\n" not in message
+
+
+def test_stream_without_its_terminal_event_is_truncated(tmp_cassette: Writer) -> None:
+    path = tmp_cassette(cassette_text(GOOD_SSE))  # complete events, but no finish_reason / [DONE]
+    model = CassetteModel(path, pace=False)
+
+    async def run() -> None:
+        async for _ in model.stream({"model": "m", "messages": []}):
+            pass
+
+    with pytest.raises(CassetteError, match=r"truncated SSE: event stream ended before its finish_reason"):
+        asyncio.run(run())
+
+
+def test_bad_gzip_body_names_the_interaction(tmp_cassette: Writer) -> None:
+    junk = base64.b64encode(b"\x1f\x8bnot really gzip").decode()
+    text = cassette_text("x", content_type="application/json").replace('body: {string: "x"}', f"body: {{string: !!binary '{junk}'}}")
+    path = tmp_cassette(text.replace("headers: {Content-Type", "headers: {Content-Encoding: [gzip], Content-Type"))
+    with pytest.raises(CassetteError, match="interaction 1: body says content-encoding gzip but does not decompress"):
+        Cassette.load(path)
+
+
+def test_unsafe_yaml_tags_are_refused(tmp_cassette: Writer) -> None:
+    path = tmp_cassette("!!python/object/apply:os.system ['echo pwned']\n")
+    with pytest.raises(CassetteError, match="bad YAML"):
+        Cassette.load(path)
+
+
+def test_unmatched_request_names_the_request(tmp_cassette: Writer) -> None:
+    path = tmp_cassette(cassette_text(GOOD_SSE + "data: [DONE]\\n\\n"))
+    model = CassetteModel(path, pace=False)
+
+    async def run() -> None:
+        for _ in range(2):
+            async for _ in model.stream({"model": "m", "messages": []}):
+                pass
+
+    with pytest.raises(UnmatchedRequestError, match=r"no recorded interaction for POST https://api.openai.com/v1/chat/completions \(all matching interactions already played\)"):
+        asyncio.run(run())
+
+
+@pytest.mark.parametrize("case", ["bad YAML", "cut mid-event"])
+def test_cli_exits_2_with_one_line_and_no_traceback(case: str, tmp_cassette: Writer) -> None:
+    path = tmp_cassette(CASES[case][0])
+    result = CliRunner().invoke(app, ["cassette", "show", str(path), "--json"])
+    assert result.exit_code == 2
+    assert result.stdout == "" or json.loads(result.stdout) is None
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}: ")
+    assert "Traceback" not in result.output
+
+
+def test_a_last_event_without_its_blank_line_is_still_whole(tmp_cassette: Writer) -> None:
+    # Serializers that strip trailing newlines must not turn a complete stream into a "truncated" one.
+    body = GOOD_SSE + 'data: {\\"choices\\":[{\\"index\\":0,\\"delta\\":{},\\"finish_reason\\":\\"stop\\"}]}\\n\\ndata: [DONE]'
+    model = CassetteModel(tmp_cassette(cassette_text(body)), pace=False)
+
+    async def run() -> list[dict[str, object]]:
+        return [dict(c) async for c in model.stream({"model": "m", "messages": []})]
+
+    chunks = asyncio.run(run())
+    assert chunks[-1] == {"type": "finish", "reason": {"kind": "stop"}}
+    assert chunks[1] == {"type": "text-delta", "index": 0, "text": "hi"}
