@@ -30,14 +30,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-# The benchmark's helper modules live next to it; the peers' multi-process explorers
-# re-import the programs in their workers by this same top-level name.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The benchmark's helper modules live next to it and are imported by top-level name (the
+# peers' multi-process explorers re-import the programs in their workers by that name). But
+# bench/ also holds bench/simulator.py, which must not shadow the `simulator` package: the
+# repository root goes first, bench/ last (Python put the script's directory first).
+_BENCH = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _BENCH]
+sys.path.insert(0, str(_BENCH.parent))
+sys.path.append(str(_BENCH))
 
-import _programs
-from _programs import COLLECTOR, Program
-from peers_loopkit import Loopkit
-from peers_runtimes import PEERS, REAL_SCALE, PlainAsyncio, Runtime
+import _programs  # noqa: E402
+from _programs import COLLECTOR, Program  # noqa: E402
+from peers_loopkit import Loopkit  # noqa: E402
+from peers_runtimes import PEERS, REAL_SCALE, PlainAsyncio, Runtime  # noqa: E402
 
 
 @dataclass
@@ -231,10 +236,13 @@ def bench_systematic(b: Bench) -> None:
                     continue
                 distinct = len(set(COLLECTOR.logs))
                 verdict = "exhausted" if figures.exhaustive else f"budget hit ({b.config.systematic_budget})"
+                # Ratio: cost per schedule over one asyncio.run of the (unlocked) program.
+                base = b.asyncio_run_s.get(_case_name(tasks, awaits, True))
                 b.add(Row("5 systematic", case, rt.name, "systematic",
                           {"schedules": figures.schedules, "exhaustive": figures.exhaustive, "distinct_interleavings": distinct,
                            "seconds": elapsed},
-                          f"{figures.schedules} schedules, {verdict}, {distinct} distinct, {elapsed * 1e3:.0f} ms"))
+                          f"{figures.schedules} schedules, {verdict}, {distinct} distinct, {elapsed * 1e3:.0f} ms",
+                          _ratio(elapsed / max(figures.schedules, 1), base)))
 
 
 # -- 6. shrinking ----------------------------------------------------------------------------
@@ -256,7 +264,7 @@ def bench_shrink(b: Bench) -> None:
             b.add(Row("6 shrink", case, rt.name, "shrink",
                       {"runs": figures.runs, "seconds": figures.seconds, "deviations_before": figures.deviations_before,
                        "deviations_after": figures.deviations_after, "minimal": minimal},
-                      f"{figures.runs} runs, {figures.seconds * 1e3:.0f} ms, deviations {figures.deviations_before} -> "
+                      f"{figures.runs} runs, {figures.seconds * 1e3:.1f} ms, deviations {figures.deviations_before} -> "
                       f"{figures.deviations_after}{' (minimum)' if minimal else ''}",
                       _ratio(figures.seconds, base)))
             del start
@@ -478,7 +486,8 @@ def render(b: Bench, goal_table: dict[str, dict[str, Any]], command: str) -> Non
     for column in ("goal", "loopkit", "best peer", "met"):
         goals_table.add_column(column)
     for name, g in goal_table.items():
-        goals_table.add_row(name, _fmt(g["loopkit"]), _fmt(g["best_peer"]), "[green]met[/]" if g["met"] else "[red]missed[/]")
+        verdict = "[green]met[/]" if g["met"] else "[red]missed[/]" if g["loopkit"] is not None else "not measured"
+        goals_table.add_row(name, _fmt(g["loopkit"]), _fmt(g["best_peer"]), verdict)
     console.print(goals_table)
     for note in b.notes:
         console.print(f"note: {note}")
@@ -539,8 +548,8 @@ def main(argv: list[str] | None = None) -> int:
     b.notes.append("gc is left as each runtime configures it (no gc.freeze); medians over repeats; 'vs asyncio.run' is "
                    "wall time over plain asyncio.run's (throughput rows: rate over its rate)")
     sections = [s for s in args.only.split(",") if s] or list(SECTIONS)
-    if "shrink" in sections and "race" not in sections:
-        sections.insert(0, "race")  # shrink ratios use the race rows' asyncio.run figure
+    if {"shrink", "systematic"} & set(sections) and "race" not in sections:
+        sections.insert(0, "race")  # their ratios use the race rows' asyncio.run figures
     for name in SECTIONS:
         if name in sections:
             print(f"[{name}]", file=sys.stderr)

@@ -17,6 +17,25 @@ Medians over interleaved repetitions. ``--json`` prints exactly
 
 from __future__ import annotations
 
+import os
+import sys
+
+if __name__ == "simulator":
+    # A script in bench/ (bench/ first on sys.path) imported the *package* `simulator` and got
+    # this file instead: load the real package and put it in our place.
+    _here = os.path.dirname(os.path.abspath(__file__))
+    _saved = list(sys.path)
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.getcwd()) != _here]
+    sys.path.append(os.path.dirname(_here))
+    del sys.modules["simulator"]
+    try:
+        import simulator as _real
+    finally:
+        sys.path[:] = _saved
+    sys.modules["simulator"] = _real
+else:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
 import argparse
 import asyncio
 import json
@@ -27,8 +46,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import simulator  # noqa: E402
-from simulator.strategies.random import RandomStrategy  # noqa: E402
+import simulator
+from simulator.strategies.random import RandomStrategy
 
 _CLOCK = (time.perf_counter,)  # the real clock, kept out of freezegun's reach
 

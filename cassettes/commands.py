@@ -12,7 +12,7 @@ import typer
 
 from reference_loop.protocols import ModelRequest
 
-from .errors import CassetteError
+from .errors import CassetteError, ProviderError
 from .providers import ADAPTERS
 
 TEST_SERVER_HEADER = (
@@ -81,11 +81,19 @@ def record(
     key = os.environ.get(api_key_env or cls.api_key_env)
 
     async def run(url: str | None, header: str, meta: dict[str, Any]) -> None:
-        _, chunks, error = await record_cassette(
-            out, adapter=adapter, request=request, base_url=url, api_key=key, stream=stream,
-            max_tokens=max_tokens, filter_headers=filter_header or (), header=header, meta=meta,
-        )
+        chunks, error = await _record(url, header, meta)
         typer.echo(f"wrote {out}: {len(chunks)} chunks" + (f", error {error}" if error else ""))
+
+    async def _record(url: str | None, header: str, meta: dict[str, Any]) -> tuple[list[Any], Any]:
+        try:
+            _, chunks, error = await record_cassette(
+                out, adapter=adapter, request=request, base_url=url, api_key=key, stream=stream,
+                max_tokens=max_tokens, filter_headers=filter_header or (), header=header, meta=meta,
+            )
+        except ProviderError as exc:  # nothing answered: no cassette written
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        return chunks, error
 
     if test_server:
         from .testserver import WEATHER_TOOL, serve

@@ -201,6 +201,10 @@ def _interaction(path: Path, n: int, raw: Any) -> Interaction:
         body = _body_text(path, n, response.get("body"), encoding)
     # Bodies are kept decoded: what we serve must not claim an encoding or a stale length.
     headers = {k: v for k, v in headers.items() if k.lower() not in ("content-encoding", "content-length")}
+    if not _first(headers, "content-type"):
+        # Some serializers drop response headers; sniff the body so the adapter reads it right.
+        sse = body.lstrip().startswith(("data:", "event:"))
+        headers["content-type"] = ["text/event-stream" if sse else "application/json"]
     interaction = Interaction(str(request["method"]).upper(), str(request["uri"]), req_headers, req_body, code, reason, headers, body, events)
     if interaction.is_sse and code < 400:
         raw_events, rest = split_events(body) if events is None else ([e.text for e in events], "")

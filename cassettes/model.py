@@ -18,6 +18,7 @@ from reference_loop.vocabulary import Chunk
 from .errors import CassetteError, ProviderError
 from .llm_cassette import Cassette, ReplayTransport
 from .providers import ADAPTERS, adapter_for_url, base_url_of
+from .replay import CASSETTE_DEFECTS
 
 
 class CassetteModel:
@@ -36,8 +37,13 @@ class CassetteModel:
         adapter: str | None = None,
         allow_playback_repeats: bool = False,
         pace: bool = True,
+        strict: bool = False,
+        name: str | None = None,
     ) -> None:
         self.cassette = Cassette.load(path)
+        self.name = name or Path(path).stem
+        self.strict = strict
+        self._problems: list[str] = []
         first = self.cassette.interactions[0]
         if adapter is not None:
             if adapter not in ADAPTERS:
@@ -56,10 +62,31 @@ class CassetteModel:
         try:
             async for chunk in self.adapter.stream(request):
                 yield chunk
+        except CassetteError as exc:
+            self._problems.append(str(exc))
+            raise
         except ProviderError as exc:
-            if exc.code == "STREAM_TRUNCATED":
-                raise CassetteError(self.cassette.path, f"truncated SSE: {exc.message}") from exc
+            if exc.code in CASSETTE_DEFECTS:
+                error = CassetteError(self.cassette.path, f"{CASSETTE_DEFECTS[exc.code]}: {exc.message}")
+                self._problems.append(str(error))
+                raise error from exc
             raise
 
+    def problems(self) -> list[str]:
+        """What went wrong so far (unanswerable requests, truncations; unplayed ones when strict).
+
+        The same duck type as the fake LLM's ``problems()``, so a scenario runner can report both.
+        """
+        found = list(self._problems)
+        if self.strict and self.transport.unplayed():
+            try:
+                self.transport.assert_all_played()
+            except CassetteError as exc:
+                found.append(str(exc))
+        return found
+
     def assert_all_played(self) -> None:
+        """Raise ``CassetteError`` if some recorded interaction was never requested."""
         self.transport.assert_all_played()
+
+    assert_all_used = assert_all_played  # the fake LLM's name for the same check

@@ -27,7 +27,7 @@ def llm_cassette() -> Iterator[Callable[..., CassetteModel]]:
     strict_models: list[CassetteModel] = []
 
     def make(path: str | Path, *, strict: bool = False, **options: Any) -> CassetteModel:
-        model = CassetteModel(path, **options)
+        model = CassetteModel(path, strict=strict, **options)
         if strict:
             strict_models.append(model)
         return model

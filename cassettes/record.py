@@ -232,4 +232,6 @@ async def record_cassette(
         error = exc
     finally:
         await transport.aclose()
+    if error is not None and not recorder.interactions:
+        raise error  # nothing came back (connection refused...): there is nothing to keep
     return recorder.save(out), chunks, error

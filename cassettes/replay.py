@@ -16,6 +16,9 @@ from .errors import CassetteError, ProviderError
 from .llm_cassette import Cassette, ReplayTransport
 from .providers import adapter_for_url, base_url_of
 
+# Adapter failures that, on replay, mean the cassette itself is broken.
+CASSETTE_DEFECTS = {"STREAM_TRUNCATED": "truncated SSE", "BAD_EVENT": "unreadable event"}
+
 
 @dataclass
 class ReplayResult:
@@ -59,11 +62,9 @@ async def replay_interaction(cassette: Cassette, position: int, *, pace: bool = 
         async for chunk in adapter.stream(request):
             result.chunks.append(chunk)
     except ProviderError as exc:
-        if exc.code == "STREAM_TRUNCATED":
-            raise CassetteError(cassette.path, f"interaction {position + 1}: truncated SSE: {exc.message}") from exc
+        if exc.code in CASSETTE_DEFECTS:
+            raise CassetteError(cassette.path, f"interaction {position + 1}: {CASSETTE_DEFECTS[exc.code]}: {exc.message}") from exc
         result.error, result.error_status, result.error_code = str(exc), exc.status, exc.code
-    except ValueError as exc:  # a JSON payload that does not parse
-        raise CassetteError(cassette.path, f"interaction {position + 1}: unreadable body: {exc}") from exc
     return result
 
 

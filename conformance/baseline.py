@@ -57,5 +57,6 @@ def load(path: str | Path) -> Baseline:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise BaselineError(f"cannot read baseline {str(path)!r}: {exc.strerror or exc}") from None
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise BaselineError(f"cannot read baseline {str(path)!r}: {reason}") from None
     return parse(text, path=str(path))

@@ -61,7 +61,8 @@ class Sleep:
     seconds: float
 
 
-Action = dict[str, Any] | Gate | Hang | Raise | Call | Sleep
+Action = Any
+"""A chunk dict (``reference_loop.vocabulary``) or one of the control actions above."""
 
 
 def text(value: str = "ok", *, finish: str | None = "stop", usage: tuple[int, int] | None = None) -> list[Action]:

@@ -125,7 +125,7 @@ class Kit:
     @staticmethod
     def events(agent: AgentHandle, *types: str) -> list[dict[str, Any]]:
         """The agent's session events, optionally only those of the given types."""
-        evs = list(agent.session.events)
+        evs: list[dict[str, Any]] = [dict(e) for e in agent.session.events]
         return [e for e in evs if not types or e["type"] in types]
 
     @classmethod

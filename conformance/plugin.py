@@ -17,7 +17,9 @@ does nothing outside the rule tests: it only adds options, the ``rule`` marker a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Generator
 from typing import Any
 
 import pytest
@@ -28,6 +30,36 @@ from .harness import Scenario, run_scenario
 from .impl import ImplError, resolve
 
 NOT_APPLICABLE = "not-applicable"
+WALL_TIMEOUT = 60.0
+
+
+class WallTimeout(Exception):
+    """A rule test exceeded its wall-clock limit (the implementation is stuck in a busy loop)."""
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    # Virtual time makes every wait of the suite cost nothing, so a test that takes long in
+    # wall time is stuck (typically a driver looping without ever suspending). An alarm turns
+    # that into a failure instead of hanging the whole run. Main thread / POSIX only.
+    limit = item.config.getoption("--loopkit-timeout", default=0) or 0
+    armed = bool(rule_ids(item)) and limit > 0 and hasattr(signal, "setitimer") and (
+        threading.current_thread() is threading.main_thread()
+    )
+    if not armed:
+        yield
+        return
+
+    def on_alarm(_signum: int, _frame: object) -> None:
+        raise WallTimeout(f"test exceeded {limit:g}s of wall time (the implementation hangs?)")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -38,6 +70,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="seeded random and pct schedules (each) for the race rules (default %(default)s)")
     group.addoption("--loopkit-rule", action="append", default=[], metavar="ID",
                     help="only run the tests of this rule id (repeatable)")
+    group.addoption("--loopkit-timeout", type=float, default=WALL_TIMEOUT, metavar="SECONDS",
+                    help="wall-clock limit per rule test, against implementations that hang (default %(default)s)")
 
 
 def pytest_configure(config: pytest.Config) -> None:

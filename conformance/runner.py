@@ -182,7 +182,7 @@ def run_suite(
     if collector.collect_errors:
         raise SuiteError(f"the suite could not be collected: {collector.collect_errors[0]}")
     if code in (pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
-        raise SuiteError(f"pytest failed ({code.name}): {_last_line(output.getvalue())}")
+        raise SuiteError(f"pytest failed (exit {int(code)}): {_last_line(output.getvalue())}")
     run = SuiteRun(implementation=impl_spec or "reference", impl=impl, selected_rules=rules)
     run.results = [collector.results[n] for n in collector.order]
     return run

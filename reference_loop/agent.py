@@ -11,6 +11,11 @@ Containment (ERR-*): every failure inside a turn is an ``Exception`` that propag
 ``agent/error``) and closes the turn balanced. ``CancelledError``, ``KeyboardInterrupt`` and
 ``SystemExit`` are ``BaseException``s and are never contained (PY-1): they dispose the agent,
 close the turn synchronously, and propagate.
+
+Abortable work (the ``agent/request`` and ``agent/step-result`` waterfalls, the model stream, each
+tool call) runs in a child task named ``agent:{id}:{what}`` that the step's abort signal cancels,
+so a model, tool or listener that ignores the signal still stops; the driver task itself is named
+``agent:{id}:driver``.
 """
 
 from __future__ import annotations
@@ -195,7 +200,9 @@ class ReactLoopAgent:
             while not self._disposed:
                 # LOOP-1: park until something is queued. A cancel marker wakes it too, so work
                 # queued and cancelled before the driver parks (or first ran) is settled here.
-                await self._inbox.wait_for_queued(lambda: self._disposed or self._marker is not None)
+                await self._inbox.wait_for_queued(
+                    lambda: self._disposed or self._marker is not None
+                )
                 if self._disposed:
                     break
                 # CANCEL-W0 / CANCEL-W1: the wait woke (or never parked) and a cancel came before
@@ -212,7 +219,10 @@ class ReactLoopAgent:
                 # CANCEL-W2: a synchronous agent/status('running') listener cancelled.
                 if self._marker is not None:
                     self._marker = None  # MARKER-1
-                    if True:
+                    # LOOP-8: steering the listener added after its cancel is never stranded.
+                    for late in self._inbox.drain_steering():
+                        self._inbox.enqueue(late)
+                    if not self._inbox.has_queued:
                         self._set_status("idle")  # a real transition: releases waiters
                         continue
                     # The listener also queued a replacement: run it in this running period, so
@@ -352,13 +362,19 @@ class ReactLoopAgent:
         self._step_abort = controller  # from here on abort()/cancel() abort this step
         signal = controller.signal
         try:
+            # CANCEL-STEP: a cancel while the system prompt was assembled (no handle existed yet).
+            if self._marker is not None:
+                return _StepOutcome(aborted=self._marker)
             request = self._build_request(assembly, signal)
-            request = await self._bus.waterfall(
-                "agent/request", self, turn.number, step, value=request, default=_identity
-            )
+            request = await self._step_waterfall("agent/request", turn, step, request, signal)
             if signal.aborted:
                 return _StepOutcome(aborted=signal.reason or "aborted")
-            model = request.get("model") if isinstance(request, Mapping) else None
+            if not isinstance(request, Mapping):
+                raise LoopError(
+                    f"agent/request must return a request mapping, got {type(request).__name__}",
+                    "BAD_REQUEST",
+                )
+            model = request.get("model")
             if not model:  # LOOP-7
                 raise LoopError(
                     f"agent {self._id!r} has no model: set one in its options (model) "
@@ -371,7 +387,9 @@ class ReactLoopAgent:
             # LOOP-10: the adapter receives exactly what agent/request returned.
             assembler = BlockAssembler()
             completed = await self._in_subtask(
-                self._consume_stream(turn, step, adapter, request, signal, assembler), signal, "model"
+                self._consume_stream(turn, step, adapter, request, signal, assembler),
+                signal,
+                "model",
             )
             if not completed or signal.aborted:
                 return _StepOutcome(aborted=signal.reason or "aborted")
@@ -386,9 +404,7 @@ class ReactLoopAgent:
             message: Any = assembler.message()
             if max_tokens:
                 message = _without_tool_calls(message)  # MAXTOK-5: before agent/step-result
-            message = await self._bus.waterfall(
-                "agent/step-result", self, turn.number, step, value=message, default=_identity
-            )
+            message = await self._step_waterfall("agent/step-result", turn, step, message, signal)
             if signal.aborted:
                 return _StepOutcome(aborted=signal.reason or "aborted")
             message = _check_message(message)
@@ -404,7 +420,11 @@ class ReactLoopAgent:
                 self._session.append(
                     "usage", {"turn": turn.number, "step": step, "usage": assembler.usage}
                 )
-            calls = [b for b in message["content"] if isinstance(b, dict) and b.get("type") == "tool-call"]
+            calls = [
+                b
+                for b in message["content"]
+                if isinstance(b, dict) and b.get("type") == "tool-call"
+            ]
             for call in calls:  # TOOL-1: one after another, in the model's order
                 if signal.aborted:
                     break
@@ -414,6 +434,21 @@ class ReactLoopAgent:
             return _StepOutcome(had_tool_calls=bool(calls))  # MAXTOK-5: none for max-tokens
         finally:
             self._step_abort = None
+
+    async def _step_waterfall(
+        self, name: str, turn: _Turn, step: int, value: Any, signal: AbortSignal
+    ) -> Any:
+        """A step waterfall, abortable: a listener that hangs still stops when the step aborts
+        (the caller checks ``signal.aborted`` and ignores the value then)."""
+        box: dict[str, Any] = {}
+
+        async def run() -> None:
+            box["value"] = await self._bus.waterfall(
+                name, self, turn.number, step, value=value, default=_identity
+            )
+
+        completed = await self._in_subtask(run(), signal, name.removeprefix("agent/"))
+        return box["value"] if completed else value
 
     def _build_request(self, assembly: Any, signal: AbortSignal) -> dict[str, Any]:
         """``{"model"?, "messages", "system"?, "tools"?, "signal"}`` (SVC-5)."""
@@ -450,7 +485,9 @@ class ReactLoopAgent:
                 event = self._session.append(
                     "assistant/chunk", {"turn": turn.number, "step": step, "chunk": chunk}
                 )
-                self._bus.emit("agent/stream-chunk", self, turn.number, step, event["data"]["chunk"])
+                self._bus.emit(
+                    "agent/stream-chunk", self, turn.number, step, event["data"]["chunk"]
+                )
                 assembler.add(event["data"]["chunk"])
         finally:
             aclose = getattr(stream, "aclose", None)
@@ -603,7 +640,11 @@ class ReactLoopAgent:
         turn.failure = exc
         self._warn(turn.number, "turn failed", exc)
         if turn.opened and not turn.closed:
-            data: dict[str, Any] = {"turn": turn.number, "step": step, "message": error_message(exc)}
+            data: dict[str, Any] = {
+                "turn": turn.number,
+                "step": step,
+                "message": error_message(exc),
+            }
             code = error_code(exc)
             if code is not None:
                 data["code"] = code  # ERR-7: no code key at all without one
@@ -630,7 +671,9 @@ class ReactLoopAgent:
 
     def _warn(self, turn: int, what: str, exc: BaseException) -> None:
         """ERR-12: every contained failure is a warning naming the agent and the turn."""
-        logger.warning("agent %s turn %d: %s: %s: %s", self._id, turn, what, type(exc).__name__, exc)
+        logger.warning(
+            "agent %s turn %d: %s: %s: %s", self._id, turn, what, type(exc).__name__, exc
+        )
 
     # ------------------------------------------------------------------ status and waiters
 
@@ -779,7 +822,9 @@ class ReactLoopAgent:
             try:
                 self._bus.emit("agent/status", self, "disposed")
             except Exception as exc:  # DISP-2: swallowed
-                self._warn(self._session.last_turn(), "an agent/status('disposed') listener failed", exc)
+                self._warn(
+                    self._session.last_turn(), "an agent/status('disposed') listener failed", exc
+                )
         finally:
             self._release_waiters(self._pending_exit())
             if self._on_dispose is not None:
@@ -827,7 +872,9 @@ def _content(content: Any, verb: str) -> list[v.Block]:
         return list(content)
     if isinstance(content, dict):
         return [content]  # type: ignore[list-item]
-    raise TypeError(f"{verb}(): content must be a string or a list of blocks, got {type(content).__name__}")
+    raise TypeError(
+        f"{verb}(): content must be a string or a list of blocks, got {type(content).__name__}"
+    )
 
 
 def _source(source: Any, verb: str) -> v.Source:
@@ -843,7 +890,9 @@ def _without_tool_calls(message: Any) -> Any:
     """MAXTOK-5: the message minus its tool-call blocks."""
     if not isinstance(message, Mapping) or not isinstance(message.get("content"), list):
         return message
-    kept = [b for b in message["content"] if not (isinstance(b, dict) and b.get("type") == "tool-call")]
+    kept = [
+        b for b in message["content"] if not (isinstance(b, dict) and b.get("type") == "tool-call")
+    ]
     return {**message, "content": kept}
 
 
@@ -862,7 +911,9 @@ def _tool_result(result: Any) -> dict[str, Any]:
     if isinstance(result, str):
         return {"content": [v.text(result)], "is_error": False}
     if not isinstance(result, Mapping):
-        raise LoopError(f"tools/execute must return a result mapping, got {result!r}", "BAD_TOOL_RESULT")
+        raise LoopError(
+            f"tools/execute must return a result mapping, got {result!r}", "BAD_TOOL_RESULT"
+        )
     data: dict[str, Any] = {
         "content": normalise_content(result.get("content", "")),
         "is_error": bool(result.get("is_error", False)),

@@ -150,6 +150,5 @@ class _Registration:
         self.fn = fn
 
 
-
 def _name(listener: Listener) -> str:
     return getattr(listener, "__qualname__", None) or repr(listener)

@@ -62,7 +62,9 @@ def read_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> list[Agen
 def parse_config(document: Any, where: str = "config") -> list[AgentConfig]:
     """Validate a parsed configuration document."""
     if not isinstance(document, Mapping):
-        raise ConfigError(f"{where}: must be a mapping with an 'agents' list, got {_kind(document)}")
+        raise ConfigError(
+            f"{where}: must be a mapping with an 'agents' list, got {_kind(document)}"
+        )
     unknown = sorted(str(key) for key in document if key != "agents")
     if unknown:
         raise ConfigError(f"{where}: {unknown[0]}: unknown field (expected 'agents')")
@@ -81,7 +83,9 @@ def parse_config(document: Any, where: str = "config") -> list[AgentConfig]:
             raise ConfigError(f"{at}: must be a mapping, got {_kind(entry)}")
         for key in entry:
             if key not in AGENT_FIELDS:
-                raise ConfigError(f"{at}.{key}: unknown field (expected one of {', '.join(AGENT_FIELDS)})")
+                raise ConfigError(
+                    f"{at}.{key}: unknown field (expected one of {', '.join(AGENT_FIELDS)})"
+                )
         if "id" not in entry:
             raise ConfigError(f"{at}.id: required")
         agent_id = entry["id"]

@@ -61,9 +61,21 @@ def repair(events: list[v.SessionEvent]) -> list[v.SessionEvent]:
     time = events[-1]["time"] if events else 0
     fixes: list[v.SessionEvent] = []
     if open_step is not None:
-        fixes.append({"type": "step/end", "seq": 0, "time": time, "data": {"turn": open_turn, "step": open_step}})
+        fixes.append(
+            {
+                "type": "step/end",
+                "seq": 0,
+                "time": time,
+                "data": {"turn": open_turn, "step": open_step},
+            }
+        )
     fixes.append(
-        {"type": "turn/end", "seq": 0, "time": time, "data": {"turn": open_turn, "reason": v.turn_end_interrupted()}}
+        {
+            "type": "turn/end",
+            "seq": 0,
+            "time": time,
+            "data": {"turn": open_turn, "reason": v.turn_end_interrupted()},
+        }
     )
     for offset, fix in enumerate(fixes):
         fix["seq"] = len(events) + offset
@@ -129,10 +141,14 @@ class JsonlPersistence:
             return None
         events, torn = _read_jsonl(path)
         if torn:  # drop the torn line from the file too, so the repair lands after valid lines
-            path.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in events), encoding="utf-8")
+            path.write_text(
+                "".join(json.dumps(e, sort_keys=True) + "\n" for e in events), encoding="utf-8"
+            )
         fixes = repair(events)
         if fixes:
-            logger.warning("session %s: last turn never closed; repaired as interrupted", session_id)
+            logger.warning(
+                "session %s: last turn never closed; repaired as interrupted", session_id
+            )
             self._write(session_id, [json.dumps(fix, sort_keys=True) for fix in fixes])
         return events + fixes
 
@@ -156,6 +172,8 @@ def _read_jsonl(path: Path) -> tuple[list[v.SessionEvent], bool]:
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             raise PersistenceError(f"{path}:{number}: not a session event: {line[:80]!r}")
         if event.get("seq") != len(events):
-            raise PersistenceError(f"{path}:{number}: seq {event.get('seq')!r}, expected {len(events)}")
+            raise PersistenceError(
+                f"{path}:{number}: seq {event.get('seq')!r}, expected {len(events)}"
+            )
         events.append(event)  # type: ignore[arg-type]
     return events, False

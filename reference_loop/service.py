@@ -28,7 +28,13 @@ class ServiceError(RuntimeError):
 
 
 class AgentLoopService:
-    """Creates and owns ``ReactLoopAgent``s that share one ``EventBus``."""
+    """Creates and owns ``ReactLoopAgent``s that share one ``EventBus``.
+
+    ``agent_class`` is the class instantiated for every agent: a subclass (for example a
+    deliberately broken variant checked by the conformance suite) plugs in by overriding it.
+    """
+
+    agent_class: type[ReactLoopAgent] = ReactLoopAgent
 
     def __init__(
         self, sources: Sources | None = None, persistence: SessionPersistence | None = None
@@ -44,7 +50,9 @@ class AgentLoopService:
         self._closed = False
         if persistence is not None:
             # Persistence is just two listeners on the bus (session/event + session/flush).
-            self.bus.on("session/event", lambda session, event: persistence.record(session.id, event))
+            self.bus.on(
+                "session/event", lambda session, event: persistence.record(session.id, event)
+            )
             self.bus.on("session/flush", lambda session: persistence.flush(session.id))
 
     # ------------------------------------------------------------------ registries
@@ -97,7 +105,9 @@ class AgentLoopService:
         """SVC-2: an agent on the caller's session id, taken as given."""
         self._check_new(agent_id)
         if not isinstance(session_id, str) or not session_id:
-            raise ValueError(f"create_agent: session_id must be a non-empty string, got {session_id!r}")
+            raise ValueError(
+                f"create_agent: session_id must be a non-empty string, got {session_id!r}"
+            )
         return self._make(agent_id, session_id, _options(agent_options), meta, ())
 
     async def resume(
@@ -129,7 +139,7 @@ class AgentLoopService:
         events: Any,
     ) -> ReactLoopAgent:
         session = Session(session_id, self.bus, self.sources, events)
-        agent = ReactLoopAgent(self, agent_id, session, options, meta, on_dispose=self._forget)
+        agent = self.agent_class(self, agent_id, session, options, meta, on_dispose=self._forget)
         self._agents[agent_id] = agent
         self._created.append(agent)
         return agent
@@ -159,7 +169,9 @@ class AgentLoopService:
         """The task running ``agent``'s driver loop."""
         return agent.driver_task
 
-    def load_config(self, config: str | os.PathLike[str] | Mapping[str, Any]) -> list[ReactLoopAgent]:
+    def load_config(
+        self, config: str | os.PathLike[str] | Mapping[str, Any]
+    ) -> list[ReactLoopAgent]:
         """SVC-4: create the agents a configuration (YAML file or mapping) lists.
 
         The whole configuration is validated first; ``ConfigError`` names the bad field.
@@ -167,7 +179,9 @@ class AgentLoopService:
         entries = read_config(config)
         for index, entry in enumerate(entries):
             if entry.id in self._agents:
-                raise ConfigError(f"agents[{index}].id: an agent with id {entry.id!r} already exists")
+                raise ConfigError(
+                    f"agents[{index}].id: an agent with id {entry.id!r} already exists"
+                )
         return [self.create(entry.id, entry.options()) for entry in entries]
 
     async def close(self) -> None:

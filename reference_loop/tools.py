@@ -86,7 +86,9 @@ def normalise_content(content: Any) -> list[v.Block]:
     if isinstance(content, str):
         return [v.text(content)]
     if isinstance(content, list):
-        blocks: list[Any] = [item if isinstance(item, dict) else v.text(str(item)) for item in content]
+        blocks: list[Any] = [
+            item if isinstance(item, dict) else v.text(str(item)) for item in content
+        ]
         return blocks
     return [v.text(str(content))]
 

@@ -1,3 +1,4 @@
+# mypy: disable-error-code="attr-defined,override,unused-ignore,misc"
 """The deterministic event loop and :func:`run`.
 
 Model (see docs/simulator.md for the full statement):
@@ -42,7 +43,9 @@ _heappop = heapq.heappop
 #: The loop of the simulation running on this process (one at a time), or None.
 _CURRENT: SimLoop | None = None
 
-DEFAULT_MAX_STEPS = 200_000
+DEFAULT_MAX_STEPS = 100_000
+DEFAULT_STALL_ADVANCES = 10_000
+_STALL_INTERVAL = 1_000
 DEFAULT_TIMER_WINDOW = 1.0
 CLEANUP_STEPS = 20_000
 
@@ -163,9 +166,9 @@ def await_stack(task: asyncio.Task[Any]) -> list[str]:
             or getattr(coro, "gi_yieldfrom", None)
             or getattr(coro, "ag_await", None)
         )
-        if nxt is None or not isinstance(
+        if nxt is None or (not isinstance(
             nxt, (types.CoroutineType, types.GeneratorType, types.AsyncGeneratorType)
-        ) and not hasattr(nxt, "cr_frame"):
+        ) and not hasattr(nxt, "cr_frame")):
             if nxt is not None:
                 out.append(f"<{type(nxt).__name__}>")
             break
@@ -190,6 +193,17 @@ def _describe_future(fut: Any) -> str:
 # The loop
 
 
+class _SimTimer(events.TimerHandle):
+    """A timer ordered by (deadline, creation order): equal virtual deadlines fire in the order
+    they were set, as they would on a real clock where setting takes time."""
+
+    __slots__ = ("_seq",)
+
+    def __lt__(self, other: Any) -> bool:
+        w, ow = self._when, other._when
+        return w < ow or (w == ow and self._seq < other._seq)
+
+
 class SimLoop(base_events.BaseEventLoop):
     """A deterministic asyncio event loop with virtual time. Create it through :func:`run`."""
 
@@ -203,11 +217,13 @@ class SimLoop(base_events.BaseEventLoop):
         mode: str,
         vary_timers: bool,
         timer_window: float,
+        stall_advances: int | None = DEFAULT_STALL_ADVANCES,
     ) -> None:
         super().__init__()
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
         self._now = 0.0
+        self._timer_seq = 0
         self._groups: deque[deque[Any]] = deque()
         self._cur_group: deque[Any] | None = None
         self._nready = 0
@@ -232,6 +248,14 @@ class SimLoop(base_events.BaseEventLoop):
         self._sources = SimSources(seed, self)
         self._budget_reason: str | None = None
         self._fifo = False
+        # progress watchdog: every _STALL_INTERVAL idle time advances, compare a progress
+        # signature (events observed, tasks created, tasks done); unchanged for
+        # stall_advances advances = only timers fire = a deadlock kept alive by timers
+        self._advances = 0
+        self._stall_limit = stall_advances
+        self._next_stall_check = _STALL_INTERVAL if stall_advances is not None else 1 << 62
+        self._stall_sig: tuple[int, int, int] | None = None
+        self._stalled_for = 0
         #: task -> step index it last ran at; maintained only when a strategy asks for it
         self._last_run: dict[Any, int] | None = None
 
@@ -240,6 +264,23 @@ class SimLoop(base_events.BaseEventLoop):
         return self._now
 
     # -- scheduling -----------------------------------------------------------------------
+    def call_at(  # type: ignore[override]
+        self, when: float, callback: Callable[..., Any], *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> events.TimerHandle:
+        t = _SimTimer(when, callback, args, self, context)
+        self._timer_seq = seq = self._timer_seq + 1
+        t._seq = seq
+        heapq.heappush(self._scheduled, t)
+        t._scheduled = True
+        return t
+
+    def call_later(  # type: ignore[override]
+        self, delay: float, callback: Callable[..., Any], *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> events.TimerHandle:
+        return self.call_at(self._now + delay, callback, *args, context=context)
+
     def call_soon(  # type: ignore[override]
         self, callback: Callable[..., Any], *args: Any, context: contextvars.Context | None = None
     ) -> events.Handle:
@@ -459,6 +500,18 @@ class SimLoop(base_events.BaseEventLoop):
         """Index of the current choice point within the run (0-based)."""
         return len(self._choices)
 
+    def _stall_check(self) -> bool:
+        self._next_stall_check += _STALL_INTERVAL
+        tasks = self._tasks
+        sig = (len(self._timeline), len(tasks), sum(1 for t in tasks if t.done()))
+        if sig == self._stall_sig:
+            self._stalled_for += _STALL_INTERVAL
+        else:
+            self._stall_sig = sig
+            self._stalled_for = 0
+        limit = self._stall_limit
+        return limit is not None and self._stalled_for >= limit
+
     # -- the drivers ----------------------------------------------------------------------
     def _drive_fifo(self, max_steps: int) -> str:
         """Plain asyncio's ``_run_once`` loop on virtual time: move due timers to the ready
@@ -487,6 +540,10 @@ class SimLoop(base_events.BaseEventLoop):
                         break
                     if when > self._now:
                         self._now = when
+                        self._advances += 1
+                        if self._advances >= self._next_stall_check and self._stall_check():
+                            result = "stalled"
+                            break
                 now = self._now
                 while sched and sched[0]._when <= now:
                     t = _heappop(sched)
@@ -544,6 +601,10 @@ class SimLoop(base_events.BaseEventLoop):
                             break
                         if when > self._now:
                             self._now = when
+                            self._advances += 1
+                            if self._advances >= self._next_stall_check and self._stall_check():
+                                result = "stalled"
+                                break
                     now = self._now
                     while sched and sched[0]._when <= now:
                         t = _heappop(sched)
@@ -633,6 +694,7 @@ def run(
     vary_timers: bool = True,
     timer_window: float = DEFAULT_TIMER_WINDOW,
     scenario: str | None = None,
+    stall_advances: int | None = DEFAULT_STALL_ADVANCES,
 ) -> RunResult:
     """Run ``main()`` (a zero-argument callable returning a coroutine) on a fresh deterministic
     loop and return a :class:`~simulator.result.RunResult`.
@@ -645,6 +707,9 @@ def run(
     external events) or ``"wide"`` (any ready callback may run next). ``vary_timers`` lets the
     strategy fire a timer due within ``timer_window`` virtual seconds before the remaining ready
     work. ``scenario`` names the program in the recorded schedule (checked on replay).
+    ``stall_advances``: the progress watchdog; when virtual time has jumped that many times
+    with no task created or finished and nothing observed (only timers fire, e.g. a deadlock
+    kept alive by a heartbeat), the run ends as a deadlock (``stalled=True``); None disables.
     Never raises for the program's own errors: they become the outcome.
     """
     global _CURRENT
@@ -662,6 +727,7 @@ def run(
         mode=mode,
         vary_timers=vary_timers,
         timer_window=timer_window,
+        stall_advances=stall_advances,
     )
     choose = None
     if strategy is not None:
@@ -684,6 +750,7 @@ def run(
     error: BaseException | None = None
     pending: list[dict[str, Any]] = []
     main_task: asyncio.Task[Any] | None = None
+    state = ""
     try:
         try:
             coro = main()
@@ -716,7 +783,7 @@ def run(
                     else:
                         outcome, error = "failed", exc2
             else:
-                outcome = "deadlock" if state == "deadlock" else "budget-exceeded"
+                outcome = "budget-exceeded" if state == "budget" else "deadlock"
                 pending = [
                     {"task": t.get_name(), "coro": _coro_name(t.get_coro()),
                      "stack": await_stack(t)}
@@ -732,6 +799,7 @@ def run(
         events._set_running_loop(None)
         loop._thread_id = None
         _freeze.pop()
+    choices, loop._choices = loop._choices, []
     if strategy is not None:
         strategy.end(outcome)
     return RunResult(
@@ -745,13 +813,14 @@ def run(
         unretrieved=unretrieved,
         unhandled=loop._unhandled,
         budget_reason=loop._budget_reason if outcome == "budget-exceeded" else None,
+        stalled=state == "stalled",
         seed=seed,
         strategy=strategy.name if strategy is not None else "fifo",
         mode=mode,
         vary_timers=vary_timers,
         timer_window=timer_window,
         scenario=scenario,
-        raw_choices=loop._choices,
+        raw_choices=choices,
     )
 
 
@@ -813,6 +882,14 @@ def _cleanup(loop: SimLoop) -> None:
         loop._scheduled.clear()
         loop._nready = 0
         loop._closed = True
+        # Break the loop <-> task and loop <-> sources reference cycles now, so that reference
+        # counting frees a finished run without waiting for the cyclic garbage collector.
+        loop._tasks = []
+        loop._sources._loop = None
+        loop._last_run = None
+        loop._cur_group = None
+        loop.__dict__.pop("call_soon", None)
+        loop._strategy = None
 
 
 def _drive_any(loop: SimLoop) -> None:

@@ -210,7 +210,7 @@ def _explore_parallel(
     sched: set[Any] = set()
     tl: set[str] = set()
     first = None
-    for (start, _), p in zip(chunks, parts):
+    for p in parts:
         res.runs += p["runs"]
         res.failures += p["failures"]
         for k, v in p["outcomes"].items():
@@ -299,8 +299,9 @@ def shrink(
         return r if is_failure(r) else None
 
     cur = schedule.trimmed()
-    best = attempt(cur)
-    if best is None:
+    first = attempt(cur)
+    best: RunResult
+    if first is None:
         # The schedule does not fail when replayed leniently; try it untrimmed and strict.
         runs += 1
         r = replay(main, schedule, strict=False, **run_kwargs)
@@ -308,7 +309,7 @@ def shrink(
             raise ValueError("shrink: the given schedule does not fail")
         best, cur = r, schedule
     else:
-        cur = best.schedule.trimmed()
+        best, cur = first, first.schedule.trimmed()
 
     def accept(r: RunResult) -> None:
         nonlocal best, cur
@@ -317,9 +318,9 @@ def shrink(
 
     # Pass 0: FIFO.
     if cur.deviations and runs < max_runs:
-        r = attempt(cur.replace(choices=[]))
-        if r is not None:
-            accept(r)
+        r0 = attempt(cur.replace(choices=[]))
+        if r0 is not None:
+            accept(r0)
     # Pass 1: remove deviations one at a time (last first), to a fixpoint.
     changed = True
     while changed and cur.deviations > 1 and runs < max_runs:
@@ -330,9 +331,9 @@ def shrink(
                 continue
             cand = list(cur.choices)
             cand[k] = Choice(0, cand[k].of, "")
-            r = attempt(cur.replace(choices=cand))
-            if r is not None and r.schedule.deviations < cur.deviations:
-                accept(r)
+            r1 = attempt(cur.replace(choices=cand))
+            if r1 is not None and r1.schedule.deviations < cur.deviations:
+                accept(r1)
                 changed = True
     # Pass 2: single deviations off the FIFO run.
     if cur.deviations > 1 and runs < max_runs:
@@ -346,9 +347,9 @@ def shrink(
                     done = True
                     break
                 cand = [Choice(0, x.of, "") for x in fifo_choices[:k]] + [Choice(alt, c.of, "")]
-                r = attempt(cur.replace(choices=cand))
-                if r is not None and r.schedule.deviations < cur.deviations:
-                    accept(r)
+                r2 = attempt(cur.replace(choices=cand))
+                if r2 is not None and r2.schedule.deviations < cur.deviations:
+                    accept(r2)
                     done = True
                     break
             if done:
@@ -406,12 +407,12 @@ def resolve_target(ref: str) -> Main:
     import importlib
 
     if ref.startswith("pickle:"):
-        return pickle.loads(base64.b64decode(ref[7:]))  # type: ignore[no-any-return]
+        return pickle.loads(base64.b64decode(ref[7:]))  # type: ignore[no-any-return,unused-ignore]
     mod_name, _, qual = ref.partition(":")
     obj: Any = importlib.import_module(mod_name)
     for part in qual.split("."):
         obj = getattr(obj, part)
-    return obj  # type: ignore[no-any-return]
+    return obj  # type: ignore[no-any-return,unused-ignore]
 
 
 def _diff_traces(a: str, b: str) -> str | None:
@@ -422,13 +423,13 @@ def _diff_traces(a: str, b: str) -> str | None:
         if da.get(key) != db.get(key):
             return f"{key} differs: {da.get(key)!r} vs {db.get(key)!r}"
     ta, tb = da.get("timeline", []), db.get("timeline", [])
-    for i, (x, y) in enumerate(zip(ta, tb)):
+    for i, (x, y) in enumerate(zip(ta, tb, strict=False)):
         if x != y:
             return f"timeline[{i}] differs: {json.dumps(x)} vs {json.dumps(y)}"
     if len(ta) != len(tb):
         return f"timeline length differs: {len(ta)} vs {len(tb)}"
     ca, cb = da["schedule"]["choices"], db["schedule"]["choices"]
-    for i, (x, y) in enumerate(zip(ca, cb)):
+    for i, (x, y) in enumerate(zip(ca, cb, strict=False)):
         if x != y:
             return f"schedule choice {i} differs: {x} vs {y}"
     if len(ca) != len(cb):

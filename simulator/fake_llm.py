@@ -612,9 +612,10 @@ class FakeModel:
     """A ``ModelAdapter`` that streams its script, one response per ``stream()`` call.
 
     ``requests`` holds a deep copy of every request (without the signal), ``outcomes`` how each
-    call ended (the finish kind, ``aborted``, ``raised``, ``exhausted`` or ``closed`` when the
-    consumer stopped early). ``problems()`` lists what a test should fail on: calls past the end
-    of the script, and with ``strict=True`` unused responses.
+    call ended (the finish kind, ``aborted``, ``raised``, ``exhausted``, ``ended`` without a
+    finish chunk, ``cancelled`` with its task, or ``closed`` when the consumer stopped early).
+    ``problems()`` lists what a test should fail on: calls past the end of the script, and with
+    ``strict=True`` unused responses.
     """
 
     def __init__(
@@ -760,6 +761,13 @@ class FakeModel:
                 yield chunk
             if outcome == "closed":
                 outcome = "ended"
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
+        except Exception:
+            if outcome == "closed":  # a response function raised, or a foreign gate failed
+                outcome = "raised"
+            raise
         finally:
             self.outcomes.append(outcome)
             if self.observe:

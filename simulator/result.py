@@ -39,6 +39,8 @@ class RunResult:
     unretrieved: list[dict[str, Any]] = field(default_factory=list)
     unhandled: list[dict[str, Any]] = field(default_factory=list)
     budget_reason: str | None = None
+    #: a deadlock found by the progress watchdog: only timers kept firing
+    stalled: bool = False
     seed: int = 0
     strategy: str = "fifo"
     mode: str = "realisable"
@@ -101,6 +103,7 @@ class RunResult:
             "virtual_time": self.virtual_time,
             "schedule": self.schedule.to_dict(),
             "timeline": self.timeline,
+            "stalled": self.stalled,
             "pending": [{"task": p["task"], "coro": p["coro"]} for p in self.pending],
             "unretrieved": [{"task": u["task"], "error": u["error"]} for u in self.unretrieved],
         }
@@ -119,6 +122,9 @@ class RunResult:
         lines = [f"outcome: {self.outcome}"
                  + (f" ({self.budget_reason} budget)" if self.budget_reason else "")
                  + f" after {self.steps} steps, virtual time {self.virtual_time:g}s"]
+        if self.stalled:
+            lines.append("no task progressed (none created or finished, nothing observed) while "
+                         "only timers fired: a deadlock kept alive by timers")
         if self.error is not None:
             lines.append(f"error: {self.error_text()}")
         if self.pending:

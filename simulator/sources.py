@@ -34,7 +34,7 @@ class SimSources:
     def now_ms(self) -> int:
         """Epoch milliseconds: :data:`EPOCH_MS` + virtual time."""
         loop = self._loop
-        return EPOCH_MS + (int(round(loop._now * 1000)) if loop is not None else 0)
+        return EPOCH_MS + (round(loop._now * 1000) if loop is not None else 0)
 
     def uuid(self) -> str:
         """A version-4 uuid drawn from the seeded random."""

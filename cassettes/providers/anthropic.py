@@ -160,7 +160,7 @@ class MessagesStreamTranslator:
             if initial:
                 out += self._delta(provider_index, {"type": f"{kind}_delta", kind: initial})
             return out
-        if kind in ("tool_use", "server_tool_use"):
+        if kind == "tool_use":  # server_tool_use runs on Anthropic's side: not the loop's to call
             call_id, name = str(block.get("id", "")), str(block.get("name", ""))
             index, out = self.blocks.start("tool-call", id=call_id, name=name)
             self.index_of[provider_index] = index
@@ -209,7 +209,7 @@ def translate_message(data: dict[str, Any]) -> list[Chunk]:
             out += translator._delta(position, {"type": "text_delta", "text": block.get("text", "")})
         elif kind == "thinking":
             out += translator._delta(position, {"type": "thinking_delta", "thinking": block.get("thinking", "")})
-        elif kind in ("tool_use", "server_tool_use"):
+        elif kind == "tool_use":
             arguments = json.dumps(block.get("input") or {}, separators=(",", ":"))
             out += translator._delta(position, {"type": "input_json_delta", "partial_json": arguments})
         out += translator.feed(SSEEvent("content_block_stop", json.dumps({"type": "content_block_stop", "index": position})))

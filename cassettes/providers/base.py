@@ -224,14 +224,18 @@ class ProviderAdapter:
         # A given transport (replay, recording) must not be bypassed by proxy settings from the env.
         async with httpx.AsyncClient(transport=self.transport, timeout=self.timeout, trust_env=self.transport is None) as client:
             req = client.build_request("POST", self.url, json=body, headers=self.headers())
-            ok, response = await _race(client.send(req, stream=True), signal)
-            if not ok or response is None:
-                return
             try:
-                async for chunk in self._read(response, signal):
-                    yield chunk
-            finally:
-                await response.aclose()
+                ok, response = await _race(client.send(req, stream=True), signal)
+                if not ok or response is None:
+                    return
+                try:
+                    async for chunk in self._read(response, signal):
+                        yield chunk
+                finally:
+                    await response.aclose()
+            except httpx.TransportError as exc:
+                # Connection refused, timeouts, a dropped stream: a provider failure with a code.
+                raise ProviderError(f"{type(exc).__name__}: {exc} ({self.url})", code="NETWORK_ERROR") from exc
 
     async def _read(self, response: httpx.Response, signal: AbortSignal | None) -> AsyncIterator[Chunk]:
         content_type = response.headers.get("content-type", "")
@@ -264,16 +268,24 @@ class ProviderAdapter:
             if piece is None:
                 break
             for event in parser.feed(decoder.decode(piece)):
-                for chunk in translator.feed(event):
+                for chunk in _translate(translator, event):
                     yield chunk
                 if translator.done:
                     break
         if not translator.done:
             for event in parser.feed(decoder.decode(b"", final=True)) + parser.close():
-                for chunk in translator.feed(event):
+                for chunk in _translate(translator, event):
                     yield chunk
         for chunk in translator.end():
             yield chunk
+
+
+def _translate(translator: StreamTranslator, event: SSEEvent) -> list[Chunk]:
+    try:
+        return translator.feed(event)
+    except (ValueError, TypeError, AttributeError, KeyError) as exc:
+        # A payload that is not the provider's JSON: report it, never a bare traceback.
+        raise ProviderError(f"malformed event {event.data[:80]!r}: {exc}", code="BAD_EVENT") from exc
 
 
 async def _next(iterator: AsyncIterator[bytes]) -> bytes | None:

@@ -139,7 +139,7 @@ class ChatStreamTranslator:
         out: list[Chunk] = []
         thought = delta.get("reasoning_content") or delta.get("reasoning")
         if isinstance(thought, str) and thought:
-            if self.reasoning_index is None:
+            if self.reasoning_index not in self.blocks.open:  # none yet, or closed by later content
                 self.reasoning_index, started = self.blocks.start("reasoning")
                 out.extend(started)
             self.blocks.open[self.reasoning_index]["text"] += thought
@@ -148,7 +148,7 @@ class ChatStreamTranslator:
         if isinstance(content, str) and content:
             if self.reasoning_index is not None:
                 out.extend(self.blocks.close(self.reasoning_index))
-            if self.text_index is None:
+            if self.text_index not in self.blocks.open:
                 self.text_index, started = self.blocks.start("text")
                 out.extend(started)
             self.blocks.open[self.text_index]["text"] += content

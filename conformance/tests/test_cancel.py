@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
 from conformance import fakes
+from conformance.adapter import AgentHandle
 from conformance.harness import Kit
 
 from ._support import COMPLETED, Run, Watch, aborted, once
 
 
-async def _parked(k: Kit) -> object:
+async def _parked(k: Kit) -> AgentHandle:
     """An agent whose driver has started and parked at the idle wait."""
     a = k.agent()
     await k.settle()
@@ -68,6 +70,7 @@ def test_cancel_clears_fifos_and_aborts(run: Run, schedule: str) -> None:
         a.send("C")
         await k.idle(a)
         assert k.prompts(a) == [["A"], ["C"]], "queued work was cleared by cancel"
+        assert k.reasons(a)[-1:] == [COMPLETED], "the later prompt's turn must complete, not inherit the cancel"
         assert k.events(a, "steering/message") == []
 
     run(scenario)
@@ -101,7 +104,10 @@ def test_queued_prompt_never_runs(run: Run, schedule: str) -> None:
         assert k.statuses() == [], "no agent/status for a dropped turn"
         a.send("C")
         await k.idle(a)
+        # Wait for C's turn itself: this test is about dropping A and B, not about quiescence.
+        await k.until(lambda: len(k.reasons(a)) == 1, "C's turn to end")
         assert k.prompts(a) == [["C"]]
+        assert k.reasons(a)[-1:] == [COMPLETED], "the later prompt's turn must complete, not inherit the cancel"
 
     run(scenario)
 
@@ -136,7 +142,7 @@ def test_cancel_on_fresh_agent_is_noop(run: Run, schedule: str) -> None:
     run(scenario)
 
 
-@pytest.mark.rule("CANCEL-4", "LOOP-8")
+@pytest.mark.rule("CANCEL-4", "MARKER-1")
 def test_pending_steering_dropped_late_steering_requeued(run: Run, schedule: str) -> None:
     async def scenario(k: Kit) -> None:
         a = await _parked(k)
@@ -168,6 +174,7 @@ def test_window1_replacement_runs_before_waiter(run: Run, schedule: str) -> None
         a.send("B")
         await watch.wait()
         assert k.prompts(a) == [["B"]], "A never runs, B runs once"
+        assert k.reasons(a)[-1:] == [COMPLETED], "the later prompt's turn must complete, not inherit the cancel"
         assert watch.turn_ends_at_release() == 1, "when_idle() resolved while B was still queued"
         assert watch.status_at_release == "idle"
 
@@ -189,7 +196,7 @@ def test_window1_drop_releases_waiters(run: Run, schedule: str) -> None:
     run(scenario)
 
 
-@pytest.mark.rule("CANCEL-W1", "MARKER-1")
+@pytest.mark.rule("CANCEL-W1")
 def test_window1_actor_races_driver(run: Run, schedule: str) -> None:
     async def scenario(k: Kit) -> None:
         a = await _parked(k)
@@ -213,6 +220,7 @@ def test_window1_actor_races_driver(run: Run, schedule: str) -> None:
         assert ran.count("B") == 1 and ran[-1] == "B", f"B must run exactly once, last: {k.prompts(a)}"
         assert ["A", "B"] not in k.prompts(a), "A must never be batched with B"
         assert ran.count("A") <= 1
+        assert k.reasons(a)[-1:] == [COMPLETED], "B's turn must complete, not inherit the cancel"
         if sent_b_before_release[0]:
             # B was queued while the waiter was pending: it resolves only after B's turn.
             assert watch.types_at_release == k.types(a), "when_idle() resolved before B's turn ended"
@@ -221,13 +229,13 @@ def test_window1_actor_races_driver(run: Run, schedule: str) -> None:
     run(scenario)
 
 
-def _on_first_running(action: object) -> object:
+def _on_first_running(action: Callable[[], object]) -> Callable[..., None]:
     fired = [False]
 
     def listener(_agent: object, status: str) -> None:
         if status == "running" and not fired[0]:
             fired[0] = True
-            action()  # type: ignore[operator]
+            action()
 
     return listener
 
@@ -246,7 +254,10 @@ def test_window2_cancel_settles_idle(run: Run, schedule: str) -> None:
         assert a.status == "idle"
         a.send("C")
         await k.idle(a)
+        # Wait for C's turn itself: this test is about dropping A and B, not about quiescence.
+        await k.until(lambda: len(k.reasons(a)) == 1, "C's turn to end")
         assert k.prompts(a) == [["C"]]
+        assert k.reasons(a)[-1:] == [COMPLETED], "the later prompt's turn must complete, not inherit the cancel"
 
     run(scenario)
 
@@ -267,6 +278,7 @@ def test_window2_replacement_runs_before_waiter(run: Run, schedule: str) -> None
         watch = Watch(k, a)
         await watch.wait()
         assert k.prompts(a) == [["B"]], "A is dropped, B runs"
+        assert k.reasons(a)[-1:] == [COMPLETED], "the later prompt's turn must complete, not inherit the cancel"
         assert watch.turn_ends_at_release() == 1, "when_idle() resolved while B was still queued"
         assert k.statuses() == ["running", "idle"], "B runs in the same running period"
 
@@ -285,7 +297,9 @@ def test_window0_right_after_creation(run: Run, schedule: str) -> None:
         assert k.events(a) == []
         a.send("B")
         await k.idle(a)
+        await k.until(lambda: len(k.reasons(a)) == 1, "B's turn to end")
         assert k.prompts(a) == [["B"]]
+        assert k.reasons(a)[-1:] == [COMPLETED], "the later prompt's turn must complete, not inherit the cancel"
 
     run(scenario)
 
@@ -311,6 +325,7 @@ def test_window0_idle_listener_sends_then_cancels(run: Run, schedule: str) -> No
         a.send("Z")
         await k.idle(a)
         assert k.prompts(a) == [["X"], ["Z"]]
+        assert k.reasons(a)[-1:] == [COMPLETED], "the later prompt's turn must complete, not inherit the cancel"
 
     run(scenario)
 
@@ -415,6 +430,7 @@ def test_prompt_sent_during_cancelled_flush_runs(run: Run, schedule: str) -> Non
         await asyncio.wait_for(flushing.wait(), k.timeout)
         await k.idle(a)
         assert k.prompts(a) == [["A"], ["B"]], "a prompt sent while the cancelled turn flushed must run"
+        assert k.reasons(a)[-1:] == [COMPLETED], "the later prompt's turn must complete, not inherit the cancel"
 
     run(scenario)
 
@@ -429,6 +445,8 @@ def test_marker_reset_after_dropped_turn(run: Run, schedule: str) -> None:
         await k.settle()
         a.send("B")
         await k.idle(a)
+        await k.until(lambda: len(k.reasons(a)) == 1, "B's turn to end")
         assert k.prompts(a) == [["B"]]
+        assert k.reasons(a)[-1:] == [COMPLETED], "the later prompt's turn must complete, not inherit the cancel"
 
     run(scenario)

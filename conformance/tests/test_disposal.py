@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 from conformance import fakes
+from conformance.adapter import AgentHandle
 from conformance.harness import Kit
 
 from ._support import DISPOSED, Run, Watch, boom
 
 
-async def _mid_turn(k: Kit) -> object:
+async def _mid_turn(k: Kit) -> AgentHandle:
     a = k.agent()
     k.model.push([fakes.Hang()])
     a.send("A")
@@ -58,11 +59,11 @@ def test_disposed_agent_rejects_input(run: Run) -> None:
         a = k.agent()
         a.dispose()
         for name in ("send", "steer"):
-            with pytest.raises(Exception, match="(?i)dispos") as info:
+            with pytest.raises(Exception, match=r"(?i)dispos") as info:
                 getattr(a, name)("late")
             assert info.type is not AssertionError
         if "injection" in k.impl.features:
-            with pytest.raises(Exception, match="(?i)dispos"):
+            with pytest.raises(Exception, match=r"(?i)dispos"):
                 await a.inject("late")
         assert k.events(a) == []
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -19,7 +21,7 @@ def _error_kinds(k: Kit, agent: object) -> list[str]:
 WATERFALLS = ("agent/request", "agent/step-result", "agent/turn-continuation", "tools/execute")
 
 
-def _throwing(name: str) -> object:
+def _throwing(name: str) -> Callable[..., Any]:
     """A listener for ``name`` that throws the first time, then passes through."""
     fired = [False]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -40,7 +41,7 @@ def test_open_turn_decided_from_log(run: Run) -> None:
 
         async def listener(agent: object, turn: int, step: int, request: dict, next: object) -> object:
             if not injected:
-                injected.append(asyncio.ensure_future(a.inject("from plugin")))  # type: ignore[arg-type]
+                injected.append(asyncio.ensure_future(a.inject("from plugin")))
             return await next()  # type: ignore[operator]
 
         k.on("agent/request", listener)
@@ -58,7 +59,7 @@ def test_idle_inject_writes_one_shot_turn(run: Run) -> None:
         flushes: list[int] = []
         k.on("session/flush", lambda *_: flushes.append(1))
         a = k.agent()
-        plugin = {"kind": "plugin", "plugin": "p"}
+        plugin: Any = {"kind": "plugin", "plugin": "p"}
         await a.inject("ctx", plugin)
         assert k.types(a) == ["turn/start", "context/message", "turn/end"]
         start, ctx, end = (e["data"] for e in k.events(a))

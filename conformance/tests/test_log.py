@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from conformance import fakes
@@ -25,7 +27,7 @@ def test_append_rejects_non_json_and_snapshots(run: Run) -> None:
         with pytest.raises(Exception):  # noqa: B017 - any error type is fine, it must raise
             a.session.append("context/message", {"content": [v.text("x")], "source": USER, "bad": object()})
         assert len(k.events(a)) == before, "a rejected append must not enter the log"
-        data = {"content": [v.text("original")], "source": USER}
+        data: dict[str, Any] = {"content": [v.text("original")], "source": USER}
         a.session.append("context/message", data)
         data["content"].append(v.text("mutated"))
         data["source"] = {"kind": "plugin", "plugin": "p"}
@@ -50,7 +52,7 @@ def test_push_then_notify(run: Run) -> None:
         k.on("session/event", listener)
         try:
             a.session.append("context/message", {"content": [v.text("x")], "source": USER})
-        except Exception:  # noqa: S110 - whether append re-raises is not part of the rule
+        except Exception:
             pass
         events = k.events(a)
         assert events and events[-1]["type"] == "context/message", "the event must stay in the log"
@@ -147,7 +149,7 @@ def test_derived_history(run: Run) -> None:
 
         k.on("agent/turn-start", add_context)
         k.model.push(
-            fakes.tools(("c1", "echo", "{}")) [:-1] + [fakes.Call(lambda: a.steer("nudge")), v.finish("tool-calls")],
+            [*fakes.tools(("c1", "echo", "{}"))[:-1], fakes.Call(lambda: a.steer("nudge")), v.finish("tool-calls")],
             fakes.text("bye", usage=(1, 1)),
         )
         a.send("hi")

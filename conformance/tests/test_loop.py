@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -54,7 +56,7 @@ def test_one_driver_for_life(run: Run) -> None:
 def test_burst_is_one_turn(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
-        plugin = {"kind": "plugin", "plugin": "p"}
+        plugin: Any = {"kind": "plugin", "plugin": "p"}
         a.send("one", plugin)
         a.send("two")
         a.send([v.text("three")])
@@ -129,7 +131,7 @@ def test_step_shape(run: Run) -> None:
         a = k.agent()
         k.record("session/event", "agent/step-start", "agent/step-end", "agent/stream-chunk")
 
-        def recorder(name: str) -> object:
+        def recorder(name: str) -> Callable[..., Any]:
             async def listener(*args: object) -> object:
                 k.notes.append((name,))
                 return await args[-1]()  # type: ignore[operator]
@@ -139,7 +141,7 @@ def test_step_shape(run: Run) -> None:
         for name in ("agent/request", "agent/step-result", "agent/turn-continuation", "tools/execute"):
             k.on(name, recorder(name))
         k.tool("echo", hook=lambda _args: a.steer("nudge"))
-        k.model.push(fakes.tools(("c1", "echo", "{}"))[:-1] + [v.usage(1, 2), v.finish("tool-calls")])
+        k.model.push([*fakes.tools(("c1", "echo", "{}"))[:-1], v.usage(1, 2), v.finish("tool-calls")])
         a.send("hi")
         await k.idle(a)
         names = [n[0] if n[0] != "session/event" else n[1] for n in k.notes]
@@ -229,7 +231,7 @@ def test_queued_during_turn_runs_without_idle(run: Run) -> None:
 def test_queued_notifications(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         k.record("agent/queued", "agent/steering")
-        plugin = {"kind": "plugin", "plugin": "p"}
+        plugin: Any = {"kind": "plugin", "plugin": "p"}
         gate = asyncio.Event()
         a = k.agent()
         k.model.push([fakes.Gate(gate), *fakes.text("A")])

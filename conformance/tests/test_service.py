@@ -67,7 +67,7 @@ def test_resume_continues_session(run: Run) -> None:
         assert request_texts(model.requests[0]) == ["one", "one-reply", "two"]
         await second.close()
 
-        with pytest.raises(Exception, match="(?i)persist"):
+        with pytest.raises(Exception, match=r"(?i)persist"):
             await k.service.resume("gamma", "sess-1")
 
     run(scenario)

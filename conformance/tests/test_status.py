@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
+from collections.abc import Callable
 
 import pytest
 
@@ -31,7 +33,7 @@ def test_legal_transitions_only(run: Run) -> None:
         await k.settle()
         trace = ["idle", *k.statuses()]
         assert k.statuses() == ["running", "idle", "running", "idle", "disposed"]
-        assert all(pair in LEGAL for pair in zip(trace, trace[1:], strict=False)), trace
+        assert all(pair in LEGAL for pair in itertools.pairwise(trace)), trace
         assert a.status == "disposed"
 
     run(scenario)
@@ -125,13 +127,13 @@ def test_work_queued_by_idle_listener_is_after(run: Run) -> None:
     run(scenario)
 
 
-def once_on(status: str, action: object) -> object:
+def once_on(status: str, action: Callable[[], object]) -> Callable[..., None]:
     fired = [False]
 
     def listener(_agent: object, value: str) -> None:
         if value == status and not fired[0]:
             fired[0] = True
-            action()  # type: ignore[operator]
+            action()
 
     return listener
 

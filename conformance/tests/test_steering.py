@@ -149,7 +149,11 @@ def test_steering_of_aborted_step_requeued(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
         steered = asyncio.Event()
-        k.model.push([fakes.Call(lambda: (a.steer("S"), steered.set())), fakes.Hang()])
+        def steer_now() -> None:
+            a.steer("S")
+            steered.set()
+
+        k.model.push([fakes.Call(steer_now), fakes.Hang()])
         a.send("hi")
         await asyncio.wait_for(steered.wait(), k.timeout)
         a.abort()

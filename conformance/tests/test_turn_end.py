@@ -55,7 +55,7 @@ def test_max_tokens_loses_to_stronger_reasons(run: Run, ending: str) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
         _continue_once(k)
-        second = [fakes.Hang()] if ending != "error" else fakes.text("x", finish=None) + [v.finish("error", "overloaded")]
+        second = [fakes.Hang()] if ending != "error" else [*fakes.text("x", finish=None), v.finish("error", "overloaded")]
         k.model.push(fakes.text("trunc", finish="max-tokens"), second)
         a.send("hi")
         await k.until(lambda: len(k.model.requests) == 2, "the second step")
@@ -129,7 +129,7 @@ def test_max_tokens_step_with_only_tool_calls_logs_no_message(run: Run) -> None:
 def test_finish_error(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
-        k.model.push(fakes.text("partial", finish=None) + [v.finish("error", "overloaded", "OVERLOADED")])
+        k.model.push([*fakes.text("partial", finish=None), v.finish("error", "overloaded", "OVERLOADED")])
         a.send("hi")
         await k.idle(a)
         assert k.reasons(a) == [{"kind": "error", "message": "overloaded", "code": "OVERLOADED"}]
@@ -174,7 +174,7 @@ def test_finish_aborted_with_signal_is_aborted(run: Run) -> None:
 def test_adapter_raising(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
-        k.model.push(fakes.text("x", finish=None) + [fakes.Raise("kaput", "K_CODE")], [fakes.Raise("plain")])
+        k.model.push([*fakes.text("x", finish=None), fakes.Raise("kaput", "K_CODE")], [fakes.Raise("plain")])
         a.send("one")
         await k.idle(a)
         a.send("two")

@@ -74,7 +74,7 @@ class DFSStrategy(Strategy):
 
     def _todo(self, labels: list[str], kinds: list[str], sleep: dict[str, str], dev: int) -> list[str]:
         if self.reduction:
-            for lbl, kind in zip(labels, kinds):
+            for lbl, kind in zip(labels, kinds, strict=True):
                 if kind == "glue":
                     return [] if lbl in sleep else [lbl]
         bound_hit = self.max_deviations is not None and dev >= self.max_deviations

@@ -71,5 +71,9 @@ class RandomStrategy(Strategy):
 
         return biased
 
+    def end(self, outcome: str) -> None:
+        self._last = {}
+        self.loop = None
+
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "seed": self.seed, "switch_bias": self.switch_bias}

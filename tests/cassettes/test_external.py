@@ -85,6 +85,29 @@ def expected(interaction: Interaction) -> tuple[str, list[Any], bool]:
     return ("tool-calls" if calls else "stop"), calls, True
 
 
+def expected_text(interaction: Interaction) -> tuple[str, str]:
+    """(visible text, reasoning text) of a response, read straight from the recorded payloads."""
+    path = interaction.uri.split("?")[0]
+    if not interaction.is_sse:
+        data = json.loads(interaction.body)
+        if path.endswith("/chat/completions"):
+            return data["choices"][0]["message"].get("content") or "", ""
+        text = "".join(b["text"] for b in data["content"] if b["type"] == "text")
+        return text, "".join(b["thinking"] for b in data["content"] if b["type"] == "thinking")
+    text, thought = "", ""
+    for ev in _events(interaction):
+        if path.endswith("/chat/completions"):
+            for choice in ev.get("choices") or []:
+                text += choice.get("delta", {}).get("content") or ""
+        elif path.endswith("/messages"):
+            if ev["type"] == "content_block_delta":
+                text += ev["delta"].get("text", "")
+                thought += ev["delta"].get("thinking", "")
+        elif ev["type"] == "response.output_text.delta":
+            text += ev["delta"]
+    return text, thought
+
+
 def _replay_all(path: Path) -> tuple[Cassette, list[ReplayResult]]:
     cassette = Cassette.load(path)
 
@@ -114,6 +137,9 @@ def test_external_cassette_replays_to_a_well_formed_stream(path: Path) -> None:
         assert result.chunks[-1] == {"type": "finish", "reason": {"kind": kind}}
         blocks = [c["block"] for c in result.chunks if c["type"] == "block-end"]
         assert [json.loads(b["arguments"]) for b in blocks if b["type"] == "tool-call"] == calls
+        text, thought = expected_text(interaction)
+        assert "".join(b["text"] for b in blocks if b["type"] == "text") == text
+        assert "".join(b["text"] for b in blocks if b["type"] == "reasoning") == thought
         usage = [n for n, c in enumerate(result.chunks) if c["type"] == "usage"]
         assert bool(usage) == has_usage
         if usage:

@@ -116,3 +116,17 @@ def test_a_last_event_without_its_blank_line_is_still_whole(tmp_cassette: Writer
     chunks = asyncio.run(run())
     assert chunks[-1] == {"type": "finish", "reason": {"kind": "stop"}}
     assert chunks[1] == {"type": "text-delta", "index": 0, "text": "hi"}
+
+
+def test_an_event_that_is_not_json_names_the_interaction(tmp_cassette: Writer) -> None:
+    path = tmp_cassette(cassette_text(GOOD_SSE + "data: {not json}\\n\\ndata: [DONE]\\n\\n"))
+    result = CliRunner().invoke(app, ["cassette", "show", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {path}: interaction 1: unreadable event: malformed event '{{not json}}'")
+    with pytest.raises(CassetteError, match="unreadable event"):
+        asyncio.run(_drain(CassetteModel(path, pace=False)))
+
+
+async def _drain(model: CassetteModel) -> None:
+    async for _ in model.stream({"model": "m", "messages": []}):
+        pass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -18,7 +18,7 @@ class EchoTool:
 
     name = "echo"
     description = "Echo the arguments back."
-    input_schema: dict[str, Any] = {"type": "object"}
+    input_schema: ClassVar[dict[str, Any]] = {"type": "object"}
 
     def __init__(self) -> None:
         self.calls: list[Any] = []

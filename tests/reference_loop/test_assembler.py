@@ -31,7 +31,11 @@ def test_unclosed_blocks_kept_and_tool_call_from_deltas() -> None:
         v.tool_call_delta(1, "c1", " 1}"),
         v.reasoning_delta(2, "hmm"),
     )
-    assert asm.content() == [v.text("partial"), v.tool_call("c1", "search", '{"a": 1}'), v.reasoning("hmm")]
+    assert asm.content() == [
+        v.text("partial"),
+        v.tool_call("c1", "search", '{"a": 1}'),
+        v.reasoning("hmm"),
+    ]
 
 
 def test_index_order_whatever_the_close_order() -> None:
@@ -45,7 +49,9 @@ def test_index_order_whatever_the_close_order() -> None:
 
 
 def test_no_finish_is_stop_and_last_usage_wins() -> None:
-    asm = assemble(v.usage(1, 1), v.text_delta(0, "x"), v.usage(5, 7), "garbage", {"type": "text-delta"})
+    asm = assemble(
+        v.usage(1, 1), v.text_delta(0, "x"), v.usage(5, 7), "garbage", {"type": "text-delta"}
+    )
     assert asm.finish_reason == {"kind": "stop"}
     assert asm.usage == {"input_tokens": 5, "output_tokens": 7}
     assert assemble(v.finish("max-tokens")).finish_reason == {"kind": "max-tokens"}

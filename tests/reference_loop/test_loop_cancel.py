@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, ClassVar
 
 from simulator.fake_llm import respond
 
@@ -47,7 +47,11 @@ def test_window_0_idle_listener_sends_then_cancels(arun: Any) -> None:
         await asyncio.wait_for(asyncio.ensure_future(_await(waiters[0])), 1)
         agent.send("second")
         await agent.when_idle()
-        users = [e["data"]["content"][0]["text"] for e in agent.session.events if e["type"] == "user/message"]
+        users = [
+            e["data"]["content"][0]["text"]
+            for e in agent.session.events
+            if e["type"] == "user/message"
+        ]
         assert users == ["first", "second"]
 
     arun(body)
@@ -69,7 +73,11 @@ def test_window_1_send_cancel_send(arun: Any) -> None:
         waiter = agent.when_idle()
         await waiter
         assert agent.status == "idle"
-        users = [e["data"]["content"][0]["text"] for e in agent.session.events if e["type"] == "user/message"]
+        users = [
+            e["data"]["content"][0]["text"]
+            for e in agent.session.events
+            if e["type"] == "user/message"
+        ]
         assert users == ["B"]
         assert rec.of("agent/status") == [("running",), ("idle",)]
         assert model.calls == 1
@@ -109,7 +117,11 @@ def test_window_2_running_listener_cancels_and_queues_replacement(arun: Any) -> 
         agent.send("A")
         await agent.when_idle()
         # The waiter resolved only after B's turn ran (the seed's window-2 fix).
-        users = [e["data"]["content"][0]["text"] for e in agent.session.events if e["type"] == "user/message"]
+        users = [
+            e["data"]["content"][0]["text"]
+            for e in agent.session.events
+            if e["type"] == "user/message"
+        ]
         assert users == ["B"]
         assert turn_ends(agent) == [{"kind": "completed"}]
         assert model.calls == 1
@@ -176,7 +188,10 @@ def test_abort_hung_stream_and_queued_prompt_still_runs(arun: Any) -> None:
         agent.send("B")
         agent.abort("user stop")
         await agent.when_idle()
-        assert turn_ends(agent) == [{"kind": "aborted", "reason": "user stop"}, {"kind": "completed"}]
+        assert turn_ends(agent) == [
+            {"kind": "aborted", "reason": "user stop"},
+            {"kind": "completed"},
+        ]
 
     arun(body)
 
@@ -213,7 +228,7 @@ def test_hung_tool_aborted_ends_turn(arun: Any) -> None:
     class Hang:
         name = "hang"
         description = "never returns"
-        input_schema: dict[str, Any] = {}
+        input_schema: ClassVar[dict[str, Any]] = {}
 
         async def execute(self, arguments: Any, context: Any) -> str:
             await asyncio.sleep(3600)
@@ -223,7 +238,9 @@ def test_hung_tool_aborted_ends_turn(arun: Any) -> None:
         svc, model = make_service(respond.tool_call("hang", {}) + respond.tool_call("hang", {}))
         svc.register_tool(Hang())
         agent = svc.create("a", {"model": "m"})
-        svc.bus.on("session/event", lambda s, e: agent.abort("stop") if e["type"] == "tool/call" else None)
+        svc.bus.on(
+            "session/event", lambda s, e: agent.abort("stop") if e["type"] == "tool/call" else None
+        )
         agent.send("A")
         await agent.when_idle()
         assert [e["type"] for e in agent.session.events].count("tool/call") == 1
@@ -308,5 +325,123 @@ def test_close_disposes_and_releases_waiters(arun: Any) -> None:
         await svc.close()
         await waiter
         assert agent.status == "disposed"
+
+    arun(body)
+
+
+def test_prompt_sent_while_cancelled_turn_flushes_runs(arun: Any) -> None:
+    async def body() -> None:
+        svc, model = make_service(respond.hang(), respond.text("B"))
+        agent = svc.create("a", {"model": "m"})
+        sent = [False]
+
+        def on_flush(_s: Any) -> None:
+            if not sent[0]:
+                sent[0] = True
+                agent.send("B")  # MARKER-1: the cancel governed the previous turn only
+
+        svc.bus.on("session/flush", on_flush)
+        agent.send("A")
+        await asyncio.sleep(0.01)
+        agent.cancel("stop")
+        await agent.when_idle()
+        assert turn_ends(agent) == [{"kind": "aborted", "reason": "stop"}, {"kind": "completed"}]
+        assert model.calls == 2
+
+    arun(body)
+
+
+def test_steering_of_aborted_step_becomes_next_turn(arun: Any) -> None:
+    async def body() -> None:
+        svc, _ = make_service(respond.hang(), respond.text("B"))
+        agent = svc.create("a", {"model": "m"})
+        agent.send("A")
+        await asyncio.sleep(0.01)
+        agent.steer("S")  # STEER-3
+        agent.abort()
+        await agent.when_idle()
+        assert turn_ends(agent) == [{"kind": "aborted", "reason": "aborted"}, {"kind": "completed"}]
+        users = [
+            e["data"]["content"][0]["text"]
+            for e in agent.session.events
+            if e["type"] == "user/message"
+        ]
+        assert users == ["A", "S"]
+
+    arun(body)
+
+
+def test_disposed_reason_survives_throwing_turn_end_listener(arun: Any) -> None:
+    async def body() -> None:
+        svc, _ = make_service(respond.hang())
+        rec = Recorder(svc)
+        agent = svc.create("a", {"model": "m"})
+        svc.bus.on("session/event", lambda s, e: 1 / 0 if e["type"] == "turn/end" else None)
+        svc.bus.on("agent/turn-end", lambda *_: 1 / 0)
+        agent.send("A")
+        await asyncio.sleep(0.01)
+        agent.dispose()
+        await agent.when_idle()
+        assert turn_ends(agent) == [{"kind": "disposed"}]  # DISP-4
+        assert "error" not in types(agent) and rec.of("agent/error") == []  # DISP-5
+
+    arun(body)
+
+
+def test_cancel_from_system_prompt_listener_skips_model(arun: Any) -> None:
+    async def body() -> None:
+        svc, model = make_service()
+        agent = svc.create("a", {"model": "m"})
+
+        async def prompt(_a: Any, assembly: Any, nxt: Any) -> Any:
+            agent.cancel("late")
+            return await nxt()
+
+        svc.bus.on("system-prompt", prompt)
+        agent.send("A")
+        await agent.when_idle()
+        assert turn_ends(agent) == [{"kind": "aborted", "reason": "late"}]
+        assert model.calls == 0
+
+    arun(body)
+
+
+def test_window_2_steering_after_cancel_is_not_stranded(arun: Any) -> None:
+    async def body() -> None:
+        svc, model = make_service(respond.text("S"))
+        agent = svc.create("a", {"model": "m"})
+        fired = [False]
+
+        def on_status(_agent: Any, status: str) -> None:
+            if status == "running" and not fired[0]:
+                fired[0] = True
+                agent.cancel()
+                agent.steer("S")  # status is running: goes to the steering FIFO
+
+        svc.bus.on("agent/status", on_status)
+        agent.send("A")
+        await agent.when_idle()
+        users = [e["data"]["content"][0]["text"] for e in agent.session.events if e["type"] == "user/message"]
+        assert users == ["S"] and model.calls == 1
+
+    arun(body)
+
+
+def test_abort_stops_a_hung_request_listener(arun: Any) -> None:
+    async def body() -> None:
+        svc, model = make_service()
+        agent = svc.create("a", {"model": "m"})
+
+        async def hang(_a: Any, _t: int, _s: int, request: Any, nxt: Any) -> Any:
+            await asyncio.sleep(3600)
+            return await nxt()
+
+        svc.bus.on("agent/request", hang)
+        agent.send("A")
+        await asyncio.sleep(0.01)
+        agent.abort("enough")
+        await agent.when_idle()
+        assert turn_ends(agent) == [{"kind": "aborted", "reason": "enough"}]
+        assert model.calls == 0
 
     arun(body)

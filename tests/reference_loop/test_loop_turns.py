@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -16,7 +16,8 @@ from .conftest import EchoTool, Recorder, make_service, turn_ends, types
 def test_tool_step_then_answer_shape(arun: Any) -> None:
     async def body() -> None:
         svc, model = make_service(
-            respond.text("let me") + respond.tool_call("echo", {"x": 1}), respond.text("done").usage(1, 2)
+            respond.text("let me") + respond.tool_call("echo", {"x": 1}),
+            respond.text("done").usage(1, 2),
         )
         tool = EchoTool()
         svc.register_tool(tool)
@@ -58,7 +59,14 @@ def test_unknown_tool_and_bad_arguments_are_error_results(arun: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    "event", ["agent/turn-start", "agent/step-start", "agent/step-end", "agent/request", "agent/step-result"]
+    "event",
+    [
+        "agent/turn-start",
+        "agent/step-start",
+        "agent/step-end",
+        "agent/request",
+        "agent/step-result",
+    ],
 )
 def test_throwing_listener_ends_turn_error_once(arun: Any, event: str, caplog: Any) -> None:
     class Boom(Exception):
@@ -91,7 +99,9 @@ def test_throwing_listener_ends_turn_error_once(arun: Any, event: str, caplog: A
         assert len(rec.of("agent/error")) == 1
         assert isinstance(rec.of("agent/error")[0][2], Boom)
         turn_end_notes = [t for t, _ in rec.of("agent/turn-end")]
-        assert turn_end_notes == ([2] if event in ("agent/turn-start", "agent/step-start") else [1, 2])
+        assert turn_end_notes == (
+            [2] if event in ("agent/turn-start", "agent/step-start") else [1, 2]
+        )
         # Balanced: every step/start of turn 1 has its step/end.
         t1 = [e["type"] for e in agent.session.events if e["data"].get("turn") == 1]
         assert t1.count("step/start") == t1.count("step/end")
@@ -223,7 +233,9 @@ def test_finish_aborted_without_signal_is_error(arun: Any) -> None:
         agent = svc.create("a", {"model": "m"})
         agent.send("go")
         await agent.when_idle()
-        assert turn_ends(agent) == [{"kind": "error", "message": "model stream aborted", "code": "ABORTED"}]
+        assert turn_ends(agent) == [
+            {"kind": "error", "message": "model stream aborted", "code": "ABORTED"}
+        ]
         assert "assistant/message" not in types(agent)
 
     arun(body)
@@ -255,10 +267,19 @@ def test_steering_joins_next_request_and_late_steering_requeued(arun: Any) -> No
         assert types(agent).count("steering/message") == 1
         assert turn_ends(agent) == [{"kind": "completed"}, {"kind": "completed"}]
         second_request = model.requests[1]["messages"]
-        assert second_request[-1]["content"][0] == {"type": "text", "text": '<steering source="plugin">'}
-        users = [e["data"]["content"][0]["text"] for e in agent.session.events if e["type"] == "user/message"]
+        assert second_request[-1]["content"][0] == {
+            "type": "text",
+            "text": '<steering source="plugin">',
+        }
+        users = [
+            e["data"]["content"][0]["text"]
+            for e in agent.session.events
+            if e["type"] == "user/message"
+        ]
         assert users == ["go", "too late"]
-        assert ("more please", True) in [(c[0]["text"], o["steering"]) for c, o in rec.of("agent/queued")]
+        assert ("more please", True) in [
+            (c[0]["text"], o["steering"]) for c, o in rec.of("agent/queued")
+        ]
 
     arun(body)
 
@@ -276,7 +297,13 @@ def test_system_prompt_sections_and_tools_in_request(arun: Any) -> None:
         await agent.when_idle()
         request = model.requests[0]
         assert request["system"] == "Section A.\n\nSection C.\n\nMine."
-        assert request["tools"] == [{"name": "echo", "description": "Echo the arguments back.", "input_schema": {"type": "object"}}]
+        assert request["tools"] == [
+            {
+                "name": "echo",
+                "description": "Echo the arguments back.",
+                "input_schema": {"type": "object"},
+            }
+        ]
 
     arun(body)
 
@@ -315,7 +342,10 @@ def test_inject_idle_and_into_open_turn(arun: Any) -> None:
         svc.bus.on("agent/request", during)
         agent.send("go")
         await agent.when_idle()
-        assert [e["data"]["turn"] for e in agent.session.events if e["type"] == "turn/start"] == [1, 2]
+        assert [e["data"]["turn"] for e in agent.session.events if e["type"] == "turn/start"] == [
+            1,
+            2,
+        ]
         assert types(agent)[3:6] == ["turn/start", "user/message", "step/start"]
         assert "context/message" in types(agent)[6:]
         assert model.requests[0]["messages"][0]["content"][1] == {"type": "text", "text": "ctx"}
@@ -346,5 +376,64 @@ def test_flush_failure_is_reported_not_logged(arun: Any) -> None:
         agent.send("again")
         await agent.when_idle()
         assert len(turn_ends(agent)) == 2
+
+    arun(body)
+
+
+def test_tool_failure_code_and_call_id_kept(arun: Any) -> None:
+    from reference_loop.protocols import ToolError
+
+    class Failing:
+        name = "fail"
+        description = "always fails"
+        input_schema: ClassVar[dict[str, Any]] = {}
+
+        async def execute(self, arguments: Any, context: Any) -> str:
+            assert arguments == {}  # TOOL-2: "" parses as {}
+            raise ToolError("no luck", code="E_LUCK")
+
+    async def body() -> None:
+        svc, _ = make_service(
+            respond.tool_call("fail", "") + respond.tool_call("echo", {"a": 1}), respond.text("ok")
+        )
+        svc.register_tool(Failing())
+        svc.register_tool(EchoTool())
+
+        async def rewrite(execution: Any, nxt: Any) -> Any:
+            result = await nxt()
+            return {**result, "call_id": "bogus"}
+
+        svc.bus.on("tools/execute", rewrite)
+        agent = svc.create("a", {"model": "m"})
+        agent.send("go")
+        await agent.when_idle()
+        calls = [e["data"]["call_id"] for e in agent.session.events if e["type"] == "tool/call"]
+        results = [e["data"] for e in agent.session.events if e["type"] == "tool/result"]
+        assert [r["call_id"] for r in results] == calls  # TOOL-4
+        assert results[0]["content"] == [{"type": "text", "text": "Error: no luck"}]
+        assert results[0]["error"] == {"name": "ToolError", "code": "E_LUCK"}
+        assert results[1]["is_error"] is False and "error" not in results[1]
+        assert turn_ends(agent) == [{"kind": "completed"}]
+
+    arun(body)
+
+
+def test_steering_from_step_end_overrides_stop(arun: Any) -> None:
+    async def body() -> None:
+        svc, model = make_service(respond.text("one"), respond.text("two"))
+        agent = svc.create("a", {"model": "m"})
+        once = [True]
+
+        def on_step_end(_a: Any, turn: int, step: int) -> None:
+            if once[0]:
+                once[0] = False
+                agent.steer("keep going")  # CONT-2
+
+        svc.bus.on("agent/step-end", on_step_end)
+        agent.send("go")
+        await agent.when_idle()
+        assert turn_ends(agent) == [{"kind": "completed"}]
+        assert model.calls == 2
+        assert types(agent).count("step/start") == 2
 
     arun(body)

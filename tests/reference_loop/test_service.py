@@ -121,8 +121,18 @@ def test_jsonl_round_trip_and_repair_of_unclosed_turn(arun: Any, tmp_path: Path)
         t = json.loads(lines[-1])["time"]
         with path.open("a") as handle:
             for event in (
-                {"type": "turn/start", "seq": len(lines), "time": t, "data": {"turn": 2, "trigger": {"kind": "message", "source": {"kind": "user"}}}},
-                {"type": "step/start", "seq": len(lines) + 1, "time": t, "data": {"turn": 2, "step": 1}},
+                {
+                    "type": "turn/start",
+                    "seq": len(lines),
+                    "time": t,
+                    "data": {"turn": 2, "trigger": {"kind": "message", "source": {"kind": "user"}}},
+                },
+                {
+                    "type": "step/start",
+                    "seq": len(lines) + 1,
+                    "time": t,
+                    "data": {"turn": 2, "step": 1},
+                },
             ):
                 handle.write(json.dumps(event) + "\n")
             handle.write('{"type": "torn')
@@ -133,7 +143,9 @@ def test_jsonl_round_trip_and_repair_of_unclosed_turn(arun: Any, tmp_path: Path)
         tail = resumed.session.events[-2:]
         assert [e["type"] for e in tail] == ["step/end", "turn/end"]
         assert tail[-1]["data"] == {"turn": 2, "reason": {"kind": "interrupted"}}
-        assert [e["seq"] for e in resumed.session.events] == list(range(len(resumed.session.events)))
+        assert [e["seq"] for e in resumed.session.events] == list(
+            range(len(resumed.session.events))
+        )
         # The repair was written back: loading again needs no further repair.
         reloaded = await JsonlPersistence(tmp_path).load("s/1")
         assert reloaded is not None and reloaded[-1]["data"]["reason"] == {"kind": "interrupted"}
@@ -143,7 +155,9 @@ def test_jsonl_round_trip_and_repair_of_unclosed_turn(arun: Any, tmp_path: Path)
 
 
 def test_jsonl_corrupt_line_names_file_and_line(arun: Any, tmp_path: Path) -> None:
-    (tmp_path / "s.jsonl").write_text('{"type": "turn/start", "seq": 0, "time": 1, "data": {}}\nnot json\n{}\n')
+    (tmp_path / "s.jsonl").write_text(
+        '{"type": "turn/start", "seq": 0, "time": 1, "data": {}}\nnot json\n{}\n'
+    )
 
     async def body() -> None:
         with pytest.raises(PersistenceError, match=r"s\.jsonl:2: not a JSON event"):
@@ -162,7 +176,10 @@ def test_jsonl_corrupt_line_names_file_and_line(arun: Any, tmp_path: Path) -> No
         ({"agents": [{"id": ""}]}, r"agents\[0\]\.id: must be a non-empty string"),
         ({"agents": [{"id": "a"}, {"id": "a"}]}, r"agents\[1\]\.id: duplicate"),
         ({"agents": [{"id": "a", "model": 3}]}, r"agents\[0\]\.model: must be a string"),
-        ({"agents": [{"id": "a", "systemPrompt": "x"}]}, r"agents\[0\]\.systemPrompt: unknown field"),
+        (
+            {"agents": [{"id": "a", "systemPrompt": "x"}]},
+            r"agents\[0\]\.systemPrompt: unknown field",
+        ),
         ({"agents": [], "extra": 1}, "config: extra: unknown field"),
     ],
 )
@@ -181,9 +198,14 @@ def test_load_config_from_yaml_creates_agents(arun: Any, tmp_path: Path) -> None
         svc = AgentLoopService()
         agents = svc.load_config(good)
         assert [a.id for a in agents] == ["a", "b"]
-        assert svc.get("a") is agents[0] and agents[0].options == {"model": "m", "system_prompt": "Be brief."}
+        assert svc.get("a") is agents[0] and agents[0].options == {
+            "model": "m",
+            "system_prompt": "Be brief.",
+        }
         assert agents[0].session.id.startswith("a-session-")
-        with pytest.raises(ConfigError, match=r"agents\[0\]\.id: an agent with id 'a' already exists"):
+        with pytest.raises(
+            ConfigError, match=r"agents\[0\]\.id: an agent with id 'a' already exists"
+        ):
             svc.load_config({"agents": [{"id": "a"}]})
         with pytest.raises(ConfigError, match=r"bad\.yml:\d+: invalid YAML"):
             svc.load_config(bad)

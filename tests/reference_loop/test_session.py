@@ -81,10 +81,23 @@ def test_derive_messages_and_turn_queries() -> None:
     session.append("user/message", {"content": [{"type": "text", "text": "q"}], "source": src})
     session.append("step/start", {"turn": 3, "step": 1})
     session.append("assistant/chunk", {"turn": 3, "step": 1, "chunk": {"type": "finish"}})
-    session.append("assistant/message", {"turn": 3, "step": 1, "content": [{"type": "text", "text": "a"}]})
-    session.append("usage", {"turn": 3, "step": 1, "usage": {"input_tokens": 1, "output_tokens": 1}})
-    session.append("tool/result", {"turn": 3, "step": 1, "call_id": "c", "content": [], "is_error": True})
-    session.append("steering/message", {"turn": 3, "content": [{"type": "text", "text": "s"}], "source": {"kind": "agent", "agent_id": "b"}})
+    session.append(
+        "assistant/message", {"turn": 3, "step": 1, "content": [{"type": "text", "text": "a"}]}
+    )
+    session.append(
+        "usage", {"turn": 3, "step": 1, "usage": {"input_tokens": 1, "output_tokens": 1}}
+    )
+    session.append(
+        "tool/result", {"turn": 3, "step": 1, "call_id": "c", "content": [], "is_error": True}
+    )
+    session.append(
+        "steering/message",
+        {
+            "turn": 3,
+            "content": [{"type": "text", "text": "s"}],
+            "source": {"kind": "agent", "agent_id": "b"},
+        },
+    )
     session.append("context/message", {"content": [{"type": "text", "text": "c"}], "source": src})
     session.append("error", {"turn": 3, "step": 1, "message": "x"})
     assert session.open_turn() == 3
@@ -93,9 +106,28 @@ def test_derive_messages_and_turn_queries() -> None:
     assert messages == [
         {"role": "user", "content": [{"type": "text", "text": "q"}]},
         {"role": "assistant", "content": [{"type": "text", "text": "a"}]},
-        {"role": "user", "content": [{"type": "tool-result", "tool_call_id": "c", "content": [], "is_error": True}]},
-        {"role": "user", "content": [{"type": "text", "text": '<steering source="agent">'}, {"type": "text", "text": "s"}, {"type": "text", "text": "</steering>"}]},
-        {"role": "user", "content": [{"type": "text", "text": '<context source="user">'}, {"type": "text", "text": "c"}, {"type": "text", "text": "</context>"}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool-result", "tool_call_id": "c", "content": [], "is_error": True}
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": '<steering source="agent">'},
+                {"type": "text", "text": "s"},
+                {"type": "text", "text": "</steering>"},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": '<context source="user">'},
+                {"type": "text", "text": "c"},
+                {"type": "text", "text": "</context>"},
+            ],
+        },
     ]
     session.append("turn/end", {"turn": 3, "reason": {"kind": "completed"}})
     assert session.open_turn() is None

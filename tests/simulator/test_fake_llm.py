@@ -548,3 +548,27 @@ def test_runs_unmodified_under_plain_asyncio() -> None:
         ["block-start", "text-delta", "text-delta", "block-end", "finish"],
         ["finish"],
     ]
+
+
+def test_outcomes_of_a_failing_response_function_and_a_cancelled_consumer() -> None:
+    def broken(req: ModelRequest) -> Response:
+        raise KeyError("no such thing")
+
+    model = FakeModel([broken, respond.hang(), respond.text("x").no_finish()])
+
+    async def main() -> None:
+        try:
+            await collect(model, request())
+        except KeyError:
+            pass
+        task = asyncio.ensure_future(collect(model, request()))
+        await asyncio.sleep(5)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        await collect(model, request())
+
+    run(main)
+    assert model.outcomes == ["raised", "cancelled", "ended"]

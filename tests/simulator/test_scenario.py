@@ -74,6 +74,7 @@ def test_actor_after_an_event_gets_the_event_and_runs_as_a_task() -> None:
     @scenario(name="after")
     async def after(ctx: ScenarioContext) -> None:
         seen: list[Any] = []
+
         def pong(ev: dict[str, Any]) -> None:
             seen.append(ev["n"])
             ctx.observe("pong", n=ev["n"])
@@ -469,3 +470,48 @@ def test_same_trace_bytes_in_two_processes_with_different_hash_seeds(tmp_path: P
         outputs.append(proc.stdout)
     assert outputs[0] == outputs[1]
     assert b'"kind":"chunk"' in outputs[0]
+
+
+def test_actor_specs_check_decorator_wait_for_and_budget() -> None:
+    def poke(ctx: ScenarioContext) -> None:
+        ctx.observe("poke")
+
+    def on_request(ctx: ScenarioContext, event: dict[str, Any]) -> None:
+        ctx.observe("saw-call", call=event["call"])
+
+    sc = Scenario(
+        "specs",
+        actors=[("at", 1.0, poke), ("after", "model/request", on_request, {"where": {"call": 2}})],
+    )
+
+    @sc.check
+    def two_calls(trace: Trace) -> str | None:
+        n = len(trace.events("model/request"))
+        return None if n == 2 else f"{n} model calls"
+
+    @sc.setup
+    async def world(ctx: ScenarioContext) -> None:
+        model = ctx.model(["a", "b"])
+        event = await ctx.wait_for("poke")
+        ctx.observe("waited", at_us=round(event["t"] * 1e6))
+        for _ in range(2):
+            async for _chunk in model.stream({"model": "fake", "messages": []}):
+                pass
+
+    trace = sc.run()
+    assert trace.ok, trace.summary()
+    assert [
+        (e["kind"], e.get("call")) for e in trace.timeline if e["kind"] in ("waited", "saw-call")
+    ] == [
+        ("waited", None),
+        ("saw-call", 2),
+    ]
+
+    @scenario(name="forever")
+    async def forever(ctx: ScenarioContext) -> None:
+        while True:
+            await asyncio.sleep(60)
+
+    limited = forever.run(max_time=3600)
+    assert limited.outcome == "budget-exceeded"
+    assert limited.ok is False

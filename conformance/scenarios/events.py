@@ -1,0 +1,105 @@
+"""The observable vocabulary of a scenario run: how agent events become timeline entries.
+
+Every notification of the implementation's bus (``agent/status``, ``agent/queued``, ...) is
+flattened into plain fields (``{"agent": "a", "status": "running"}``) so that one ``where``
+filter means the same thing for a listener (YAML ``listeners[].where``), for an actor triggered
+``after`` an event, and for a check reading the trace. Session events are recorded compactly as
+``log`` entries (assistant chunks keep only their type: the payload is the model's, not the loop's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+#: Notification name -> the names of its arguments after the agent (spec section 0b).
+NOTIFICATIONS: dict[str, tuple[str, ...]] = {
+    "agent/status": ("status",),
+    "agent/queued": ("content", "info"),
+    "agent/turn-start": ("turn",),
+    "agent/turn-end": ("turn", "reason"),
+    "agent/step-start": ("turn", "step"),
+    "agent/step-end": ("turn", "step"),
+    "agent/stream-chunk": ("turn", "step", "chunk"),
+    "agent/steering": ("turn", "content", "source"),
+    "agent/error": ("turn", "step", "error"),
+}
+
+#: Notifications recorded in the timeline by default (stream chunks only on request: they are
+#: many and say little about interleavings).
+OBSERVED = tuple(n for n in NOTIFICATIONS if n != "agent/stream-chunk")
+
+#: Waterfall name -> argument names before ``value, next`` (the agent first where there is one).
+WATERFALLS: dict[str, tuple[str, ...]] = {
+    "agent/request": ("agent", "turn", "step"),
+    "agent/step-result": ("agent", "turn", "step"),
+    "agent/turn-continuation": ("agent", "turn"),
+    "tools/execute": (),
+}
+
+#: Every event a listener may be registered on.
+LISTENABLE = (*NOTIFICATIONS, *WATERFALLS, "session/event")
+
+
+def texts(content: Any) -> str:
+    """The text of a content value (a string or a list of blocks), joined with spaces."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Mapping):
+        content = [content]
+    if isinstance(content, list | tuple):
+        return " ".join(str(b.get("text", "")) for b in content if isinstance(b, Mapping) and "text" in b)
+    return ""
+
+
+def flatten(name: str, value: Any) -> dict[str, Any]:
+    """One argument of a notification as JSON-safe fields."""
+    if name == "content":
+        return {"text": texts(value)}
+    if name == "info" and isinstance(value, Mapping):
+        source = value.get("source")
+        return {
+            "steering": bool(value.get("steering")),
+            "source": source.get("kind") if isinstance(source, Mapping) else None,
+        }
+    if name == "source":
+        return {"source": value.get("kind") if isinstance(value, Mapping) else None}
+    if name == "reason" and isinstance(value, Mapping):
+        out: dict[str, Any] = {"reason": value.get("kind")}
+        if value.get("reason") is not None:
+            out["detail"] = str(value["reason"])
+        elif value.get("message") is not None:
+            out["detail"] = str(value["message"])
+        return out
+    if name == "chunk" and isinstance(value, Mapping):
+        return {"chunk": value.get("type")}
+    if name == "error":
+        return {"error": f"{type(value).__name__}: {value}" if isinstance(value, BaseException) else str(value)}
+    if isinstance(value, bool | int | str | float) or value is None:
+        return {name: value}
+    return {name: f"<{type(value).__name__}>"}
+
+
+def compact_log(event: Mapping[str, Any]) -> dict[str, Any]:
+    """A session event as a ``log`` timeline entry's fields: ``seq``, ``type``, ``data``."""
+    data = dict(event.get("data") or {})
+    if event.get("type") == "assistant/chunk" and isinstance(data.get("chunk"), Mapping):
+        data["chunk"] = {"type": data["chunk"].get("type")}
+    return {"seq": event.get("seq"), "type": event.get("type"), "data": _json_safe(data)}
+
+
+def _json_safe(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | str | float):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return f"<{type(value).__name__}>"
+
+
+def matches(fields: Mapping[str, Any], where: Mapping[str, Any] | None) -> bool:
+    """Whether every ``where`` entry equals the field of the same name."""
+    if not where:
+        return True
+    return all(k in fields and fields[k] == v for k, v in where.items())

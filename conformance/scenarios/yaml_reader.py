@@ -1,0 +1,186 @@
+"""Reading YAML with line numbers, for validation errors that name the line and the field.
+
+``parse(text, origin)`` composes the document (PyYAML's node tree keeps each node's position)
+and returns a :class:`Node`; accessors raise :class:`ScenarioError` as
+``"<origin>:<line>: <field path>: <problem>"`` (one line).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from yaml.constructor import SafeConstructor
+
+from .model import ScenarioError
+
+
+def _scalar(node: yaml.ScalarNode) -> Any:
+    # A fresh constructor per scalar: SafeConstructor keeps per-document state.
+    return SafeConstructor().construct_object(node, deep=True)
+
+
+@dataclass(frozen=True)
+class Node:
+    """A YAML node with its field path and file position."""
+
+    node: yaml.Node
+    path: str
+    origin: str
+    line_offset: int = 0
+
+    # ---------------------------------------------------------------- position and errors
+
+    @property
+    def line(self) -> int:
+        """The 1-based line of the node in the file."""
+        return self.node.start_mark.line + 1 + self.line_offset
+
+    def error(self, message: str) -> ScenarioError:
+        """A one-line error naming the file, line and field."""
+        where = f"{self.path}: " if self.path else ""
+        return ScenarioError(f"{self.origin}:{self.line}: {where}{message}")
+
+    def _child(self, node: yaml.Node, part: str | int) -> Node:
+        if isinstance(part, int):
+            path = f"{self.path}[{part}]"
+        else:
+            path = f"{self.path}.{part}" if self.path else part
+        return Node(node, path, self.origin, self.line_offset)
+
+    # ---------------------------------------------------------------- shape
+
+    @property
+    def kind(self) -> str:
+        if isinstance(self.node, yaml.MappingNode):
+            return "a mapping"
+        if isinstance(self.node, yaml.SequenceNode):
+            return "a list"
+        value = self.value()
+        if value is None:
+            return "nothing (null)"
+        return {bool: "a boolean", int: "a number", float: "a number", str: "a string"}.get(
+            type(value), type(value).__name__
+        )
+
+    def is_map(self) -> bool:
+        return isinstance(self.node, yaml.MappingNode)
+
+    def is_list(self) -> bool:
+        return isinstance(self.node, yaml.SequenceNode)
+
+    def is_scalar(self) -> bool:
+        return isinstance(self.node, yaml.ScalarNode)
+
+    def value(self) -> Any:
+        """The plain Python value (scalars; mappings and lists converted recursively)."""
+        if isinstance(self.node, yaml.ScalarNode):
+            return _scalar(self.node)
+        if self.is_list():
+            return [item.value() for item in self.items()]
+        return {k: v.value() for k, v in self.entries()}
+
+    # ---------------------------------------------------------------- mappings
+
+    def entries(self) -> list[tuple[str, Node]]:
+        """The (key, value) pairs of a mapping, rejecting duplicate and non-string keys."""
+        if not self.is_map():
+            raise self.error(f"expected a mapping, got {self.kind}")
+        out: list[tuple[str, Node]] = []
+        seen: set[str] = set()
+        assert isinstance(self.node, yaml.MappingNode)
+        for key_node, value_node in self.node.value:
+            # Field names are taken as written: YAML 1.1 would read ``on:`` as the boolean true.
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            if not isinstance(key, str):
+                raise Node(key_node, self.path, self.origin, self.line_offset).error(
+                    f"keys must be strings, got {key!r}")
+            if key in seen:
+                raise self._child(key_node, key).error("duplicate field")
+            seen.add(key)
+            out.append((key, self._child(value_node, key)))
+        return out
+
+    def keys(self, allowed: tuple[str, ...], required: tuple[str, ...] = ()) -> dict[str, Node]:
+        """The mapping's fields, checked against ``allowed`` and ``required``."""
+        found = dict(self.entries())
+        for key, child in found.items():
+            if key not in allowed:
+                raise child.error(f"unknown field (expected one of: {', '.join(allowed)})")
+        for key in required:
+            if key not in found:
+                raise self.error(f"missing required field {key!r}")
+        return found
+
+    # ---------------------------------------------------------------- lists
+
+    def items(self) -> list[Node]:
+        if not self.is_list():
+            raise self.error(f"expected a list, got {self.kind}")
+        assert isinstance(self.node, yaml.SequenceNode)
+        return [self._child(n, i) for i, n in enumerate(self.node.value)]
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self.items())
+
+    # ---------------------------------------------------------------- typed scalars
+
+    def string(self) -> str:
+        value = self.value() if self.is_scalar() else None
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise self.error(f"expected a string, got {self.kind}")
+        return str(value)
+
+    def number(self, *, minimum: float | None = 0.0) -> float:
+        value = self.value() if self.is_scalar() else None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.error(f"expected a number, got {self.kind}")
+        if minimum is not None and value < minimum:
+            raise self.error(f"must be >= {minimum:g}, got {value}")
+        return float(value)
+
+    def integer(self, *, minimum: int | None = 0) -> int:
+        value = self.value() if self.is_scalar() else None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(f"expected an integer, got {self.kind}")
+        if minimum is not None and value < minimum:
+            raise self.error(f"must be >= {minimum}, got {value}")
+        return value
+
+    def boolean(self) -> bool:
+        value = self.value() if self.is_scalar() else None
+        if not isinstance(value, bool):
+            raise self.error(f"expected true or false, got {self.kind}")
+        return value
+
+    def choice(self, options: tuple[str, ...]) -> str:
+        value = self.string()
+        if value not in options:
+            raise self.error(f"expected one of {', '.join(options)}, got {value!r}")
+        return value
+
+    def scalars(self) -> dict[str, Any]:
+        """A mapping of scalar values (a ``where`` filter)."""
+        out: dict[str, Any] = {}
+        for key, child in self.entries():
+            if not child.is_scalar():
+                raise child.error(f"expected a plain value, got {child.kind}")
+            out[key] = child.value()
+        return out
+
+
+def parse(text: str, origin: str, *, line_offset: int = 0) -> Node:
+    """Compose ``text`` into a :class:`Node` (syntax errors become a one-line ``ScenarioError``)."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = (mark.line + 1 + line_offset) if mark is not None else "?"
+        raise ScenarioError(f"{origin}:{line}: YAML syntax error: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"{origin}: YAML error: {str(exc).splitlines()[0]}") from None
+    if node is None:
+        raise ScenarioError(f"{origin}:1: the file is empty")
+    return Node(node, "", origin, line_offset)

@@ -1,0 +1,1 @@
+"""Example implementations checked by the conformance suite (see ``docs/conformance.md``)."""

@@ -1,0 +1,63 @@
+"""``loopkit cassette record``: the key from the environment, the test-server header, failures."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from cassettes.llm_cassette import Cassette
+from cassettes.model import CassetteModel
+from cli import app
+
+KEY = "sk-ant-FAKE-cli-0123456789abcdef"
+
+
+def test_record_against_the_test_server_with_a_key_from_the_environment(tmp_path: Path) -> None:
+    out = tmp_path / "anthropic" / "hello.yaml"
+    result = CliRunner().invoke(
+        app,
+        ["cassette", "record", str(out), "--adapter", "anthropic", "--model", "max-tokens", "--test-server"],
+        env={"ANTHROPIC_API_KEY": KEY},
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"wrote {out}: ")
+    text = out.read_text()
+    assert KEY not in text and "x-api-key:\n      - <filtered>" in text
+    assert "against the local test server" in text.splitlines()[0] + text.splitlines()[1]
+    cassette = Cassette.load(out)
+    assert cassette.meta == {"adapter": "anthropic", "recorded_against": "loopkit local test server"}
+    model = CassetteModel(out, pace=False)
+
+    async def run() -> list[dict[str, object]]:
+        return [dict(c) async for c in model.stream({"model": "max-tokens", "messages": []})]
+
+    assert asyncio.run(run())[-1] == {"type": "finish", "reason": {"kind": "max-tokens"}}
+
+
+def test_record_with_nothing_listening_exits_2_and_writes_nothing(tmp_path: Path) -> None:
+    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens there
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    out = tmp_path / "c.yaml"
+    result = CliRunner().invoke(app, ["cassette", "record", str(out), "--model", "m", "--base-url", f"http://127.0.0.1:{port}/v1"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: NETWORK_ERROR") and len(result.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_unknown_adapter_exits_2(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["cassette", "record", str(tmp_path / "c.yaml"), "--adapter", "nope", "--model", "m"])
+    assert result.exit_code == 2 and "unknown adapter 'nope'" in result.stderr
+
+
+def test_problems_report_like_the_fake_llm(tmp_path: Path) -> None:
+    shipped = Path(__file__).resolve().parents[2] / "cassettes" / "llm" / "openai-chat" / "text.yaml"
+    strict = CassetteModel(shipped, strict=True, pace=False)
+    assert strict.name == "text"
+    (problem,) = strict.problems()
+    assert "never played" in problem
+    lenient = CassetteModel(shipped, pace=False)
+    assert lenient.problems() == []

@@ -1,0 +1,48 @@
+"""Module-level programs for the simulator tests (importable from subprocesses)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import simulator
+
+
+async def set_order() -> list[str]:
+    """Behaviour depends on str hashing: iterates a set of strings."""
+    names = {"alpha", "beta", "gamma", "delta", "epsilon", "zeta"}
+    out = []
+    for n in names:
+        simulator.observe("visit", name=n)
+        out.append(n)
+        await asyncio.sleep(0)
+    return out
+
+
+async def stable() -> int:
+    """Deterministic: tasks, queue, timers, seeded sources."""
+    from simulator.sources import current_sources
+
+    q: asyncio.Queue[int] = asyncio.Queue()
+
+    async def producer(i: int) -> None:
+        for j in range(3):
+            await asyncio.sleep(0.1 * (i + 1))
+            await q.put(i * 10 + j)
+            simulator.observe("put", item=i * 10 + j)
+
+    async def consumer() -> int:
+        total = 0
+        for _ in range(9):
+            item = await q.get()
+            src = current_sources()
+            assert src is not None
+            simulator.observe("got", item=item, uuid=src.uuid(), id=src.next_id("item"),
+                              now=src.now_ms())
+            total += item
+        return total
+
+    async with asyncio.TaskGroup() as tg:
+        for i in range(3):
+            tg.create_task(producer(i))
+        c = tg.create_task(consumer())
+    return c.result()

@@ -1,0 +1,172 @@
+"""Strategies, exploration, shrinking and replay."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import simulator
+from simulator.strategies import DFSStrategy, PCTStrategy, RandomStrategy
+from simulator.strategies.hypothesis import HypothesisStrategy
+
+
+def lost_update(tasks: int = 2, awaits: int = 1, staggered: bool = False) -> Any:
+    """v = shared; await sleep(0) x awaits; shared = v + 1, in `tasks` tasks."""
+
+    async def main() -> int:
+        shared = [0]
+
+        async def worker(i: int) -> None:
+            v = shared[0]
+            simulator.observe("read", task=i, v=v)
+            for k in range(awaits):
+                await asyncio.sleep(0)
+                simulator.observe("step", task=i, k=k)
+            shared[0] = v + 1
+            simulator.observe("write", task=i, v=v + 1)
+
+        running = []
+        for i in range(tasks):
+            if staggered and i:
+                for _ in range(awaits):
+                    await asyncio.sleep(0)
+            running.append(asyncio.ensure_future(worker(i)))
+        await asyncio.gather(*running)
+        if shared[0] != tasks:
+            raise AssertionError(f"lost update: {shared[0]} != {tasks}")
+        return shared[0]
+
+    return main
+
+
+def test_fifo_passes_the_staggered_race() -> None:
+    assert simulator.run(lost_update(3, 2, True)).ok
+    assert simulator.run(lost_update(2, 1, True)).ok
+    assert not simulator.run(lost_update(2, 1, False)).ok  # the plain race fails under asyncio too
+
+
+@pytest.mark.parametrize("strategy", ["random", "pct"])
+@pytest.mark.parametrize("staggered", [False, True])
+def test_lost_update_found_within_100(strategy: str, staggered: bool) -> None:
+    res = simulator.explore(lost_update(2, 1, staggered), strategy=strategy, budget=100)
+    assert res.found, res.summary()
+    assert res.first_failure is not None and res.first_failure_run is not None
+    assert res.first_failure_run <= 100
+    assert "lost update" in str(res.first_failure.error)
+
+
+def test_hit_rates() -> None:
+    def rate(strategy: Any, prog: Any, n: int = 300) -> float:
+        return simulator.explore(prog, strategy=strategy, budget=n, stop_on_failure=False,
+                                 track=False).hit_rate
+
+    two, three = lost_update(2, 1, True), lost_update(3, 2, True)
+    assert rate(RandomStrategy(), two) >= 0.39
+    assert rate(RandomStrategy(), three) >= 0.7
+    assert rate(PCTStrategy(), three) > rate(RandomStrategy(switch_bias=0.0), three) - 0.05
+
+
+def test_dfs_counts_interleavings_exactly() -> None:
+    # Two tasks started together, 3 segments each (2 awaits). In realisable mode the first
+    # segments run in creation order (one origin scheduled both), the rest interleave freely:
+    # C(6, 3) / 2 = 10 interleavings; in wide mode any order: C(6, 3) = 20.
+    prog = lost_update(2, 2)
+    for mode, expected in (("realisable", 10), ("wide", 20)):
+        res = simulator.explore(prog, strategy=DFSStrategy(), budget=1000, stop_on_failure=False,
+                                mode=mode)
+        assert res.exhausted
+        assert res.distinct_timelines == expected
+        assert res.runs == expected, res.summary()
+
+
+def test_dfs_exhausts_staggered_two_tasks_quickly() -> None:
+    res = simulator.explore(lost_update(2, 1, True), strategy="dfs", budget=100,
+                            stop_on_failure=False)
+    assert res.exhausted and res.runs <= 10
+    assert res.failures >= 1
+
+
+def test_dfs_delay_bound() -> None:
+    full = simulator.explore(lost_update(3, 1), strategy=DFSStrategy(), budget=1000,
+                             stop_on_failure=False)
+    bounded = simulator.explore(lost_update(3, 1), strategy=DFSStrategy(max_deviations=1),
+                                budget=1000, stop_on_failure=False)
+    assert bounded.exhausted and full.exhausted and bounded.runs < full.runs
+
+
+def test_shrink_then_replay() -> None:
+    prog = lost_update(3, 2, True)
+    res = simulator.explore(prog, strategy=RandomStrategy(switch_bias=0.0), budget=200, seed=5)
+    assert res.first_failure is not None
+    failing = res.first_failure.schedule
+    shrunk = simulator.shrink(prog, failing)
+    assert shrunk.runs <= 50
+    assert shrunk.after["deviations"] <= shrunk.before["deviations"]
+    assert shrunk.after["deviations"] == 1  # one deviation from FIFO suffices for this race
+    assert shrunk.result.failed
+    again = simulator.replay(prog, shrunk.schedule, strict=False, then="fifo")
+    assert again.failed and again.timeline == shrunk.result.timeline
+    # the original failing schedule replays exactly, strictly
+    exact = simulator.replay(prog, failing)
+    assert exact.trace_json() == res.first_failure.trace_json().replace('"strategy":"random"',
+                                                                         '"strategy":"random"')
+    assert exact.timeline == res.first_failure.timeline
+
+
+def test_strict_replay_reports_divergence() -> None:
+    r = simulator.run(lost_update(2, 1, True), strategy=RandomStrategy(), seed=1)
+    sched = r.schedule
+    assert len(sched) >= 1
+    bad = sched.replace(choices=[sched.choices[0]._replace(label="main.9:elsewhere"),
+                                 *sched.choices[1:]])
+    with pytest.raises(simulator.Divergence, match=r"diverged at choice 0: expected main\.9:elsewhere, found "):
+        simulator.replay(lost_update(2, 1, True), bad)
+    # lenient replay goes on
+    assert simulator.replay(lost_update(2, 1, True), bad, strict=False).outcome in (
+        "completed", "failed")
+    # a changed program (three tasks instead of two) diverges too
+    with pytest.raises(simulator.Divergence):
+        simulator.replay(lost_update(3, 1, True), sched)
+
+
+def test_wide_mode_is_named_in_schedule() -> None:
+    r = simulator.run(lost_update(2, 1), strategy=RandomStrategy(), mode="wide")
+    assert r.schedule.mode == "wide"
+    assert '"mode":"wide"' in r.schedule.to_json()
+
+
+def test_timer_variation_finds_staggered_timer_race() -> None:
+    # The second task starts 10 ms later (a timer): FIFO passes; firing that timer before the
+    # first task's remaining work (as if that work were slower) loses the update.
+    async def main() -> None:
+        shared = [0]
+
+        async def worker(delay: float) -> None:
+            await asyncio.sleep(delay)
+            v = shared[0]
+            await asyncio.sleep(0)
+            shared[0] = v + 1
+
+        await asyncio.gather(worker(0), worker(0.01))
+        assert shared[0] == 2, "lost update"
+
+    assert simulator.run(main).ok
+    assert simulator.explore(main, strategy="random", budget=100).found
+    assert not simulator.explore(main, strategy="random", budget=100, vary_timers=False).found
+
+
+@settings(max_examples=200, suppress_health_check=list(HealthCheck), deadline=None,
+          database=None)
+@given(st.data())
+def _hypothesis_search(data: Any) -> None:
+    r = simulator.run(lost_update(2, 1, True), strategy=HypothesisStrategy(data))
+    assert r.ok, r.report()
+
+
+def test_hypothesis_strategy_finds_and_shrinks() -> None:
+    with pytest.raises(AssertionError, match="lost update"):
+        _hypothesis_search()
