@@ -93,6 +93,10 @@ def tools(*calls: tuple[str, str, str], finish: str = "tool-calls", prefix: str 
     return out
 
 
+MAX_CALLS = 100
+"""Model calls per scenario before the fake model suspects a runaway continuation loop."""
+
+
 class ScriptedModel:
     """A ``ModelAdapter`` answering from a script, one response per ``stream()`` call.
 
@@ -106,6 +110,12 @@ class ScriptedModel:
         self.on_request = on_request
         self.requests: list[dict[str, Any]] = []
         self.signals: list[Any] = []
+        self.max_calls = MAX_CALLS
+
+    @property
+    def runaway(self) -> bool:
+        """Whether the model was called more than ``max_calls`` times."""
+        return len(self.requests) > self.max_calls
 
     def push(self, *responses: Sequence[Action]) -> None:
         """Append responses to the script."""
@@ -118,6 +128,15 @@ class ScriptedModel:
         self.signals.append(signal)
         if self.on_request is not None:
             self.on_request()
+        if len(self.requests) > self.max_calls:
+            # A loop that never stops stepping would spin forever in virtual time (no timer
+            # ever fires): park this call until the step is aborted, so waits time out.
+            if signal is not None:
+                await signal.wait()
+            else:  # pragma: no cover
+                await asyncio.Event().wait()
+            yield v.finish("aborted")
+            return
         script = self.responses.pop(0) if self.responses else text("ok")
         for action in script:
             if signal is not None and signal.aborted:

@@ -92,7 +92,7 @@ class Kit:
         try:
             await asyncio.wait_for(_as_coro(waiter if waiter is not None else agent.when_idle()), self.timeout)
         except TimeoutError:
-            raise AssertionError(f"when_idle() of {agent.id} did not resolve (status {agent.status})") from None
+            raise AssertionError(f"when_idle() of {agent.id} did not resolve (status {agent.status}){self.why()}") from None
 
     def poke(self) -> None:
         """Wake ``until()`` waiters to re-check their condition."""
@@ -110,12 +110,18 @@ class Kit:
         while not predicate():
             remaining = deadline - loop.time()
             if remaining <= 0:
-                raise AssertionError(f"timed out waiting for {what}")
+                raise AssertionError(f"timed out waiting for {what}{self.why()}")
             self._poked.clear()
             try:
                 await asyncio.wait_for(self._poked.wait(), min(remaining, 5.0))
             except TimeoutError:
                 pass
+
+    def why(self) -> str:
+        """A hint for a timeout message."""
+        if self.model.runaway:
+            return f"; the model was called more than {self.model.max_calls} times (a turn that never stops?)"
+        return ""
 
     async def settle(self, seconds: float = 0.5) -> None:
         """Let every runnable task run for a while (virtual time)."""

@@ -105,7 +105,7 @@ class _Turn:
     notify_end: bool = False  # emit agent/turn-end (LOOP-4: not after a boundary failure)
     failure: BaseException | None = None  # ERR-9: the first failure wins
     aborted: str | None = None  # the abort/cancel reason, when the turn was aborted
-    max_tokens: bool = False  # MAXTOK-2: sticky for the turn
+    max_tokens: bool = False  # MAXTOK-2: sticky for the turn; MAXTOK-4: a fresh _Turn per turn
 
 
 class _StepOutcome:
@@ -227,16 +227,20 @@ class ReactLoopAgent:
                         continue
                     # The listener also queued a replacement: run it in this running period, so
                     # when_idle() resolves only after it (the seed's window-2 fix).
-                await self._run_turn()
-                self._marker = None  # MARKER-1: a cancel governs exactly one turn
-                # LOOP-8: steering that arrived too late for the turn becomes the next prompt.
-                for late in self._inbox.drain_steering():
-                    self._inbox.enqueue(late)
+                # LOOP-8: turns run back to back while work is queued, with no idle transition.
+                while True:
+                    await self._run_turn()
+                    # MARKER-1: reset once per iteration, after the turn returns: a cancel governs
+                    # exactly one turn, so a prompt sent while the cancelled turn was flushing runs.
+                    self._marker = None
+                    # LOOP-8: steering that arrived too late for the turn becomes the next prompt.
+                    for late in self._inbox.drain_steering():
+                        self._inbox.enqueue(late)
+                    if self._disposed or not self._inbox.has_queued:
+                        break
                 if self._disposed:
                     break  # DISP-5: running -> disposed, no idle in between
-                # LOOP-8: idle unless more is queued (then the next turn, no idle transition).
-                if not self._inbox.has_queued:
-                    self._set_status("idle")
+                self._set_status("idle")
         except BaseException:
             # PY-1: cancellation / interrupt ends the driver; the agent ends disposed.
             self.dispose()
@@ -497,7 +501,8 @@ class ReactLoopAgent:
     async def _run_tool(
         self, turn: _Turn, step: int, call: Mapping[str, Any], signal: AbortSignal
     ) -> None:
-        """tool/call, the tools/execute waterfall, tool/result (LOOP-5, TOOL-2..5)."""
+        """tool/call, the tools/execute waterfall, tool/result (LOOP-5, TOOL-2..5; LOG-6: the call is
+        logged before its result)."""
         call_id, name = str(call.get("id", "")), str(call.get("name", ""))
         raw = call.get("arguments", "")
         self._session.append(
@@ -601,7 +606,7 @@ class ReactLoopAgent:
         return v.turn_end_completed()
 
     def _close_turn(self, turn: _Turn) -> None:
-        """Balanced close: the open step's step/end, one turn/end, then agent/turn-end."""
+        """Balanced close (LOG-4, LOG-5): the open step's step/end, one turn/end, then agent/turn-end."""
         if turn.step_open:  # ERR-2: an open step gets its step/end first
             try:
                 self._append_step_event(turn, "step/end")

@@ -114,7 +114,8 @@ class Session:
 
 
 def derive_messages(events: Iterable[Mapping[str, Any]]) -> list[v.Message]:
-    """History of a log: user/assistant/tool-result messages, wrapped steering and context."""
+    """History of a log: user/assistant/tool-result messages, wrapped steering and context, each at
+    its position in the log (INJ-3: injected context appears where it was injected)."""
     messages: list[v.Message] = []
     for event in events:
         kind, data = event["type"], event["data"]

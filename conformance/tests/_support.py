@@ -85,7 +85,9 @@ class Watch:
         try:
             await asyncio.wait_for(asyncio.shield(self.task), self.kit.timeout)
         except TimeoutError:
-            raise AssertionError(f"when_idle() of {self.agent.id} never resolved (status {self.agent.status})") from None
+            raise AssertionError(
+                f"when_idle() of {self.agent.id} never resolved (status {self.agent.status}){self.kit.why()}"
+            ) from None
 
     def turn_ends_at_release(self) -> int:
         assert self.types_at_release is not None

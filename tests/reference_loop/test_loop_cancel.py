@@ -421,7 +421,11 @@ def test_window_2_steering_after_cancel_is_not_stranded(arun: Any) -> None:
         svc.bus.on("agent/status", on_status)
         agent.send("A")
         await agent.when_idle()
-        users = [e["data"]["content"][0]["text"] for e in agent.session.events if e["type"] == "user/message"]
+        users = [
+            e["data"]["content"][0]["text"]
+            for e in agent.session.events
+            if e["type"] == "user/message"
+        ]
         assert users == ["S"] and model.calls == 1
 
     arun(body)

@@ -229,3 +229,20 @@ def test_queued_prompts_after_dispose_and_close(arun: Any) -> None:
             svc.create("b")
 
     arun(body)
+
+
+def test_agent_class_is_overridable(arun: Any) -> None:
+    from reference_loop import ReactLoopAgent
+
+    class Custom(ReactLoopAgent):
+        pass
+
+    class CustomService(AgentLoopService):
+        agent_class = Custom
+
+    async def body() -> None:
+        svc = CustomService()
+        assert type(svc.create("a")) is Custom
+        await svc.close()
+
+    arun(body)
