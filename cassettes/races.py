@@ -106,7 +106,7 @@ def _schedule_out(schedule: Schedule) -> dict[str, Any]:
 
 
 def _event_out(event: dict[str, Any]) -> _Flow:
-    head = {k: event[k] for k in ("t_us", "kind") if k in event}
+    head: dict[str, Any] = {k: event[k] for k in ("t_us", "kind") if k in event}
     rest = {k: event[k] for k in sorted(event) if k not in head}
     return _Flow({**head, **rest})
 

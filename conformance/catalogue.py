@@ -83,9 +83,9 @@ RULES: tuple[Rule, ...] = (
     _r("LOOP-5", "seed", "loop", "Step shape: steering, step/start, request waterfall, stream, step-result, tools, step/end, continuation."),
     _r("LOOP-6", "ref", "loop", "The log records and tools dispatch the message that agent/step-result returned."),
     _r("LOOP-7", "ref", "loop", "A request with no model fails the step with an error naming the agent and the fix."),
+    _r("LOOP-10", "ref", "loop", "The model adapter gets exactly the request the agent/request waterfall returned."),
     _r("LOOP-8", "seed", "loop", "Late steering is re-queued as a prompt; the next queued turn runs without going idle."),
     _r("LOOP-9", "ref", "loop", "send/steer emit agent/queued with the resolved source and the steering flag."),
-    _r("LOOP-10", "ref", "loop", "The model adapter gets exactly the request the agent/request waterfall returned."),
     # 4. Continuation and steering
     _r("CONT-1", "seed", "steering", "Default continuation: tool calls or drained steering; the waterfall may force either way."),
     _r("CONT-2", "ref", "steering", "Steering added at step-end or continuation overrides a stop and reaches the next request."),

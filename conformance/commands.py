@@ -38,7 +38,10 @@ def conformance(
     junit: str | None = typer.Option(None, "--junit", metavar="FILE", help="Write a JUnit XML report here."),
     failures_only: bool = typer.Option(False, "--failures-only", help="List only rules that did not pass."),
 ) -> None:
-    """Check an implementation against every rule of the agent-loop contract."""
+    """Check an implementation against every rule of the agent-loop contract.
+
+    Prints a per-rule table. Exit 0 when every applicable rule passes (baseline applied), 1 when one fails or a baseline entry is stale, 2 on a usage or setup error.
+    """
     from .baseline import BaselineError, load
     from .report import judge, print_table, write_json
     from .runner import SuiteError, run_suite

@@ -34,7 +34,7 @@ class Kit:
         try:
             self.service: ServiceHandle = impl.create_service(persistence=persistence)
         except Exception as exc:
-            raise SetupError(f"{impl.name}: create_service() raised {type(exc).__name__}: {exc}") from exc
+            raise SetupError(f"{impl.name}: create_service() raised {_describe(exc)}") from exc
         self._poked = asyncio.Event()
         self.model = ScriptedModel(on_request=self.poke)
         self.service.register_model(MODEL, self.model)
@@ -51,7 +51,7 @@ class Kit:
         try:
             agent = self.service.create(agent_id, opts)
         except Exception as exc:
-            raise SetupError(f"{self.impl.name}: create() raised {type(exc).__name__}: {exc}") from exc
+            raise SetupError(f"{self.impl.name}: create() raised {_describe(exc)}") from exc
         self.agents.append(agent)
         return agent
 
@@ -170,6 +170,11 @@ class Kit:
             for agent in self.agents:
                 problems = log_violations(self.events(agent))
                 assert not problems, f"log invariant broken for {agent.id}: {problems[0]}"
+
+
+def _describe(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:

@@ -92,6 +92,11 @@ def pytest_configure(config: pytest.Config) -> None:
 _IMPL = pytest.StashKey[Implementation]()
 
 
+def set_implementation(config: pytest.Config, impl: Implementation) -> None:
+    """Check ``impl`` (an object, not a ``--loopkit-impl`` string) in this pytest run."""
+    config.stash[_IMPL] = impl
+
+
 def rule_ids(item: pytest.Item | Any) -> list[str]:
     """The rule ids an item (or test function) is marked with."""
     marks = item.iter_markers("rule") if hasattr(item, "iter_markers") else getattr(item, "pytestmark", [])

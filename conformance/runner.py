@@ -30,6 +30,8 @@ class SuiteError(Exception):
 class TestResult:
     """One test run: its short id, the rules it checks, its outcome and failure message."""
 
+    __test__ = False  # not a pytest test class, despite its name
+
     id: str
     rules: list[str]
     outcome: str  # passed | failed | not-applicable | skipped
@@ -131,8 +133,21 @@ def preflight(impl: Implementation) -> None:
         raise SuiteError(f"setup failed: {impl.name}: {type(exc).__name__}: {_one_line(str(exc))}") from None
 
 
+class _Inject:
+    """Hands an implementation object (rather than a ``--loopkit-impl`` string) to the plugin."""
+
+    def __init__(self, impl: Implementation) -> None:
+        self.impl = impl
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_configure(self, config: pytest.Config) -> None:
+        from .plugin import set_implementation
+
+        set_implementation(config, self.impl)
+
+
 def run_suite(
-    impl_spec: str | None = None,
+    impl_spec: str | Implementation | None = None,
     *,
     rules: list[str] | None = None,
     schedule_count: int = schedules.DEFAULT_SCHEDULES,
@@ -140,17 +155,23 @@ def run_suite(
     extra_args: list[str] | None = None,
     verbose: bool = False,
 ) -> SuiteRun:
-    """Run the rule tests against ``impl_spec``; raise ``SuiteError`` on usage/setup errors."""
+    """Run the rule tests against ``impl_spec`` (an ``--impl`` string, or an ``Implementation``
+    object such as a mutant); raise ``SuiteError`` on usage/setup errors. Can be called many
+    times in one process (the self-check runs it once per mutant)."""
     rules = list(rules or [])
     unknown = catalogue.unknown_ids(rules)
     if unknown:
         raise SuiteError(f"unknown rule id(s): {', '.join(unknown)} (see `loopkit rules`)")
     if schedule_count < 0:
         raise SuiteError("--schedules must be >= 0")
-    try:
-        impl = resolve(impl_spec)
-    except ImplError as exc:
-        raise SuiteError(str(exc)) from None
+    if impl_spec is None or isinstance(impl_spec, str):
+        try:
+            impl = resolve(impl_spec)
+        except ImplError as exc:
+            raise SuiteError(str(exc)) from None
+        label = impl_spec or "reference"
+    else:
+        impl, label = impl_spec, str(getattr(impl_spec, "name", "implementation"))
     preflight(impl)
 
     import conformance
@@ -165,8 +186,11 @@ def run_suite(
         "--loopkit-schedules", str(schedule_count),
         "-q",
     ]
-    if impl_spec:
+    plugins: list[object] = [collector := _Collector()]
+    if isinstance(impl_spec, str) and impl_spec:
         args += ["--loopkit-impl", impl_spec]
+    elif impl_spec is not None:
+        plugins.append(_Inject(impl))
     for rid in rules:
         args += ["--loopkit-rule", rid]
     if junit:
@@ -175,15 +199,14 @@ def run_suite(
         args += ["-p", "conformance.plugin"]
     args += list(extra_args or [])
 
-    collector = _Collector()
     output = io.StringIO()
     with contextlib.redirect_stdout(output) if not verbose else contextlib.nullcontext():
-        code = pytest.main(args, plugins=[collector])
+        code = pytest.main(args, plugins=plugins)
     if collector.collect_errors:
         raise SuiteError(f"the suite could not be collected: {collector.collect_errors[0]}")
     if code in (pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
         raise SuiteError(f"pytest failed (exit {int(code)}): {_last_line(output.getvalue())}")
-    run = SuiteRun(implementation=impl_spec or "reference", impl=impl, selected_rules=rules)
+    run = SuiteRun(implementation=label, impl=impl, selected_rules=rules)
     run.results = [collector.results[n] for n in collector.order]
     return run
 

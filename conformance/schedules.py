@@ -15,7 +15,7 @@ from typing import Any
 Main = Callable[[], Coroutine[Any, Any, Any]]
 Backend = Callable[[Main, str], Any]
 
-DEFAULT_SCHEDULES = 3
+DEFAULT_SCHEDULES = 10
 """Seeded random and pct schedules per race test by default (each)."""
 
 

@@ -428,6 +428,8 @@ def _diff_traces(a: str, b: str) -> str | None:
             return f"timeline[{i}] differs: {json.dumps(x)} vs {json.dumps(y)}"
     if len(ta) != len(tb):
         return f"timeline length differs: {len(ta)} vs {len(tb)}"
+    if da.get("value") != db.get("value"):
+        return f"value differs: {json.dumps(da.get('value'))} vs {json.dumps(db.get('value'))}"
     ca, cb = da["schedule"]["choices"], db["schedule"]["choices"]
     for i, (x, y) in enumerate(zip(ca, cb, strict=False)):
         if x != y:

@@ -12,6 +12,16 @@ from simulator.schedule import Choice, Schedule
 OUTCOMES = ("completed", "failed", "deadlock", "budget-exceeded")
 
 
+def _json_value(value: Any) -> Any:
+    """The value itself when it is plain JSON, else only its type (a repr could carry a
+    memory address and make identical runs look different)."""
+    try:
+        json.dumps(value, sort_keys=True)
+    except (TypeError, ValueError):
+        return {"unserialisable": type(value).__qualname__}
+    return value
+
+
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=repr, ensure_ascii=False)
 
@@ -96,9 +106,11 @@ class RunResult:
         return f"{type(self.error).__name__}: {self.error}"
 
     def trace(self) -> dict[str, Any]:
-        """Schedule plus timeline plus outcome: a JSON-serialisable dict."""
+        """Outcome, main's value (when plain JSON), error, schedule, timeline, pending tasks and
+        unretrieved exceptions: a JSON-serialisable dict."""
         return {
             "outcome": self.outcome,
+            "value": _json_value(self.value),
             "error": self.error_text(),
             "virtual_time": self.virtual_time,
             "schedule": self.schedule.to_dict(),

@@ -73,7 +73,7 @@ def first_difference(recorded: dict[str, Any], report: RunReport) -> str | None:
     """Where the new run's timeline first departs from the recorded one (informational)."""
     old = recorded.get("timeline") or []
     new = report.trace.timeline
-    for i, (a, b) in enumerate(zip(old, new)):
+    for i, (a, b) in enumerate(zip(old, new, strict=False)):
         if a != b:
             return f"event {i}: recorded {_short(a)}, now {_short(b)}"
     if len(old) != len(new):

@@ -297,11 +297,11 @@ def ran(prompt: str, times: int = 1, agent: str | None = None) -> LoopCheck:
 
 
 def statuses(expected: Sequence[str], agent: str | None = None) -> LoopCheck:
-    """The agent's ``agent/status`` values, in order, before the world closed."""
+    """The agent's ``agent/status`` values, in order, before the world closed the service."""
 
     def check(view: TraceView) -> Violation | None:
         a = agent or (view.agents[0] if view.agents else "a")
-        closed = view.of_kind("world/closed")
+        closed = view.of_kind("world/closing")
         end = closed[0]["_i"] if closed else len(view.timeline)
         got = [e["status"] for e in view.of_kind("agent/status", agent=a) if e["_i"] < end]
         if got != list(expected):

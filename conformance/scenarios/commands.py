@@ -28,10 +28,11 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from conformance.impl import ImplError
     from simulator.errors import ScheduleError
 
+    from .engine import ExploreError
     from .model import ScenarioError
     from .world import ScenarioSetupError
 
-    return (ScenarioError, ImplError, RaceCassetteError, ScenarioSetupError, ScheduleError, OSError)
+    return (ScenarioError, ImplError, RaceCassetteError, ScenarioSetupError, ScheduleError, OSError, ExploreError)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -60,7 +61,7 @@ def rules(
     if unknown:
         raise _fail(f"unknown rule id {unknown[0]!r} (see 'loopkit rules')")
     chosen = [r for r in RULES if not wanted or r.id in wanted]
-    entries = [{
+    entries: list[dict[str, Any]] = [{
         "id": r.id, "tag": r.tag, "section": r.section, "statement": r.statement,
         "feature": r.feature, "required": r.required, "race": r.race, "tests": list(tests_for(r.id)),
     } for r in chosen]
@@ -146,9 +147,9 @@ def explore(
     scenario: str = typer.Argument(..., metavar="SCENARIO", help="A scenario file (.yaml) or MODULE:ATTR."),
     impl: str = typer.Option("reference", "--impl", metavar="MODULE:ATTR", help=IMPL_HELP),
     strategy: str = typer.Option("random", "--strategy", help="random, pct, dfs or hypothesis."),
-    budget: int = typer.Option(200, "--budget", min=1, help="Schedules (examples for hypothesis) to try at most."),
+    budget: int = typer.Option(200, "--budget", help="Schedules (examples for hypothesis) to try at most."),
     seed: int = typer.Option(0, "--seed", help="First seed; run i uses seed + i."),
-    workers: int = typer.Option(1, "--workers", min=1, help="Processes (disjoint seeds; random and pct)."),
+    workers: int = typer.Option(1, "--workers", help="Processes (disjoint seeds; random and pct)."),
     out: Path | None = typer.Option(None, "--out", metavar="FILE", help="Race cassette to write (default cassettes/races/NAME.yaml)."),  # noqa: B008
 ) -> None:
     """Explore schedules; on the first failure shrink it and write a race cassette (exit 1)."""
@@ -161,6 +162,8 @@ def explore(
 
     if strategy not in engine.STRATEGIES:
         raise _fail(f"unknown strategy {strategy!r} (choose from {', '.join(engine.STRATEGIES)})")
+    if budget < 1 or workers < 1:
+        raise _fail("--budget and --workers must be at least 1")
     try:
         sc = load(scenario)
         implementation = _impl(impl)
@@ -184,8 +187,8 @@ def explore(
             typer.echo(f"ok: no failing schedule for {sc.name!r} on {impl} in {found.runs} {unit}")
             raise typer.Exit(0)
         typer.echo(f"FOUND after {found.found_at} {unit} (seed {found.failing_seed}):")
-        for name, v in found.failure.violations or [(f["check"], None) for f in found.failure.trace.failures]:
-            typer.echo(f"  check {name}: {v.message if v else ''}")
+        for f in found.failure.trace.failures:
+            typer.echo(f"  check {f['check']}: {f['message']}")
         shrunk = engine.shrink(sc, implementation, found.failure)
         typer.echo(f"shrunk: {shrunk.before['deviations']} -> {shrunk.after['deviations']} deviation(s) from FIFO, "
                    f"{shrunk.before['length']} -> {shrunk.after['length']} recorded choices ({shrunk.runs} runs)")

@@ -36,6 +36,10 @@ PCT_DEPTH = 2
 Progress = Callable[[int], None]
 
 
+class ExploreError(Exception):
+    """Exploration could not go on (a worker process failed); one-line message."""
+
+
 @dataclass
 class RunReport:
     """One run: its trace, the schedule's deviations from FIFO, and the failed checks (with the
@@ -212,7 +216,7 @@ def _explore_dfs(scenario: LoopScenario, impl: Implementation, out: Exploration,
 
 
 def _explore_hypothesis(scenario: LoopScenario, impl: Implementation, out: Exploration, tick: Progress) -> None:
-    from hypothesis import HealthCheck, given, settings
+    from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hseed
     from hypothesis import strategies as st
 
@@ -220,8 +224,11 @@ def _explore_hypothesis(scenario: LoopScenario, impl: Implementation, out: Explo
 
     failing: list[tuple[int, RunReport]] = []
 
+    # No hypothesis shrink phase: the kit's own shrink minimises the schedule afterwards, and
+    # the budget then counts every run.
     @settings(max_examples=out.budget, database=None, deadline=None, derandomize=False,
-              suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
+              suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
+              phases=(Phase.explicit, Phase.generate))
     @hseed(out.seed)
     @given(st.data())
     def search(data: Any) -> None:
@@ -237,23 +244,28 @@ def _explore_hypothesis(scenario: LoopScenario, impl: Implementation, out: Explo
     except AssertionError:
         pass
     if failing:
-        # Hypothesis re-runs its minimal example last: that is the one to keep.
         out.found_at = failing[0][0]
         out.failing_seed = out.seed
-        out.failure = failing[-1][1]
+        out.failure = failing[0][1]
 
 
 _JOB: tuple[LoopScenario, Implementation, Exploration] | None = None
 
 
-def _worker(index: int, count: int, done: Any, stop_at: Any, lock: Any) -> None:
+def _worker(index: int, count: int, done: Any, stop_at: Any, lock: Any, errors: Any) -> None:
     assert _JOB is not None
     scenario, impl, out = _JOB
     for i in range(index, out.budget, count):
         s = out.seed + i
         if s > stop_at.value:
             break  # a lower seed already failed: nothing here can be the first failure
-        rep = run_one(scenario, impl, make_strategy(out.strategy, pct_horizon=out.pct_horizon), s)
+        try:
+            rep = run_one(scenario, impl, make_strategy(out.strategy, pct_horizon=out.pct_horizon), s)
+        except Exception as exc:  # reported by the parent, not as a child's traceback
+            errors.put(f"seed {s}: {type(exc).__name__}: {exc}")
+            with lock:
+                stop_at.value = -1
+            return
         with done.get_lock():
             done.value += 1
         if not rep.ok:
@@ -272,8 +284,11 @@ def _explore_parallel(scenario: LoopScenario, impl: Implementation, out: Explora
     done = ctx.Value("q", 0)
     stop_at = ctx.Value("q", 2**62)
     lock = ctx.Lock()
+    errors = ctx.SimpleQueue()
+    probe(scenario, impl)  # a setup error surfaces here, in this process, before any fork
     _JOB = (scenario, impl, out)
-    procs = [ctx.Process(target=_worker, args=(w, out.workers, done, stop_at, lock)) for w in range(out.workers)]
+    procs = [ctx.Process(target=_worker, args=(w, out.workers, done, stop_at, lock, errors))
+             for w in range(out.workers)]
     try:
         for p in procs:
             p.start()
@@ -294,6 +309,8 @@ def _explore_parallel(scenario: LoopScenario, impl: Implementation, out: Explora
             if p.is_alive():
                 p.terminate()
     out.runs = int(done.value)
+    if not errors.empty():
+        raise ExploreError(f"a worker process failed: {errors.get()}")
     if stop_at.value < 2**62:
         out.failing_seed = int(stop_at.value)
         out.found_at = out.failing_seed - out.seed + 1

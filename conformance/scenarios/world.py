@@ -168,7 +168,7 @@ class World:
         if name in ev.WATERFALLS:
             names = ev.WATERFALLS[name]
             out = {}
-            for arg_name, value in zip(names, args):
+            for arg_name, value in zip(names, args, strict=False):
                 out["agent" if arg_name == "agent" else arg_name] = (
                     self.agent_id(value) if arg_name == "agent" else value
                 )
@@ -176,7 +176,7 @@ class World:
                 out["decision"] = bool(args[len(names)])
             return out
         out = {"agent": self.agent_id(args[0]) if args else None}
-        for arg_name, value in zip(ev.NOTIFICATIONS.get(name, ()), args[1:]):
+        for arg_name, value in zip(ev.NOTIFICATIONS.get(name, ()), args[1:], strict=False):
             out.update(ev.flatten(arg_name, value))
         return out
 
@@ -250,9 +250,12 @@ class World:
         return waiter
 
     async def _watch(self, waiter: Waiter, h: AgentHandle, awaitable: Awaitable[Any] | None) -> None:
+        if awaitable is None:  # when_idle() itself raised (recorded as op/error)
+            self.ctx.fail(f"when_idle() {waiter.name!r} of agent {h.id!r} raised", check="IDLE-2")
+            waiter.released.set_result(None)
+            return
         try:
-            if awaitable is not None:
-                await asyncio.wait_for(_as_coro(awaitable), self.idle_timeout)
+            await asyncio.wait_for(_as_coro(awaitable), self.idle_timeout)
         except TimeoutError:
             simulator.observe("waiter/timeout", waiter=waiter.name, agent=h.id)
             self.ctx.fail(
@@ -293,8 +296,23 @@ class World:
     # ------------------------------------------------------------------ the end
 
     async def finish(self) -> None:
-        """Teardown: wait for every live agent to be idle, then close the service (which
-        disposes the agents), so every log is closed when the checks read it."""
+        """Teardown: wait until every live agent is idle and no actor is left running (an actor
+        triggered by the last turn may queue more work: wait again), then close the service
+        (which disposes the agents), so every log is closed when the checks read it."""
+        for _ in range(1000):
+            await self._idle_all()
+            pending = self._pending_actors()
+            if not pending:
+                break
+            await asyncio.gather(*pending, return_exceptions=True)
+        simulator.observe("world/closing")
+        try:
+            await asyncio.wait_for(self.service.close(), self.idle_timeout)
+        except TimeoutError:
+            self.ctx.fail("service.close() did not finish", check="quiescence")
+        simulator.observe("world/closed", agents={k: h.status for k, h in self.agents.items()})
+
+    async def _idle_all(self) -> None:
         for agent_id, h in self.agents.items():
             if h.status == "disposed":
                 continue
@@ -306,11 +324,12 @@ class World:
                     f"virtual time after the actors finished (status {h.status})",
                     check="quiescence",
                 )
-        try:
-            await asyncio.wait_for(self.service.close(), self.idle_timeout)
-        except TimeoutError:
-            self.ctx.fail("service.close() did not finish", check="quiescence")
-        simulator.observe("world/closed", agents={k: h.status for k, h in self.agents.items()})
+                return
+
+    def _pending_actors(self) -> list[asyncio.Task[Any]]:
+        # The scenario context keeps its actor tasks privately; asked for a public accessor.
+        tasks: list[asyncio.Task[Any]] = list(getattr(self.ctx, "_tasks", []))
+        return [t for t in tasks if not t.done()]
 
 
 async def _as_coro(awaitable: Any) -> Any:

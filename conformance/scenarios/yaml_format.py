@@ -128,7 +128,7 @@ def compile_scenario(root: Node) -> LoopScenario:
         models[model_name] = _script(script)
     if not models:
         models["fake"] = []
-    for agent, node in zip(agents, _agent_nodes(fields.get("agents"))):
+    for agent, node in zip(agents, _agent_nodes(fields.get("agents")), strict=False):
         if agent["model"] not in models:
             raise node.error(f"agent {agent['id']!r} uses model {agent['model']!r}, which the scenario does not define")
     tools = [_tool(n, node) for n, node in (fields["tools"].entries() if "tools" in fields else [])]
@@ -268,8 +268,8 @@ def _tool_call(node: Node) -> Response:
 
 def _tool(name: str, node: Node) -> Callable[[World], Any]:
     if node.is_scalar():
-        result = node.string()
-        return lambda world: world.tool(name, result)
+        text = node.string()
+        return lambda world: world.tool(name, text)
     f = node.keys(("result", "results", "fails", "code", "hangs", "latency", "abort_aware", "repeat_last"))
     given = [k for k in ("result", "results", "fails", "hangs") if k in f]
     if len(given) > 1:
@@ -374,11 +374,11 @@ def _op(node: Node, agents: list[str], allowed: tuple[str, ...]) -> _Op:
         return _Op(lambda w, by: w.wait_idle(name), wait=True)
     # wait_for
     f = arg.keys(("event", "where"), required=("event",))
-    kind = f["event"].string()
-    where = f["where"].scalars() if "where" in f else None
+    event_kind = f["event"].string()
+    event_where = f["where"].scalars() if "where" in f else None
 
     async def wait_for(w: World, by: str) -> None:
-        await w.ctx.wait_for(kind, where)
+        await w.ctx.wait_for(event_kind, event_where)
 
     return _Op(wait_for, wait=True)
 

@@ -210,7 +210,6 @@ def test_first_failure_wins(run: Run) -> None:
         assert [e["data"]["message"] for e in errors] == ["agent/request failed"]
         announced = k.noted("agent/error")
         assert len(announced) == 1 and "agent/request failed" in str(announced[0][-1])
-        assert isinstance(announced[0][-1], BaseException) or "agent/request failed" in str(announced[0][-1])
 
     run(scenario)
 

@@ -191,8 +191,10 @@ def test_request_without_model(run: Run) -> None:
         (reason,) = k.reasons(a)
         assert reason["kind"] == "error"
         message = reason["message"]
-        assert "modelless-agent" in message, message
-        assert "model" in message.lower() and "option" in message.lower() and "agent/request" in message, message
+        assert "modelless-agent" in message, f"the error does not name the agent: {message!r}"
+        assert "model" in message.lower() and "option" in message.lower() and "agent/request" in message, (
+            f"the error does not say to set a model in the options or through agent/request: {message!r}"
+        )
         assert k.model.requests == []
 
     run(scenario)

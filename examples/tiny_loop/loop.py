@@ -145,7 +145,7 @@ class TinyAgent:
         log("turn/start", {"turn": turn, "trigger": {"kind": "message", "source": batch[0][1]}})
         for blocks, source in batch:
             log("user/message", {"content": blocks, "source": source})
-        reason: dict[str, Any] = v.turn_end_completed()
+        reason: v.TurnEndReason = v.turn_end_completed()
         try:
             bus.emit("agent/turn-start", self, turn)
             step = 0
@@ -164,7 +164,7 @@ class TinyAgent:
             if inspect.isawaitable(result):
                 await result
 
-    async def _step(self, turn: int, step: int) -> tuple[bool, dict[str, Any]]:
+    async def _step(self, turn: int, step: int) -> tuple[bool, v.TurnEndReason]:
         bus, log, svc = self._service.bus, self.session.append, self._service
         log("step/start", {"turn": turn, "step": step})
         bus.emit("agent/step-start", self, turn, step)

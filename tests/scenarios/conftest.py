@@ -1,5 +1,5 @@
 import os
 import sys
 
-# The scratch buggy loops are imported by name (``--impl buggy_loops:window1``).
+# Helper modules of these tests (``_cli``) are imported by name.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -46,3 +46,19 @@ async def stable() -> int:
             tg.create_task(producer(i))
         c = tg.create_task(consumer())
     return c.result()
+
+
+SET_OUTPUT: list[str] = []
+
+
+async def set_started_tasks() -> list[str]:
+    """Starts one task per name of a set: only the return value shows the hash order."""
+    SET_OUTPUT.clear()
+    names = {"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"}
+
+    async def worker(name: str) -> None:
+        await asyncio.sleep(0)
+        SET_OUTPUT.append(name)
+
+    await asyncio.gather(*(asyncio.ensure_future(worker(n)) for n in names))
+    return list(SET_OUTPUT)

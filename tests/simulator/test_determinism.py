@@ -50,6 +50,12 @@ def test_check_determinism_catches_set_iteration_order() -> None:
     assert rep.diff is not None and "timeline" in rep.diff
 
 
+def test_check_determinism_compares_the_value_too() -> None:
+    rep = simulator.check_determinism(simprogs.set_started_tasks, hash_seeds=(1, 2, 3, 4))
+    assert not rep.deterministic
+    assert rep.diff is not None and rep.diff.startswith("value differs")
+
+
 def test_in_process_check_catches_unseeded_state() -> None:
     counter = [0]
 

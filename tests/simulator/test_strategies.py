@@ -170,3 +170,10 @@ def _hypothesis_search(data: Any) -> None:
 def test_hypothesis_strategy_finds_and_shrinks() -> None:
     with pytest.raises(AssertionError, match="lost update"):
         _hypothesis_search()
+
+
+def test_explore_in_two_processes() -> None:
+    res = simulator.explore(lost_update(2, 1, True), strategy="random", budget=40, workers=2,
+                            stop_on_failure=False)
+    assert res.runs == 40 and res.failures > 0
+    assert res.first_failure is not None and res.first_failure.failed

@@ -1,0 +1,188 @@
+"""Mutants of spec section 8 (cancellation): the windows, the marker, what cancel() clears."""
+
+from __future__ import annotations
+
+from ._build import Mutant, Patch
+
+_W2_SETTLE = """\
+                    if not self._inbox.has_queued:
+                        self._set_status("idle")  # a real transition: releases waiters
+                        continue
+"""
+
+_W1 = """\
+                if self._marker is not None:
+                    self._marker = None
+                    if not self._inbox.has_queued:
+                        self._release_waiters()  # quiescent: not running, nothing queued
+                        continue
+"""
+
+_TURN_LOOP_RESET = """\
+                    await self._run_turn()
+                    # MARKER-1: reset once per iteration, after the turn returns: a cancel governs
+                    # exactly one turn, so a prompt sent while the cancelled turn was flushing runs.
+                    self._marker = None
+"""
+
+_IDLE_FLIP = """\
+                    break  # DISP-5: running -> disposed, no idle in between
+                self._set_status("idle")
+"""
+
+_PENDING = """\
+        if not pending:
+            return  # CANCEL-3: nothing to cancel: the next prompt runs
+"""
+
+MUTANTS = [
+    Mutant(
+        "w2-settle-unconditionally",
+        "window 2 (seed's pre-fix bug): after a cancel from a running listener the driver settles "
+        "idle unconditionally, releasing when_idle() while the listener's replacement is queued",
+        ("CANCEL-W2", "IDLE-2"),
+        "8",
+        (Patch("agent", _W2_SETTLE, '                    self._set_status("idle")\n                    continue\n'),),
+        interleaving=True,
+    ),
+    Mutant(
+        "w1-release-with-replacement",
+        "window 1 releases when_idle() waiters as soon as it drops the cancelled turn, even when a "
+        "replacement prompt was queued after the cancel",
+        ("CANCEL-W1", "IDLE-2"),
+        "8",
+        (
+            Patch(
+                "agent",
+                _W1,
+                _W1.replace(
+                    "                    if not self._inbox.has_queued:\n"
+                    "                        self._release_waiters()  # quiescent: not running, nothing queued\n",
+                    "                    self._release_waiters()  # the dropped turn settles its waiters\n"
+                    "                    if not self._inbox.has_queued:\n",
+                ),
+            ),
+        ),
+        interleaving=True,
+    ),
+    Mutant(
+        "w1-drops-replacement",
+        "window 1 drops everything queued when it drops the cancelled turn, so a prompt sent after "
+        "the cancel (send(A); cancel(); send(B)) never runs",
+        ("CANCEL-W1",),
+        "8",
+        (
+            Patch(
+                "agent",
+                _W1,
+                _W1.replace(
+                    "                    self._marker = None\n",
+                    "                    self._marker = None\n"
+                    "                    self._inbox.drain_queued()  # the cancelled turn's prompts\n",
+                ),
+            ),
+        ),
+        interleaving=True,
+    ),
+    Mutant(
+        "marker-kept-in-window2",
+        "the marker is not reset when window 2 drops the turn, so the replacement queued by the "
+        "running listener inherits the cancel and ends aborted",
+        ("MARKER-1", "CANCEL-W2"),
+        "8",
+        (
+            Patch(
+                "agent",
+                "                    self._marker = None  # MARKER-1\n",
+                "",
+            ),
+        ),
+        interleaving=True,
+    ),
+    Mutant(
+        "cancel-idle-arms-marker",
+        "cancel() on an idle agent with nothing pending arms the marker anyway, and window 1 "
+        "reads an armed marker as 'drop the turn about to start': the next prompt is dropped",
+        ("CANCEL-3", "MARKER-1"),
+        "8",
+        (
+            Patch("agent", _PENDING, ""),
+            Patch(
+                "agent",
+                _W1,
+                _W1.replace(
+                    "                    self._marker = None\n",
+                    "                    self._marker = None\n"
+                    "                    self._inbox.drain_queued()  # the cancelled turn's prompts\n",
+                ),
+            ),
+        ),
+    ),
+    Mutant(
+        "cancel-ignores-queued",
+        "cancel() counts only running work as pending, so send(A); cancel() on an idle agent is a "
+        "no-op and the queued prompt still runs",
+        ("CANCEL-2", "CANCEL-3", "CANCEL-W1"),
+        "8",
+        (
+            Patch(
+                "agent",
+                "            or self._inbox.has_queued\n            or self._inbox.has_steering\n",
+                "",
+            ),
+        ),
+    ),
+    Mutant(
+        "marker-reset-on-idle-only",
+        "the marker is reset only on the idle transition, not after each turn, so a prompt sent "
+        "while the cancelled turn flushes runs into the still-armed marker and is dropped",
+        ("MARKER-1",),
+        "8",
+        (
+            Patch("agent", _TURN_LOOP_RESET, "                    await self._run_turn()\n"),
+            Patch(
+                "agent",
+                _IDLE_FLIP,
+                _IDLE_FLIP.replace(
+                    '                self._set_status("idle")\n',
+                    "                self._marker = None  # MARKER-1: a cancel lasts until idle\n"
+                    '                self._set_status("idle")\n',
+                ),
+            ),
+        ),
+        interleaving=True,
+    ),
+    Mutant(
+        "steering-requeued-after-cancel",
+        "cancel() clears only the queued FIFO; steering waiting at the cancel survives and is "
+        "re-queued as a new turn after the cancelled one",
+        ("CANCEL-1", "CANCEL-4"),
+        "8",
+        (
+            Patch(
+                "agent",
+                "        self._inbox.clear()  # CANCEL-2 / CANCEL-4\n",
+                "        self._inbox.drain_queued()  # CANCEL-2\n",
+            ),
+        ),
+    ),
+    Mutant(
+        "cancel-gate-ignored",
+        "the continuation gate does not check the marker: a cancel during the continuation "
+        "waterfall is ignored when the waterfall votes to continue",
+        ("CANCEL-CONT",),
+        "8",
+        (
+            Patch(
+                "agent",
+                """\
+            # CANCEL-CONT: a cancel during the continuation waterfall wins over "continue".
+            if self._marker is not None:
+                turn.aborted = self._marker
+                return
+""",
+                "",
+            ),
+        ),
+    ),
+]

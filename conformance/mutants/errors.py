@@ -1,0 +1,62 @@
+"""Mutants of spec section 7: error containment, first failure wins, error codes."""
+
+from __future__ import annotations
+
+from ._build import Mutant, Patch
+
+MUTANTS = [
+    Mutant(
+        "throwing-listener-ends-loop",
+        "the turn contains only the loop's own LoopError: a plugin's exception escapes to the "
+        "driver, which disposes the agent, so the next queued prompt never runs",
+        ("ERR-1", "ERR-2"),
+        "7",
+        (
+            Patch(
+                "agent",
+                "        except Exception as exc:  # ERR-1: a throwing plugin ends the turn, never the loop\n",
+                "        except LoopError as exc:  # ERR-1: a failed step ends the turn, never the loop\n",
+            ),
+        ),
+    ),
+    Mutant(
+        "no-step-end-on-error",
+        "closing a failed turn skips the open step's step/end, so turn/end follows an open step",
+        ("ERR-2", "LOG-5"),
+        "7",
+        (
+            Patch(
+                "agent",
+                "        if turn.step_open:  # ERR-2: an open step gets its step/end first\n",
+                "        if turn.step_open and turn.failure is None:  # a clean close ends its step\n",
+            ),
+        ),
+    ),
+    Mutant(
+        "error-code-null",
+        "an error without a code is logged with \"code\": null instead of no code key",
+        ("ERR-7",),
+        "7",
+        (
+            Patch(
+                "agent",
+                "            if code is not None:\n                data[\"code\"] = code  # ERR-7: no code key at all without one\n",
+                "            data[\"code\"] = code\n",
+            ),
+        ),
+    ),
+    Mutant(
+        "later-failure-logged",
+        "every failure of a turn is logged and announced, not only the first (e.g. a throwing "
+        "step-end listener after a failed request writes a second error event)",
+        ("ERR-9",),
+        "7",
+        (
+            Patch(
+                "agent",
+                "        if turn.failure is not None or self._disposed:\n",
+                "        if self._disposed:\n",
+            ),
+        ),
+    ),
+]

@@ -1,0 +1,88 @@
+"""Mutants of spec sections 9 to 12: disposal, injection, the service, Python specifics."""
+
+from __future__ import annotations
+
+from ._build import Mutant, Patch
+
+_FINALLY_FORGET = """\
+            if self._on_dispose is not None:
+                try:
+                    self._on_dispose(self)  # SVC-6: leaves the registry whatever threw
+                except Exception as exc:
+                    self._warn(self._session.last_turn(), "dispose hook failed", exc)
+"""
+
+MUTANTS = [
+    Mutant(
+        "disposed-input-ignored",
+        "send(), steer() and inject() on a disposed agent return silently instead of raising",
+        ("DISP-3",),
+        "9",
+        (
+            Patch(
+                "agent",
+                '            raise AgentDisposedError(f"agent {self._id!r} is disposed: cannot {verb}()")  # DISP-3\n',
+                "            return  # a disposed agent ignores input\n",
+            ),
+        ),
+    ),
+    Mutant(
+        "inject-open-from-status",
+        "inject() decides whether a turn is open from the status instead of the log",
+        ("INJ-1",),
+        "10",
+        (
+            Patch(
+                "agent",
+                "        if self._session.open_turn() is not None:\n",
+                '        if self._status == "running":\n',
+            ),
+        ),
+        interleaving=True,
+    ),
+    Mutant(
+        "svc-duplicate-id",
+        "creating a second live agent with an id already in use is accepted and replaces the first",
+        ("SVC-2",),
+        "11",
+        (
+            Patch(
+                "service",
+                "        if agent_id in self._agents:  # SVC-2: rejected before any session is created\n"
+                '            raise ServiceError(f"an agent with id {agent_id!r} already exists")\n',
+                "",
+            ),
+        ),
+    ),
+    Mutant(
+        "svc-forget-after-status",
+        "disposal removes the agent from the registry after the status event, inside its try, so a "
+        "throwing status listener leaves the disposed agent registered",
+        ("SVC-6",),
+        "11",
+        (
+            Patch(
+                "agent",
+                '                self._bus.emit("agent/status", self, "disposed")\n',
+                '                self._bus.emit("agent/status", self, "disposed")\n'
+                "                if self._on_dispose is not None:\n"
+                "                    self._on_dispose(self)  # leave the registry\n",
+            ),
+            Patch("agent", _FINALLY_FORGET, "            pass\n"),
+        ),
+    ),
+    Mutant(
+        "py-cancel-contained",
+        "the turn's containment catches BaseException, so cancelling the driver task is contained "
+        "as a plugin error instead of ending the driver and disposing the agent",
+        ("PY-1",),
+        "12",
+        (
+            Patch(
+                "agent",
+                "        except Exception as exc:  # ERR-1: a throwing plugin ends the turn, never the loop\n",
+                "        except BaseException as exc:  # ERR-1: whatever a plugin throws ends the turn\n",
+            ),
+        ),
+    ),
+]

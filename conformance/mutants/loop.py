@@ -1,0 +1,138 @@
+"""Mutants of spec sections 3 and 4: the driver loop, turn shape, continuation, steering."""
+
+from __future__ import annotations
+
+from ._build import Mutant, Patch
+
+_STEP_START = """\
+                self._append_step_event(turn, "step/start")
+                self._bus.emit("agent/step-start", self, turn.number, step)
+"""
+
+MUTANTS = [
+    Mutant(
+        "turn-per-send",
+        "the inbox hands the driver one prompt at a time, so a burst of send()s becomes one turn "
+        "per send instead of one batched turn",
+        ("LOOP-2",),
+        "3",
+        (
+            Patch(
+                "inbox",
+                "        drained = list(self._queued)\n        self._queued.clear()\n        return drained\n",
+                "        return [self._queued.popleft()] if self._queued else []\n",
+            ),
+        ),
+    ),
+    Mutant(
+        "late-steering-dropped",
+        "steering that arrives too late for its turn is discarded after the turn instead of being "
+        "re-queued as the next prompt",
+        ("LOOP-8", "STEER-3", "CANCEL-4"),
+        "3",
+        (
+            Patch(
+                "agent",
+                """\
+                    # LOOP-8: steering that arrived too late for the turn becomes the next prompt.
+                    for late in self._inbox.drain_steering():
+                        self._inbox.enqueue(late)
+""",
+                "                    self._inbox.drain_steering()  # the turn is over: its steering is stale\n",
+            ),
+        ),
+        interleaving=True,
+    ),
+    Mutant(
+        "idle-between-queued-turns",
+        "the driver runs one turn per wake-up and goes idle in between, even when the next prompt "
+        "was queued during the turn",
+        ("LOOP-8", "IDLE-2"),
+        "3",
+        (
+            Patch(
+                "agent",
+                "                    if self._disposed or not self._inbox.has_queued:\n                        break\n",
+                "                    break  # one turn per wake-up: the idle wait picks up the rest\n",
+            ),
+        ),
+    ),
+    Mutant(
+        "turn-number-counter",
+        "turn numbers come from a per-agent counter instead of the log, so they restart after a "
+        "resume and collide with idle injections",
+        ("LOOP-3", "SVC-3"),
+        "3",
+        (
+            Patch(
+                "agent",
+                "        self._turn: _Turn | None = None\n",
+                "        self._turn: _Turn | None = None\n        self._turns_run = 0\n",
+            ),
+            Patch(
+                "agent",
+                "        turn = _Turn(self._session.last_turn() + 1)  # LOOP-3: numbers continue from the log\n",
+                "        self._turns_run += 1\n        turn = _Turn(self._turns_run)\n",
+            ),
+        ),
+    ),
+    Mutant(
+        "step-start-after-notify",
+        "agent/step-start is emitted before step/start is appended, so a step-start listener sees "
+        "a log without its step",
+        ("LOOP-5",),
+        "3",
+        (
+            Patch(
+                "agent",
+                _STEP_START,
+                """\
+                self._bus.emit("agent/step-start", self, turn.number, step)
+                self._append_step_event(turn, "step/start")
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        "cont-ignores-late-steering",
+        "steering added by an agent/step-end or continuation listener does not override a stop "
+        "decision, so it waits for the next turn",
+        ("CONT-2",),
+        "4",
+        (
+            Patch(
+                "agent",
+                "            if not decision and self._inbox.has_steering:\n                decision = True\n",
+                "",
+            ),
+        ),
+    ),
+    Mutant(
+        "cont-default-ignores-steering",
+        "the default continuation decision is 'the step had tool calls' only, so steering drained "
+        "after a step never gets a model step",
+        ("CONT-1", "STEER-2"),
+        "4",
+        (
+            Patch(
+                "agent",
+                "            default = outcome.had_tool_calls or steered\n",
+                "            default = outcome.had_tool_calls\n",
+            ),
+        ),
+    ),
+    Mutant(
+        "steer-idle-stranded",
+        "steer() always adds to the steering FIFO, so steering an idle agent is stranded instead of "
+        "running like send()",
+        ("STEER-1",),
+        "4",
+        (
+            Patch(
+                "agent",
+                '        if self._status != "running":\n            self.send(content, source)\n            return\n',
+                "",
+            ),
+        ),
+    ),
+]

@@ -1,0 +1,78 @@
+"""Mutants of spec section 2: status transitions and when_idle() quiescence."""
+
+from __future__ import annotations
+
+from ._build import Mutant, Patch
+
+_RELEASE_FIRST = """\
+        if status == "idle":
+            self._release_waiters()  # IDLE-3: before the event, so a throwing listener can't hang it
+        try:
+            self._bus.emit("agent/status", self, status)
+"""
+
+MUTANTS = [
+    Mutant(
+        "waiters-after-status",
+        "when_idle() waiters are released after the agent/status event instead of before, so a "
+        "throwing idle listener leaves them hanging",
+        ("IDLE-3", "STATUS-2"),
+        "2",
+        (
+            Patch(
+                "agent",
+                _RELEASE_FIRST,
+                """\
+        try:
+            self._bus.emit("agent/status", self, status)
+            if status == "idle":
+                self._release_waiters()  # listeners first see the agent idle, then waiters
+""",
+            ),
+        ),
+    ),
+    Mutant(
+        "idle-ignores-queue",
+        "when_idle() resolves at once whenever the status is not running, even with a prompt "
+        "queued that the driver has not picked up yet",
+        ("IDLE-1", "IDLE-2"),
+        "2",
+        (
+            Patch(
+                "agent",
+                '        if self._status != "running" and not self._inbox.has_queued:\n            waiter._release()  # IDLE-1\n',
+                '        if self._status != "running":\n            waiter._release()  # IDLE-1\n',
+            ),
+        ),
+        interleaving=True,
+    ),
+    Mutant(
+        "disposed-waiter-early",
+        "when_idle() on a disposed agent resolves at the status flip, before the driver loop has "
+        "actually exited",
+        ("IDLE-4",),
+        "2",
+        (
+            Patch(
+                "agent",
+                "            waiter._release(self._pending_exit())  # IDLE-4: after the driver has exited\n",
+                "            waiter._release()  # disposed: nothing more will run\n",
+            ),
+        ),
+    ),
+    Mutant(
+        "dispose-via-idle",
+        "dispose() settles waiters through an idle transition first, so an agent disposed while "
+        "running traces running -> idle -> disposed",
+        ("STATUS-1", "DISP-5"),
+        "2",
+        (
+            Patch(
+                "agent",
+                '            self._inbox.wake()\n            self._status = "disposed"\n',
+                '            self._inbox.wake()\n            self._set_status("idle")  # settle waiters first\n'
+                '            self._status = "disposed"\n',
+            ),
+        ),
+    ),
+]

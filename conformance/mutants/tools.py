@@ -1,0 +1,73 @@
+"""Mutants of spec section 5: tool dispatch, results, aborts."""
+
+from __future__ import annotations
+
+from ._build import Mutant, Patch
+
+_TOOL_LOOP = """\
+            for call in calls:  # TOOL-1: one after another, in the model's order
+                if signal.aborted:
+                    break
+                await self._run_tool(turn, step, call, signal)
+"""
+
+MUTANTS = [
+    Mutant(
+        "tool-result-listener-id",
+        "tool/result is keyed on the call id a tools/execute listener returned instead of the "
+        "model's call id",
+        ("TOOL-4", "LOG-6"),
+        "5",
+        (
+            Patch("agent", '        data["call_id"] = call_id\n', ""),
+            Patch(
+                "agent",
+                '        data["error"] = dict(result["error"])\n    return data\n',
+                '        data["error"] = dict(result["error"])\n'
+                '    if result.get("call_id"):\n        data["call_id"] = str(result["call_id"])\n'
+                "    return data\n",
+            ),
+        ),
+    ),
+    Mutant(
+        "tools-concurrent",
+        "the tool calls of one step run concurrently (gathered) instead of one after another",
+        ("TOOL-1",),
+        "5",
+        (
+            Patch(
+                "agent",
+                _TOOL_LOOP,
+                "            await asyncio.gather(*(self._run_tool(turn, step, c, signal) for c in calls))\n",
+            ),
+        ),
+        interleaving=True,
+    ),
+    Mutant(
+        "tool-abort-continues",
+        "an abort during a tool does not stop the step's remaining tool calls from running",
+        ("TOOL-5",),
+        "5",
+        (
+            Patch(
+                "agent",
+                _TOOL_LOOP,
+                "            for call in calls:  # TOOL-1: one after another, in the model's order\n"
+                "                await self._run_tool(turn, step, call, signal)\n",
+            ),
+        ),
+    ),
+    Mutant(
+        "tool-error-not-contained",
+        "only the loop's own errors become error results: a failing tool ends the turn error",
+        ("TOOL-3",),
+        "5",
+        (
+            Patch(
+                "agent",
+                "        except Exception as exc:  # TOOL-3: a failing/unknown tool or listener is a result\n",
+                "        except LoopError as exc:  # a malformed tool result is a failed result\n",
+            ),
+        ),
+    ),
+]

@@ -1,0 +1,86 @@
+"""Mutants of spec section 6: turn-end reasons, max-tokens precedence, failed streams."""
+
+from __future__ import annotations
+
+from ._build import Mutant, Patch
+
+_STICKY = """\
+            if max_tokens:
+                turn.max_tokens = True  # MAXTOK-1 / MAXTOK-2: sticky for the whole turn
+"""
+
+_REASON_MAXTOK = """\
+        if turn.max_tokens:
+            return v.turn_end_max_tokens()  # MAXTOK-1 / MAXTOK-2
+"""
+
+_REASON_HEAD = """\
+        if self._disposed:
+            return v.turn_end_disposed()  # DISP-1 / DISP-4
+        if turn.aborted is not None:
+"""
+
+MUTANTS = [
+    Mutant(
+        "maxtok-overwrites-abort",
+        "the max-tokens reason is checked first, so it overwrites aborted, error and disposed",
+        ("MAXTOK-3",),
+        "6",
+        (
+            Patch("agent", _REASON_MAXTOK, ""),
+            Patch("agent", _REASON_HEAD, _REASON_MAXTOK + _REASON_HEAD),
+        ),
+    ),
+    Mutant(
+        "maxtok-reset-by-clean-step",
+        "each step overwrites the turn's max-tokens flag, so a later clean step turns the "
+        "turn's max-tokens end back into completed",
+        ("MAXTOK-2",),
+        "6",
+        (Patch("agent", _STICKY, "            turn.max_tokens = max_tokens\n"),),
+    ),
+    Mutant(
+        "maxtok-leaks",
+        "the max-tokens flag lives on the agent instead of the turn and is never cleared, so every "
+        "later turn also ends max-tokens",
+        ("MAXTOK-4",),
+        "6",
+        (
+            Patch(
+                "agent",
+                "        self._turn: _Turn | None = None\n",
+                "        self._turn: _Turn | None = None\n        self._hit_max_tokens = False\n",
+            ),
+            Patch("agent", _STICKY, "            if max_tokens:\n                self._hit_max_tokens = True\n"),
+            Patch("agent", "        if turn.max_tokens:\n", "        if self._hit_max_tokens:\n"),
+        ),
+    ),
+    Mutant(
+        "maxtok-dispatches-tools",
+        "the tool-call filter of a max-tokens step tests for 'tool_call' (underscore): the "
+        "truncated step's tool calls are dispatched and the turn continues",
+        ("MAXTOK-5",),
+        "6",
+        (
+            Patch(
+                "agent",
+                '        b for b in message["content"] if not (isinstance(b, dict) and b.get("type") == "tool-call")\n',
+                '        b for b in message["content"] if not (isinstance(b, dict) and b.get("type") == "tool_call")\n',
+            ),
+        ),
+    ),
+    Mutant(
+        "finish-aborted-is-aborted",
+        "a stream finishing 'aborted' without the step's signal firing ends the turn aborted, "
+        "not error{model stream aborted, ABORTED}",
+        ("FINISH-1",),
+        "6",
+        (
+            Patch(
+                "agent",
+                '                raise LoopError("model stream aborted", "ABORTED")\n',
+                '                return _StepOutcome(aborted=signal.reason or "aborted")\n',
+            ),
+        ),
+    ),
+]

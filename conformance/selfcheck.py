@@ -1,0 +1,176 @@
+"""The self-check: run the conformance suite against every mutant and against the reference.
+
+A mutant is *killed* when at least one rule test fails against it; ``killed_by`` lists the rule
+ids of the failing tests (catalogue order). The self-check passes only when the reference passes
+every test and every mutant is killed. Its JSON report has the fixed shape::
+
+    {"reference_passed": bool,
+     "mutants": [{"name": str, "description": str, "killed": bool, "killed_by": [rule ids]}],
+     "score": float}          # killed / total
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import catalogue, mutants, schedules
+from .runner import SuiteError, SuiteRun, run_suite
+
+
+@dataclass
+class MutantOutcome:
+    """What the suite did to one mutant."""
+
+    name: str
+    description: str
+    expected: list[str]
+    killed: bool
+    killed_by: list[str] = field(default_factory=list)
+    tests: list[str] = field(default_factory=list)
+    """The failing tests (short ids), for the table."""
+    error: str = ""
+    """A setup error (the mutant could not even be built): it counts as killed."""
+    seconds: float = 0.0
+
+    @property
+    def expected_hit(self) -> bool:
+        """Whether at least one of the rules the catalogue names caught it."""
+        return bool(set(self.expected) & set(self.killed_by))
+
+
+@dataclass
+class SelfCheck:
+    """The whole self-check."""
+
+    reference_passed: bool
+    reference_failures: list[str]
+    mutants: list[MutantOutcome]
+    seconds: float = 0.0
+
+    @property
+    def score(self) -> float:
+        """Killed mutants over all mutants (1.0 for an empty catalogue)."""
+        if not self.mutants:
+            return 1.0
+        return sum(m.killed for m in self.mutants) / len(self.mutants)
+
+    @property
+    def ok(self) -> bool:
+        """Exit 0 only when the reference passes and every mutant is killed."""
+        return self.reference_passed and all(m.killed for m in self.mutants)
+
+
+def _failed(run: SuiteRun) -> tuple[list[str], list[str]]:
+    """The rule ids (catalogue order) and test ids of the failing tests of a run."""
+    failed = [r for r in run.results if r.outcome == "failed"]
+    rules = {rid for r in failed for rid in r.rules}
+    order = [r.id for r in catalogue.RULES if r.id in rules]
+    order += sorted(rules - set(order))
+    return order, [r.id for r in failed]
+
+
+def check_reference(schedule_count: int = schedules.DEFAULT_SCHEDULES) -> tuple[bool, list[str]]:
+    """Run the suite on the reference: (passed, failing tests with their messages)."""
+    run = run_suite(None, schedule_count=schedule_count)
+    failures = [f"{r.id}: {r.message}" for r in run.results if r.outcome == "failed"]
+    return not failures and bool(run.results), failures
+
+
+def check_mutant(
+    name: str, schedule_count: int = schedules.DEFAULT_SCHEDULES, rules: Sequence[str] = ()
+) -> MutantOutcome:
+    """Run the suite (optionally only ``rules``) against mutant ``name``."""
+    mutant = mutants.MUTANTS[name]
+    started = time.monotonic()
+    outcome = MutantOutcome(name, mutant.description, list(mutant.rules), killed=False)
+    try:
+        run = run_suite(f"mutant:{name}", rules=list(rules), schedule_count=schedule_count)
+    except SuiteError as exc:
+        outcome.killed, outcome.error = True, str(exc)
+    else:
+        outcome.killed_by, outcome.tests = _failed(run)
+        outcome.killed = bool(outcome.tests)
+    outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+Progress = Callable[[str, int, int], None]
+"""``progress(label, done, total)`` after each suite run."""
+
+
+def run_selfcheck(
+    names: Sequence[str] | None = None,
+    *,
+    schedule_count: int = schedules.DEFAULT_SCHEDULES,
+    progress: Progress | None = None,
+) -> SelfCheck:
+    """The reference, then each mutant (all by default), through the whole suite."""
+    chosen = list(names or mutants.names())
+    unknown = [n for n in chosen if n not in mutants.MUTANTS]
+    if unknown:
+        raise SuiteError(f"unknown mutant(s): {', '.join(unknown)}")
+    started = time.monotonic()
+    total = len(chosen) + 1
+    passed, failures = check_reference(schedule_count)
+    if progress is not None:
+        progress("reference", 1, total)
+    outcomes: list[MutantOutcome] = []
+    for index, name in enumerate(chosen, start=2):
+        outcomes.append(check_mutant(name, schedule_count))
+        if progress is not None:
+            progress(name, index, total)
+    return SelfCheck(passed, failures, outcomes, time.monotonic() - started)
+
+
+def to_json(result: SelfCheck) -> dict[str, Any]:
+    """The report in the issue's fixed shape."""
+    return {
+        "reference_passed": result.reference_passed,
+        "mutants": [
+            {"name": m.name, "description": m.description, "killed": m.killed, "killed_by": m.killed_by}
+            for m in result.mutants
+        ],
+        "score": result.score,
+    }
+
+
+def write_json(result: SelfCheck, path: str) -> None:
+    """Write the JSON report (stable bytes: sorted keys, fixed indentation)."""
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(to_json(result), handle, indent=2, sort_keys=True)
+        handle.write("\n")
+
+
+def print_table(result: SelfCheck, *, console: Any = None) -> None:
+    """The per-mutant table and the verdict, with rich."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    table = Table(title="loopkit selfcheck: the suite against its mutants")
+    table.add_column("mutant", no_wrap=True)
+    table.add_column("killed", no_wrap=True)
+    table.add_column("killed by (rule ids)", overflow="fold")
+    table.add_column("expected", overflow="fold")
+    table.add_column("tests", justify="right")
+    for m in result.mutants:
+        mark = "[green]yes[/]" if m.killed else "[red]NO[/]"
+        by = ", ".join(m.killed_by) or (f"setup: {m.error}" if m.error else "")
+        expected = ", ".join(m.expected) + ("" if m.expected_hit or not m.killed else " [yellow](missed)[/]")
+        table.add_row(m.name, mark, by, expected, str(len(m.tests)))
+    console.print(table)
+    ref = "[green]passes[/]" if result.reference_passed else "[red]FAILS[/]"
+    killed = sum(m.killed for m in result.mutants)
+    console.print(
+        f"reference {ref}; killed {killed}/{len(result.mutants)} mutants; "
+        f"score {result.score:.3f}; {result.seconds:.1f}s"
+    )
+    for failure in result.reference_failures[:10]:
+        console.print(f"[red]reference failure: {failure}[/]")
+    alive = [m.name for m in result.mutants if not m.killed]
+    if alive:
+        console.print(f"[red]SURVIVING mutants: {', '.join(alive)}[/]")

@@ -1,0 +1,35 @@
+"""Implementations that fail in the ways the CLI must report in one line (used by test_cli)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.reference_adapter import ReferenceImplementation
+
+
+class _RaisingService:
+    def __init__(self, service: Any) -> None:
+        self._service = service
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._service, name)
+
+    def create(self, agent_id: str, options: Any = None) -> Any:
+        raise RuntimeError("cannot build agents today\nsecond line that must not be printed")
+
+
+class RaisingOnCreate(ReferenceImplementation):
+    """The reference, except that building an agent raises."""
+
+    def create_service(self, *, persistence: object | None = None) -> Any:
+        return _RaisingService(super().create_service(persistence=persistence))
+
+
+raises_on_create = RaisingOnCreate(name="raises-on-create")
+
+
+def factory_that_raises() -> Any:
+    raise ValueError("factory exploded")
+
+
+not_an_implementation = 42

@@ -1,0 +1,59 @@
+"""The catalogue against the spec's id list and the suite's rule marks."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from conformance import catalogue
+
+SPEC = Path(__file__).resolve().parents[2].parent / "shared" / "spec" / "agent-loop-spec.md"
+
+
+def spec_ids() -> list[str]:
+    if not SPEC.is_file():
+        pytest.skip(f"spec not present at {SPEC}")
+    return re.findall(r"^- \*\*([A-Z0-9]+-[A-Z0-9]+)\*\*", SPEC.read_text(encoding="utf-8"), flags=re.M)
+
+
+def test_catalogue_matches_spec_ids() -> None:
+    ids = spec_ids()
+    assert len(ids) == len(set(ids)), "the spec repeats an id"
+    missing = sorted(set(ids) - set(catalogue.RULES_BY_ID))
+    extra = sorted(set(catalogue.RULES_BY_ID) - set(ids))
+    assert not missing and not extra, f"catalogue differs from the spec: missing {missing}, extra {extra}"
+    assert [r.id for r in catalogue.RULES] == ids, "the catalogue keeps the spec's order"
+
+
+def test_tags_match_spec() -> None:
+    text = SPEC.read_text(encoding="utf-8") if SPEC.is_file() else pytest.skip("no spec")
+    for rule in catalogue.RULES:
+        match = re.search(rf"^- \*\*{re.escape(rule.id)}\*\* (\[(\w+)\])?", text, flags=re.M)
+        assert match, rule.id
+        assert (match.group(2) or "py") == rule.tag, rule.id
+
+
+def test_every_rule_has_a_test() -> None:
+    index = catalogue.test_index()
+    untested = [rid for rid in catalogue.RULES_BY_ID if not index.get(rid)]
+    assert untested == []
+
+
+def test_marks_name_known_rules() -> None:
+    assert catalogue.unknown_ids(catalogue.test_index()) == []
+
+
+def test_optional_rules_are_the_optional_features() -> None:
+    optional = {r.id: r.feature for r in catalogue.RULES if not r.required}
+    assert optional == {
+        "INJ-1": "injection", "INJ-2": "injection", "INJ-3": "injection", "INJ-4": "injection",
+        "SVC-3": "persistence", "SVC-4": "configuration",
+    }
+
+
+def test_race_rules() -> None:
+    race = {r.id for r in catalogue.RULES if r.race}
+    assert {"CANCEL-W1", "CANCEL-W2", "IDLE-2", "MARKER-1", "LOOP-2", "LOOP-8", "STEER-3"} <= race
+    assert "LOOP-1" not in race and "ABORT-1" not in race

@@ -1,0 +1,105 @@
+"""``loopkit conformance``: exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli import app
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(autouse=True)
+def _importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(HERE))
+
+
+def _invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, ["conformance", *args])
+    return result.exit_code, result.output
+
+
+def _assert_one_line_error(code: int, output: str, fragment: str) -> None:
+    assert code == 2, output
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert len(lines) == 1, f"expected one line, got: {output!r}"
+    assert lines[0].startswith("error: ") and fragment in lines[0], lines[0]
+    assert "Traceback" not in output
+
+
+@pytest.mark.parametrize(
+    ("impl", "fragment"),
+    [
+        ("no_such_module_xyz:thing", "cannot import 'no_such_module_xyz'"),
+        ("broken_adapters:missing", "has no attribute 'missing'"),
+        ("broken_adapters", "expected MODULE:ATTR"),
+        ("broken_adapters:not_an_implementation", "is not a conformance Implementation"),
+        ("broken_adapters:factory_that_raises", "factory exploded"),
+        ("broken_adapters:raises_on_create", "cannot build agents today"),
+        ("mutant:no-such-mutant", "no-such-mutant"),
+    ],
+)
+def test_bad_impl_is_a_one_line_error(impl: str, fragment: str) -> None:
+    _assert_one_line_error(*_invoke("--impl", impl), fragment)
+
+
+def test_unknown_rule_is_a_one_line_error() -> None:
+    _assert_one_line_error(*_invoke("--rule", "LOOP-2", "--rule", "NOPE-1"), "NOPE-1")
+
+
+def test_bad_baseline_is_a_one_line_error(tmp_path: Path) -> None:
+    _assert_one_line_error(*_invoke("--baseline", str(tmp_path / "missing.txt")), "cannot read baseline")
+    bad = tmp_path / "bad.txt"
+    bad.write_text("LOOP-2\nWHAT-9\n")
+    _assert_one_line_error(*_invoke("--baseline", str(bad)), "bad.txt:2")
+
+
+def test_negative_schedules_is_a_usage_error() -> None:
+    _assert_one_line_error(*_invoke("--schedules", "-1"), "--schedules")
+
+
+def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # A separate process: the suite runs pytest in-process, which must not nest in this session.
+    return subprocess.run(
+        [sys.executable, "-m", "cli", "conformance", *args],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={**__import__("os").environ, "PYTHONPATH": str(HERE)},
+    )
+
+
+def test_selected_rules_pass_on_reference_and_write_reports(tmp_path: Path) -> None:
+    report, junit = tmp_path / "r.json", tmp_path / "j.xml"
+    proc = _cli(tmp_path, "--rule", "LOOP-2", "--rule", "ASM-1", "--schedules", "1",
+                "--json", str(report), "--junit", str(junit))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(report.read_text())
+    assert [(r["id"], r["status"]) for r in data["rules"]] == [("LOOP-2", "passed"), ("ASM-1", "passed")]
+    assert data["rules"][0]["tests"] == [
+        "test_loop.py::test_burst_is_one_turn[fifo]",
+        "test_loop.py::test_burst_is_one_turn[random-0]",
+        "test_loop.py::test_burst_is_one_turn[pct-0]",
+    ]
+    assert data["summary"] == {"passed": 2, "failed": 0, "not_applicable": 0}
+    assert "<testsuite" in junit.read_text()
+
+
+def test_failing_rule_exits_1_and_baseline_and_stale(tmp_path: Path) -> None:
+    tiny = "examples.tiny_loop.adapter:implementation"
+    proc = _cli(tmp_path, "--impl", tiny, "--rule", "MAXTOK-1", "--rule", "LOOP-2", "--schedules", "0")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "MAXTOK-1" in proc.stdout
+    baseline = tmp_path / "baseline.txt"
+    baseline.write_text("MAXTOK-1  # tiny_loop has no max-tokens reason\n")
+    proc = _cli(tmp_path, "--impl", tiny, "--rule", "MAXTOK-1", "--rule", "LOOP-2", "--schedules", "0",
+                "--baseline", str(baseline))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    baseline.write_text("MAXTOK-1\nLOOP-2\n")
+    proc = _cli(tmp_path, "--impl", tiny, "--rule", "MAXTOK-1", "--rule", "LOOP-2", "--schedules", "0",
+                "--baseline", str(baseline))
+    assert proc.returncode == 1 and "stale" in proc.stdout
