@@ -48,7 +48,12 @@ def _register_subcommands() -> None:
     # Each package owns its commands; the import order fixes the order in --help.
     from importlib import import_module
 
-    for module_name in ("conformance.commands", "cassettes.commands", "simulator.commands"):
+    for module_name in (
+        "conformance.commands",
+        "conformance.scenarios.commands",
+        "conformance.mutants.commands",
+        "cassettes.commands",
+    ):
         try:
             module = import_module(module_name)
         except ModuleNotFoundError as exc:

@@ -166,23 +166,4 @@ MUTANTS = [
             ),
         ),
     ),
-    Mutant(
-        "cancel-gate-ignored",
-        "the continuation gate does not check the marker: a cancel during the continuation "
-        "waterfall is ignored when the waterfall votes to continue",
-        ("CANCEL-CONT",),
-        "8",
-        (
-            Patch(
-                "agent",
-                """\
-            # CANCEL-CONT: a cancel during the continuation waterfall wins over "continue".
-            if self._marker is not None:
-                turn.aborted = self._marker
-                return
-""",
-                "",
-            ),
-        ),
-    ),
 ]

@@ -45,18 +45,4 @@ MUTANTS = [
             ),
         ),
     ),
-    Mutant(
-        "later-failure-logged",
-        "every failure of a turn is logged and announced, not only the first (e.g. a throwing "
-        "step-end listener after a failed request writes a second error event)",
-        ("ERR-9",),
-        "7",
-        (
-            Patch(
-                "agent",
-                "        if turn.failure is not None or self._disposed:\n",
-                "        if self._disposed:\n",
-            ),
-        ),
-    ),
 ]

@@ -27,20 +27,6 @@ MUTANTS = [
         ),
     ),
     Mutant(
-        "inject-open-from-status",
-        "inject() decides whether a turn is open from the status instead of the log",
-        ("INJ-1",),
-        "10",
-        (
-            Patch(
-                "agent",
-                "        if self._session.open_turn() is not None:\n",
-                '        if self._status == "running":\n',
-            ),
-        ),
-        interleaving=True,
-    ),
-    Mutant(
         "svc-duplicate-id",
         "creating a second live agent with an id already in use is accepted and replaces the first",
         ("SVC-2",),

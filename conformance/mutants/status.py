@@ -48,15 +48,15 @@ MUTANTS = [
     ),
     Mutant(
         "disposed-waiter-early",
-        "when_idle() on a disposed agent resolves at the status flip, before the driver loop has "
-        "actually exited",
+        "disposal releases the when_idle() waiters registered while running at once, before the "
+        "driver loop has closed and flushed the turn and exited",
         ("IDLE-4",),
         "2",
         (
             Patch(
                 "agent",
-                "            waiter._release(self._pending_exit())  # IDLE-4: after the driver has exited\n",
-                "            waiter._release()  # disposed: nothing more will run\n",
+                "            self._release_waiters(self._pending_exit())\n",
+                "            self._release_waiters()  # disposed: nothing more will run\n",
             ),
         ),
     ),

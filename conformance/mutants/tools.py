@@ -45,15 +45,16 @@ MUTANTS = [
     ),
     Mutant(
         "tool-abort-continues",
-        "an abort during a tool does not stop the step's remaining tool calls from running",
-        ("TOOL-5",),
+        "an abort during the step's last tool call only fails that call: the step is not ended, "
+        "so the turn continues with a further model step and ends completed",
+        ("TOOL-5", "ABORT-1"),
         "5",
         (
             Patch(
                 "agent",
-                _TOOL_LOOP,
-                "            for call in calls:  # TOOL-1: one after another, in the model's order\n"
-                "                await self._run_tool(turn, step, call, signal)\n",
+                "            if signal.aborted:  # TOOL-5: an abort during a tool ends the step\n"
+                '                return _StepOutcome(aborted=signal.reason or "aborted")\n',
+                "",
             ),
         ),
     ),

@@ -215,8 +215,7 @@ def replay(
     impl: str = typer.Option("reference", "--impl", metavar="MODULE:ATTR", help=IMPL_HELP),
     diagram: Path | None = typer.Option(None, "--diagram", metavar="FILE", help="Write a sequence diagram: .html page or Mermaid text."),  # noqa: B008
 ) -> None:
-    """Re-run a race cassette's schedule: exit 0 when the checks hold, 1 when they fail, 2 when
-    the schedule diverges."""
+    """Re-run a race cassette's schedule: exit 0 checks hold, 1 they fail, 2 it diverges."""
     import simulator
     from cassettes import races
 
