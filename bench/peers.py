@@ -57,7 +57,7 @@ class Config:
 
 QUICK = Config(seeds=100, budget=300, repeats=3, systematic_budget=300, hang_cap=3.0, sleeper_counts=(100, 3000))
 MODERATE = Config(seeds=400, budget=1000, repeats=5, systematic_budget=1000, hang_cap=10.0, sleeper_counts=(100, 1000, 3000))
-FULL = Config(seeds=1000, budget=2000, repeats=7, systematic_budget=1000, hang_cap=30.0, sleeper_counts=(100, 1000, 3000))
+FULL = Config(seeds=1000, budget=2000, repeats=7, systematic_budget=1000, hang_cap=45.0, sleeper_counts=(100, 1000, 3000))
 
 RACE_CASES: tuple[tuple[int, int, bool], ...] = ((2, 1, False), (3, 2, False), (2, 1, True), (3, 2, True))
 
@@ -493,6 +493,23 @@ def render(b: Bench, goal_table: dict[str, dict[str, Any]], command: str) -> Non
         console.print(f"note: {note}")
 
 
+def render_markdown(b: Bench, goal_table: dict[str, dict[str, Any]], command: str) -> str:
+    """The same table as markdown, for the README / docs/bench.md."""
+    lines = [f"Regenerate with `{command} --markdown` (venv recipe in docs/bench.md).", "",
+             "| row | case | runtime | strategy | figures | vs asyncio.run |", "|---|---|---|---|---|---|"]
+    for r in b.rows:
+        ratio = "" if r.vs_asyncio is None else f"{r.vs_asyncio:.2f}x"
+        name = f"**{r.runtime}**" if r.runtime == "loopkit" else r.runtime
+        text = r.text.replace("|", "/").splitlines()[0] if r.text else ""
+        lines.append(f"| {r.section} | {r.case} | {name} | {r.strategy} | {text} | {ratio} |")
+    lines += ["", "| goal | loopkit | best peer | met |", "|---|---|---|---|"]
+    for name, g in goal_table.items():
+        verdict = "met" if g["met"] else "missed" if g["loopkit"] is not None else "not measured"
+        lines.append(f"| {name} | {_fmt(g['loopkit'])} | {_fmt(g['best_peer'])} | {verdict} |")
+    lines += [""] + [f"- {note}" for note in b.notes]
+    return "\n".join(lines)
+
+
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3g}"
@@ -519,8 +536,10 @@ def main(argv: list[str] | None = None) -> int:
     size.add_argument("--quick", action="store_true", help="small budgets, for development")
     size.add_argument("--full", action="store_true", help="the issue's budgets (1,000 seeds, 2,000 schedules)")
     parser.add_argument("--json", action="store_true", help='print {"rows": [...], "goals": {...}}')
+    parser.add_argument("--markdown", action="store_true", help="print the table as markdown (for the README)")
     parser.add_argument("--only", default="", help=f"comma-separated sections: {','.join(SECTIONS)}")
     parser.add_argument("--runtimes", default="", help="comma-separated runtimes (default: every installed one)")
+    parser.add_argument("--from-json", metavar="PATH", help="render a saved --json result instead of measuring")
     parser.add_argument("--_hang", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--_fingerprint", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -529,6 +548,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args._fingerprint:
         _fingerprint_child(args._fingerprint)
+        return 0
+
+    if args.from_json:
+        saved = json.loads(Path(args.from_json).read_text())
+        b = Bench(Config(**saved["config"]), [], PlainAsyncio(), rows=[Row(**r) for r in saved["rows"]], notes=saved["notes"])
+        if args.markdown:
+            print(render_markdown(b, saved["goals"], saved["command"]))
+        else:
+            render(b, saved["goals"], saved["command"])
         return 0
 
     config = QUICK if args.quick else FULL if args.full else MODERATE
@@ -562,6 +590,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps({"command": command, "config": asdict(config), "notes": b.notes,
                           "rows": [asdict(r) for r in b.rows], "goals": goal_table}, default=repr))
+    elif args.markdown:
+        print(render_markdown(b, goal_table, command))
     else:
         render(b, goal_table, command)
     return 0

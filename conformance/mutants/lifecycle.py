@@ -27,6 +27,21 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "inject-flush-raises",
+        "the one-shot turn of an idle inject() awaits session/flush unguarded, so a failing flush "
+        "is raised into the caller instead of being reported through agent/error",
+        ("INJ-2", "INJ-4"),
+        "10",
+        (
+            Patch(
+                "agent",
+                "            turn.step = 0  # INJ-2: a failing flush is reported with step 0\n"
+                "            await self._flush(turn)\n",
+                '            await self._bus.parallel("session/flush", self._session)\n',
+            ),
+        ),
+    ),
+    Mutant(
         "svc-duplicate-id",
         "creating a second live agent with an id already in use is accepted and replaces the first",
         ("SVC-2",),

@@ -1,0 +1,94 @@
+"""``loopkit selfcheck``: prove the suite's strength by running it against every mutant.
+
+Exit codes: 0 the reference passes and every mutant is killed; 1 otherwise; 2 a usage error
+(unknown mutant, unwritable report), one line on stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from conformance import schedules
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(2)
+
+
+def _list_catalogue() -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from . import GAPS, MUTANTS
+
+    table = Table(title="loopkit mutants (--impl mutant:NAME)")
+    for column in ("mutant", "section", "rules", "description"):
+        table.add_column(column, overflow="fold")
+    for mutant in MUTANTS.values():
+        table.add_row(mutant.name, mutant.section, ", ".join(mutant.rules), mutant.description)
+    for mutant in GAPS.values():
+        table.add_row(f"{mutant.name} (gap)", mutant.section, ", ".join(mutant.rules), mutant.description)
+    Console().print(table)
+
+
+def selfcheck(
+    json_path: str | None = typer.Option(None, "--json", metavar="FILE", help="Write the JSON report here."),
+    mutant: list[str] = typer.Option(  # noqa: B008 - typer's idiom
+        [], "--mutant", metavar="NAME", help="Only these mutants (repeatable); all by default."
+    ),
+    schedule_count: int = typer.Option(
+        schedules.DEFAULT_SCHEDULES, "--schedules", metavar="N",
+        help="Seeded random and pct schedules (each) the race rules run under.",
+    ),
+    list_only: bool = typer.Option(False, "--list", help="List the mutant catalogue and exit."),
+) -> None:
+    """Run the conformance suite against every mutant and the reference: every mutant must die."""
+    if list_only:
+        _list_catalogue()
+        raise typer.Exit(0)
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from conformance.runner import SuiteError
+    from conformance.selfcheck import print_table, run_selfcheck, write_json
+
+    from . import MUTANTS
+
+    unknown = [name for name in mutant if name not in MUTANTS]
+    if unknown:
+        raise _fail(f"unknown mutant(s): {', '.join(unknown)} (see `loopkit selfcheck --list`)")
+    if schedule_count < 0:
+        raise _fail("--schedules must be >= 0")
+    console = Console()
+    columns = (
+        TextColumn("selfcheck"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+    )
+    total = len(mutant or MUTANTS) + 1
+    # Progress goes to stderr so the table and JSON-minded stdout stay clean.
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task("reference", total=total)
+
+        def advance(label: str, done: int, _total: int) -> None:
+            progress.update(task, completed=done, description=f"done: {label}")
+
+        try:
+            result = run_selfcheck(mutant or None, schedule_count=schedule_count, progress=advance)
+        except SuiteError as exc:
+            raise _fail(str(exc)) from None
+    print_table(result, console=console)
+    if json_path:
+        try:
+            write_json(result, json_path)
+        except OSError as exc:
+            raise _fail(f"cannot write {json_path!r}: {exc.strerror or exc}") from None
+    sys.stdout.flush()
+    raise typer.Exit(0 if result.ok else 1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``loopkit selfcheck`` to the CLI."""
+    app.command("selfcheck")(selfcheck)
