@@ -9,6 +9,12 @@
 * IDLE-2 quiescence: when a ``when_idle()`` waiter is released, every prompt sent before its last
   unreleased sighting has run (its turn ended) or was dropped by a later cancel or disposal; every
   waiter is released once the agent settles;
+* CANCEL-2 / CANCEL-4: a prompt still queued (or steering) when a ``cancel()`` comes never runs;
+  MARKER-1: a turn ends ``aborted`` only if an ``abort()`` or ``cancel()`` came during it (an
+  earlier cancel never governs a later turn);
+* LOOP-2: a turn drains every prompt queued before it started;
+* TOOL-1: a step's tool calls do not overlap; TOOL-3: a failing tool never fails the turn;
+  ERR-7: no ``code: null``;
 * MAXTOK-1..5 and precedence: a turn with a ``max-tokens`` step ends ``max-tokens`` unless
   disposed / aborted / error; ``max-tokens`` never appears without such a step; a turn with an
   ``error`` event ends ``error`` (or ``disposed``); a turn closed after a disposal ends
@@ -35,6 +41,10 @@ def violations(obs: Observation) -> list[str]:
     out += _prompts(obs)
     out += _quiescence(obs)
     out += _turn_ends(obs)
+    out += _aborted_turns(obs)
+    out += _cancel_drops_pending(obs)
+    out += _batching(obs)
+    out += _tools_and_codes(obs.final_events)
     return out
 
 
@@ -158,4 +168,88 @@ def _turn_ends(obs: Observation) -> list[str]:
         for e in body:
             if e["type"] == "tool/call" and e["data"].get("step") in max_steps:
                 out.append(f"MAXTOK-5: {where} dispatched tool call {e['data'].get('call_id')} from a max-tokens step")
+    return out
+
+
+def _spans(obs: Observation) -> Iterator[tuple[int, int]]:
+    """(turn/start, turn/end) indices in the notified events (which carry moments)."""
+    yield from _turns(obs.events)
+
+
+def _aborted_turns(obs: Observation) -> list[str]:
+    out: list[str] = []
+    for start, end in _spans(obs):
+        if obs.events[end]["data"].get("reason", {}).get("kind") != "aborted":
+            continue
+        begin, finish = obs.event_moment[start], obs.event_moment[end]
+        if not any(begin < m < finish for m in (*obs.cancels, *obs.aborts)):
+            number = obs.events[start]["data"].get("turn")
+            out.append(f"MARKER-1: turn {number} ends aborted but no cancel() or abort() came during it")
+    return out
+
+
+def _first_run(obs: Observation, text: str) -> int | None:
+    runs = _runs(obs.events, text)
+    return runs[0] if runs else None
+
+
+def _cancel_drops_pending(obs: Observation) -> list[str]:
+    out: list[str] = []
+    for prompt in obs.prompts:
+        index = _first_run(obs, prompt.text)
+        if index is None:
+            continue
+        started = obs.event_moment[index]
+        cancel = next((c for c in obs.cancels if prompt.moment < c < started), None)
+        if cancel is not None:
+            out.append(
+                f"CANCEL-2: prompt {prompt.text} ({prompt.verb} by {prompt.by} at moment {prompt.moment}) "
+                f"ran although a cancel() at moment {cancel} came before it started"
+            )
+    return out
+
+
+def _batching(obs: Observation) -> list[str]:
+    out: list[str] = []
+    for start, end in _spans(obs):
+        trigger = obs.events[start]["data"].get("trigger", {})
+        if trigger.get("kind") != "message":
+            continue  # an idle inject's one-shot turn drains nothing
+        begin = obs.event_moment[start]
+        for prompt in obs.prompts:
+            if not prompt.queued or prompt.moment > begin:
+                continue
+            if any(prompt.moment < c < begin for c in (*obs.cancels, *obs.disposals)):
+                continue
+            index = _first_run(obs, prompt.text)
+            if index is not None and index < start:
+                continue  # it ran in an earlier turn
+            if index is None or index > end:
+                number = obs.events[start]["data"].get("turn")
+                out.append(f"LOOP-2: turn {number} did not take prompt {prompt.text}, queued before it started")
+                return out
+    return out
+
+
+def _tools_and_codes(events: list[dict[str, Any]]) -> list[str]:
+    out: list[str] = []
+    open_calls: dict[tuple[Any, Any], str] = {}
+    for event in events:
+        kind, data = event["type"], event["data"]
+        key = (data.get("turn"), data.get("step"))
+        if kind == "tool/call":
+            if key in open_calls:
+                out.append(f"TOOL-1: tool call {data.get('call_id')} started before {open_calls[key]} had its result")
+            open_calls[key] = str(data.get("call_id"))
+        elif kind == "tool/result":
+            open_calls.pop(key, None)
+        elif kind == "error":
+            if "code" in data and data["code"] is None:
+                out.append("ERR-7: an error event carries code null")
+            if data.get("message") == "tool failed":
+                out.append("TOOL-3: a failing tool failed the turn")
+        elif kind == "turn/end":
+            reason = data.get("reason", {})
+            if "code" in reason and reason["code"] is None:
+                out.append("ERR-7: a turn-end reason carries code null")
     return out

@@ -32,10 +32,13 @@ EVENTS = (
 ACTIONS = ("cancel", "send", "steer", "cancel+send", "send+cancel", "abort", "raise")
 """What a listener does when it fires (``raise`` throws from the listener)."""
 
-RESPONSES = ("text", "tools", "max-tokens", "max-tokens-tools", "error", "raise", "hang", "slow")
+RESPONSES = (
+    "text", "tools", "max-tokens", "max-tokens-tools", "error", "finish-aborted", "raise", "hang", "slow",
+)
 """One model call: a clean text answer, tool calls, a ``max-tokens`` finish (with text, or with
 tool calls that must not run), a ``finish{error}``, a raising stream, a stream that hangs until
-its step is aborted, or a slow (virtual 0.5 s) text answer."""
+its step is aborted, a ``finish{aborted}`` its step's signal did not cause, or a slow (virtual
+0.5 s) text answer."""
 
 TOOL_BEHAVIOURS = ("ok", "fail", "hang", "slow")
 """A tool succeeds, raises, hangs until its step is aborted, or takes virtual time."""
@@ -90,16 +93,17 @@ def scenarios(*, max_actors: int = 3, max_ops: int = 6) -> st.SearchStrategy[Pro
     """Whole scenarios: 1..``max_actors`` actors of 1..``max_ops`` operations, up to 3 listeners,
     up to 6 scripted responses, and the two tools' behaviour."""
     actor = st.lists(ops(), min_size=1, max_size=max_ops).map(tuple)
+    # Biased towards acting early and towards the cancel-and-replace pair, where the races are.
     listener = st.builds(
         ListenerSpec,
         event=st.sampled_from(EVENTS),
-        action=st.sampled_from(ACTIONS),
-        nth=st.integers(1, 3),
+        action=st.sampled_from([*ACTIONS, "cancel+send", "cancel+send", "steer"]),
+        nth=st.sampled_from([1, 1, 1, 2, 3]),
     )
     return st.builds(
         PropScenario,
         actors=st.lists(actor, min_size=1, max_size=max_actors).map(tuple),
-        listeners=st.lists(listener, max_size=3).map(tuple),
+        listeners=st.lists(listener, min_size=1, max_size=3).map(tuple),
         responses=st.lists(st.sampled_from(RESPONSES), max_size=6).map(tuple),
         tools=st.tuples(st.sampled_from(TOOL_BEHAVIOURS), st.sampled_from(TOOL_BEHAVIOURS)),
     )

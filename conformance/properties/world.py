@@ -36,6 +36,13 @@ class Prompt:
     moment: int
     verb: str  # send | steer
     by: str
+    status: str = "idle"
+    """The agent's status when it was sent (a steer while running is steering, else a send)."""
+
+    @property
+    def queued(self) -> bool:
+        """Whether it went to the queued FIFO (a send, or a steer while not running)."""
+        return self.verb == "send" or self.status != "running"
 
 
 @dataclass
@@ -70,6 +77,7 @@ class Observation:
     statuses: list[str] = field(default_factory=list)
     prompts: list[Prompt] = field(default_factory=list)
     cancels: list[int] = field(default_factory=list)
+    aborts: list[int] = field(default_factory=list)
     disposals: list[int] = field(default_factory=list)
     waiters: list[Waiter] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -138,19 +146,20 @@ class World:
         agent = self.agent
         if verb in ("send", "steer"):
             text = self._text(by)
+            status = agent.status
             try:
                 getattr(agent, verb)(text)
             except Exception:
                 self._moment("refused", verb, text, by)
                 return
             index = self._moment(verb, text, by)
-            self.obs.prompts.append(Prompt(text, index, verb, by))
+            self.obs.prompts.append(Prompt(text, index, verb, by, status))
         elif verb == "cancel":
             agent.cancel()
             self.obs.cancels.append(self._moment("cancel", by))
         elif verb == "abort":
             agent.abort()
-            self._moment("abort", by)
+            self.obs.aborts.append(self._moment("abort", by))
         elif verb == "dispose":
             agent.dispose()
             self.obs.disposals.append(self._moment("dispose", by))
@@ -292,6 +301,8 @@ def _response(kind: str, index: int) -> list[Any]:
         return [*fakes.text(f"r{index}", finish=None), v.finish("error", "model error", "E_MODEL")]
     if kind == "raise":
         return [fakes.Raise("model raised", "E_RAISE")]
+    if kind == "finish-aborted":
+        return [*fakes.text(f"r{index}", finish=None), v.finish("aborted")]
     if kind == "hang":
         return [fakes.Hang()]
     raise ValueError(f"unknown response kind {kind!r}")
