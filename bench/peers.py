@@ -151,7 +151,7 @@ def bench_race(b: Bench) -> None:
                     "seconds_to_first_failure": None if first is None else COLLECTOR.ends[first] - start,
                     "us_per_schedule": elapsed / max(n, 1) * 1e6,
                 }
-                to_first = "never" if first is None else f"{first + 1} sched / {figures['seconds_to_first_failure'] * 1e3:.1f} ms"
+                to_first = "never" if first is None else f"{first + 1} sched / {(COLLECTOR.ends[first] - start) * 1e3:.1f} ms"
                 text = (f"p={figures['p_hit']:.3f}  distinct={figures['distinct_interleavings']}  first: {to_first}  "
                         f"{figures['us_per_schedule']:.0f} us/sched")
                 b.add(Row("1 race", case, rt.name, strategy, figures, text, _ratio(elapsed / max(n, 1), base)))
@@ -364,7 +364,7 @@ def _fingerprint_child(runtime: str) -> None:
         print(json.dumps({"digest": None, "behaviour": None}))
         return
     digest, behaviour = found[0], found[1]
-    flagged = bool(found[2]) if len(found) > 2 else False  # type: ignore[misc]
+    flagged = bool(found[2]) if len(found) > 2 else False
     print(json.dumps({"digest": digest, "behaviour": behaviour, "flagged": flagged}, default=repr))
 
 
@@ -412,11 +412,14 @@ def goals(b: Bench) -> dict[str, dict[str, Any]]:
     goal("random_hit_probability_staggered", lk_ps or None, peer_ps or None, bool(margins) and min(margins) >= 0)
 
     rows = b.find("1 race", _case_name(3, 2, True), "loopkit")
-    p_random = _one([r for r in rows if r.strategy == "random"], "p_hit")
+    # Issue 5: "PCT calibrated so that it beats uniform random on the staggered 3-task race".
+    # The comparison is with loopkit's own uniform random (switch_bias=0); the default random
+    # (biased towards switching tasks) is shown in its own row and beats both on this shallow race.
+    p_uniform = _one([r for r in rows if r.strategy == "random-uniform"], "p_hit")
     p_pct = _one([r for r in rows if r.strategy == "pct"], "p_hit")
     peer_pct = _best(b.find("1 race", _case_name(3, 2, True), strategy="pct"), "p_hit")
-    goal("pct_beats_random_staggered_3_tasks", p_pct, peer_pct,
-         p_pct is not None and p_random is not None and p_pct > p_random)
+    goal("pct_beats_uniform_random_staggered_3_tasks", p_pct, peer_pct,
+         p_pct is not None and p_uniform is not None and p_pct > p_uniform)
 
     rows = b.find("5 systematic", f"{_case_name(2, 1, True)} locked")
     lk_rows = [r for r in rows if r.runtime == "loopkit" and r.figures["exhaustive"]]
@@ -425,16 +428,19 @@ def goals(b: Bench) -> dict[str, dict[str, Any]]:
     goal("systematic_exhaust_2_task_staggered", lk_n, min((r.figures["schedules"] for r in peer_rows), default=None),
          lk_n is not None and lk_n <= 10)
 
-    for name, section, case, limit in (
+    limits: tuple[tuple[str, str, str | None, float], ...] = (
         ("queue_pipeline_vs_asyncio", "3 overhead", "queue pipeline (10 tasks, 100 items)", 1.5),
         ("sleepers_3000_vs_asyncio", "4 scale", None, 1.2),
-    ):
-        rows = [r for r in b.find(section, case) if r.vs_asyncio is not None and (case or r.case.startswith("3000 "))]
-        lk_v = max((r.vs_asyncio for r in rows if r.runtime == "loopkit"), default=None)  # type: ignore[type-var]
+    )
+    for name, section, row_case, limit in limits:
+        # The worst of the row's cases counts (3,000 sleepers: same and distinct deadlines).
+        ratios = [(r.runtime, r.vs_asyncio) for r in b.find(section, row_case)
+                  if r.vs_asyncio is not None and (row_case or r.case.startswith("3000 "))]
+        lk_v = max((v for rt_name, v in ratios if rt_name == "loopkit"), default=None)
         peer_by_runtime: dict[str, float] = {}
-        for r in rows:
-            if r.runtime not in ("loopkit", "asyncio.run"):
-                peer_by_runtime[r.runtime] = max(peer_by_runtime.get(r.runtime, 0.0), r.vs_asyncio)  # type: ignore[arg-type]
+        for rt_name, v in ratios:
+            if rt_name not in ("loopkit", "asyncio.run"):
+                peer_by_runtime[rt_name] = max(peer_by_runtime.get(rt_name, 0.0), v)
         goal(name, lk_v, min(peer_by_runtime.values(), default=None), lk_v is not None and lk_v <= limit)
 
     rows = b.find("6 shrink")

@@ -94,9 +94,10 @@ class Runtime:
             return f"{type(exc).__name__}: {exc}"
         return "completed"
 
-    def trace_fingerprint(self, program: Program) -> tuple[str, Any] | None:
-        """(the runtime's own trace digest, the program's observable result) of one run:
-        compared across processes with different PYTHONHASHSEED."""
+    def trace_fingerprint(self, program: Program) -> tuple[Any, ...] | None:
+        """(the runtime's own trace digest, the program's observable result[, whether the
+        runtime's own determinism check flagged the program]) of one run: compared across
+        processes with different PYTHONHASHSEED."""
         return None
 
 
@@ -200,7 +201,7 @@ class Simloom(Runtime):
             return "completed"
         return f"{type(result.error).__name__}: {result.error}"
 
-    def trace_fingerprint(self, program: Program) -> tuple[str, Any] | None:
+    def trace_fingerprint(self, program: Program) -> tuple[Any, ...] | None:
         import simloom
 
         # check_determinism=True is simloom's run-twice check (in one process); the
@@ -267,7 +268,7 @@ class Simloop(Runtime):
             return None
         return ShrinkFigures(result.oracle_runs, seconds, before, len(result.kept))
 
-    def trace_fingerprint(self, program: Program) -> tuple[str, Any] | None:
+    def trace_fingerprint(self, program: Program) -> tuple[Any, ...] | None:
         from simloop import SimLoop
         from simloop._run import finish
 
@@ -309,7 +310,7 @@ class Seedloop(Runtime):
 
         seedloop.replay(self._scenario(program), seed=0)
 
-    def trace_fingerprint(self, program: Program) -> tuple[str, Any] | None:
+    def trace_fingerprint(self, program: Program) -> tuple[Any, ...] | None:
         from seedloop._run import _run_one
 
         timeline = _run_one(self._scenario(program), 0)

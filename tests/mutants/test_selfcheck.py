@@ -1,0 +1,92 @@
+"""``loopkit selfcheck``: its verdict, its JSON shape, its exit codes.
+
+The full self-check (the whole suite against every mutant) takes minutes: it runs here only with
+``LOOPKIT_SELFCHECK=1``; CI runs it on one mutant end to end and checks the verdict logic on
+canned results.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from conformance import selfcheck
+from conformance.mutants import MUTANTS
+from conformance.mutants.commands import register
+from conformance.selfcheck import MutantOutcome, SelfCheck, to_json
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+
+    @app.callback()
+    def main() -> None:
+        """loopkit (test)."""
+
+    register(app)
+    return app
+
+
+def _outcome(name: str, killed: bool) -> MutantOutcome:
+    return MutantOutcome(name, "desc", ["LOOP-1"], killed, ["LOOP-1"] if killed else [], ["t.py::t"] if killed else [])
+
+
+def test_one_mutant_end_to_end(tmp_path: Path) -> None:
+    report = tmp_path / "selfcheck.json"
+    result = CliRunner().invoke(
+        _app(), ["selfcheck", "--mutant", "maxtok-leaks", "--schedules", "0", "--json", str(report)]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(report.read_text())
+    assert set(data) == {"reference_passed", "mutants", "score"}
+    assert data["reference_passed"] is True and data["score"] == 1.0
+    [mutant] = data["mutants"]
+    assert set(mutant) == {"name", "description", "killed", "killed_by"}
+    assert mutant["name"] == "maxtok-leaks" and mutant["killed"] is True
+    assert "MAXTOK-4" in mutant["killed_by"]
+    assert "maxtok-leaks" in result.output
+
+
+@pytest.mark.parametrize(
+    ("reference", "killed", "code"),
+    [(True, [True, True], 0), (True, [True, False], 1), (False, [True, True], 1)],
+)
+def test_exit_code(monkeypatch: pytest.MonkeyPatch, reference: bool, killed: list[bool], code: int) -> None:
+    canned = SelfCheck(reference, [] if reference else ["x.py::t: boom"], [_outcome(f"m{i}", k) for i, k in enumerate(killed)])
+    monkeypatch.setattr(selfcheck, "run_selfcheck", lambda *a, **k: canned)
+    result = CliRunner().invoke(_app(), ["selfcheck"])
+    assert result.exit_code == code, result.output
+    if code:
+        assert "SURVIVING" in result.output or "FAILS" in result.output
+
+
+def test_score_and_shape() -> None:
+    check = SelfCheck(True, [], [_outcome("a", True), _outcome("b", False), _outcome("c", True), _outcome("d", True)])
+    data = to_json(check)
+    assert data["score"] == 0.75
+    assert [m["killed"] for m in data["mutants"]] == [True, False, True, True]
+    assert not check.ok
+
+
+def test_usage_errors() -> None:
+    result = CliRunner().invoke(_app(), ["selfcheck", "--mutant", "nope"])
+    assert result.exit_code == 2 and "unknown mutant" in result.output
+
+
+def test_list() -> None:
+    result = CliRunner().invoke(_app(), ["selfcheck", "--list"])
+    assert result.exit_code == 0 and "maxtok-leaks" in result.output
+
+
+@pytest.mark.skipif(not os.environ.get("LOOPKIT_SELFCHECK"), reason="the full self-check takes minutes (LOOPKIT_SELFCHECK=1)")
+def test_full_selfcheck_kills_every_mutant() -> None:
+    result = selfcheck.run_selfcheck()
+    alive = [m.name for m in result.mutants if not m.killed]
+    assert result.reference_passed, result.reference_failures[:3]
+    assert not alive, f"surviving mutants: {alive}"
+    assert len(result.mutants) == len(MUTANTS)
