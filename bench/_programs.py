@@ -133,7 +133,13 @@ async def _pipeline_main(scale: float) -> int:
 
     async def worker() -> None:
         while True:
-            item = await asyncio.wait_for(work.get(), timeout=600 * scale if scale else None)
+            try:
+                item = await asyncio.wait_for(work.get(), timeout=600 * scale if scale else None)
+            except TimeoutError:
+                # An idle timeout, not the end of the work: on plain asyncio it is scaled to
+                # ~60 us, so a GC pass or the OS scheduling another process fires it; a worker
+                # that died of it would leave work.join() waiting forever.
+                continue
             await asyncio.sleep(0.05 * scale)
             await done.put(item)
             work.task_done()

@@ -19,10 +19,15 @@ import json
 import sys
 import time
 import warnings
+from pathlib import Path
 from typing import Any
 
-from conformance import mutants
-from conformance.properties.hunt import STRATEGIES, HuntResult, hunt
+# Run as a script, bench/ is sys.path[0], and bench/conformance.py would shadow the package.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+
+from conformance import mutants  # noqa: E402
+from conformance.properties.hunt import STRATEGIES, HuntResult, hunt  # noqa: E402
 
 
 def bench(names: list[str], examples: int) -> dict[str, Any]:

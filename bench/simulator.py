@@ -17,25 +17,6 @@ Medians over interleaved repetitions. ``--json`` prints exactly
 
 from __future__ import annotations
 
-import os
-import sys
-
-if __name__ == "simulator":
-    # A script in bench/ (bench/ first on sys.path) imported the *package* `simulator` and got
-    # this file instead: load the real package and put it in our place.
-    _here = os.path.dirname(os.path.abspath(__file__))
-    _saved = list(sys.path)
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.getcwd()) != _here]
-    sys.path.append(os.path.dirname(_here))
-    del sys.modules["simulator"]
-    try:
-        import simulator as _real
-    finally:
-        sys.path[:] = _saved
-    sys.modules["simulator"] = _real
-else:
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
 import argparse
 import asyncio
 import json
@@ -44,10 +25,32 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+_BENCH = os.path.dirname(os.path.abspath(__file__))
+_ROOT = os.path.dirname(_BENCH)
 
-import simulator
-from simulator.strategies.random import RandomStrategy
+if __name__ == "simulator":
+    # Another script in bench/ (so bench/ is first on its sys.path) ran `import simulator` and
+    # found this file instead of the package. Load the package from the repository in our
+    # place: when this module's import finishes, the import system hands out whatever
+    # sys.modules["simulator"] then holds, so `import simulator` and `simulator.x` resolve to
+    # the real package. (No sys.path surgery, no re-entrant import of our own name.)
+    import importlib.util
+
+    _spec = importlib.util.spec_from_file_location(
+        "simulator",
+        os.path.join(_ROOT, "simulator", "__init__.py"),
+        submodule_search_locations=[os.path.join(_ROOT, "simulator")],
+    )
+    assert _spec is not None and _spec.loader is not None
+    _package = importlib.util.module_from_spec(_spec)
+    sys.modules["simulator"] = _package
+    _spec.loader.exec_module(_package)
+elif __name__ == "__main__":
+    # Run as a script: bench/ is sys.path[0], where this very file would shadow the package.
+    sys.path.insert(0, _ROOT)
+
+import simulator  # noqa: E402  (after the path set-up above)
+from simulator.strategies.random import RandomStrategy  # noqa: E402
 
 _CLOCK = (time.perf_counter,)  # the real clock, kept out of freezegun's reach
 
@@ -79,7 +82,16 @@ async def pipeline_main(scale: float = 1.0) -> int:
 
     async def worker() -> None:
         while True:
-            item = await asyncio.wait_for(work.get(), timeout=600 * scale)
+            try:
+                item = await asyncio.wait_for(work.get(), timeout=600 * scale)
+            except TimeoutError:
+                # An idle timeout, not the end of the work: wait again. Under the simulator it
+                # never fires (a producer puts every 2.4 virtual seconds). On plain asyncio it is
+                # scaled to 60 real microseconds, so any pause of the process (a GC pass, the OS
+                # running another process) fires it; a worker that died of it left items
+                # unprocessed, work.join() waited forever with no timer pending, and
+                # asyncio.run() sat idle in select() until killed.
+                continue
             await asyncio.sleep(0.05 * scale)
             await done.put(item)
             work.task_done()

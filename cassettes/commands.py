@@ -16,12 +16,13 @@ from .errors import CassetteError, ProviderError
 from .providers import ADAPTERS
 
 TEST_SERVER_HEADER = (
-    "Recorded through loopkit's {adapter} adapter against the local test server\n"
+    "Recorded through loopkit's {adapter} adapter, by vcrpy, against the local test server\n"
     "(cassettes/testserver.py, 127.0.0.1), which serves the provider's documented wire format.\n"
-    "This is not traffic from the real provider.\n"
+    "This is not traffic from the real provider. vcrpy recorded and scrubbed the exchange;\n"
+    "loopkit (cassettes/loopkit_vcr.py) added each event's arrival offset.\n"
     "Regenerate: loopkit cassette record {out} --adapter {adapter} --model {model} --test-server{flags}"
 )
-LIVE_HEADER = "Recorded through loopkit's {adapter} adapter against {base_url}."
+LIVE_HEADER = "Recorded through loopkit's {adapter} adapter, by vcrpy, against {base_url}."
 
 
 def show(

@@ -1,6 +1,6 @@
 """LLM cassettes: load any vcrpy-style YAML cassette, write our own, replay it over httpx.
 
-Accepted on load (all safely, with ``yaml.SafeLoader``):
+Accepted on load (all safely, with PyYAML's safe loader):
 
 - stock vcrpy: ``interactions: [{request, response}]``, request ``body`` a string, response
   ``body: {string: ...}`` holding the whole event stream as one string (literal or folded scalar);
@@ -11,11 +11,19 @@ Accepted on load (all safely, with ``yaml.SafeLoader``):
   with its arrival ``offset`` in seconds after the response headers. (It keeps ``body.string`` too,
   so stock vcrpy can still replay the file, as one blob.)
 
-Replay (``ReplayTransport``) is an httpx transport: it never touches the network, matches each
-request to the first unused interaction with the same method, host and path (the query is
-ignored: SDKs add flags such as ``?beta=true``), and streams the recorded events one by one,
-sleeping the recorded gaps with ``asyncio.sleep`` so that under the simulator they pass in
-virtual time.
+The same parser is the ``deserialize`` half of the serializer loopkit registers with vcrpy
+(``cassettes.loopkit_vcr``): ``Interaction.to_vcr()`` gives an interaction back in vcrpy's own dict
+shape, so vcrpy can play any file loopkit reads.
+
+Replay (``ReplayTransport``) is an httpx transport: it never touches the network. Matching and
+play accounting are vcrpy's: each transport holds a ``vcr.cassette.Cassette`` (record mode
+``none``) and asks it which recorded interaction answers a request (same method, scheme, host, port
+and path; the query is ignored, since SDKs add flags such as ``?beta=true``; the first unused one
+wins). What vcrpy cannot do is the body: its httpx stub answers with one ``httpx.ByteStream`` of the
+whole body, so the transport streams the recorded events itself, one by one, sleeping the recorded
+gaps with ``asyncio.sleep`` so that under the simulator they pass in virtual time. (vcrpy's own
+patching is not used here either: it is process-wide, and several cassette-backed models may replay
+at once in one simulated run.)
 """
 
 from __future__ import annotations
@@ -28,15 +36,21 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 import yaml
+from vcr import matchers
+from vcr.cassette import Cassette as VcrCassette
+from vcr.errors import UnhandledHTTPRequestError
+from vcr.record_mode import RecordMode
+from vcr.request import Request as VcrRequest
 
 from .errors import CassetteError, UnmatchedRequestError
 from .sse import parse_block, split_events
 
 FORMAT_KEY = "loopkit"
+# libyaml's safe loader when present (several times faster), else PyYAML's: safe either way.
+SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass
@@ -60,6 +74,7 @@ class Interaction:
     headers: dict[str, list[str]]
     body: str
     events: list[RecordedEvent] | None = None  # SSE responses only
+    timed: bool = False  # whether ``events`` came from the file (else split from the body, offset 0)
 
     def header(self, name: str) -> str:
         """First value of a response header, case-insensitively ("" when absent)."""
@@ -94,6 +109,27 @@ class Interaction:
             return [(e.offset, e.text.encode()) for e in self.events]
         return [(0.0, self.body.encode())]
 
+    def to_vcr(self) -> dict[str, Any]:
+        """This interaction as vcrpy keeps it in memory: ``{"request": ..., "response": ...}``.
+
+        The body is the decoded text (so no ``content-encoding``); timed events are kept under
+        the response's ``events`` key, which vcrpy carries along untouched and ignores.
+        """
+        response: dict[str, Any] = {
+            "status": {"code": self.status, "message": self.reason},
+            "headers": {k: list(v) for k, v in self.headers.items()},
+            "body": {"string": self.body},
+        }
+        if self.timed and self.events is not None:
+            response["events"] = [{"offset": e.offset, "data": e.text} for e in self.events]
+        request = {
+            "method": self.method,
+            "uri": self.uri,
+            "body": self.request_body,
+            "headers": {k: list(v) for k, v in self.request_headers.items()},
+        }
+        return {"request": request, "response": response}
+
 
 @dataclass
 class Cassette:
@@ -111,8 +147,14 @@ class Cassette:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise CassetteError(path, f"cannot read: {exc}") from exc
+        return cls.parse(text, path)
+
+    @classmethod
+    def parse(cls, text: str, path: str | Path) -> Cassette:
+        """Parse cassette text; ``path`` only names the file in errors."""
+        path = Path(path)
         try:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=SAFE_LOADER)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -193,7 +235,11 @@ def _interaction(path: Path, n: int, raw: Any) -> Interaction:
         for record in response["events"]:
             if not isinstance(record, dict) or not isinstance(record.get("data"), str):
                 raise _fail(path, n, "each 'events' record needs a 'data' string and an 'offset'")
-            events.append(RecordedEvent(float(record.get("offset") or 0.0), record["data"]))
+            try:
+                offset = float(record.get("offset") or 0.0)
+            except (TypeError, ValueError) as exc:
+                raise _fail(path, n, f"event offset {record.get('offset')!r} is not a number") from exc
+            events.append(RecordedEvent(offset, record["data"]))
         body = "".join(e.text for e in events)
     elif "parsed_body" in response:
         body = json.dumps(response["parsed_body"])
@@ -205,7 +251,7 @@ def _interaction(path: Path, n: int, raw: Any) -> Interaction:
         # Some serializers drop response headers; sniff the body so the adapter reads it right.
         sse = body.lstrip().startswith(("data:", "event:"))
         headers["content-type"] = ["text/event-stream" if sse else "application/json"]
-    interaction = Interaction(str(request["method"]).upper(), str(request["uri"]), req_headers, req_body, code, reason, headers, body, events)
+    interaction = Interaction(str(request["method"]).upper(), str(request["uri"]), req_headers, req_body, code, reason, headers, body, events, events is not None)
     if interaction.is_sse and code < 400:
         raw_events, rest = split_events(body) if events is None else ([e.text for e in events], "")
         if rest.strip():
@@ -250,26 +296,64 @@ class _ReplayStream(httpx.AsyncByteStream):
             yield data
 
 
-def _key(method: str, url: str) -> tuple[str, str, str]:
-    parts = urlsplit(url)
-    return method.upper(), parts.netloc.lower(), parts.path.rstrip("/")
+# vcrpy's matchers: the query is left out on purpose (SDKs add flags such as ``?beta=true``).
+REPLAY_MATCH_ON = (matchers.method, matchers.scheme, matchers.host, matchers.port, matchers.path)
+
+
+class _InMemoryPersister:
+    """A vcrpy persister serving already-parsed interactions (and never saving anything).
+
+    ``ReplayTransport`` replays a ``Cassette`` that may be a subset of a file (``loopkit cassette
+    show`` plays interactions one at a time), so vcrpy gets them from memory, through its own
+    persister interface, rather than from the file.
+    """
+
+    def __init__(self, cassette: Cassette) -> None:
+        self._cassette = cassette
+
+    def load_cassette(self, cassette_path: str, serializer: Any) -> tuple[list[VcrRequest], list[dict[str, Any]]]:
+        requests, responses = [], []
+        for interaction in self._cassette.interactions:
+            data = interaction.to_vcr()
+            requests.append(VcrRequest(**data["request"]))
+            responses.append(data["response"])
+        return requests, responses
+
+    def save_cassette(self, cassette_path: str, cassette_dict: dict[str, Any], serializer: Any) -> None:
+        raise AssertionError("a replay-only cassette is never saved")  # record mode none: unreachable
+
+
+def vcr_cassette(cassette: Cassette) -> VcrCassette:
+    """A vcrpy ``Cassette`` (record mode ``none``) over ``cassette``'s interactions, for matching."""
+    return VcrCassette.load(
+        path=str(cassette.path),
+        persister=_InMemoryPersister(cassette),
+        record_mode=RecordMode.NONE,
+        match_on=REPLAY_MATCH_ON,
+    )
 
 
 class ReplayTransport(httpx.AsyncBaseTransport):
     """Serves a cassette to httpx; never opens a connection.
 
-    ``allow_playback_repeats`` lets a used interaction answer again; ``pace`` (default on) sleeps
-    the recorded gaps between events. ``assert_all_played()`` is the strict check.
+    vcrpy picks the interaction (``vcr_cassette``: its matchers, its play counts); this transport
+    streams the chosen interaction's events with their recorded gaps. ``allow_playback_repeats``
+    lets a used interaction answer again once no unused one matches (vcrpy's own flag would keep
+    answering with the first match even while a later one is unused, which would replay turn one
+    of a recorded conversation forever); ``pace`` (default on) sleeps the recorded gaps.
+    ``assert_all_played()`` is the strict check (vcrpy's ``all_played``).
     """
 
     def __init__(self, cassette: Cassette, *, allow_playback_repeats: bool = False, pace: bool = True) -> None:
         self.cassette = cassette
         self.allow_playback_repeats = allow_playback_repeats
         self.pace = pace
+        self.vcr = vcr_cassette(cassette)
         self.played: list[int] = []  # interaction positions, in play order
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        interaction = self.next_for(request.method, str(request.url))
+        body = await request.aread()
+        interaction = self.next_for(request.method, str(request.url), body, request.headers)
         return httpx.Response(
             interaction.status,
             headers=[(k, v) for k, values in interaction.headers.items() for v in values],
@@ -277,27 +361,34 @@ class ReplayTransport(httpx.AsyncBaseTransport):
             request=request,
         )
 
-    def next_for(self, method: str, url: str) -> Interaction:
+    def next_for(self, method: str, url: str, body: bytes | None = None, headers: Any = None) -> Interaction:
         """The interaction answering ``method url`` (first unused match), marked as played."""
-        key = _key(method, url)
-        candidates = [i for i, x in enumerate(self.cassette.interactions) if _key(x.method, x.uri) == key]
-        unused = [i for i in candidates if i not in self.played]
-        if unused:
-            choice = unused[0]
-        elif candidates and self.allow_playback_repeats:
-            choice = candidates[0]
-        else:
-            detail = "all matching interactions already played" if candidates else "none recorded for it"
-            raise UnmatchedRequestError(self.cassette.path, f"no recorded interaction for {method} {url} ({detail})")
+        wanted = VcrRequest(method.upper(), url, body, headers or {})
+        cassette = self.vcr
+        cassette.allow_playback_repeats = False
+        if not cassette.can_play_response_for(wanted):
+            try:
+                cassette.responses_of(wanted)
+            except UnhandledHTTPRequestError:
+                raise UnmatchedRequestError(self.cassette.path, f"no recorded interaction for {method} {url} (none recorded for it)") from None
+            if not self.allow_playback_repeats:
+                raise UnmatchedRequestError(self.cassette.path, f"no recorded interaction for {method} {url} (all matching interactions already played)")
+            cassette.allow_playback_repeats = True  # every match is used: repeat the first one
+        try:
+            response = cassette.play_response(wanted)
+        finally:
+            cassette.allow_playback_repeats = False
+        choice = next(i for i, recorded in enumerate(cassette.responses) if recorded is response)
         self.played.append(choice)
         return self.cassette.interactions[choice]
 
     def unplayed(self) -> list[int]:
-        return [i for i in range(len(self.cassette.interactions)) if i not in self.played]
+        return [i for i in range(len(self.cassette.interactions)) if not self.vcr.play_counts[i]]
 
     def assert_all_played(self) -> None:
         """Strict mode: raise ``CassetteError`` when some interaction was never requested."""
+        if self.vcr.all_played:
+            return
         left = self.unplayed()
-        if left:
-            names = ", ".join(f"#{i + 1} {self.cassette.interactions[i].method} {self.cassette.interactions[i].uri}" for i in left)
-            raise CassetteError(self.cassette.path, f"{len(left)} interaction(s) never played: {names}")
+        names = ", ".join(f"#{i + 1} {self.cassette.interactions[i].method} {self.cassette.interactions[i].uri}" for i in left)
+        raise CassetteError(self.cassette.path, f"{len(left)} interaction(s) never played: {names}")

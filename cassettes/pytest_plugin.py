@@ -1,13 +1,23 @@
-"""The ``llm_cassette`` pytest fixture: a cassette-backed model for a user's own tests.
+"""pytest fixtures for users' own tests: ``llm_cassette`` (virtual-time replay) and ``loopkit_vcr``.
 
-Enable with ``pytest_plugins = ["cassettes.pytest_plugin"]`` in a root ``conftest.py``::
+Installed as the ``loopkit-cassettes`` pytest plugin; or enable with
+``pytest_plugins = ["cassettes.pytest_plugin"]`` in a root ``conftest.py``.
 
-    def test_weather(llm_cassette):
-        model = llm_cassette("cassettes/llm/openai-chat/tool_calls.yaml", strict=True)
+Record your own provider client once, replay it forever (vcrpy does the HTTP part)::
+
+    def test_weather(loopkit_vcr):
+        with loopkit_vcr.use_cassette("cassettes/llm/openai-chat/weather.yaml", strict=True):
+            my_agent.run(OpenAI())       # LOOPKIT_RECORD_MODE=once records; the default replays
+
+Replay the same file through loopkit's adapter, event by event in (virtual) time::
+
+    def test_loop(llm_cassette):
+        model = llm_cassette("cassettes/llm/openai-chat/weather.yaml", strict=True)
         service.register_model("gpt", model)   # wherever the fake LLM would go
         ...
 
-With ``strict=True`` the test fails at teardown if any recorded interaction was never requested.
+With ``strict=True`` the test fails if any recorded interaction was never requested (at the end of
+the ``with`` block for ``loopkit_vcr``, at teardown for ``llm_cassette``).
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from .loopkit_vcr import LoopkitVCR, make_vcr
 from .model import CassetteModel
 
 
@@ -35,3 +46,10 @@ def llm_cassette() -> Iterator[Callable[..., CassetteModel]]:
     yield make
     for model in strict_models:
         model.assert_all_played()
+
+
+@pytest.fixture
+def loopkit_vcr() -> LoopkitVCR:
+    """A ``LoopkitVCR`` (a configured ``vcr.VCR``): record mode from ``$LOOPKIT_RECORD_MODE``
+    (default ``none``), every sensitive header scrubbed, per-event arrival offsets recorded."""
+    return make_vcr()

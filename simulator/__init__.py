@@ -4,6 +4,8 @@ Entry points::
 
     result = simulator.run(main, strategy=None, seed=0)      # one run (None = FIFO)
     simulator.observe("kind", key=value)                      # record an observable event
+    simulator.on_observe(callback)                            # be told of each event (this run)
+    simulator.timeline_length(), simulator.current_timeline() # the timeline so far
     simulator.sources.current_sources()                       # seeded sources inside a run
     simulator.explore(main, strategy=..., budget=N)           # search schedules for a failure
     simulator.replay(main, schedule, strict=True)             # re-run a recorded schedule
@@ -15,7 +17,15 @@ See docs/simulator.md.
 
 from __future__ import annotations
 
-from simulator._runtime import current_loop, observe, run
+from simulator._runtime import (
+    SimLoop,
+    current_loop,
+    current_timeline,
+    observe,
+    on_observe,
+    run,
+    timeline_length,
+)
 from simulator.errors import Divergence, ScheduleError, SimulationError
 from simulator.explore import (
     DeterminismReport,
@@ -38,14 +48,18 @@ __all__ = [
     "Schedule",
     "ScheduleError",
     "ShrinkResult",
+    "SimLoop",
     "SimulationError",
     "check_determinism",
     "current_loop",
+    "current_timeline",
     "explore",
     "load_schedule",
     "observe",
+    "on_observe",
     "replay",
     "run",
     "save_schedule",
     "shrink",
+    "timeline_length",
 ]

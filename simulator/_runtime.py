@@ -240,6 +240,8 @@ class SimLoop(base_events.BaseEventLoop):
         self._choices: list[tuple[int, int, Any, Any, bool]] = []
         self._record = True
         self._timeline: list[dict[str, Any]] = []
+        #: callbacks called with each observed event (``on_observe``); this run only
+        self._observers: list[_Observer] = []
         self._tasks: list[asyncio.Task[Any]] = []
         self._child_counts: dict[str, int] = {}
         self._cb_tasks = 0
@@ -499,6 +501,32 @@ class SimLoop(base_events.BaseEventLoop):
     def choice_index(self) -> int:
         """Index of the current choice point within the run (0-based)."""
         return len(self._choices)
+
+    # -- observation ----------------------------------------------------------------------
+    @property
+    def timeline_length(self) -> int:
+        """How many events have been observed so far in this run."""
+        return len(self._timeline)
+
+    def timeline(self) -> list[dict[str, Any]]:
+        """A copy of the events observed so far (``{"t": seconds, "kind": ..., **data}``)."""
+        return list(self._timeline)
+
+    def add_observer(self, callback: Callable[[dict[str, Any]], Any]) -> Callable[[], None]:
+        """Call ``callback(event)`` synchronously after each event is appended to this run's
+        timeline, until the returned disposer is called or the run ends. Observers run in the
+        order they were added; an exception from one propagates to the ``observe`` call."""
+        observers = self._observers
+        entry = _Observer(callback)  # a fresh object: the same callback may be added twice
+        observers.append(entry)
+
+        def dispose() -> None:
+            try:
+                observers.remove(entry)
+            except ValueError:
+                pass  # already disposed, or the run has ended
+
+        return dispose
 
     def _stall_check(self) -> bool:
         self._next_stall_check += _STALL_INTERVAL
@@ -794,6 +822,7 @@ def run(
         _cleanup(loop)
     finally:
         loop._in_run = False
+        loop._observers.clear()  # observers belong to this run
         _CURRENT = None
         __import__("sys").set_asyncgen_hooks(*old_hooks)
         events._set_running_loop(None)
@@ -903,14 +932,54 @@ def _noop(_: Any) -> None:
     pass
 
 
+class _Observer:
+    """One registration of an observer (identity, not equality, decides what a disposer
+    removes, so registering the same function twice gives two independent registrations)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[dict[str, Any]], Any]) -> None:
+        self.fn = fn
+
+
 def observe(kind: str, **data: Any) -> None:
     """Append ``{"t": virtual_time, "kind": kind, **data}`` to the running simulation's
-    timeline; does nothing outside a simulation."""
+    timeline and notify the run's observers (:func:`on_observe`); does nothing outside a
+    simulation."""
     loop = _CURRENT
     if loop is not None:
         ev = {"t": loop._now, "kind": kind}
         ev.update(data)
         loop._timeline.append(ev)
+        if loop._observers:
+            # a snapshot: an observer may add or dispose observers while being notified
+            for entry in tuple(loop._observers):
+                entry.fn(ev)
+
+
+def on_observe(callback: Callable[[dict[str, Any]], Any]) -> Callable[[], None]:
+    """Call ``callback(event)`` synchronously after every event later observed in the running
+    simulation (the event is already in the timeline). Valid for the current run only: it is
+    dropped when the run ends. Returns a disposer (idempotent). An exception raised by the
+    callback propagates to the code that called :func:`observe`.
+
+    Raises :class:`~simulator.errors.SimulationError` outside a simulation."""
+    loop = _CURRENT
+    if loop is None:
+        raise SimulationError("simulator.on_observe() called outside a simulation")
+    return loop.add_observer(callback)
+
+
+def timeline_length() -> int:
+    """How many events the running simulation has observed so far (0 outside a simulation)."""
+    loop = _CURRENT
+    return len(loop._timeline) if loop is not None else 0
+
+
+def current_timeline() -> list[dict[str, Any]]:
+    """A copy of the running simulation's timeline so far (``[]`` outside a simulation)."""
+    loop = _CURRENT
+    return list(loop._timeline) if loop is not None else []
 
 
 def current_loop() -> SimLoop | None:

@@ -243,7 +243,9 @@ def replay(
     Strict mode raises :class:`~simulator.errors.Divergence` ("diverged at choice k: expected
     X, found Y") when the program no longer fits the schedule; lenient mode
     (``strict=False``) matches choices by label and, past the end of the tape, continues under
-    the recorded seed (or FIFO with ``then="fifo"``)."""
+    the recorded seed (or FIFO with ``then="fifo"``). ``then`` also applies to strict mode:
+    ``strict=True, then="fifo"`` replays the tape strictly, then goes on FIFO (see
+    :mod:`simulator.strategies.replay`)."""
     strat = ReplayStrategy(schedule, strict=strict, then=then)
     r = run(main, strategy=strat, **_run_kwargs(schedule, run_kwargs))
     r.strategy = schedule.strategy

@@ -17,7 +17,8 @@ scenario, strategy and seed)::
     trace = cancel_during_tool.run(seed=3)
     trace.assert_ok()
 
-The module is generic: it knows the simulator, the fake model and tools, and nothing of any agent
+The module is generic: it knows the simulator, the fake model and tools (and, through
+``ctx.cassette``, recorded LLM cassettes, imported only when asked for), and nothing of any agent
 implementation. Whatever sits above (the conformance adapter, YAML scenario files) plugs into the
 context: ``ctx.state`` (also reachable as attributes: ``ctx.agent = ...`` stores
 ``ctx.state["agent"]``), ``ctx.on(kind, fn)`` listeners on observed events, ``ctx.on_teardown(fn)``,
@@ -38,13 +39,17 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import simulator
 from simulator.fake_llm import FakeModel, Gate, ScriptEntry
 from simulator.fake_tools import FakeTool, ToolBox
 from simulator.result import RunResult
 from simulator.schedule import Schedule
+
+if TYPE_CHECKING:  # the simulator does not import ``cassettes`` at run time (see ctx.cassette)
+    from cassettes.model import CassetteModel
 
 __all__ = [
     "Check",
@@ -381,21 +386,6 @@ class _Actor:
     dispose: Callable[[], None] | None = None
 
 
-class _Tap(list[Event]):
-    """The run's timeline, notifying the scenario of every appended event."""
-
-    def __init__(self, events: Iterable[Event], listener: Callable[[Event], None]) -> None:
-        super().__init__(events)
-        self._listener = listener
-
-    def append(self, event: Event) -> None:
-        super().append(event)
-        self._listener(event)
-
-    def __reduce__(self) -> Any:  # pickles (e.g. across explore workers) as a plain list
-        return (list, (list(self),))
-
-
 # --------------------------------------------------------------------------- the context
 
 
@@ -412,7 +402,8 @@ class ScenarioContext:
         self.seed = seed
         self.strategy = strategy
         self.state: dict[str, Any] = {}
-        self.models: dict[str, FakeModel] = {}
+        #: the scenario's models by name: fakes (``model``) and recorded ones (``cassette``)
+        self.models: dict[str, FakeModel | CassetteModel] = {}
         self.tools = ToolBox()
         self.gates: dict[str, Gate] = {}
         self.checks: list[Check] = []
@@ -457,6 +448,40 @@ class ScenarioContext:
         self._fakes.append(fake)
         return fake
 
+    def cassette(
+        self,
+        path: str | Path,
+        *,
+        name: str | None = None,
+        strict: bool | None = None,
+        **options: Any,
+    ) -> CassetteModel:
+        """Create and register a model replaying the recorded LLM cassette at ``path``
+        (``cassettes.model.CassetteModel``: the recorded provider traffic through the real
+        adapter, the recorded gaps slept in virtual time). Use it wherever a fake model goes.
+
+        ``name`` defaults to the file's stem; ``strict`` (default: the scenario's) also reports
+        interactions never requested; ``options`` go to ``CassetteModel`` (``adapter``,
+        ``allow_playback_repeats``, ``pace``). Its problems (a request the cassette cannot
+        answer, a truncated recording, unplayed interactions when strict) fail the scenario
+        like a fake model's. A missing or malformed file raises ``CassetteError`` here.
+        """
+        # Imported here: the simulator does not depend on the cassettes package at import time.
+        from cassettes.model import CassetteModel
+
+        name = name if name is not None else Path(path).stem
+        if name in self.models:
+            raise ValueError(f"scenario {self.name!r}: a model named {name!r} already exists")
+        recorded = CassetteModel(
+            path,
+            name=name,
+            strict=self.scenario.strict if strict is None else strict,
+            **options,
+        )
+        self.models[name] = recorded
+        self._fakes.append(recorded)
+        return recorded
+
     def tool(self, name: str, result: Any = None, **kwargs: Any) -> FakeTool:
         """Create a ``FakeTool`` in ``ctx.tools`` (``result=None``: every call returns ``"ok"``)."""
         kwargs.setdefault("strict", self.scenario.strict)
@@ -498,9 +523,8 @@ class ScenarioContext:
 
     @property
     def timeline(self) -> list[Event]:
-        """The events observed so far (``{"t": seconds, "kind": ..., **data}``)."""
-        loop = simulator.current_loop()
-        return list(loop._timeline) if loop is not None else []
+        """The events observed so far (``{"t": seconds, "kind": ..., **data}``; a copy)."""
+        return simulator.current_timeline()
 
     def events(self, kind: str | None = None, where: Where = None) -> list[Event]:
         return [e for e in self.timeline if _matches(e, kind, where)]
@@ -596,6 +620,20 @@ class ScenarioContext:
         """Run ``fn`` (sync or async) after the body and the actors, before the run ends."""
         self._teardown.append(fn)
 
+    def pending_actors(self) -> list[asyncio.Task[Any]]:
+        """The actor tasks (``at``, ``later``, ``after``, ``spawn``) started so far that have not
+        finished yet, in the order they were started."""
+        return [t for t in self._tasks if not t.done()]
+
+    async def wait_actors(self) -> None:
+        """Wait until no actor task is pending, including actors started while waiting (an
+        actor's failure is recorded by the context, not raised here)."""
+        while True:
+            pending = self.pending_actors()
+            if not pending:
+                return
+            await asyncio.gather(*pending, return_exceptions=True)
+
     # ---------------------------------------------------------------- checks
 
     def check(self, fn: CheckFn | Check, name: str | None = None) -> None:
@@ -670,18 +708,12 @@ class ScenarioContext:
             except Exception as exc:
                 self.fail(f"listener raised {type(exc).__name__}: {exc}", check=f"listener:{kind}")
 
-    async def _settle(self) -> None:
-        while True:
-            pending = [t for t in self._tasks if not t.done()]
-            if not pending:
-                return
-            await asyncio.gather(*pending, return_exceptions=True)
-
     async def _execute(self) -> Any:
-        loop = simulator.current_loop()
-        if loop is None:
+        if simulator.current_loop() is None:
             raise RuntimeError("a scenario runs under simulator.run (use Scenario.run)")
-        loop._timeline = _Tap(loop._timeline, self._notify)
+        # Listeners and ``after`` actors hear of every event from now to the end of the run
+        # (the registration ends with the run, so it is not disposed here).
+        simulator.on_observe(self._notify)
         self._running = True
         for actor in self._actors:
             if actor.at is not None:
@@ -693,10 +725,10 @@ class ScenarioContext:
         value = None
         if self.scenario.body is not None:
             value = await self.scenario.body(self)
-        await self._settle()
+        await self.wait_actors()
         for fn in self._teardown:
             await _maybe_await(fn())
-        await self._settle()
+        await self.wait_actors()
         return value
 
     def _untriggered(self) -> list[_Actor]:
@@ -716,11 +748,12 @@ class ScenarioContext:
             message = check.evaluate(trace)
             if message is not None:
                 failures.append({"check": check.name, "message": message})
+        models = {id(m) for m in self.models.values()}
         for fake in self._fakes:
             for problem in fake.problems():
                 label = (
                     "model"
-                    if isinstance(fake, FakeModel)
+                    if isinstance(fake, FakeModel) or id(fake) in models
                     else "tool"
                     if isinstance(fake, FakeTool)
                     else "fake"

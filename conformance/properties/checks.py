@@ -13,6 +13,9 @@
   MARKER-1: a turn ends ``aborted`` only if an ``abort()`` or ``cancel()`` came during it (an
   earlier cancel never governs a later turn);
 * LOOP-2: a turn drains every prompt queued before it started;
+* STEER-2 / CONT-1: steering logged in a turn that ends normally is followed by a model step;
+  CONT-2: steering added by an ``agent/step-end`` or continuation listener joins that turn;
+* TOOL-5: an abort during a tool ends the turn ``aborted``, with no further step;
 * TOOL-1: a step's tool calls do not overlap; TOOL-3: a failing tool never fails the turn;
   ERR-7: no ``code: null``;
 * MAXTOK-1..5 and precedence: a turn with a ``max-tokens`` step ends ``max-tokens`` unless
@@ -45,6 +48,8 @@ def violations(obs: Observation) -> list[str]:
     out += _cancel_drops_pending(obs)
     out += _batching(obs)
     out += _tools_and_codes(obs.final_events)
+    out += _steering(obs)
+    out += _tool_aborts(obs)
     return out
 
 
@@ -252,4 +257,51 @@ def _tools_and_codes(events: list[dict[str, Any]]) -> list[str]:
             reason = data.get("reason", {})
             if "code" in reason and reason["code"] is None:
                 out.append("ERR-7: a turn-end reason carries code null")
+    return out
+
+
+_NORMAL = ("completed", "max-tokens")
+_GATE_LISTENERS = ("listener(agent/step-end", "listener(agent/turn-continuation")
+
+
+def _steering(obs: Observation) -> list[str]:
+    out: list[str] = []
+    for start, end in _spans(obs):
+        if obs.events[end]["data"].get("reason", {}).get("kind") not in _NORMAL:
+            continue
+        body = obs.events[start:end]
+        number = obs.events[start]["data"].get("turn")
+        for i, event in enumerate(body):
+            if event["type"] == "steering/message" and not any(e["type"] == "step/start" for e in body[i:]):
+                out.append(f"STEER-2: steering logged in turn {number} got no model step")
+                break
+        begin, finish = obs.event_moment[start], obs.event_moment[end]
+        for prompt in obs.prompts:
+            if not (begin < prompt.moment < finish) or prompt.queued or not prompt.by.startswith(_GATE_LISTENERS):
+                continue
+            if any(prompt.moment < c < finish for c in obs.cancels):
+                continue
+            if not any(e["type"] == "steering/message" and prompt.text in _texts(e) for e in body):
+                out.append(f"CONT-2: steering {prompt.text} added by {prompt.by} did not join turn {number}")
+    return out
+
+
+def _tool_aborts(obs: Observation) -> list[str]:
+    out: list[str] = []
+    for start, end in _spans(obs):
+        body = list(range(start, end))
+        calls = {obs.events[i]["data"].get("call_id"): i for i in body if obs.events[i]["type"] == "tool/call"}
+        for i in body:
+            event = obs.events[i]
+            if event["type"] != "tool/result" or event["data"].get("call_id") not in calls:
+                continue
+            called = obs.event_moment[calls[event["data"]["call_id"]]]
+            if not any(called < m < obs.event_moment[i] for m in (*obs.aborts, *obs.cancels)):
+                continue
+            reason = obs.events[end]["data"].get("reason", {}).get("kind")
+            later_step = any(obs.events[j]["type"] == "step/start" for j in range(i, end))
+            if reason not in ("aborted", "disposed") or later_step:
+                number = obs.events[start]["data"].get("turn")
+                out.append(f"TOOL-5: an abort during tool call {event['data']['call_id']} did not end turn {number} aborted")
+                break
     return out

@@ -29,8 +29,9 @@ EVENTS = (
 )
 """Where a listener can act (``status:X``: an ``agent/status(X)`` notification)."""
 
-ACTIONS = ("cancel", "send", "steer", "cancel+send", "send+cancel", "abort", "raise")
-"""What a listener does when it fires (``raise`` throws from the listener)."""
+ACTIONS = ("cancel", "send", "steer", "cancel+send", "send+cancel", "abort", "raise", "inject")
+"""What a listener does when it fires (``raise`` throws from the listener; ``inject`` starts an
+``inject()`` that runs at the listener's next suspension)."""
 
 RESPONSES = (
     "text", "tools", "max-tokens", "max-tokens-tools", "error", "finish-aborted", "raise", "hang", "slow",

@@ -18,7 +18,7 @@ from typing import Any
 from reference_loop import vocabulary as v
 
 from .. import fakes
-from ..adapter import AgentHandle, Implementation
+from ..adapter import AgentHandle
 from ..harness import Kit
 from .model import ListenerSpec, Op, PropScenario
 
@@ -93,6 +93,7 @@ class World:
         self.obs = Observation()
         self._counter = 0
         self._seen: dict[str, int] = {}
+        self._background: list[asyncio.Future[None]] = []
         for name, behaviour in zip(TOOLS, scenario.tools, strict=True):
             kit.tool(
                 name,
@@ -189,9 +190,7 @@ class World:
             if op.verb == "sleep":
                 await asyncio.sleep(op.seconds)
             elif op.verb == "inject":
-                with contextlib.suppress(Exception):
-                    await self.agent.inject(self._text(by))
-                self._moment("inject", by)
+                await self._inject(by)
             elif op.verb in ("wait", "waiter"):
                 waiter = self.watch(by)
                 if op.verb == "wait":
@@ -199,6 +198,11 @@ class World:
                         await asyncio.wait_for(asyncio.shield(waiter.task), WAIT_LIMIT)  # type: ignore[arg-type]
             else:
                 self.do(op.verb, by)
+
+    async def _inject(self, by: str) -> None:
+        with contextlib.suppress(Exception):  # refused on a disposed agent
+            await self.agent.inject(self._text(by))
+        self._moment("inject", by)
 
     # ------------------------------------------------------------------ listeners
     def _install(self, spec: ListenerSpec) -> None:
@@ -213,6 +217,9 @@ class World:
             if spec.action == "raise":
                 self._moment("raise", by)
                 raise RuntimeError(f"{by} raised")
+            if spec.action == "inject":
+                self._background.append(asyncio.ensure_future(self._inject(by)))
+                return
             for verb in spec.action.split("+"):
                 self.do(verb, by)
 
@@ -230,6 +237,8 @@ class World:
 
             async def flush(*_args: Any) -> None:
                 fire()
+                # A persistence flush takes time: the agent is still running, its turn closed.
+                await asyncio.sleep(0.2)
 
             self.kit.on(spec.event, flush)
         else:

@@ -5,7 +5,9 @@
 * :class:`Tape` replays a (shrunk) schedule strictly for as long as it lasts, then continues
   FIFO: how a race cassette is replayed. A recorded choice whose label is no longer offered at
   that position is a :class:`~simulator.errors.Divergence`; after the tape, the run may differ
-  freely (a fixed implementation takes another path once the race is past).
+  freely (a fixed implementation takes another path once the race is past). It is the
+  simulator's ``ReplayStrategy(schedule, strict=True, then="fifo")`` under the schedule's own
+  strategy name.
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from simulator.errors import Divergence
+import simulator
 from simulator.schedule import Schedule
 from simulator.strategies.base import Strategy
+from simulator.strategies.replay import ReplayStrategy
 
 if TYPE_CHECKING:
-    from simulator._runtime import SimLoop
+    from simulator import SimLoop
 
 
 class Recording(Strategy):
@@ -56,7 +59,7 @@ class Recording(Strategy):
                 labels = loop.option_labels()
                 tasks = loop.option_tasks()
                 self.deviations.append({
-                    "choice": k, "at": len(loop._timeline), "ran": labels[pick],
+                    "choice": k, "at": simulator.timeline_length(), "ran": labels[pick],
                     "ran_task": _task_name(tasks[pick]), "instead_of": labels[0],
                     "instead_of_task": _task_name(tasks[0]),
                 })
@@ -78,38 +81,13 @@ def _task_name(task: Any) -> str | None:
     return task.get_name() if task is not None else None
 
 
-class Tape(Strategy):
-    """Strict on the recorded choices, FIFO after them (see module docstring)."""
+class Tape(ReplayStrategy):
+    """Strict on the recorded choices, FIFO after them (see module docstring).
 
-    name = "replay"
+    Named after the strategy that recorded the schedule, so the replayed run's trace and
+    schedule carry the same strategy name as the run that found the race.
+    """
 
     def __init__(self, schedule: Schedule) -> None:
-        self.schedule = schedule
+        super().__init__(schedule, strict=True, then="fifo")
         self.name = schedule.strategy
-        self._k = 0
-
-    def begin(self, loop: SimLoop, seed: int) -> None:
-        self.loop = loop
-        self._k = 0
-
-    def choose(self, n: int) -> int:
-        loop = self.loop
-        assert loop is not None
-        k = self._k
-        self._k = k + 1
-        tape = self.schedule.choices
-        if k >= len(tape):
-            return 0
-        c = tape[k]
-        labels = loop.option_labels()
-        if c.pick >= n:
-            raise Divergence(k, f"{c.label} (option {c.pick} of {c.of})", f"{n} options {labels}")
-        if c.label and labels[c.pick] != c.label:
-            raise Divergence(k, c.label, labels[c.pick])
-        return c.pick
-
-    def end(self, outcome: str) -> None:
-        k = self._k
-        self.loop = None
-        if k < len(self.schedule.choices):
-            raise Divergence(k, self.schedule.choices[k].label, f"end of run ({outcome})")

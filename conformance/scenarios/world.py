@@ -301,7 +301,7 @@ class World:
         (which disposes the agents), so every log is closed when the checks read it."""
         for _ in range(1000):
             await self._idle_all()
-            pending = self._pending_actors()
+            pending = self.ctx.pending_actors()
             if not pending:
                 break
             await asyncio.gather(*pending, return_exceptions=True)
@@ -325,11 +325,6 @@ class World:
                     check="quiescence",
                 )
                 return
-
-    def _pending_actors(self) -> list[asyncio.Task[Any]]:
-        # The scenario context keeps its actor tasks privately; asked for a public accessor.
-        tasks: list[asyncio.Task[Any]] = list(getattr(self.ctx, "_tasks", []))
-        return [t for t in tasks if not t.done()]
 
 
 async def _as_coro(awaitable: Any) -> Any:

@@ -1,13 +1,26 @@
 """Replay a recorded schedule.
 
-Strict (default): at choice ``k`` the recorded option index must exist and run the recorded
-label, else :class:`~simulator.errors.Divergence` ("diverged at choice k: expected X, found Y");
-a run with more or fewer choice points than recorded diverges too.
+Two independent settings: how each recorded choice is matched while the tape lasts, and what
+happens when it runs out (``then``).
 
-Lenient: match each recorded choice by label (the recorded index if it still carries that label,
-else the first option with that label, else the recorded index clamped to the options); when
-the tape runs out, go on under the recorded seed (random strategy seeded with the schedule's
-seed when it was recorded by a seeded strategy, else FIFO; ``then="fifo"`` forces FIFO).
+Matching. Strict (default): at choice ``k`` the recorded option index must exist and run the
+recorded label, else :class:`~simulator.errors.Divergence` ("diverged at choice k: expected X,
+found Y"); a run that ends before the tape does diverges too. Lenient (``strict=False``): match
+each recorded choice by label (the recorded index if it still carries that label, else the first
+option with that label, else the recorded index clamped to the options).
+
+After the tape (``then``):
+
+* ``"diverge"``: a further choice point is a ``Divergence`` (the run has more choice points
+  than recorded). The default when strict.
+* ``"fifo"``: go on in plain asyncio's order.
+* ``"seed"``: go on under the recorded seed (a random strategy seeded with the schedule's seed).
+
+Lenient replay defaults to ``"seed"`` when the schedule was recorded by a seeded strategy and to
+``"fifo"`` otherwise. ``strict=True, then="fifo"`` is "strict, then FIFO": the recorded choices
+must fit exactly, and once they are used up the run may differ freely (how a shrunk race tape
+is replayed: a fixed implementation takes another path only after the race was set up).
+
 A choice recorded with an empty label means "FIFO here" (used by shrinking).
 """
 
@@ -24,17 +37,32 @@ from simulator.strategies.random import RandomStrategy
 if TYPE_CHECKING:
     from simulator._runtime import SimLoop
 
+#: what a replay does when the tape runs out
+THEN = ("diverge", "fifo", "seed")
+
+#: strategies whose schedules carry no seed-driven continuation (replayed FIFO after the tape)
+_UNSEEDED = ("fifo", "replay", "dfs", "hypothesis")
+
 
 class ReplayStrategy(Strategy):
+    """Replays ``schedule`` (see the module docstring for ``strict`` and ``then``).
+
+    ``matched`` / ``mismatched`` count, in lenient mode, the recorded choices found at their
+    recorded index / found elsewhere or not at all.
+    """
+
     name = "replay"
 
     def __init__(self, schedule: Schedule, *, strict: bool = True, then: str | None = None) -> None:
         self.schedule = schedule
         self.strict = strict
         if then is None:
-            then = "fifo" if schedule.strategy in ("fifo", "replay", "dfs", "hypothesis") else "seed"
-        if then not in ("fifo", "seed"):
-            raise ValueError("then must be 'fifo' or 'seed'")
+            if strict:
+                then = "diverge"
+            else:
+                then = "fifo" if schedule.strategy in _UNSEEDED else "seed"
+        if then not in THEN:
+            raise ValueError(f"then must be one of {', '.join(repr(t) for t in THEN)}, not {then!r}")
         self.then = then
         self._k = 0
         self._fallback: Callable[[int], int] | None = None
@@ -46,7 +74,7 @@ class ReplayStrategy(Strategy):
         self._k = 0
         self.matched = self.mismatched = 0
         self._fallback = None
-        if not self.strict and self.then == "seed":
+        if self.then == "seed":
             rs = RandomStrategy(self.schedule.seed)
             rs.begin(loop, self.schedule.seed)
             self._fallback = rs.choose_fn()
@@ -63,7 +91,7 @@ class ReplayStrategy(Strategy):
         self._k = k + 1
         tape = self.schedule.choices
         if k >= len(tape):
-            if self.strict:
+            if self.then == "diverge":
                 raise Divergence(k, "end of schedule", f"a choice among {loop.option_labels()}")
             return self._fallback(n) if self._fallback is not None else 0
         c = tape[k]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes.pytest_plugin import llm_cassette  # noqa: F401  (the fixture, for test_model.py)
+from cassettes.pytest_plugin import llm_cassette, loopkit_vcr  # noqa: F401  (the fixtures)
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "cassettes" / "llm"

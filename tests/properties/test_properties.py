@@ -5,8 +5,9 @@ tools) run on the simulator; with ``HypothesisStrategy`` the interleaving comes 
 hypothesis data, so a failing example shrinks in both the operations and the schedule, and its
 message is a ready-to-run scenario. Derandomized: the same examples on every run.
 
-Examples per test: ``LOOPKIT_PROPERTY_EXAMPLES`` (default 300; ``LOOPKIT_PROPERTY_PROFILE=thorough``
-multiplies it by 10).
+Examples: 600 with hypothesis-drawn schedules, 300 each under seeded pct and random schedules;
+``LOOPKIT_PROPERTY_EXAMPLES=N`` sets N for each test, ``LOOPKIT_PROPERTY_PROFILE=thorough``
+multiplies the counts by 10.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conformance.impl import resolve
-from conformance.properties import PropScenario, render, run_one, scenarios
+from conformance.properties import ListenerSpec, Op, PropScenario, render, run_one, scenarios
 from simulator.strategies import PCTStrategy, RandomStrategy
 from simulator.strategies.hypothesis import HypothesisStrategy
 
@@ -32,7 +33,7 @@ def _examples(default: int) -> int:
 
 
 PROPERTY = settings(
-    max_examples=_examples(300),
+    max_examples=_examples(600),
     derandomize=True,  # reproducible in CI: the same examples every run
     database=None,
     deadline=None,
@@ -61,7 +62,7 @@ def test_reference_under_hypothesis_schedules(scenario: PropScenario, data: Any)
     assert outcome.ok, render(scenario, outcome)
 
 
-@settings(PROPERTY, max_examples=_examples(150))
+@settings(PROPERTY, max_examples=_examples(300))
 @given(scenarios())
 def test_reference_under_pct(scenario: PropScenario) -> None:
     seed = _seed(scenario)
@@ -69,9 +70,26 @@ def test_reference_under_pct(scenario: PropScenario) -> None:
     assert outcome.ok, render(scenario, outcome)
 
 
-@settings(PROPERTY, max_examples=_examples(150))
+@settings(PROPERTY, max_examples=_examples(300))
 @given(scenarios())
 def test_reference_under_random(scenario: PropScenario) -> None:
     seed = _seed(scenario)
     outcome = run_one(REFERENCE, scenario, RandomStrategy(seed=seed), seed=seed)
     assert outcome.ok, render(scenario, outcome)
+
+
+def test_same_seed_same_run() -> None:
+    # Determinism: a scenario, a strategy and a seed give the same observation, byte for byte.
+    scenario = PropScenario(
+        actors=((Op("send"), Op("steer"), Op("waiter"), Op("sleep", 0.1), Op("cancel"), Op("send")), (Op("send"), Op("wait"))),
+        listeners=(ListenerSpec("agent/step-end", "steer"),),
+        responses=("tools", "slow", "max-tokens"),
+        tools=("slow", "fail"),
+    )
+    runs = [run_one(REFERENCE, scenario, RandomStrategy(seed=7), seed=7) for _ in range(2)]
+    assert all(r.ok for r in runs), runs[0].violations
+    first, again = (r.observation for r in runs)
+    assert first is not None and again is not None
+    assert repr(first.moments) == repr(again.moments)
+    assert first.final_events == again.final_events
+    assert len(first.final_events) > 10
