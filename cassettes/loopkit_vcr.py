@@ -483,14 +483,18 @@ class LoopkitVCR(vcr.VCR):
     file), and a per-cassette ``filter_headers`` list of extra names.
     """
 
-    def __init__(self, *, record_mode: str | None = None, filter_headers: Iterable[str] = (), **options: Any) -> None:
+    def __init__(self, *, record_mode: str | None = None, filter_headers: Iterable[str | tuple[str, Any]] = (), **options: Any) -> None:
         self._record_mode_from_env = record_mode is None
         options.setdefault("serializer", SERIALIZER_NAME)
         options.setdefault("decode_compressed_response", True)
-        super().__init__(record_mode=record_mode or "none", **options)
+        headers = list(filter_headers)
+        # Names are scrubbed loopkit's way (value remembered, erased everywhere); vcrpy's own
+        # (name, replacement) pairs are passed to vcrpy as they are.
+        pairs = [h for h in headers if not isinstance(h, str)]
+        super().__init__(record_mode=record_mode or "none", filter_headers=pairs, **options)
         self.register_serializer(SERIALIZER_NAME, SERIALIZER)
-        self.persister = LoopkitPersister  # marker: each cassette gets its own instance
-        self.sensitive = SENSITIVE_HEADERS | {h.lower() for h in filter_headers}
+        self.register_persister(LoopkitPersister)  # a marker: each cassette gets its own instance
+        self.sensitive = SENSITIVE_HEADERS | {h.lower() for h in headers if isinstance(h, str)}
 
     def _use_cassette(self, with_current_defaults: bool = False, **kwargs: Any) -> _LoopkitCassetteContext:
         # As vcrpy's, with the strict-checking context (re-evaluated config on every entry).
@@ -505,12 +509,12 @@ class LoopkitVCR(vcr.VCR):
         comment = kwargs.pop("comment", None)
         meta = kwargs.pop("meta", None)
         overwrite = bool(kwargs.pop("overwrite", False))
-        extra = [h for h in kwargs.pop("filter_headers", ()) if isinstance(h, str)]
-        scrubber = Scrubber(self.sensitive | {h.lower() for h in extra})
+        extra = list(kwargs.pop("filter_headers", ()))  # names to scrub, or vcrpy (name, replacement) pairs
+        scrubber = Scrubber(self.sensitive | {h.lower() for h in extra if isinstance(h, str)})
         arrivals = ArrivalLog()
         if self._record_mode_from_env and "record_mode" not in kwargs:
             kwargs["record_mode"] = os.environ.get(RECORD_MODE_ENV) or "none"
-        user_headers = [h for h in self.filter_headers if not isinstance(h, str) or h.lower() not in scrubber.sensitive]
+        user_headers = [h for h in [*self.filter_headers, *extra] if not isinstance(h, str)]
         kwargs["filter_headers"] = [(name, scrubber.replace) for name in sorted(scrubber.sensitive)] + user_headers
         user_query = [p for p in self.filter_query_parameters if (p[0] if isinstance(p, tuple) else p) not in SECRET_QUERY_PARAMETERS]
         kwargs["filter_query_parameters"] = [(name, scrubber.replace) for name in SECRET_QUERY_PARAMETERS] + user_query
@@ -528,7 +532,7 @@ class LoopkitVCR(vcr.VCR):
         return config
 
 
-def make_vcr(*, record_mode: str | None = None, filter_headers: Iterable[str] = (), **options: Any) -> LoopkitVCR:
+def make_vcr(*, record_mode: str | None = None, filter_headers: Iterable[str | tuple[str, Any]] = (), **options: Any) -> LoopkitVCR:
     """A configured ``LoopkitVCR``; ``options`` are ``vcr.VCR``'s (``match_on``, hooks...)."""
     return LoopkitVCR(record_mode=record_mode, filter_headers=filter_headers, **options)
 

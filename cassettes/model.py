@@ -1,9 +1,11 @@
 """A cassette-backed ``ModelAdapter``: replays recorded provider traffic through the real adapter.
 
-Each ``stream()`` call sends the adapter's request to a ``ReplayTransport``, which answers with the
-next recorded interaction and plays its events one by one, sleeping the recorded gaps with
-``asyncio.sleep``: under the simulator those gaps pass in virtual time, so a ``cancel()`` can land
-between two recorded chunks, reproducibly. Register it on a service like any adapter (the fake LLM
+Each ``stream()`` call sends the adapter's request to a ``ReplayTransport``: vcrpy (a
+``vcr.cassette.Cassette`` in record mode ``none``) picks the recorded interaction that answers it,
+and the transport plays that interaction's events one by one, sleeping the recorded gaps with
+``asyncio.sleep`` (vcrpy itself would hand back the whole body at once): under the simulator those
+gaps pass in virtual time, so a ``cancel()`` can land between two recorded chunks, reproducibly.
+Any file ``cassettes.loopkit_vcr`` recorded (a user's own client included) replays here. Register it on a service like any adapter (the fake LLM
 included); ``llm_cassette`` (in ``cassettes.pytest_plugin``) is the pytest fixture.
 """
 

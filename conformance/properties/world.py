@@ -66,8 +66,6 @@ class Observation:
     """What one run recorded."""
 
     moments: list[tuple[str, ...]] = field(default_factory=list)
-    log_len: list[int] = field(default_factory=list)
-    """The log length after each moment."""
     events: list[dict[str, Any]] = field(default_factory=list)
     """The session events as notified through ``session/event``."""
     event_moment: list[int] = field(default_factory=list)
@@ -93,6 +91,7 @@ class World:
         self.obs = Observation()
         self._counter = 0
         self._seen: dict[str, int] = {}
+        # Injects started by listeners run as tasks; keep them referenced until the run ends.
         self._background: list[asyncio.Future[None]] = []
         for name, behaviour in zip(TOOLS, scenario.tools, strict=True):
             kit.tool(
@@ -113,7 +112,6 @@ class World:
     def _moment(self, *what: str) -> int:
         index = len(self.obs.moments)
         self.obs.moments.append(what)
-        self.obs.log_len.append(len(self.obs.events))
         self._sample(index)
         return index
 

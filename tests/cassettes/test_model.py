@@ -66,6 +66,20 @@ def test_playback_repeats_when_allowed(tmp_path: Path) -> None:
     asyncio.run(run())
 
 
+def test_repeats_play_every_unused_interaction_first(tmp_path: Path) -> None:
+    # vcrpy's own allow_playback_repeats would answer #1 every time (turn one of a conversation
+    # forever); loopkit's replay plays #2 before repeating.
+    model = CassetteModel(timed_cassette(tmp_path / "c.yaml", [0, 0, 0], repeat=2), pace=False, allow_playback_repeats=True)
+
+    async def run() -> None:
+        for _ in range(3):
+            await collect(model)
+
+    asyncio.run(run())
+    assert model.transport.played == [0, 1, 0]
+    model.assert_all_played()
+
+
 def test_recorded_gaps_are_slept_between_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     slept: list[float] = []
     real_sleep = asyncio.sleep

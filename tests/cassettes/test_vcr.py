@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,14 +67,20 @@ def test_a_users_client_recorded_by_vcrpy_replays_with_and_without_loopkit(tmp_p
     assert model.adapter.name == "openai-chat"
 
 
-def test_a_sync_client_is_timed_too(tmp_path: Path) -> None:
+def test_a_sync_client_is_timed_too_and_per_cassette_headers_are_scrubbed(tmp_path: Path) -> None:
     path = tmp_path / "sync.yaml"
-    with serve(delay=0.004) as server, make_vcr(record_mode="once").use_cassette(path):
+    token = "trace-SECRET-0123456789"
+    headers = {"x-api-key": KEY, "x-trace-token": token}
+    with serve(delay=0.004) as server, make_vcr(record_mode="once").use_cassette(path, filter_headers=["X-Trace-Token"]):
         with httpx.Client() as client:
-            reply = client.post(f"{server.base_url}/messages", json={**BODY, "model": "text"}, headers={"x-api-key": KEY})
-    assert reply.status_code == 200
-    events = yaml.safe_load(path.read_text())["interactions"][0]["response"]["events"]
-    assert events[-1]["offset"] > events[0]["offset"] and KEY not in path.read_text()
+            reply = client.post(f"{server.base_url}/messages", json={**BODY, "model": "text"}, headers=headers)
+    assert reply.status_code == 200 and server.requests[0].headers["x-trace-token"] == token
+    text = path.read_text()
+    assert KEY not in text and token not in text
+    interaction = yaml.safe_load(text)["interactions"][0]
+    assert interaction["request"]["headers"]["x-trace-token"] == ["<filtered>"]
+    events = interaction["response"]["events"]
+    assert events[-1]["offset"] > events[0]["offset"]
     assert "".join(e["data"] for e in events) == reply.text
 
 
@@ -161,25 +168,32 @@ def test_new_episodes_appends_and_keeps_the_header(tmp_path: Path) -> None:
     assert [i.uri.rsplit("/", 1)[1] for i in Cassette.load(path).interactions] == ["completions", "messages"]
 
 
-def _replay_all_through_vcrpy(path: Path) -> list[bytes]:
+@pytest.fixture(scope="module")
+def client() -> Iterator[httpx.Client]:
+    """One client for the module (its SSL context costs more than a replay); vcrpy patches the
+    transport class, so a client made before the cassette is intercepted all the same."""
+    with httpx.Client() as shared:
+        yield shared
+
+
+def _replay_all_through_vcrpy(path: Path, client: httpx.Client) -> list[bytes]:
     """Every interaction of ``path`` requested in order through httpx, answered by vcrpy."""
     cassette = Cassette.load(path)
     bodies = []
     with make_vcr().use_cassette(path, strict=True, allow_playback_repeats=False):
-        with httpx.Client() as client:
-            for interaction in cassette.interactions:
-                content = (interaction.request_body or "").encode()
-                reply = client.request(interaction.method, interaction.uri, content=content)
-                assert reply.status_code == interaction.status
-                bodies.append(reply.content)
+        for interaction in cassette.interactions:
+            content = (interaction.request_body or "").encode()
+            reply = client.request(interaction.method, interaction.uri, content=content)
+            assert reply.status_code == interaction.status
+            bodies.append(reply.content)
     return bodies
 
 
 @pytest.mark.parametrize("path", shipped_files() + external_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_vcrpy_plays_every_cassette_loopkit_reads(path: Path) -> None:
+def test_vcrpy_plays_every_cassette_loopkit_reads(path: Path, client: httpx.Client) -> None:
     """Shipped and external files (parsed_body, gzip ``!!binary``...), through loopkit's serializer."""
     expected = [i.body.encode() for i in Cassette.load(path).interactions]
-    assert _replay_all_through_vcrpy(path) == expected
+    assert _replay_all_through_vcrpy(path, client) == expected
 
 
 @pytest.mark.parametrize("path", shipped_files() + external_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -192,3 +206,29 @@ def test_the_serializer_round_trips(path: Path) -> None:
 
 def _comparable(cassette: Cassette) -> list[dict[str, Any]]:
     return [json.loads(json.dumps(i.to_vcr())) | {"events": [(e.offset, e.text) for e in i.events or []]} for i in cassette.interactions]
+
+
+def test_arrival_offsets_survive_a_gzip_encoded_stream() -> None:
+    """vcrpy decodes the body before ``before_record_response``; the read log is decoded to match."""
+    import gzip
+
+    from cassettes.loopkit_vcr import ArrivalLog
+
+    events = [f"data: {{\"n\": {n}}}\n\n" for n in range(4)]
+    packed = gzip.compress("".join(events).encode())
+    log = ArrivalLog()
+    arrival = log.open([(b"Content-Type", b"text/event-stream"), (b"Content-Encoding", b"gzip")])
+    assert arrival is not None and log.open([(b"content-type", b"application/json")]) is None
+    third = len(packed) // 3
+    for n, piece in enumerate([packed[:third], packed[third : 2 * third], packed[2 * third :]]):
+        arrival.reads.append((0.5 * n, piece))  # as the timed stream records them
+    # What vcrpy hands the hook: decoded body, content-encoding gone (decode_compressed_response).
+    response = {"status": {"code": 200}, "headers": {"Content-Type": ["text/event-stream"], "Content-Length": ["99"]},
+                "body": {"string": "".join(events).encode()}}
+    out = log.attach_events(response)
+    assert [e["data"] for e in out["events"]] == events
+    assert out["events"][-1]["offset"] == 1.0 and out["events"][0]["offset"] in (0.0, 0.5, 1.0)
+    assert "Content-Length" not in out["headers"]
+    # Consumed: a second identical body finds no timing and stays in the plain format.
+    again = {"status": {"code": 200}, "headers": {"content-type": ["text/event-stream"]}, "body": {"string": "".join(events)}}
+    assert "events" not in log.attach_events(again)

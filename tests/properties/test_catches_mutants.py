@@ -57,15 +57,15 @@ def test_properties_pass_the_reference_where_they_catch_mutants() -> None:
 
 
 def test_failing_example_shrinks_and_replays() -> None:
-    impl = mutants.get("idle-ignores-queue")
+    impl = mutants.get("turn-per-send")
     messages: list[str] = []
 
     @settings(max_examples=300, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(scenarios(), st.data())
+    @given(scenarios(max_actors=2, max_ops=4), st.data())  # a smaller space: a quicker shrink
     def search(scenario: PropScenario, data: Any) -> None:
         outcome = run_one(impl, scenario, HypothesisStrategy(data))
         if not outcome.ok:
-            messages.append(render(scenario, outcome, "mutant:idle-ignores-queue"))
+            messages.append(render(scenario, outcome, "mutant:turn-per-send"))
         assert outcome.ok
 
     with pytest.raises(AssertionError):
