@@ -104,3 +104,11 @@ def test_mutants_do_not_touch_the_reference() -> None:
 
     build(MUTANTS["maxtok-leaks"])
     assert "_hit_max_tokens" not in agent.ReactLoopAgent.__init__.__code__.co_names
+
+
+def test_docs_list_every_mutant() -> None:
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "mutants.md").read_text(encoding="utf-8")
+    missing = [m.name for m in ALL if f"{m.name}" not in docs]
+    assert not missing, f"docs/mutants.md does not mention: {missing}"
