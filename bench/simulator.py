@@ -24,6 +24,8 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Coroutine
+from typing import Any
 
 _BENCH = os.path.dirname(os.path.abspath(__file__))
 _ROOT = os.path.dirname(_BENCH)
@@ -49,6 +51,8 @@ elif __name__ == "__main__":
     # Run as a script: bench/ is sys.path[0], where this very file would shadow the package.
     sys.path.insert(0, _ROOT)
 
+import _programs  # noqa: E402  (bench/ is on sys.path: this file lives there)
+
 import simulator  # noqa: E402  (after the path set-up above)
 from simulator.strategies.random import RandomStrategy  # noqa: E402
 
@@ -70,48 +74,9 @@ async def race_main(tasks: int = 3, awaits: int = 2) -> int:
     return shared[0]
 
 
-async def pipeline_main(scale: float = 1.0) -> int:
-    work: asyncio.Queue[int] = asyncio.Queue(maxsize=8)
-    done: asyncio.Queue[int] = asyncio.Queue()
-    total = [0]
-
-    async def producer(p: int) -> None:
-        for j in range(25):
-            await asyncio.sleep(2.4 * scale)
-            await work.put(p * 100 + j)
-
-    async def worker() -> None:
-        while True:
-            try:
-                item = await asyncio.wait_for(work.get(), timeout=600 * scale)
-            except TimeoutError:
-                # An idle timeout, not the end of the work: wait again. Under the simulator it
-                # never fires (a producer puts every 2.4 virtual seconds). On plain asyncio it is
-                # scaled to 60 real microseconds, so any pause of the process (a GC pass, the OS
-                # running another process) fires it; a worker that died of it left items
-                # unprocessed, work.join() waited forever with no timer pending, and
-                # asyncio.run() sat idle in select() until killed.
-                continue
-            await asyncio.sleep(0.05 * scale)
-            await done.put(item)
-            work.task_done()
-
-    async def sink() -> None:
-        while True:
-            item = await done.get()
-            total[0] += item
-            done.task_done()
-
-    producers = [asyncio.ensure_future(producer(p)) for p in range(4)]
-    helpers = [asyncio.ensure_future(worker()) for _ in range(4)]
-    helpers += [asyncio.ensure_future(sink()) for _ in range(2)]
-    await asyncio.gather(*producers)
-    await work.join()
-    await done.join()
-    for h in helpers:
-        h.cancel()
-    await asyncio.gather(*helpers, return_exceptions=True)
-    return total[0]
+# The queue pipeline is the one bench/peers.py measures too (row 3): one definition for both.
+def pipeline_main(scale: float = 1.0) -> Coroutine[Any, Any, int]:
+    return _programs._pipeline_main(scale)
 
 
 async def hour_main() -> None:
