@@ -6,6 +6,7 @@ or a baseline entry is stale; 2 a usage or setup error (one line on stderr, no t
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -17,6 +18,23 @@ from . import schedules
 def _fail(message: str) -> typer.Exit:
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(2)
+
+
+def output_path_error(option: str, path: str) -> str | None:
+    """Why a report cannot be written to ``path`` (``None`` when it can).
+
+    Checked before running: the suite (and the self-check, minutes) would otherwise run to the
+    end only to fail on a typo in the report path. Only the parent directory is checked (it must
+    exist and be writable), the file itself is written after the run.
+    """
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        return f"cannot write {path!r} ({option}): it is a directory"
+    if not os.path.isdir(parent):
+        return f"cannot write {path!r} ({option}): no such directory {parent!r}"
+    if not os.access(parent, os.W_OK):
+        return f"cannot write {path!r} ({option}): directory {parent!r} is not writable"
+    return None
 
 
 def conformance(
@@ -46,6 +64,10 @@ def conformance(
     from .report import judge, print_table, write_json
     from .runner import SuiteError, run_suite
 
+    for option, path in (("--json", json_path), ("--junit", junit)):
+        problem = output_path_error(option, path) if path else None
+        if problem:
+            raise _fail(problem)
     try:
         expected = load(baseline) if baseline else None
     except BaselineError as exc:

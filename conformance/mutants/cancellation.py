@@ -166,4 +166,23 @@ MUTANTS = [
             ),
         ),
     ),
+    Mutant(
+        "cancel-gate-ignored",
+        "the continuation gate does not check the marker: a cancel during the continuation "
+        "waterfall lets a further (empty) step open before the next step's gate drops it",
+        ("CANCEL-CONT",),
+        "8",
+        (
+            Patch(
+                "agent",
+                """\
+            # CANCEL-CONT: a cancel during the continuation waterfall wins over "continue".
+            if self._marker is not None:
+                turn.aborted = self._marker
+                return
+""",
+                "",
+            ),
+        ),
+    ),
 ]

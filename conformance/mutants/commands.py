@@ -52,11 +52,15 @@ def selfcheck(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from conformance.commands import output_path_error
     from conformance.runner import SuiteError
     from conformance.selfcheck import print_table, run_selfcheck, write_json
 
     from . import MUTANTS
 
+    problem = output_path_error("--json", json_path) if json_path else None
+    if problem:
+        raise _fail(problem)  # before the minutes-long run, not after it
     unknown = [name for name in mutant if name not in MUTANTS]
     if unknown:
         raise _fail(f"unknown mutant(s): {', '.join(unknown)} (see `loopkit selfcheck --list`)")

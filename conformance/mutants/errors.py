@@ -45,4 +45,18 @@ MUTANTS = [
             ),
         ),
     ),
+    Mutant(
+        "late-failure-announced-twice",
+        "a failure after turn/end (a throwing agent/turn-end listener, a failing flush) is "
+        "announced even when the turn already failed, so a failed turn is announced twice",
+        ("ERR-9",),
+        "7",
+        (
+            Patch(
+                "agent",
+                "        if self._disposed or turn.failure is not None:\n            return\n        turn.failure = exc\n",
+                "        if self._disposed:\n            return\n        turn.failure = exc\n",
+            ),
+        ),
+    ),
 ]

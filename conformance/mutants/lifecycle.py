@@ -42,6 +42,21 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "inject-open-from-status",
+        "inject() decides whether a turn is open from the status instead of the log, so an "
+        "inject while the turn flushes (still running, turn closed) writes context outside a turn",
+        ("INJ-1", "INJ-2"),
+        "10",
+        (
+            Patch(
+                "agent",
+                "        if self._session.open_turn() is not None:\n",
+                '        if self._status == "running":\n',
+            ),
+        ),
+        interleaving=True,
+    ),
+    Mutant(
         "svc-duplicate-id",
         "creating a second live agent with an id already in use is accepted and replaces the first",
         ("SVC-2",),

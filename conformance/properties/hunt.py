@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 import zlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, settings
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from ..adapter import Implementation
 from .model import PropScenario, scenarios
 from .play import Outcome, render, run_one
+from .race import RaceResult, race_cassette
 
 STRATEGIES = ("fifo", "random", "pct", "hypothesis")
 
@@ -35,6 +37,12 @@ class HuntResult:
     violation: str | None = None
     example: str | None = field(default=None, repr=False)
     """The first failing example, rendered as a ready-to-run scenario."""
+    scenario: PropScenario | None = field(default=None, repr=False)
+    """The first failing example itself."""
+    violations: list[str] = field(default_factory=list, repr=False)
+    """All the violations of the first failing example."""
+    race: RaceResult | None = field(default=None, repr=False)
+    """Its race cassette, when the hunt was asked for one (``cassettes=DIR``)."""
 
 
 class _Caught(Exception):
@@ -59,9 +67,16 @@ def _strategy(kind: str, seed: int, data: Any) -> Any:
 
 
 def hunt(
-    impl: Implementation, strategy: str = "hypothesis", *, max_examples: int = 200, impl_spec: str = "reference"
+    impl: Implementation,
+    strategy: str = "hypothesis",
+    *,
+    max_examples: int = 200,
+    impl_spec: str = "reference",
+    cassettes: Path | None = None,
 ) -> HuntResult:
-    """Run up to ``max_examples`` generated examples against ``impl`` under ``strategy``."""
+    """Run up to ``max_examples`` generated examples against ``impl`` under ``strategy``; with
+    ``cassettes`` (a directory), also write the first failing example's race cassette there
+    (``race.race_cassette``) and name it in the rendered example."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r} (choose from {', '.join(STRATEGIES)})")
     count = [0]
@@ -97,5 +112,11 @@ def hunt(
     wall = time.monotonic() - started
     if found:
         examples, scenario, outcome = found[0]
-        return HuntResult(strategy, True, examples, wall, outcome.violations[0], render(scenario, outcome, impl_spec))
+        race = None
+        if cassettes is not None:
+            race = race_cassette(scenario, impl, impl_spec, outcome.violations, out_dir=cassettes)
+        example = render(scenario, outcome, impl_spec, race)
+        return HuntResult(
+            strategy, True, examples, wall, outcome.violations[0], example, scenario, list(outcome.violations), race
+        )
     return HuntResult(strategy, False, count[0], wall)

@@ -18,6 +18,7 @@ from ..adapter import Implementation
 from ..harness import Kit
 from .checks import violations
 from .model import PropScenario
+from .race import RaceResult, race_cassette
 from .world import Observation, World
 
 MAX_STEPS = 200_000
@@ -74,8 +75,11 @@ def _quiet(logger_name: str) -> Iterator[None]:
         logger.disabled = before
 
 
-def render(scenario: PropScenario, outcome: Outcome, impl_spec: str = "reference") -> str:
-    """The failing example as a ready-to-run Python scenario (its schedule replays the run)."""
+def render(
+    scenario: PropScenario, outcome: Outcome, impl_spec: str = "reference", race: RaceResult | None = None
+) -> str:
+    """The failing example as a ready-to-run Python scenario (its schedule replays the run), and
+    its race cassette when one was written (``race.race_cassette``; see ``report``)."""
     schedule = outcome.result.schedule.to_json() if outcome.result.schedule is not None else None
     lines = [
         "# A failing generated scenario: paste into a file and run it with python.",
@@ -91,7 +95,35 @@ def render(scenario: PropScenario, outcome: Outcome, impl_spec: str = "reference
         "# violations:",
         *[f"#   {line}" for line in outcome.violations],
     ]
+    if race is not None:
+        lines += ["", race.describe()]
     return "\n".join(lines)
+
+
+def report(impl: Implementation, scenario: PropScenario, outcome: Outcome, impl_spec: str = "reference") -> str:
+    """A failing example's message: ``render`` plus a race cassette written for it (in
+    ``race.cassette_dir()``) that ``loopkit replay`` reproduces. Writing the cassette runs the
+    scenario engine's search, so call it only for a failing example (``assert outcome.ok,
+    report(...)`` evaluates it only then). Inside a hypothesis test, only the final run of the
+    (shrunk) failing example writes one: the shrinking runs before it get ``render`` alone."""
+    if not _final_hypothesis_run():
+        return render(scenario, outcome, impl_spec)
+    try:
+        race = race_cassette(scenario, impl, impl_spec, outcome.violations)
+    except Exception as exc:  # the example's message must survive a failing cassette search
+        race = RaceResult(None, note=f"writing the cassette failed: {type(exc).__name__}: {exc}")
+    return render(scenario, outcome, impl_spec, race)
+
+
+def _final_hypothesis_run() -> bool:
+    """False while hypothesis is still generating or shrinking (a cassette search per shrink
+    step would cost seconds each); true on its final, reported run and outside hypothesis."""
+    try:
+        from hypothesis.control import current_build_context
+
+        return bool(current_build_context().is_final)
+    except Exception:  # not inside a hypothesis test (InvalidArgument), or no such API
+        return True
 
 
 def _compact(schedule_json: Any) -> str:

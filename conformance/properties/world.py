@@ -28,6 +28,12 @@ WAIT_LIMIT = 30.0
 TOOLS = ("t0", "t1")
 
 
+def prompt_name(actor: int | None, position: int) -> str:
+    """The text an operation sends: ``a<actor>.<op>`` for an actor's operation (both 1-based),
+    ``l<listener>`` for a listener's (each acts once, with at most one send or steer)."""
+    return f"l{position + 1}" if actor is None else f"a{actor + 1}.{position + 1}"
+
+
 @dataclass
 class Prompt:
     """A prompt the scenario sent (``send`` or ``steer``), by its unique text."""
@@ -135,16 +141,20 @@ class World:
         self._moment("status", status)
 
     # ------------------------------------------------------------------ operations
-    def _text(self, by: str) -> str:
+    def _text(self, name: str | None) -> str:
+        # Static names (``prompt_name``) when the caller knows which operation it plays, so the
+        # scenario's translation to YAML (``translate``) sends the very same texts; a counter
+        # otherwise.
         self._counter += 1
-        return f"m{self._counter}"
+        return name if name is not None else f"m{self._counter}"
 
-    def do(self, verb: str, by: str) -> None:
+    def do(self, verb: str, by: str, name: str | None = None) -> None:
         """Perform one synchronous operation (``send``, ``steer``, ``cancel``, ``abort``,
-        ``dispose``), recording it; a disposed agent's refusal is expected and ignored."""
+        ``dispose``), recording it; a disposed agent's refusal is expected and ignored. ``name``
+        is the text of a ``send``/``steer`` (see ``prompt_name``)."""
         agent = self.agent
         if verb in ("send", "steer"):
-            text = self._text(by)
+            text = self._text(name)
             status = agent.status
             try:
                 getattr(agent, verb)(text)
@@ -184,28 +194,31 @@ class World:
     async def act(self, index: int, ops: tuple[Op, ...]) -> None:
         """One actor: its operations in order."""
         by = f"actor{index}"
-        for op in ops:
+        for position, op in enumerate(ops):
+            name = prompt_name(index, position)
             if op.verb == "sleep":
                 await asyncio.sleep(op.seconds)
             elif op.verb == "inject":
-                await self._inject(by)
+                await self._inject(by, name)
             elif op.verb in ("wait", "waiter"):
                 waiter = self.watch(by)
                 if op.verb == "wait":
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(asyncio.shield(waiter.task), WAIT_LIMIT)  # type: ignore[arg-type]
             else:
-                self.do(op.verb, by)
+                self.do(op.verb, by, name)
 
-    async def _inject(self, by: str) -> None:
+    async def _inject(self, by: str, name: str | None = None) -> None:
         with contextlib.suppress(Exception):  # refused on a disposed agent
-            await self.agent.inject(self._text(by))
+            await self.agent.inject(self._text(name))
         self._moment("inject", by)
 
     # ------------------------------------------------------------------ listeners
     def _install(self, spec: ListenerSpec) -> None:
-        key = f"{spec.event}#{len(self._seen)}"
+        number = len(self._seen)
+        key = f"{spec.event}#{number}"
         self._seen[key] = 0
+        name = prompt_name(None, number)
         by = f"listener({spec.event}#{spec.nth}:{spec.action})"
 
         def fire() -> None:
@@ -216,10 +229,10 @@ class World:
                 self._moment("raise", by)
                 raise RuntimeError(f"{by} raised")
             if spec.action == "inject":
-                self._background.append(asyncio.ensure_future(self._inject(by)))
+                self._background.append(asyncio.ensure_future(self._inject(by, name)))
                 return
             for verb in spec.action.split("+"):
-                self.do(verb, by)
+                self.do(verb, by, name)
 
         if spec.event.startswith("status:"):
             wanted = spec.event.removeprefix("status:")

@@ -127,11 +127,27 @@ class TraceView:
                 out[-1]["end_i"] = e["_i"]
         return out
 
+    def refused(self) -> set[int]:
+        """Indices of the ``op`` events whose call raised: an ``op/error`` answers the latest
+        ``op`` of the same actor, kind and agent (events the call itself caused may lie between)."""
+        out: set[int] = set()
+        last: dict[tuple[Any, Any, Any], int] = {}
+        for e in self.indexed:
+            key = (e.get("by"), e.get("op"), e.get("agent"))
+            if e.get("kind") == "op":
+                last[key] = e["_i"]
+            elif e.get("kind") == "op/error" and key in last:
+                out.add(last.pop(key))
+        return out
+
     def sends(self, agent: str) -> list[Event]:
-        """Prompts queued for a next turn: ``send``, and ``steer`` while not running (STEER-1)."""
+        """Prompts queued for a next turn: ``send``, and ``steer`` while not running (STEER-1).
+        A call made on a disposed agent, or one that raised, queued nothing (DISP-3)."""
+        refused = self.refused()
         return [
             e for e in self.of_kind("op", agent=agent)
-            if e.get("op") == "send" or (e.get("op") == "steer" and e.get("status") != "running")
+            if (e.get("op") == "send" or (e.get("op") == "steer" and e.get("status") != "running"))
+            and e.get("status") != "disposed" and e["_i"] not in refused
         ]
 
     def excused(self, agent: str, after: int, before: int | None = None) -> bool:

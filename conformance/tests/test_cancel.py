@@ -395,6 +395,43 @@ def test_cancel_at_continuation_gate(run: Run, schedule: str) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("CANCEL-CONT")
+@pytest.mark.parametrize("when", ["before-next", "after-next"])
+def test_cancel_at_continuation_gate_opens_no_further_step(run: Run, schedule: str, when: str) -> None:
+    # "No further step runs" is stronger than "the model is not called again": a loop that lets
+    # the continuation vote stand and relies on the next step's own cancel check (CANCEL-STEP)
+    # still opens an empty step 2. Only the log and the step notifications show that.
+    async def scenario(k: Kit) -> None:
+        k.tool("echo")
+        k.record("agent/step-start", "agent/step-end")
+        a = await _parked(k)
+
+        async def listener(agent: object, turn: int, decision: object, next: object) -> object:
+            if when == "before-next":
+                a.cancel("gate")
+                await next()  # type: ignore[operator]
+            else:
+                # The cancel lands after the rest of the waterfall has voted (the tool call's
+                # default is "continue"), as late as a cancel can still be "during" it.
+                await next()  # type: ignore[operator]
+                await asyncio.sleep(0.01)
+                a.cancel("gate")
+            return True
+
+        k.on("agent/turn-continuation", listener)
+        k.model.push(fakes.tools(("c1", "echo", "{}")))
+        a.send("A")
+        await k.idle(a)
+        assert k.reasons(a) == [aborted("gate")]
+        steps = [(e["type"], e["data"]["step"]) for e in k.events(a, "step/start", "step/end")]
+        assert steps == [("step/start", 1), ("step/end", 1)], f"a further (empty) step opened: {steps}"
+        assert k.noted("agent/step-start") == [(1, 1)], "agent/step-start for a step after the gate"
+        assert k.noted("agent/step-end") == [(1, 1)]
+        assert len(k.model.requests) == 1, "no further step runs"
+
+    run(scenario)
+
+
 @pytest.mark.rule("CANCEL-MID")
 @pytest.mark.parametrize("where", ["stream", "tool"])
 def test_cancel_mid_step(run: Run, schedule: str, where: str) -> None:

@@ -214,6 +214,62 @@ def test_first_failure_wins(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("ERR-9")
+@pytest.mark.parametrize("later", ["turn-end", "flush"])
+@pytest.mark.parametrize("first", ["stream", "step-result"])
+def test_failure_after_turn_end_of_failed_turn_not_announced(run: Run, first: str, later: str) -> None:
+    # A turn that already failed inside its steps fails again after its turn/end (a throwing
+    # agent/turn-end listener, ERR-10, or a failing flush, ERR-6). Those late failures are
+    # normally announced; here the turn has recorded a failure, so the first one wins and the
+    # turn is still announced exactly once (test_first_failure_wins only has failures before
+    # turn/end).
+    async def scenario(k: Kit) -> None:
+        k.record("agent/error")
+        a = k.agent()
+        if first == "stream":
+            k.model.push([fakes.Raise("first failure", "E_FIRST")])
+        else:
+            k.on("agent/step-result", _raise_once("agent/step-result", "first failure", "E_FIRST"))
+        if later == "turn-end":
+            k.on("agent/turn-end", _raise_once("agent/turn-end", "late failure"))
+        else:
+
+            async def flush(*_args: object) -> None:
+                raise fakes.FakeError("late failure")
+
+            k.on("session/flush", once(flush))
+        a.send("one")
+        await k.idle(a)
+        assert k.reasons(a) == [{"kind": "error", "message": "first failure", "code": "E_FIRST"}]
+        errors = [e["data"] for e in k.events(a, "error")]
+        assert len(errors) == 1 and errors[0]["message"] == "first failure", errors
+        assert k.types(a)[-1] == "turn/end", "nothing is appended after turn/end"
+        announced = k.noted("agent/error")
+        assert [(turn, str(exc)) for turn, _step, exc in announced] == [(1, "first failure")], (
+            f"the failed turn must be announced once, with its first error: {announced}"
+        )
+        a.send("two")
+        await k.idle(a)
+        assert k.reasons(a)[-1] == COMPLETED, "the loop goes on"
+        assert len(k.noted("agent/error")) == 1
+
+    run(scenario)
+
+
+def _raise_once(name: str, message: str, code: str | None = None) -> Callable[..., Any]:
+    """A listener for ``name`` raising ``FakeError(message, code)`` the first time (a coded
+    error, so the turn-end reason shows which failure won), then passing through."""
+    fired = [False]
+
+    def listener(*args: object) -> object:
+        if not fired[0]:
+            fired[0] = True
+            raise fakes.FakeError(message, code)
+        return args[-1]() if name in WATERFALLS else None  # type: ignore[operator]
+
+    return listener
+
+
 @pytest.mark.rule("ERR-10")
 def test_throwing_turn_end_listener(run: Run) -> None:
     async def scenario(k: Kit) -> None:

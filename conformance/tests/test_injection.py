@@ -11,7 +11,7 @@ from conformance import fakes
 from conformance.harness import Kit
 from reference_loop import vocabulary as v
 
-from ._support import COMPLETED, Run, request_texts
+from ._support import COMPLETED, USER, Run, request_texts
 
 
 @pytest.mark.rule("INJ-1")
@@ -53,6 +53,44 @@ def test_open_turn_decided_from_log(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("INJ-1", "INJ-2")
+def test_inject_while_running_but_no_turn_open(run: Run) -> None:
+    # The awaited session/flush after turn/end: the agent is still running (the reference goes
+    # idle only after the flush) but its turn is closed in the log. INJ-1 decides "a turn is
+    # open" from the log, so this inject is a one-shot turn (INJ-2), not a context/message
+    # appended after turn/end outside any turn. The other existing INJ-1 tests inject while a
+    # turn is open, where deciding from the status gives the same answer.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        seen: list[str] = []
+
+        async def flush(*_args: object) -> None:
+            if seen:
+                return  # the one-shot turn's own flush
+            seen.append(k.types(a)[-1])
+            await a.inject("ctx")
+
+        k.on("session/flush", flush)
+        a.send("A")
+        await k.idle(a)
+        assert seen == ["turn/end"], f"the flush runs after turn/end: {seen}"
+        types = k.types(a)
+        first_end = types.index("turn/end")
+        assert types[first_end + 1 :] == ["turn/start", "context/message", "turn/end"], (
+            f"the inject must be a one-shot turn of its own: {types}"
+        )
+        start, ctx, end = (e["data"] for e in k.events(a)[-3:])
+        assert start["turn"] == 2 and start["trigger"] == {"kind": "injection", "source": USER}
+        assert ctx["content"] == [v.text("ctx")]
+        assert end == {"turn": 2, "reason": COMPLETED}
+        assert len(k.model.requests) == 1, "inject does not run the model"
+        a.send("B")
+        await k.idle(a)
+        assert k.events(a, "turn/start")[-1]["data"]["turn"] == 3
+
+    run(scenario)
+
+
 @pytest.mark.rule("INJ-2")
 def test_idle_inject_writes_one_shot_turn(run: Run) -> None:
     async def scenario(k: Kit) -> None:
@@ -85,6 +123,8 @@ def test_idle_inject_failures_contained(run: Run) -> None:
         errors = k.noted("agent/error")
         assert len(errors) == 1 and "flush failed" in str(errors[0][-1]) and errors[0][1] == 0, errors
         assert k.types(a) == ["turn/start", "context/message", "turn/end"]
+
+    run(scenario)
 
 
 @pytest.mark.rule("INJ-2")

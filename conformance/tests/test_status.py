@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections.abc import Callable
 
@@ -33,6 +34,46 @@ def test_legal_transitions_only(run: Run) -> None:
         await k.settle()
         trace = ["idle", *k.statuses()]
         assert k.statuses() == ["running", "idle", "running", "idle", "disposed"]
+        assert all(pair in LEGAL for pair in itertools.pairwise(trace)), trace
+        assert a.status == "disposed"
+
+    run(scenario)
+
+
+@pytest.mark.rule("STATUS-1", "DISP-5")
+@pytest.mark.parametrize("where", ["mid-step", "flush"])
+def test_dispose_while_running_goes_straight_to_disposed(run: Run, where: str) -> None:
+    # test_legal_transitions_only disposes an idle agent; this one disposes a running one, once
+    # inside a step and once during the awaited flush (running, turn already closed). "Settling"
+    # waiters through an idle transition on the way out is legal pair by pair (running -> idle
+    # -> disposed) but is not the trace the rule fixes: running -> disposed, nothing after it.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/status")
+        a = k.agent()
+        if where == "mid-step":
+            k.model.push([fakes.Hang()])
+        else:
+
+            async def flush(*_args: object) -> None:
+                a.dispose()
+
+            k.on("session/flush", flush)
+        a.send("A")
+        if where == "mid-step":
+            await k.until(lambda: bool(k.model.requests), "A's model call")
+            a.dispose()
+        await k.idle(a)
+        # Nothing leaves disposed: none of these may emit a status or revive the agent.
+        a.dispose()
+        a.cancel()
+        a.abort()
+        for verb in (a.send, a.steer):
+            # DISP-3 says these raise; that is checked there. Here only the trace matters.
+            with contextlib.suppress(Exception):
+                verb("late")
+        await k.settle()
+        trace = ["idle", *k.statuses()]
+        assert k.statuses() == ["running", "disposed"], f"status trace {trace}"
         assert all(pair in LEGAL for pair in itertools.pairwise(trace)), trace
         assert a.status == "disposed"
 

@@ -90,3 +90,27 @@ def test_full_selfcheck_kills_every_mutant() -> None:
     assert result.reference_passed, result.reference_failures[:3]
     assert not alive, f"surviving mutants: {alive}"
     assert len(result.mutants) == len(MUTANTS)
+
+
+# Each former known gap, with the rule whose new test kills it; dispose-via-idle is now caught
+# by STATUS-1 as well as DISP-5. One suite run per row, under fifo only (a few seconds in all).
+KILLS = [
+    ("cancel-gate-ignored", "CANCEL-CONT"),
+    ("inject-open-from-status", "INJ-1"),
+    ("late-failure-announced-twice", "ERR-9"),
+    ("dispose-via-idle", "STATUS-1"),
+]
+
+
+@pytest.mark.parametrize(("name", "rule"), KILLS, ids=[f"{n}-{r}" for n, r in KILLS])
+def test_rule_kills_mutant(name: str, rule: str) -> None:
+    outcome = selfcheck.check_mutant(name, schedule_count=0, rules=[rule])
+    assert outcome.killed and rule in outcome.killed_by, outcome
+
+
+def test_those_rules_pass_on_the_reference() -> None:
+    from conformance.runner import run_suite
+
+    run = run_suite(None, rules=sorted({rule for _, rule in KILLS}), schedule_count=0)
+    failed = [f"{r.id}: {r.message}" for r in run.results if r.outcome == "failed"]
+    assert run.results and not failed, failed

@@ -4,13 +4,19 @@ No test here points at a particular bug: each hunt runs the same generic generat
 checker against a mutant (``conformance.mutants``) and must catch it within the bench's budget of
 500 examples (derandomized: hypothesis's example sequence depends on ``max_examples``, so the
 budget is the bench's own; the search stops at the first catch, which the bench reports for every
-mutant and strategy in ``bench/mutants.py``).
+mutant and strategy in ``bench/mutants.py``). Two hunts also ask for the failing example's race
+cassette and replay it with ``loopkit replay`` on the mutant and on the reference.
 """
 
 from __future__ import annotations
 
+import shlex
+import shutil
+import subprocess
+import sys
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,9 +51,43 @@ def _quiet_unawaited() -> Iterator[None]:
         ("inject-open-from-status", "random"),  # a gap of the hand-written suite
     ],
 )
-def test_properties_catch_interleaving_mutant(name: str, strategy: str) -> None:
-    found = hunt(mutants.get(name), strategy, max_examples=BUDGET, impl_spec=f"mutant:{name}")
+def test_properties_catch_interleaving_mutant(name: str, strategy: str, tmp_path: Path) -> None:
+    replayed = name in REPLAYED
+    found = hunt(mutants.get(name), strategy, max_examples=BUDGET, impl_spec=f"mutant:{name}",
+                 cassettes=tmp_path if replayed else None)
     assert found.caught, f"{name} survived {found.examples} {strategy} examples"
+    if replayed:
+        _check_race_cassette(name, found)
+
+
+REPLAYED = ("marker-reset-on-idle-only", "w2-settle-unconditionally")
+"""The hunts whose first failing example must also come as a race cassette (a cassette search
+costs about a second, so not every hunt asks for one)."""
+
+
+def _check_race_cassette(name: str, found: Any) -> None:
+    # The failing example comes with a race cassette that `loopkit replay` reproduces on the
+    # mutant (exit 1) and that holds on the reference (exit 0).
+    race = found.race
+    assert race is not None and found.example is not None
+    assert race.path is not None and race.command is not None, race.note
+    assert f"race cassette: {race.path}" in found.example
+    assert f"replay: {race.command}" in found.example
+    assert race.command.endswith(f"--impl mutant:{name}")
+    on_mutant = _loopkit(race.command)
+    assert on_mutant.returncode == 1, on_mutant.stdout + on_mutant.stderr
+    assert "FAILED" in on_mutant.stdout
+    on_reference = _loopkit(race.command.removesuffix(f" --impl mutant:{name}"))
+    assert on_reference.returncode == 0, on_reference.stdout + on_reference.stderr
+
+
+def _loopkit(command: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    """Run a printed ``loopkit ...`` command line with the console script of this environment."""
+    args = shlex.split(command)
+    script = Path(sys.executable).with_name("loopkit")
+    exe = str(script) if script.exists() else shutil.which("loopkit")
+    assert args[0] == "loopkit" and exe is not None, command
+    return subprocess.run([exe, *args[1:], *extra], capture_output=True, text=True, timeout=120, check=False)
 
 
 def test_properties_pass_the_reference_where_they_catch_mutants() -> None:

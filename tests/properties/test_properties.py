@@ -7,7 +7,9 @@ message is a ready-to-run scenario. Derandomized: the same examples on every run
 
 Examples: 600 with hypothesis-drawn schedules, 300 each under seeded pct and random schedules;
 ``LOOPKIT_PROPERTY_EXAMPLES=N`` sets N for each test, ``LOOPKIT_PROPERTY_PROFILE=thorough``
-multiplies the counts by 10.
+multiplies the counts by 10. A failing example's message also names its race cassette (written
+under ``$LOOPKIT_PROPERTY_CASSETTES``, default the temporary directory) and the ``loopkit replay``
+command that reproduces it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conformance.impl import resolve
-from conformance.properties import ListenerSpec, Op, PropScenario, render, run_one, scenarios
+from conformance.properties import ListenerSpec, Op, PropScenario, report, run_one, scenarios
 from simulator.strategies import PCTStrategy, RandomStrategy
 from simulator.strategies.hypothesis import HypothesisStrategy
 
@@ -59,7 +61,7 @@ def _seed(scenario: PropScenario) -> int:
 @given(scenarios(), st.data())
 def test_reference_under_hypothesis_schedules(scenario: PropScenario, data: Any) -> None:
     outcome = run_one(REFERENCE, scenario, HypothesisStrategy(data))
-    assert outcome.ok, render(scenario, outcome)
+    assert outcome.ok, report(REFERENCE, scenario, outcome)
 
 
 @settings(PROPERTY, max_examples=_examples(300))
@@ -67,7 +69,7 @@ def test_reference_under_hypothesis_schedules(scenario: PropScenario, data: Any)
 def test_reference_under_pct(scenario: PropScenario) -> None:
     seed = _seed(scenario)
     outcome = run_one(REFERENCE, scenario, PCTStrategy(seed=seed), seed=seed)
-    assert outcome.ok, render(scenario, outcome)
+    assert outcome.ok, report(REFERENCE, scenario, outcome)
 
 
 @settings(PROPERTY, max_examples=_examples(300))
@@ -75,7 +77,7 @@ def test_reference_under_pct(scenario: PropScenario) -> None:
 def test_reference_under_random(scenario: PropScenario) -> None:
     seed = _seed(scenario)
     outcome = run_one(REFERENCE, scenario, RandomStrategy(seed=seed), seed=seed)
-    assert outcome.ok, render(scenario, outcome)
+    assert outcome.ok, report(REFERENCE, scenario, outcome)
 
 
 def test_same_seed_same_run() -> None:

@@ -97,3 +97,20 @@ def test_a_raising_check_is_a_violation() -> None:
     boom = ck.LoopCheck("boom", lambda view: 1 / 0)  # type: ignore[arg-type,return-value]
     found = boom.evaluate(ck.TraceView([]))
     assert found is not None and "ZeroDivisionError" in found.message
+
+
+def test_send_refused_by_a_disposed_agent_is_owed_nothing() -> None:
+    # DISP-3: send() on a disposed agent raises; the prompt was never queued, so it is not lost.
+    tl = [_op("send", "A"), _status("running"), *_turn(0, 1, "A"), _status("idle"), _op("dispose"),
+          _status("disposed"), _op("send", "B", status="disposed"),
+          {"kind": "op/error", "op": "send", "by": "caller", "agent": "a", "error": "AgentDisposedError: x"}]
+    assert _check("prompts", tl) is None
+    # The same send on a live agent that raised (for whatever reason) queued nothing either.
+    refused = [_op("send", "A"), _status("running"), *_turn(0, 1, "A"), _status("idle"), _op("send", "B"),
+               {"kind": "agent/queued", "agent": "a", "text": "B"},
+               {"kind": "op/error", "op": "send", "by": "caller", "agent": "a", "error": "ValueError: x"}]
+    assert _check("prompts", refused) is None
+    # But a send that went through and never ran is still caught.
+    lost = [_op("send", "A"), _status("running"), *_turn(0, 1, "A"), _status("idle"), _op("send", "B")]
+    violation = _check("prompts", lost)
+    assert violation is not None and "'B'" in violation.message

@@ -1,0 +1,54 @@
+"""Report paths are checked before running: a typo in ``--json``/``--junit`` must not cost a
+whole self-check (minutes) or suite run before the error.
+
+``loopkit conformance``'s other CLI tests live in ``tests/conformance_meta``; its report-path
+check shares ``output_path_error`` with ``loopkit selfcheck`` and is tested here with it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli import app
+from conformance import runner, selfcheck
+from conformance.commands import output_path_error
+
+
+def _never(*_args: object, **_kwargs: object) -> object:
+    raise AssertionError("ran although the report path is unwritable")
+
+
+def _one_line_error(code: int, output: str, fragment: str) -> None:
+    assert code == 2, output
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], output
+
+
+@pytest.fixture
+def bad(tmp_path: Path) -> str:
+    return str(tmp_path / "no-such-dir" / "x.json")
+
+
+def test_selfcheck_rejects_a_missing_directory_before_running(monkeypatch: pytest.MonkeyPatch, bad: str) -> None:
+    monkeypatch.setattr(selfcheck, "run_selfcheck", _never)
+    result = CliRunner().invoke(app, ["selfcheck", "--json", bad])
+    _one_line_error(result.exit_code, result.output, "no such directory")
+
+
+@pytest.mark.parametrize("option", ["--json", "--junit"])
+def test_conformance_rejects_a_missing_directory_before_running(
+    monkeypatch: pytest.MonkeyPatch, bad: str, option: str
+) -> None:
+    monkeypatch.setattr(runner, "run_suite", _never)
+    result = CliRunner().invoke(app, ["conformance", option, bad])
+    _one_line_error(result.exit_code, result.output, f"({option}): no such directory")
+
+
+def test_output_path_error(tmp_path: Path) -> None:
+    assert output_path_error("--json", str(tmp_path / "r.json")) is None
+    assert output_path_error("--json", "relative.json") is None  # the current directory
+    assert "is a directory" in (output_path_error("--json", str(tmp_path)) or "")
+    assert "no such directory" in (output_path_error("--json", str(tmp_path / "a" / "b.json")) or "")
