@@ -48,7 +48,7 @@ def _quiet_unawaited() -> Iterator[None]:
         ("marker-reset-on-idle-only", "random"),
         ("idle-ignores-queue", "hypothesis"),
         ("late-steering-dropped", "random"),
-        ("inject-open-from-status", "random"),  # a gap of the hand-written suite
+        ("inject-open-from-status", "random"),  # found here before the suite had a test for it
     ],
 )
 def test_properties_catch_interleaving_mutant(name: str, strategy: str, tmp_path: Path) -> None:
