@@ -43,7 +43,8 @@ def test_hour_of_sleeps_is_fast() -> None:
     r = simulator.run(main)
     wall = time.perf_counter() - t0
     assert r.ok and r.virtual_time >= 3600
-    assert wall < 0.5
+    # About 30 ms here (bench/simulator.py measures it); the bound only rules out real sleeping.
+    assert wall < 5.0
 
 
 def test_observe_and_sources() -> None:
