@@ -22,13 +22,25 @@ def test_default_continuation(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         k.tool("echo")
         a = k.agent()
-        k.model.push(fakes.tools(("c1", "echo", "{}")), fakes.text("done"), fakes.text("plain"))
+        k.model.push(
+            fakes.tools(("c1", "echo", "{}")),
+            fakes.text("done"),
+            fakes.text("plain"),
+            [fakes.Call(lambda: a.steer("S")), *fakes.text("steered")],
+            fakes.text("after steering"),
+        )
         a.send("tools")
         await k.idle(a)
         assert _steps(k, a) == 2, "a step with tool calls continues"
         a.send("plain")
         await k.idle(a)
         assert _steps(k, a) == 3, "a step without tool calls or steering stops"
+        # The third arm of the default: no tool calls, but steering was drained after the step.
+        a.send("steer me")
+        await k.idle(a)
+        assert _steps(k, a) == 5, "a step after which steering was drained continues"
+        assert len(k.events(a, "turn/start")) == 3, "the steering continued its turn, not a new one"
+        assert "S" in request_texts(k.model.requests[-1])
 
     run(scenario)
 

@@ -225,24 +225,32 @@ def test_cancel_on_idle_agent_is_noop(arun: Any) -> None:
 
 
 def test_hung_tool_aborted_ends_turn(arun: Any) -> None:
+    # The abort must land while the tool is really running (hung in execute()), not before it
+    # is dispatched: aborting from a tool/call listener would end the step before execute()
+    # was ever called, and the test would pass whether or not a hung tool can be aborted.
+    started = asyncio.Event()
+    finished: list[str] = []
+
     class Hang:
         name = "hang"
         description = "never returns"
         input_schema: ClassVar[dict[str, Any]] = {}
 
         async def execute(self, arguments: Any, context: Any) -> str:
+            started.set()
             await asyncio.sleep(3600)
+            finished.append("late")
             return "late"
 
     async def body() -> None:
         svc, model = make_service(respond.tool_call("hang", {}) + respond.tool_call("hang", {}))
         svc.register_tool(Hang())
         agent = svc.create("a", {"model": "m"})
-        svc.bus.on(
-            "session/event", lambda s, e: agent.abort("stop") if e["type"] == "tool/call" else None
-        )
         agent.send("A")
+        await asyncio.wait_for(started.wait(), timeout=1)
+        agent.abort("stop")
         await agent.when_idle()
+        assert finished == [], "the hung tool ran to completion"
         assert [e["type"] for e in agent.session.events].count("tool/call") == 1
         assert turn_ends(agent) == [{"kind": "aborted", "reason": "stop"}]
         assert model.calls == 1

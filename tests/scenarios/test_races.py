@@ -65,6 +65,8 @@ def test_same_seed_same_cassette_bytes_whatever_the_workers(tmp_path: Path) -> N
 def test_hypothesis_strategy_finds_window2() -> None:
     found = engine.explore(load(WINDOW2), resolve("mutant:w2-settle-unconditionally"), strategy="hypothesis", budget=20)
     assert found.failure is not None
+    # Window 2 itself (the waiter released while B's turn was open), not some other failure.
+    assert "released_after_turn(w, B)" in {name for name, _ in found.failure.violations}, found.failure.violations
 
 
 def test_pct_reports_its_guarantee() -> None:
