@@ -541,12 +541,31 @@ class SimLoop(base_events.BaseEventLoop):
         return limit is not None and self._stalled_for >= limit
 
     # -- the drivers ----------------------------------------------------------------------
+    def _advance_clock(self) -> str | None:
+        """Nothing is ready: jump virtual time to the next live timer. Returns how the run
+        ends (``"deadlock"``, ``"budget"``, ``"stalled"``) when it cannot go on, else None."""
+        sched = self._scheduled
+        while sched and sched[0]._cancelled:
+            _heappop(sched)
+            self._timer_cancelled_count -= 1
+        if not sched:
+            return "deadlock"
+        when = sched[0]._when
+        if self._max_time is not None and when > self._max_time:
+            self._budget_reason = "time"
+            return "budget"
+        if when > self._now:
+            self._now = when
+            self._advances += 1
+            if self._advances >= self._next_stall_check and self._stall_check():
+                return "stalled"
+        return None
+
     def _drive_fifo(self, max_steps: int) -> str:
         """Plain asyncio's ``_run_once`` loop on virtual time: move due timers to the ready
         queue, run the callbacks that were ready at the start of the iteration, repeat."""
         ready = self._ready
         sched = self._scheduled
-        max_time = self._max_time
         steps = self._steps
         limit = steps + max_steps
         result = "stopped"
@@ -555,23 +574,10 @@ class SimLoop(base_events.BaseEventLoop):
                 if self._stopping:
                     break
                 if not ready:
-                    while sched and sched[0]._cancelled:
-                        _heappop(sched)
-                        self._timer_cancelled_count -= 1
-                    if not sched:
-                        result = "deadlock"
+                    end = self._advance_clock()
+                    if end is not None:
+                        result = end
                         break
-                    when = sched[0]._when
-                    if max_time is not None and when > max_time:
-                        self._budget_reason = "time"
-                        result = "budget"
-                        break
-                    if when > self._now:
-                        self._now = when
-                        self._advances += 1
-                        if self._advances >= self._next_stall_check and self._stall_check():
-                            result = "stalled"
-                            break
                 now = self._now
                 while sched and sched[0]._when <= now:
                     t = _heappop(sched)
@@ -604,7 +610,6 @@ class SimLoop(base_events.BaseEventLoop):
         choices = self._choices
         vary = self._vary
         window = self._window
-        max_time = self._max_time
         steps = self._steps
         limit = steps + max_steps
         track = self._last_run
@@ -616,23 +621,10 @@ class SimLoop(base_events.BaseEventLoop):
                     if self._stopping:
                         break
                     if not self._nready:
-                        while sched and sched[0]._cancelled:
-                            _heappop(sched)
-                            self._timer_cancelled_count -= 1
-                        if not sched:
-                            result = "deadlock"
+                        end = self._advance_clock()
+                        if end is not None:
+                            result = end
                             break
-                        when = sched[0]._when
-                        if max_time is not None and when > max_time:
-                            self._budget_reason = "time"
-                            result = "budget"
-                            break
-                        if when > self._now:
-                            self._now = when
-                            self._advances += 1
-                            if self._advances >= self._next_stall_check and self._stall_check():
-                                result = "stalled"
-                                break
                     now = self._now
                     while sched and sched[0]._when <= now:
                         t = _heappop(sched)
