@@ -231,7 +231,9 @@ def _batching(obs: Observation) -> list[str]:
                 continue  # it ran in an earlier turn
             if index is None or index > end:
                 number = obs.events[start]["data"].get("turn")
-                out.append(f"LOOP-2: turn {number} did not take prompt {prompt.text}, queued before it started")
+                took = [t for e in obs.events[start:end + 1] if e["type"] == "user/message" for t in _texts(e)]
+                out.append(f"LOOP-2: turn {number} did not take prompt {prompt.text}, queued before it started"
+                           f" (it took {', '.join(took) if took else 'none'})")
                 return out
     return out
 

@@ -76,6 +76,7 @@ def example_name(scenario: PropScenario) -> str:
 # A property violation -> a scenario check (YAML form) of the same fact, where one exists.
 _LOST = re.compile(r"^MARKER-1: prompt (\S+) \(")
 _RAN_AFTER_CANCEL = re.compile(r"^CANCEL-2: prompt (\S+) \(")
+_NOT_BATCHED = re.compile(r"^LOOP-2: turn \d+ did not take prompt (\S+), queued before it started \(it took (\S+?)[,)]")
 _TURN_END = re.compile(r"^(MARKER-1|MAXTOK-[234]|TOOL-5): .*turn (\d+)")
 _WRONG_END = {
     "MARKER-1": "aborted",  # "turn N ends aborted but no cancel() or abort() came during it"
@@ -88,12 +89,15 @@ def violation_checks(violations: list[str]) -> list[dict[str, Any]]:
     """The violations that have a counterpart among the scenario check kinds, as YAML checks:
     a lost prompt (MARKER-1) as ``ran``, a prompt run after its cancel (CANCEL-2) as
     ``not_ran``, a wrong turn-end reason (MARKER-1, MAXTOK-2/4) as ``no_event`` on
-    ``agent/turn-end``. The rest (IDLE-2, LOOP-2, STEER-2, CONT-2, TOOL-1/3/5, MAXTOK-3/5, ERR-7)
-    is left to the always-on invariants."""
+    ``agent/turn-end``, a prompt a turn did not batch (LOOP-2 "turn N did not take prompt P ...
+    (it took X, ...)") as ``same_turn: [X, P]``. The rest (IDLE-2, LOOP-2 repeats, STEER-2,
+    CONT-2, TOOL-1/3/5, MAXTOK-3/5, ERR-7) is left to the always-on invariants."""
     out: list[dict[str, Any]] = []
     for violation in violations:
         if m := _LOST.match(violation):
             out.append({"ran": m.group(1)})
+        elif (m := _NOT_BATCHED.match(violation)) and m.group(2) != "none":
+            out.append({"same_turn": [m.group(2), m.group(1)]})
         elif m := _RAN_AFTER_CANCEL.match(violation):
             out.append({"not_ran": m.group(1)})
         elif (m := _TURN_END.match(violation)) and m.group(1) in _WRONG_END:

@@ -2,15 +2,14 @@
 
 The translation keeps the operations, their texts (``world.prompt_name``), the listeners, the
 model script and the tools, so ``loopkit run|explore|replay`` can play the generated example and a
-race cassette can carry it inline. A few generated features have no YAML form and make the
-scenario *untranslatable* (``Untranslatable``): a listener on ``session/flush`` (not an event a
-YAML listener can register on) and a listener acting on the n-th (n > 1) ``agent/status``,
-``agent/step-start``, ``agent/step-end`` or ``agent/turn-continuation`` (YAML filters on fields,
-it does not count; ``agent/turn-start``/``agent/turn-end`` count through their ``turn`` field).
+race cassette can carry it inline. Every generated feature has a YAML form: a listener on the
+n-th (n > 1) event is ``nth: n`` (the n-th ``agent/turn-start``/``agent/turn-end`` is turn n's,
+``where: {turn: n}``), a listener on ``session/flush`` is one with ``hold: FLUSH_DELAY`` (the
+property world's flush takes that long), an actor's ``inject`` is awaited (``inject: {text, wait:
+true}``). ``Untranslatable`` is left for a kind the translation does not know.
 
 What is approximated (the scenario engine has no such notion), and why it is close enough:
 
-* an actor's ``inject`` is started, not awaited (YAML actions do not await an injection);
 * a ``hang`` (model stream or tool) becomes a 30 s delay that an abort cuts short: the property
   world's settle aborts a hung step after 30 virtual seconds, the scenario world would instead
   wait for its idle timeout and fail the quiescence check;
@@ -26,7 +25,7 @@ from typing import Any
 import yaml
 
 from .model import ListenerSpec, PropScenario
-from .world import TOOLS, prompt_name
+from .world import FLUSH_DELAY, TOOLS, prompt_name
 
 HANG = 30.0
 """Virtual seconds a translated hang lasts unless aborted (``world.WAIT_LIMIT``)."""
@@ -37,10 +36,13 @@ calls: one turn per prompt at most, plus one step per tool-call response and per
 
 _STATUS_EVENTS = {"status:running": "running", "status:idle": "idle"}
 _COUNTED = {"agent/turn-start", "agent/turn-end"}
+_LISTENABLE = {"agent/turn-start", "agent/step-start", "agent/step-end", "agent/turn-end",
+               "agent/turn-continuation", "session/flush"}
 
 
 class Untranslatable(ValueError):
-    """The scenario uses a feature without a YAML form (the message says which)."""
+    """The scenario uses a feature without a YAML form (the message says which): today only an
+    operation, event, response kind or tool behaviour the translation does not know."""
 
 
 def to_document(
@@ -116,13 +118,12 @@ def _listener(spec: ListenerSpec, index: int) -> dict[str, Any]:
     if spec.event in _STATUS_EVENTS:
         on = "agent/status"
         where["status"] = _STATUS_EVENTS[spec.event]
-    elif spec.event == "session/flush":
-        raise Untranslatable("a listener on session/flush has no YAML form")
-    else:
+    elif spec.event in _LISTENABLE:
         on = spec.event
-    if spec.nth > 1:
-        if on not in _COUNTED:
-            raise Untranslatable(f"a listener on the {spec.nth}th {spec.event} has no YAML form")
+    else:
+        raise Untranslatable(f"a listener on {spec.event!r} has no YAML form")
+    nth = spec.nth if spec.nth > 1 and on not in _COUNTED else None
+    if spec.nth > 1 and on in _COUNTED:
         where["turn"] = spec.nth  # the n-th turn-start/turn-end is turn n's
     text = prompt_name(None, index)
     do: list[dict[str, Any]] = []
@@ -136,7 +137,11 @@ def _listener(spec: ListenerSpec, index: int) -> dict[str, Any]:
     out: dict[str, Any] = {"name": f"listener{index + 1}", "on": on}
     if where:
         out["where"] = where
+    if nth is not None:
+        out["nth"] = nth  # counted among the events that match ``where`` (as the property world does)
     out["times"] = "once"
+    if on == "session/flush":
+        out["hold"] = FLUSH_DELAY
     out["do"] = do
     return out
 
@@ -145,8 +150,10 @@ def _actor(ops: tuple[Any, ...], index: int) -> dict[str, Any]:
     do: list[dict[str, Any]] = []
     for position, op in enumerate(ops):
         text = prompt_name(index, position)
-        if op.verb in ("send", "steer", "inject"):
+        if op.verb in ("send", "steer"):
             do.append({op.verb: text})
+        elif op.verb == "inject":
+            do.append({"inject": {"text": text, "wait": True}})  # the property actor awaits it
         elif op.verb in ("cancel", "abort", "dispose"):
             do.append({op.verb: None})
         elif op.verb == "sleep":

@@ -27,6 +27,10 @@ WAIT_LIMIT = 30.0
 
 TOOLS = ("t0", "t1")
 
+FLUSH_DELAY = 0.2
+"""Virtual seconds a generated ``session/flush`` listener takes (a persistence flush takes time:
+the agent is still running, its turn closed)."""
+
 
 def prompt_name(actor: int | None, position: int) -> str:
     """The text an operation sends: ``a<actor>.<op>`` for an actor's operation (both 1-based),
@@ -249,7 +253,7 @@ class World:
             async def flush(*_args: Any) -> None:
                 fire()
                 # A persistence flush takes time: the agent is still running, its turn closed.
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(FLUSH_DELAY)
 
             self.kit.on(spec.event, flush)
         else:

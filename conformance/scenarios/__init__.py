@@ -15,6 +15,7 @@ from .checks import (
     no_event,
     ran,
     released_after_turn,
+    same_turn,
     statuses,
     turn_ends,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "no_event",
     "ran",
     "released_after_turn",
+    "same_turn",
     "statuses",
     "turn_ends",
 ]

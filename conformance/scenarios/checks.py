@@ -312,6 +312,25 @@ def ran(prompt: str, times: int = 1, agent: str | None = None) -> LoopCheck:
     return LoopCheck(f"ran({prompt}, {times})", check)
 
 
+def same_turn(prompts: Sequence[str], agent: str | None = None) -> LoopCheck:
+    """One turn ran every prompt of ``prompts`` (LOOP-2: prompts queued before a turn starts are
+    batched into it)."""
+    wanted = list(prompts)
+
+    def check(view: TraceView) -> Violation | None:
+        agents = [agent] if agent else view.agents
+        turns = [t for a in agents for t in view.turns(a)]
+        if any(all(p in t["prompts"] for p in wanted) for t in turns):
+            return None
+        ran_in = {p: [t["turn"] for t in turns if p in t["prompts"]] for p in wanted}
+        said = ", ".join(f"{p!r} in turn(s) {ran_in[p]}" if ran_in[p] else f"{p!r} never" for p in wanted)
+        first = next((t for t in turns if any(p in t["prompts"] for p in wanted)), None)
+        return Violation(f"prompts {wanted} did not run in the same turn: {said} (LOOP-2)",
+                         first["_i"] if first else None)
+
+    return LoopCheck(f"same_turn({', '.join(wanted)})", check, "the prompts ran in one turn (LOOP-2)")
+
+
 def statuses(expected: Sequence[str], agent: str | None = None) -> LoopCheck:
     """The agent's ``agent/status`` values, in order, before the world closed the service."""
 

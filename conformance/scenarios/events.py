@@ -37,8 +37,9 @@ WATERFALLS: dict[str, tuple[str, ...]] = {
     "tools/execute": (),
 }
 
-#: Every event a listener may be registered on.
-LISTENABLE = (*NOTIFICATIONS, *WATERFALLS, "session/event")
+#: Every event a listener may be registered on (``session/flush(session)`` is awaited by the loop
+#: after each turn, LOOP-4).
+LISTENABLE = (*NOTIFICATIONS, *WATERFALLS, "session/event", "session/flush")
 
 
 def texts(content: Any) -> str:
@@ -98,8 +99,31 @@ def _json_safe(value: Any) -> Any:
     return f"<{type(value).__name__}>"
 
 
+_MISSING = object()
+
+
+def lookup(fields: Mapping[str, Any], key: str) -> Any:
+    """The value of field ``key``: a plain name, or a dotted path into nested mappings
+    (``data.reason.kind``) when no field has the whole dotted name; ``_MISSING`` if absent."""
+    if key in fields:
+        return fields[key]
+    if "." not in key:
+        return _MISSING
+    value: Any = fields
+    for part in key.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
+
+
 def matches(fields: Mapping[str, Any], where: Mapping[str, Any] | None) -> bool:
-    """Whether every ``where`` entry equals the field of the same name."""
+    """Whether every ``where`` entry equals the field of the same name (a dotted name reaches
+    into nested data, e.g. ``data.reason.kind`` of a ``log`` entry)."""
     if not where:
         return True
-    return all(k in fields and fields[k] == v for k, v in where.items())
+    for key, wanted in where.items():
+        value = lookup(fields, key)
+        if value is _MISSING or value != wanted:
+            return False
+    return True

@@ -157,6 +157,8 @@ class World:
                 if key in data:
                     out[key] = data[key]
             return out
+        if name == "session/flush":
+            return {"agent": self._sessions.get(getattr(args[0], "id", None) or "", None) if args else None}
         if name == "tools/execute":
             execution = args[0] if args else {}
             execution = execution if isinstance(execution, Mapping) else {}
@@ -208,7 +210,8 @@ class World:
         self._op(by, "steer", h, lambda: h.steer(text), text=ev.texts(text))
 
     def inject(self, agent: str | AgentHandle | None, text: Any, *, by: str = "caller") -> Any:
-        """``agent.inject(text)`` (returns its awaitable, already started as a task)."""
+        """``agent.inject(text)`` (returns its awaitable, already started as a task, or ``None``
+        when the call raised; ``inject_wait`` awaits it)."""
         h = self.handle(agent)
 
         def start() -> Any:
@@ -218,6 +221,13 @@ class World:
         if task is not None:
             task.add_done_callback(_retrieve)
         return task
+
+    async def inject_wait(self, agent: str | AgentHandle | None, text: Any, *, by: str = "caller") -> None:
+        """``await agent.inject(text)``: returns once the injection was taken (or refused; a
+        refusal or failure is recorded as ``op/error``, as for ``inject``)."""
+        task = self.inject(agent, text, by=by)
+        if task is not None:
+            await asyncio.wait({task})
 
     def cancel(self, agent: str | AgentHandle | None = None, reason: str | None = None, *, by: str = "caller") -> None:
         """``agent.cancel(reason)``."""

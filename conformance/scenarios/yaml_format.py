@@ -12,14 +12,15 @@ in short::
     tools:
       search: {results: ["3 cats", {fails: "rate limited", code: RATE}], latency: 1}
     listeners:
-      - on: agent/status                # a notification, a waterfall or session/event
+      - on: agent/status                # a notification, a waterfall, session/event or session/flush
         where: {status: running}        # filter on the event's fields
+        nth: 1                          # act from the n-th matching event on (default 1)
         times: once                     # once (default) | always
         do: [{cancel: w2}, {send: B}]   # cancel|send|steer|inject|abort|dispose|raise
     actors:
       - name: caller
         at: 0                           # or after: {event: KIND, where: {...}}
-        do: [{send: A}, {when_idle: w}, {wait_idle: w}]   # + sleep, wait_for
+        do: [{send: A}, {when_idle: w}, {wait_idle: w}]   # + sleep, wait_for, inject: {text, wait: true}
     checks:
       - released_after_turn: {waiter: w, prompt: B}
 """
@@ -46,6 +47,7 @@ TOP = ("name", "description", "limits", "agents", "model", "models", "tools", "l
 RESPONSE_KINDS = ("text", "reasoning", "tool_call", "blocks", "error", "raises", "hang", "empty", "aborted")
 RESPONSE_MODIFIERS = ("deltas", "code", "usage", "finish", "truncate", "delay", "between",
                       "hang_after", "raise_after", "on_abort")
+LISTENER_FIELDS = ("name", "on", "where", "nth", "times", "hold", "do")
 LISTENER_OPS = ("send", "steer", "inject", "cancel", "abort", "dispose", "raise", "when_idle")
 ACTOR_OPS = (*LISTENER_OPS, "sleep", "wait_idle", "wait_for")
 EVENT_FIELDS: dict[str, tuple[str, ...]] = {
@@ -63,8 +65,10 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     "agent/step-result": ("agent", "turn", "step"),
     "agent/turn-continuation": ("agent", "turn", "decision"),
     "tools/execute": ("agent", "name", "call_id"),
+    "session/flush": ("agent",),
 }
-CHECKS = ("released_after_turn", "ran", "not_ran", "statuses", "turn_ends", "event", "no_event", "before")
+CHECKS = ("released_after_turn", "ran", "not_ran", "same_turn", "statuses", "turn_ends", "event", "no_event",
+          "before")
 
 Op = Callable[[World, str], Awaitable[None] | None]
 
@@ -330,6 +334,17 @@ def _op(node: Node, agents: list[str], allowed: tuple[str, ...]) -> _Op:
         raise arg.error(f"unknown action {verb!r} {where}(expected one of: {', '.join(allowed)})".replace("  ", " "))
     default_agent = agents[0]
 
+    if verb == "inject" and arg.is_map():
+        # {text, agent, wait}: an actor may await the injection (wait: true); a plain inject is
+        # started, not awaited.
+        text, agent = _text_arg(arg, agents, default_agent, ("wait",))
+        wait_node = arg.keys(("text", "agent", "wait")).get("wait")
+        if wait_node is not None and wait_node.boolean():
+            if "wait_idle" not in allowed:
+                raise wait_node.error("an inject in a listener cannot wait (listeners run synchronously "
+                                      "inside the emitter)")
+            return _Op(lambda w, by: w.inject_wait(agent, text, by=by), wait=True)
+        return _Op(lambda w, by: w.inject(agent, text, by=by))
     if verb in ("send", "steer", "inject"):
         text, agent = _text_arg(arg, agents, default_agent)
         method = verb
@@ -383,9 +398,9 @@ def _op(node: Node, agents: list[str], allowed: tuple[str, ...]) -> _Op:
     return _Op(wait_for, wait=True)
 
 
-def _text_arg(node: Node, agents: list[str], default: str) -> tuple[str, str]:
+def _text_arg(node: Node, agents: list[str], default: str, extra: tuple[str, ...] = ()) -> tuple[str, str]:
     if node.is_map():
-        f = node.keys(("text", "agent"), required=("text",))
+        f = node.keys(("text", "agent", *extra), required=("text",))
         return f["text"].string(), _agent_ref(f["agent"], agents) if "agent" in f else default
     return node.string(), default
 
@@ -409,7 +424,7 @@ def _ops(node: Node, agents: list[str], allowed: tuple[str, ...]) -> list[_Op]:
 
 
 def _listener(node: Node, agents: list[str], index: int) -> Callable[[World], None]:
-    f = node.keys(("name", "on", "where", "times", "do"), required=("on", "do"))
+    f = node.keys(LISTENER_FIELDS, required=("on", "do"))
     event = f["on"].string()
     if event not in EVENT_FIELDS:
         raise f["on"].error(f"unknown event {event!r} (expected one of: {', '.join(EVENT_FIELDS)})")
@@ -420,16 +435,26 @@ def _listener(node: Node, agents: list[str], index: int) -> Callable[[World], No
     if "agent" in where and where["agent"] not in agents:
         raise f["where"].error(f"unknown agent {where['agent']!r}")
     always = f["times"].choice(("once", "always")) == "always" if "times" in f else False
+    nth = f["nth"].integer(minimum=1) if "nth" in f else 1
+    hold = 0.0
+    if "hold" in f:
+        if event != "session/flush":
+            raise f["hold"].error("hold goes with on: session/flush (a slow flush)")
+        hold = f["hold"].number()
     ops = _ops(f["do"], agents, LISTENER_OPS)
     name = f["name"].string() if "name" in f else f"listener-{index + 1}"
 
     def install(world: World) -> None:
         fired = [False]
+        seen = [0]
 
         def react(args: tuple[Any, ...]) -> bool:
             if fired[0] and not always:
                 return False
             if not ev.matches(world.fields(event, args), where):
+                return False
+            seen[0] += 1
+            if seen[0] < nth:
                 return False
             fired[0] = True
             world.ctx.observe("listener", name=name, on=event)
@@ -444,6 +469,14 @@ def _listener(node: Node, agents: list[str], index: int) -> Callable[[World], No
                 return await args[-1]()
 
             world.listen(event, waterfall)
+        elif event == "session/flush":
+
+            async def flush(*args: Any) -> None:
+                react(args)
+                if hold:
+                    await asyncio.sleep(hold)
+
+            world.listen(event, flush)
         else:
             world.listen(event, lambda *args: react(args) and None)
 
@@ -507,7 +540,7 @@ def _check_waiters(actors: list[_Actor], listeners: list[Any], fields: dict[str,
         if section not in fields:
             continue
         for item in fields[section].items():
-            for op in item.keys(("name", "at", "after", "do", "on", "where", "times"))["do"].items():
+            for op in item.keys(("name", "at", "after", *LISTENER_FIELDS))["do"].items():
                 verb, arg = op.entries()[0]
                 if verb == "when_idle":
                     declared.add(arg.keys(("name", "agent"))["name"].string() if arg.is_map() else arg.string())
@@ -535,6 +568,16 @@ def _check(node: Node, agents: list[str]) -> ck.LoopCheck:
         f = arg.keys(("prompt", "times", "agent"), required=("prompt",))
         times = f["times"].integer() if "times" in f else (0 if kind == "not_ran" else 1)
         return ck.ran(f["prompt"].string(), times, _agent_ref(f["agent"], agents) if "agent" in f else None)
+    if kind == "same_turn":
+        if arg.is_list():
+            items, agent = arg.items(), None
+        else:
+            f = arg.keys(("prompts", "agent"), required=("prompts",))
+            items = f["prompts"].items()
+            agent = _agent_ref(f["agent"], agents) if "agent" in f else None
+        if len(items) < 2:
+            raise arg.error(f"same_turn needs at least two prompts, got {len(items)}")
+        return ck.same_turn([i.string() for i in items], agent)
     if kind in ("statuses", "turn_ends"):
         if arg.is_list():
             values, agent = [i.string() for i in arg.items()], None
