@@ -4,7 +4,7 @@ No test here points at a particular bug: each hunt runs the same generic generat
 checker against a mutant (``conformance.mutants``) and must catch it within the bench's budget of
 500 examples (derandomized: hypothesis's example sequence depends on ``max_examples``, so the
 budget is the bench's own; the search stops at the first catch, which the bench reports for every
-mutant and strategy in ``bench/mutants.py``). Two hunts also ask for the failing example's race
+mutant and strategy in ``bench/mutants.py``). Three hunts also ask for the failing example's race
 cassette and replay it with ``loopkit replay`` on the mutant and on the reference.
 """
 
@@ -79,6 +79,16 @@ def _check_race_cassette(name: str, found: Any) -> None:
     assert "FAILED" in on_mutant.stdout
     on_reference = _loopkit(race.command.removesuffix(f" --impl mutant:{name}"))
     assert on_reference.returncode == 0, on_reference.stdout + on_reference.stderr
+
+
+def test_a_batching_violation_comes_as_a_race_cassette(tmp_path: Path) -> None:
+    # LOOP-2 ("turn N did not take prompt P") becomes the scenario check same_turn, so the
+    # mutant caught by batching alone gets a cassette too.
+    found = hunt(mutants.get("turn-per-send"), "fifo", max_examples=BUDGET, impl_spec="mutant:turn-per-send",
+                 cassettes=tmp_path)
+    assert found.caught and found.race is not None
+    assert found.race.checks and all(c.startswith("same_turn(") for c in found.race.checks), found.race
+    _check_race_cassette("turn-per-send", found)
 
 
 def _loopkit(command: str, *extra: str) -> subprocess.CompletedProcess[str]:

@@ -114,3 +114,32 @@ def test_send_refused_by_a_disposed_agent_is_owed_nothing() -> None:
     lost = [_op("send", "A"), _status("running"), *_turn(0, 1, "A"), _status("idle"), _op("send", "B")]
     violation = _check("prompts", lost)
     assert violation is not None and "'B'" in violation.message
+
+
+def test_same_turn() -> None:
+    check = ck.same_turn(["A", "B"])
+    batched = [_op("send", "A"), _op("send", "B"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}),
+               _log(1, "user/message", content=[{"type": "text", "text": "A"}]),
+               _log(2, "user/message", content=[{"type": "text", "text": "B"}]),
+               _log(3, "turn/end", turn=1, reason={"kind": "completed"})]
+    assert check.evaluate(ck.TraceView(batched)) is None
+    split = [_op("send", "A"), _op("send", "B"), *_turn(0, 1, "A"), *_turn(3, 2, "B")]
+    found = check.evaluate(ck.TraceView(split))
+    assert found is not None and found.at == 2  # the turn that ran A (the first of them)
+    assert "'A' in turn(s) [1], 'B' in turn(s) [2]" in found.message and "LOOP-2" in found.message
+    lost = [_op("send", "A"), *_turn(1, 1, "A")]
+    found = check.evaluate(ck.TraceView(lost))
+    assert found is not None and "'B' never" in found.message
+    # Per agent: another agent's turn does not count.
+    assert ck.same_turn(["A", "B"], agent="b").evaluate(ck.TraceView(batched)) is not None
+
+
+def test_where_reaches_into_nested_data() -> None:
+    tl = [_op("send", "A"), *_turn(1, 1, "A")]
+    view = ck.TraceView(tl)
+    assert ck.event("log", {"type": "turn/end", "data.reason.kind": "completed"}, count=1).evaluate(view) is None
+    assert ck.event("log", {"data.reason.kind": "aborted"}).evaluate(view) is not None
+    assert ck.no_event("log", {"data.reason.kind": "completed"}).evaluate(view) is not None
+    assert ck.no_event("log", {"data.reason.kind.deeper": "completed"}).evaluate(view) is None
+    # A field whose own name has a dot wins over the path.
+    assert ck.event("x", {"a.b": 1}).evaluate(ck.TraceView([{"kind": "x", "a.b": 1, "a": {"b": 2}}])) is None
