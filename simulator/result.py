@@ -68,6 +68,16 @@ class RunResult:
     def failed(self) -> bool:
         return self.outcome != "completed"
 
+    def unwrap(self) -> Any:
+        """The value ``main`` returned; re-raise the error the run ended with, or raise an
+        ``AssertionError`` carrying :meth:`report` for an error-less outcome (deadlock,
+        budget exceeded). Handy in tests: ``simulator.run(main).unwrap()``."""
+        if self.outcome == "completed":
+            return self.value
+        if self.error is not None:
+            raise self.error
+        raise AssertionError(self.report())
+
     @property
     def traceback(self) -> str:
         e = self.error

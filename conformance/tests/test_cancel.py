@@ -25,6 +25,19 @@ def _ran(k: Kit, agent: object) -> list[str]:
     return [p for turn in k.prompts(agent) for p in turn]  # type: ignore[arg-type]
 
 
+LATER_COMPLETES = "the later prompt's turn must complete, not inherit the cancel"
+
+
+async def _runs_alone_and_completes(k: Kit, a: AgentHandle, prompt: str) -> None:
+    """Send ``prompt`` after a cancel: it runs, alone, in a turn that completes (MARKER-1: the
+    cancel governed one turn and did not leak). Waits for that turn itself, not quiescence."""
+    a.send(prompt)
+    await k.idle(a)
+    await k.until(lambda: len(k.reasons(a)) == 1, f"{prompt}'s turn to end")
+    assert k.prompts(a) == [[prompt]]
+    assert k.reasons(a)[-1:] == [COMPLETED], LATER_COMPLETES
+
+
 @pytest.mark.rule("ABORT-1")
 def test_abort_only_in_flight_step(run: Run) -> None:
     async def scenario(k: Kit) -> None:
@@ -70,7 +83,7 @@ def test_cancel_clears_fifos_and_aborts(run: Run, schedule: str) -> None:
         a.send("C")
         await k.idle(a)
         assert k.prompts(a) == [["A"], ["C"]], "queued work was cleared by cancel"
-        assert k.reasons(a)[-1:] == [COMPLETED], "the later prompt's turn must complete, not inherit the cancel"
+        assert k.reasons(a)[-1:] == [COMPLETED], LATER_COMPLETES
         assert k.events(a, "steering/message") == []
 
     run(scenario)
@@ -102,12 +115,7 @@ def test_queued_prompt_never_runs(run: Run, schedule: str) -> None:
         await k.settle()
         assert k.events(a) == [], "a cancelled, unstarted prompt must not open a turn"
         assert k.statuses() == [], "no agent/status for a dropped turn"
-        a.send("C")
-        await k.idle(a)
-        # Wait for C's turn itself: this test is about dropping A and B, not about quiescence.
-        await k.until(lambda: len(k.reasons(a)) == 1, "C's turn to end")
-        assert k.prompts(a) == [["C"]]
-        assert k.reasons(a)[-1:] == [COMPLETED], "the later prompt's turn must complete, not inherit the cancel"
+        await _runs_alone_and_completes(k, a, "C")
 
     run(scenario)
 
@@ -187,7 +195,7 @@ def test_window1_replacement_runs_before_waiter(run: Run, schedule: str) -> None
         a.send("B")
         await watch.wait()
         assert k.prompts(a) == [["B"]], "A never runs, B runs once"
-        assert k.reasons(a)[-1:] == [COMPLETED], "the later prompt's turn must complete, not inherit the cancel"
+        assert k.reasons(a)[-1:] == [COMPLETED], LATER_COMPLETES
         assert watch.turn_ends_at_release() == 1, "when_idle() resolved while B was still queued"
         assert watch.status_at_release == "idle"
 
@@ -279,12 +287,7 @@ def test_window2_cancel_settles_idle(run: Run, schedule: str) -> None:
         assert k.events(a, "turn/start") == [], "the dropped turn writes no turn/start"
         assert k.statuses() == ["running", "idle"], "a real transition back to idle"
         assert a.status == "idle"
-        a.send("C")
-        await k.idle(a)
-        # Wait for C's turn itself: this test is about dropping A and B, not about quiescence.
-        await k.until(lambda: len(k.reasons(a)) == 1, "C's turn to end")
-        assert k.prompts(a) == [["C"]]
-        assert k.reasons(a)[-1:] == [COMPLETED], "the later prompt's turn must complete, not inherit the cancel"
+        await _runs_alone_and_completes(k, a, "C")
 
     run(scenario)
 
@@ -305,7 +308,7 @@ def test_window2_replacement_runs_before_waiter(run: Run, schedule: str) -> None
         watch = Watch(k, a)
         await watch.wait()
         assert k.prompts(a) == [["B"]], "A is dropped, B runs"
-        assert k.reasons(a)[-1:] == [COMPLETED], "the later prompt's turn must complete, not inherit the cancel"
+        assert k.reasons(a)[-1:] == [COMPLETED], LATER_COMPLETES
         assert watch.turn_ends_at_release() == 1, "when_idle() resolved while B was still queued"
         assert k.statuses() == ["running", "idle"], "B runs in the same running period"
 
@@ -322,11 +325,7 @@ def test_window0_right_after_creation(run: Run, schedule: str) -> None:
         await watch.wait()
         await k.settle()
         assert k.events(a) == []
-        a.send("B")
-        await k.idle(a)
-        await k.until(lambda: len(k.reasons(a)) == 1, "B's turn to end")
-        assert k.prompts(a) == [["B"]]
-        assert k.reasons(a)[-1:] == [COMPLETED], "the later prompt's turn must complete, not inherit the cancel"
+        await _runs_alone_and_completes(k, a, "B")
 
     run(scenario)
 
@@ -352,7 +351,7 @@ def test_window0_idle_listener_sends_then_cancels(run: Run, schedule: str) -> No
         a.send("Z")
         await k.idle(a)
         assert k.prompts(a) == [["X"], ["Z"]]
-        assert k.reasons(a)[-1:] == [COMPLETED], "the later prompt's turn must complete, not inherit the cancel"
+        assert k.reasons(a)[-1:] == [COMPLETED], LATER_COMPLETES
 
     run(scenario)
 
@@ -494,7 +493,7 @@ def test_prompt_sent_during_cancelled_flush_runs(run: Run, schedule: str) -> Non
         await asyncio.wait_for(flushing.wait(), k.timeout)
         await k.idle(a)
         assert k.prompts(a) == [["A"], ["B"]], "a prompt sent while the cancelled turn flushed must run"
-        assert k.reasons(a)[-1:] == [COMPLETED], "the later prompt's turn must complete, not inherit the cancel"
+        assert k.reasons(a)[-1:] == [COMPLETED], LATER_COMPLETES
 
     run(scenario)
 
@@ -507,10 +506,6 @@ def test_marker_reset_after_dropped_turn(run: Run, schedule: str) -> None:
         a.cancel()
         await k.idle(a)
         await k.settle()
-        a.send("B")
-        await k.idle(a)
-        await k.until(lambda: len(k.reasons(a)) == 1, "B's turn to end")
-        assert k.prompts(a) == [["B"]]
-        assert k.reasons(a)[-1:] == [COMPLETED], "the later prompt's turn must complete, not inherit the cancel"
+        await _runs_alone_and_completes(k, a, "B")
 
     run(scenario)

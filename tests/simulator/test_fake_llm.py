@@ -25,12 +25,7 @@ from simulator.fake_llm import (
 
 def run_async(main: Callable[[], Awaitable[Any]]) -> Any:
     """Run ``main`` under the simulator (FIFO); re-raise the error it ended with."""
-    result = simulator.run(main)
-    if result.outcome != "completed":
-        if result.error is not None:
-            raise result.error
-        raise AssertionError(result.report())
-    return result.value
+    return simulator.run(main).unwrap()
 
 
 def request(text: str = "hi", signal: Any = None, **extra: Any) -> ModelRequest:

@@ -25,12 +25,7 @@ from simulator.fake_tools import (
 
 def run_async(main: Callable[[], Awaitable[Any]]) -> Any:
     """Run ``main`` under the simulator (FIFO); re-raise the error it ended with."""
-    result = simulator.run(main)
-    if result.outcome != "completed":
-        if result.error is not None:
-            raise result.error
-        raise AssertionError(result.report())
-    return result.value
+    return simulator.run(main).unwrap()
 
 
 def context(call_id: str = "c1", signal: AbortSignal | None = None) -> ToolContext:

@@ -312,3 +312,20 @@ def test_task_names_deterministic_per_run() -> None:
 
     assert simulator.run(main).value == ["main.1", "main.1.1", "named", "named.1"]
     assert simulator.run(main).value == ["main.1", "main.1.1", "named", "named.1"]
+
+
+def test_unwrap_returns_the_value_or_raises_how_the_run_ended() -> None:
+    async def ok() -> int:
+        return 7
+
+    async def boom() -> None:
+        raise ValueError("boom")
+
+    async def stuck() -> None:
+        await asyncio.Event().wait()
+
+    assert simulator.run(ok).unwrap() == 7
+    with pytest.raises(ValueError, match="boom"):
+        simulator.run(boom).unwrap()
+    with pytest.raises(AssertionError, match="deadlock"):
+        simulator.run(stuck).unwrap()
