@@ -50,7 +50,7 @@ def _register_subcommands() -> None:
 
     for module_name in (
         "conformance.commands",
-        "conformance.scenarios.commands",
+        "conformance.scenario.commands",
         "conformance.mutants.commands",
         "cassettes.commands",
     ):

@@ -1,7 +1,7 @@
 """Which schedule strategy first catches each mutant, and after how many examples.
 
 For every mutant of the catalogue (and the known gaps), the property search
-(``conformance.properties.hunt``) runs up to ``--examples`` generated scenarios under each
+(``conformance.scenario.fuzz``) runs up to ``--examples`` generated scenarios under each
 strategy: ``fifo`` (plain asyncio order), ``random`` and ``pct`` (seeded per example), and
 ``hypothesis`` (the schedule drawn by hypothesis along with the scenario). The first strategy to
 catch a mutant is the one needing the fewest examples (ties: the order above). Deterministic:
@@ -34,7 +34,7 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 from conformance import mutants  # noqa: E402
-from conformance.properties.hunt import STRATEGIES, HuntResult, hunt  # noqa: E402
+from conformance.scenario.fuzz import STRATEGIES, FuzzResult, fuzz  # noqa: E402
 
 
 def suite_schedules(name: str) -> dict[str, Any]:
@@ -58,7 +58,7 @@ def bench(names: list[str], examples: int, *, suite: bool = False) -> dict[str, 
     rows: list[dict[str, Any]] = []
     started = time.monotonic()
     for name in names:
-        results: dict[str, HuntResult] = {s: hunt(mutants.get(name), s, max_examples=examples, impl_spec=f"mutant:{name}") for s in STRATEGIES}
+        results: dict[str, FuzzResult] = {s: fuzz(mutants.get(name), s, max_examples=examples, impl_spec=f"mutant:{name}") for s in STRATEGIES}
         caught = [s for s in STRATEGIES if results[s].caught]
         first = min(caught, key=lambda s: (results[s].examples, STRATEGIES.index(s))) if caught else None
         mutant = mutants.MUTANTS.get(name) or mutants.GAPS[name]

@@ -3,7 +3,7 @@
 Prints, side by side:
 
 * ``schedules_per_s_1``: random schedules per second exploring the window-1 scenario
-  (``conformance/scenarios/examples/window1.yaml``) on the reference, one process;
+  (``conformance/scenario/examples/window1.yaml``) on the reference, one process;
 * ``schedules_per_s_2``: the same with ``--workers 2`` (forked processes, disjoint seeds);
 * ``plain_asyncio_ms`` / ``simulator_fifo_ms`` / ``scenario_ms``: wall milliseconds of one run
   of the window-1 workload (send A, when_idle, cancel, send B, the model answers B) on plain
@@ -32,11 +32,11 @@ import time  # noqa: E402
 from typing import Any  # noqa: E402
 
 import simulator  # noqa: E402
+from conformance.fakes import FakeModel, respond  # noqa: E402
 from conformance.impl import resolve  # noqa: E402
-from conformance.scenarios import engine, load  # noqa: E402
-from simulator.fake_llm import FakeModel, respond  # noqa: E402
+from conformance.scenario import engine, load  # noqa: E402
 
-WINDOW1 = os.path.join(os.path.dirname(_HERE), "conformance", "scenarios", "examples", "window1.yaml")
+WINDOW1 = os.path.join(os.path.dirname(_HERE), "conformance", "scenario", "examples", "window1.yaml")
 _CLOCK = time.perf_counter
 
 

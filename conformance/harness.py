@@ -1,45 +1,47 @@
-"""The harness every rule test runs in: one service of the implementation under test, built
-inside a simulation, with the scripted model registered as ``fake`` and helpers to drive and
-observe agents. Rule tests talk to the implementation only through this and the adapter.
+"""The rule tests' view of the world: a thin helper over :class:`~conformance.scenario.world.World`.
+
+A rule test is ``async def scenario(k: Kit)``; ``run_scenario`` runs it as the body of a
+scenario, through the one engine, on the implementation under test and under a schedule
+(``fifo``, ``random-N``, ``pct-N``). ``k.model`` is the fake model registered as ``fake`` (it
+answers ``"ok"`` past its script); the rest drives and observes agents through the adapter.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from . import schedules
 from .adapter import AgentHandle, Implementation, ServiceHandle
-from .fakes import FakeTool, ScriptedModel
+from .fakes import FakeModel, FakeTool, Gate, fails, hangs, respond
 from .invariants import log_violations
+from .scenario.model import Scenario
+from .scenario.world import ScenarioSetupError, World
 
-Scenario = Callable[["Kit"], Coroutine[Any, Any, Any]]
+Body = Callable[["Kit"], Coroutine[Any, Any, Any]]
 
 MODEL = "fake"
+TIMEOUT = 60.0
+"""Virtual seconds a rule test waits for anything (a waiter, a condition, the close)."""
+MAX_CALLS = 100
+"""Model calls per test before the fake model suspects a runaway continuation loop."""
 
-
-class SetupError(Exception):
-    """The implementation failed while building a service or an agent (exit 2 at the CLI)."""
+SetupError = ScenarioSetupError
 
 
 class Kit:
-    """One scenario's world: the service under test, the fake model, recorders."""
+    """One rule test's world: the service under test, the fake model, recorders."""
 
-    def __init__(self, impl: Implementation, *, persistence: object | None = None) -> None:
-        self.impl = impl
-        self.timeout = 60.0 if schedules.virtual_time() else 5.0
-        try:
-            self.service: ServiceHandle = impl.create_service(persistence=persistence)
-        except Exception as exc:
-            raise SetupError(f"{impl.name}: create_service() raised {_describe(exc)}") from exc
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.impl: Implementation = world.impl
+        self.service: ServiceHandle = world.service
+        self.timeout = TIMEOUT
         self._poked = asyncio.Event()
-        self.model = ScriptedModel(on_request=self.poke)
-        self.service.register_model(MODEL, self.model)
-        for event in ("session/event", "agent/status"):
-            self.service.on(event, lambda *_args: self.poke())
+        self.model: FakeModel = world.model(name=MODEL, default=respond.text("ok"), max_calls=MAX_CALLS)
+        world.on(None, lambda _event: self._poked.set())
         self.agents: list[AgentHandle] = []
         self.notes: list[tuple[Any, ...]] = []
         self.check_invariants = True
@@ -47,19 +49,30 @@ class Kit:
     # ------------------------------------------------------------------ building
     def agent(self, agent_id: str = "a", **options: Any) -> AgentHandle:
         """Create an agent on the fake model (options: ``model``, ``system_prompt``...)."""
-        opts = {"model": MODEL, **options}
-        try:
-            agent = self.service.create(agent_id, opts)
-        except Exception as exc:
-            raise SetupError(f"{self.impl.name}: create() raised {_describe(exc)}") from exc
+        agent = self.world.agent(agent_id, **{"model": MODEL, **options})
         self.agents.append(agent)
         return agent
 
-    def tool(self, name: str, **kwargs: Any) -> FakeTool:
-        """Register a fake tool."""
-        tool = FakeTool(name, on_call=self.poke, **kwargs)
-        self.service.register_tool(tool)
-        return tool
+    def tool(
+        self,
+        name: str,
+        *,
+        result: Any = "done",
+        error: str | None = None,
+        code: str | None = None,
+        hang: bool = False,
+        delay: float = 0.0,
+        gate: Gate | None = None,
+        **options: Any,
+    ) -> FakeTool:
+        """Register a fake tool: it returns ``result``, or fails with ``error`` (and ``code``), or
+        hangs until aborted; after ``delay`` virtual seconds and once ``gate`` opens."""
+        outcome: Any = fails(error, code=code) if error is not None else hangs() if hang else result
+        return self.world.tool(name, outcome, latency=delay, gate=gate, **options)
+
+    def gate(self, name: str = "gate") -> Gate:
+        """A gate (``open()`` it to let what waits on it go on)."""
+        return self.world.gate(name)
 
     def on(self, event: str, listener: Callable[..., Any]) -> Callable[[], object]:
         """Register a listener on the service's bus."""
@@ -99,11 +112,12 @@ class Kit:
         self._poked.set()
 
     async def until(self, predicate: Callable[[], bool], what: str = "condition") -> None:
-        """Wait until ``predicate()`` holds, re-checking whenever something observable happens.
+        """Wait until ``predicate()`` holds, re-checking whenever something is observed.
 
         Event-driven on purpose: a busy poll (``sleep(0.01)`` in a loop) can starve the agent
         under priority-based schedules (pct), which may fire the poll's timer ahead of ready work
-        every time. The model, the tools, the log and the status all ``poke()``.
+        every time. Every observed event (a notification, a log append, a model or tool call)
+        wakes it.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
@@ -112,15 +126,13 @@ class Kit:
             if remaining <= 0:
                 raise AssertionError(f"timed out waiting for {what}{self.why()}")
             self._poked.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._poked.wait(), min(remaining, 5.0))
-            except TimeoutError:
-                pass
 
     def why(self) -> str:
         """A hint for a timeout message."""
         if self.model.runaway:
-            return f"; the model was called more than {self.model.max_calls} times (a turn that never stops?)"
+            return f"; the model was called more than {MAX_CALLS} times (a turn that never stops?)"
         return ""
 
     async def settle(self, seconds: float = 0.5) -> None:
@@ -163,18 +175,14 @@ class Kit:
     async def close(self) -> None:
         """Close the service and check LOG-3..6 on every agent's log."""
         try:
-            await asyncio.wait_for(self.service.close(), self.timeout)
+            await asyncio.wait_for(_as_coro(self.service.close()), self.timeout)
         except TimeoutError:
             raise AssertionError("service.close() did not finish") from None
+        self.world.closed = True
         if self.check_invariants:
             for agent in self.agents:
                 problems = log_violations(self.events(agent))
                 assert not problems, f"log invariant broken for {agent.id}: {problems[0]}"
-
-
-def _describe(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
@@ -187,15 +195,14 @@ async def _as_coro(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
 
 
-def run_scenario(impl: Implementation, scenario: Scenario, schedule: str = "fifo") -> None:
-    """Run one scenario under ``schedule``: build a ``Kit``, run the scenario, close, check."""
+def rule_scenario(body: Body, name: str = "rule-test") -> Scenario:
+    """The scenario whose body is a rule test: no declared parts, no settling (the test closes
+    the service itself and checks what its rule states)."""
 
-    async def main() -> None:
-        kit = Kit(impl)
+    async def run(world: World) -> None:
+        kit = Kit(world)
         try:
-            result = scenario(kit)
-            if inspect.isawaitable(result):
-                await result
+            await body(kit)
         except BaseException:
             # Close even after a failure so no driver is left running; keep the first error.
             with contextlib.suppress(Exception):
@@ -203,4 +210,20 @@ def run_scenario(impl: Implementation, scenario: Scenario, schedule: str = "fifo
             raise
         await kit.close()
 
-    schedules.run_under(main, schedule)
+    return Scenario(name=name, agents=(), models=(), body=run, settle=False)
+
+
+def run_scenario(impl: Implementation, body: Body, schedule: str = "fifo") -> None:
+    """Run one rule test under ``schedule`` and re-raise what it raised."""
+    import simulator
+
+    from .scenario.engine import main_of
+
+    kind, seed = schedules.parse(schedule)
+    result = simulator.run(main_of(rule_scenario(body), impl), strategy=schedules.strategy(kind, seed), seed=seed)
+    if result.outcome == "completed":
+        return
+    if result.outcome == "failed" and result.error is not None:
+        raise result.error
+    raise schedules.ScheduleError(f"simulation under {schedule} ended {result.outcome}: {result.error or ''}".rstrip(": "))
+

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from . import refs
 from .adapter import Implementation
 
 REFERENCE = "conformance.reference_adapter:reference"
@@ -36,19 +37,12 @@ def resolve(spec: str | None = None) -> Implementation:
         spec = REFERENCE
     if spec.startswith("mutant:"):
         return _mutant(spec.removeprefix("mutant:"))
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
+    if refs.split(spec) is None:
         raise ImplError(f"bad --impl {spec!r}: expected MODULE:ATTR, 'reference' or 'mutant:NAME'")
     try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:
-        raise ImplError(f"cannot import {module_name!r} for --impl {spec}: {_one_line(exc)}") from exc
-    target: Any = module
-    for part in attr.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise ImplError(f"module {module_name!r} has no attribute {attr!r} (--impl {spec})") from None
+        target = refs.resolve(spec)
+    except refs.RefError as exc:
+        raise ImplError(f"{exc} (--impl {spec})") from exc
     return _check(_instantiate(target, spec), spec)
 
 

@@ -26,7 +26,7 @@ import pytest
 
 from . import catalogue, schedules
 from .adapter import Implementation
-from .harness import Scenario, run_scenario
+from .harness import Body, run_scenario
 from .impl import ImplError, resolve
 
 NOT_APPLICABLE = "not-applicable"
@@ -162,10 +162,10 @@ def schedule() -> str:
 
 
 @pytest.fixture
-def run(impl: Implementation, schedule: str) -> Callable[[Scenario], None]:
+def run(impl: Implementation, schedule: str) -> Callable[[Body], None]:
     """``run(scenario)``: run ``async def scenario(kit)`` on the simulator under ``schedule``."""
 
-    def runner(scenario: Scenario) -> None:
+    def runner(scenario: Body) -> None:
         run_scenario(impl, scenario, schedule)
 
     return runner

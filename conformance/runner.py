@@ -18,7 +18,7 @@ import pytest
 
 from . import catalogue, schedules
 from .adapter import Implementation
-from .harness import Kit, SetupError
+from .harness import SetupError
 from .impl import ImplError, resolve
 
 
@@ -118,19 +118,19 @@ def _skip_reason(report: pytest.TestReport) -> str:
 
 def preflight(impl: Implementation) -> None:
     """Build a service and an agent in a simulation: raise ``SuiteError`` if that fails."""
+    import simulator
 
-    async def main() -> None:
-        kit = Kit(impl)
-        kit.agent("preflight")
-        with contextlib.suppress(Exception):
-            await kit.service.close()
+    from .scenario.engine import main_of
+    from .scenario.model import AgentSpec, Scenario
 
-    try:
-        schedules.run_under(main, "fifo")
-    except SetupError as exc:
-        raise SuiteError(f"setup failed: {exc}") from None
-    except Exception as exc:
-        raise SuiteError(f"setup failed: {impl.name}: {type(exc).__name__}: {_one_line(str(exc))}") from None
+    scenario = Scenario(name="preflight", agents=(AgentSpec("preflight"),), models=(), settle=False)
+    result = simulator.run(main_of(scenario, impl))
+    if isinstance(result.error, SetupError):
+        raise SuiteError(f"setup failed: {result.error}")
+    if result.error is not None:
+        raise SuiteError(f"setup failed: {impl.name}: {type(result.error).__name__}: {_one_line(str(result.error))}")
+    if result.outcome != "completed":
+        raise SuiteError(f"setup failed: {impl.name}: building a service and an agent ended {result.outcome}")
 
 
 class _Inject:

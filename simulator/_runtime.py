@@ -75,7 +75,7 @@ threading.Thread.start = _guarded_thread_start  # type: ignore[method-assign]
 def _escape(call: str) -> SimulationError:
     return SimulationError(
         f"{call} called inside a simulation: real I/O, executors, subprocesses and signal "
-        "handlers are not simulated; use a fake (simulator.fake_tools / fake_llm) instead"
+        "handlers are not simulated; use a fake (for agent loops: conformance.fakes) instead"
     )
 
 

@@ -24,3 +24,7 @@ class Divergence(SimulationError):
         self.expected = expected
         self.found = found
         super().__init__(f"diverged at choice {index}: expected {expected}, found {found}")
+
+
+class ExploreError(SimulationError):
+    """A search could not go on: a worker process raised or died (the message names the seed)."""

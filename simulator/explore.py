@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simulator._runtime import run
+from simulator.errors import ExploreError
 from simulator.result import RunResult
 from simulator.schedule import Choice, Schedule
 from simulator.strategies.base import Strategy
@@ -92,6 +93,16 @@ class ExploreResult:
     def found(self) -> bool:
         return self.first_failure is not None
 
+    def record(self, r: RunResult, failed: bool) -> None:
+        """Account for one run."""
+        self.runs += 1
+        self.outcomes[r.outcome] = self.outcomes.get(r.outcome, 0) + 1
+        if failed:
+            self.failures += 1
+            if self.first_failure is None:
+                self.first_failure = r
+                self.first_failure_run = self.runs
+
     @property
     def schedules_per_s(self) -> float:
         return self.runs / self.wall_s if self.wall_s > 0 else float("inf")
@@ -110,6 +121,9 @@ class ExploreResult:
         return s
 
 
+Progress = Callable[[int], None]
+
+
 def explore(
     main: Main,
     *,
@@ -120,113 +134,224 @@ def explore(
     stop_on_failure: bool = True,
     track: bool = True,
     workers: int = 1,
+    progress: Progress | None = None,
     **run_kwargs: Any,
 ) -> ExploreResult:
     """Run ``main`` under up to ``budget`` schedules and report what was found.
 
-    ``strategy``: ``"random"``, ``"pct"``, ``"dfs"``, ``"fifo"`` or a strategy object. Run ``i``
-    uses seed ``seed + i`` (the strategy's stream and the program's sources). A DFS search stops
-    early when exhausted. ``is_failure(result)`` decides failure (default: not completed, or an
-    unretrieved task exception). ``stop_on_failure`` stops at the first failure. ``track``
-    counts distinct schedules and timelines (costs a little per run). ``workers > 1`` splits
-    the seeds across forked processes (random/pct only). Other keyword arguments go to
-    :func:`simulator.run`.
+    ``strategy``: ``"random"``, ``"pct"``, ``"dfs"``, ``"fifo"``, ``"hypothesis"`` or a strategy
+    object. Run ``i`` uses seed ``seed + i`` (the strategy's stream and the program's sources);
+    ``hypothesis`` draws every choice from one hypothesis search (``seed`` seeds it) and ``dfs``
+    walks one tree (the same seed every run), stopping early when exhausted.
+    ``is_failure(result)`` decides failure (default: not completed, or an unretrieved task
+    exception). ``stop_on_failure`` stops at the first failure. ``track`` counts distinct
+    schedules and timelines (costs a little per run). ``progress(n)`` is told of every ``n``
+    runs done. ``workers > 1`` interleaves the seeds across forked processes (random, pct and
+    fifo; see :func:`_explore_parallel`): the first failure reported is the lowest failing seed,
+    the one a single process finds. Other keyword arguments go to :func:`simulator.run`.
     """
     is_failure = is_failure or default_is_failure
+    tick = progress or (lambda n: None)
+    if strategy == "hypothesis":
+        return _explore_hypothesis(main, budget, seed, is_failure, stop_on_failure, track, tick, run_kwargs)
     strat = make_strategy(strategy)
     if workers > 1 and not isinstance(strat, DFSStrategy):
         return _explore_parallel(main, strat, budget, seed, is_failure, stop_on_failure, track,
-                                 workers, run_kwargs)
+                                 workers, tick, run_kwargs)
     res = ExploreResult(strategy=strat.name)
-    sched_seen: set[Any] = set()
-    tl_seen: set[str] = set()
+    seen = _Seen(track)
     dfs = strat if isinstance(strat, DFSStrategy) else None
     t0 = time.perf_counter()
     for i in range(budget):
         if dfs is not None and dfs.exhausted:
             break
-        r = run(main, strategy=strat, seed=seed + i, **run_kwargs)
-        res.runs += 1
-        res.outcomes[r.outcome] = res.outcomes.get(r.outcome, 0) + 1
-        if track:
-            sched_seen.add(tuple(c[0] for c in r.raw_choices) if r.raw_choices
-                           else tuple(c.pick for c in r.schedule.choices))
-            tl_seen.add(r.timeline_json())
-        if is_failure(r):
-            res.failures += 1
-            if res.first_failure is None:
-                res.first_failure = r
-                res.first_failure_run = res.runs
-            if stop_on_failure:
-                break
+        r = run(main, strategy=strat, seed=seed if dfs is not None else seed + i, **run_kwargs)
+        failed = _count(res, r, is_failure, seen)
+        tick(1)
+        if failed and stop_on_failure:
+            break
     res.wall_s = time.perf_counter() - t0
     res.exhausted = bool(dfs is not None and dfs.exhausted)
-    res.distinct_schedules = len(sched_seen)
-    res.distinct_timelines = len(tl_seen)
+    seen.into(res)
+    return res
+
+
+class _Seen:
+    """Distinct schedules and timelines of a search (when tracked)."""
+
+    def __init__(self, track: bool) -> None:
+        self.track = track
+        self.schedules: set[Any] = set()
+        self.timelines: set[str] = set()
+
+    def add(self, r: RunResult) -> None:
+        if self.track:
+            self.schedules.add(tuple(c[0] for c in r.raw_choices) if r.raw_choices
+                               else tuple(c.pick for c in r.schedule.choices))
+            self.timelines.add(r.timeline_json())
+
+    def into(self, res: ExploreResult) -> None:
+        res.distinct_schedules = len(self.schedules)
+        res.distinct_timelines = len(self.timelines)
+
+
+def _count(res: ExploreResult, r: RunResult, is_failure: Predicate, seen: _Seen) -> bool:
+    """Account for one run; whether it failed."""
+    seen.add(r)
+    failed = is_failure(r)
+    res.record(r, failed)
+    return failed
+
+
+def _explore_hypothesis(main: Main, budget: int, seed: int, is_failure: Predicate, stop_on_failure: bool,
+                        track: bool, tick: Progress, run_kwargs: dict[str, Any]) -> ExploreResult:
+    """Every choice drawn from one hypothesis search (no hypothesis shrinking: ``shrink``
+    minimises the schedule afterwards, and the budget then counts every run)."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hseed
+    from hypothesis import strategies as st
+
+    from simulator.strategies.hypothesis import HypothesisStrategy
+
+    res = ExploreResult(strategy="hypothesis")
+    seen = _Seen(track)
+
+    class _Found(Exception):
+        pass
+
+    @settings(max_examples=budget, database=None, deadline=None, derandomize=False,
+              suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
+              phases=(Phase.explicit, Phase.generate))
+    @hseed(seed)
+    @given(st.data())
+    def search(data: Any) -> None:
+        r = run(main, strategy=HypothesisStrategy(data), seed=seed, **run_kwargs)
+        failed = _count(res, r, is_failure, seen)
+        tick(1)
+        if failed and stop_on_failure:
+            raise _Found
+
+    t0 = time.perf_counter()
+    try:
+        search()
+    except _Found:
+        pass
+    except Exception:
+        if res.first_failure is None:  # hypothesis's own report around something else
+            raise
+    res.wall_s = time.perf_counter() - t0
+    seen.into(res)
     return res
 
 
 _WORK: Any = None
 
 
-def _explore_chunk(args: tuple[int, int]) -> dict[str, Any]:
-    start, count = args
-    main, strat, is_failure, stop_on_failure, track, run_kwargs = _WORK
-    out: dict[str, Any] = {"runs": 0, "failures": 0, "first": None, "sched": set(), "tl": set(),
-                           "outcomes": {}}
-    for s in range(start, start + count):
-        r = run(main, strategy=strat, seed=s, **run_kwargs)
-        out["runs"] += 1
-        out["outcomes"][r.outcome] = out["outcomes"].get(r.outcome, 0) + 1
-        if track:
-            out["sched"].add(tuple(c.pick for c in r.schedule.choices))
-            out["tl"].add(r.timeline_json())
-        if is_failure(r):
-            out["failures"] += 1
-            if out["first"] is None:
-                out["first"] = (s, out["runs"], r.schedule.to_json())
-            if stop_on_failure:
-                break
-    return out
+def _worker(index: int, count: int, shared: Any, results: Any) -> None:
+    """Worker ``index`` of ``count``: seeds ``seed + index``, ``seed + index + count``, ... until the
+    budget, or a lower seed failed (``stop_at``); it reports its counts and its first failure."""
+    main, strat, budget, seed, is_failure, stop_on_failure, track, run_kwargs = _WORK
+    done, stop_at, current = shared
+    res = ExploreResult(strategy=strat.name)
+    seen = _Seen(track)
+    first: tuple[int, int, str] | None = None
+    try:
+        for i in range(index, budget, count):
+            s = seed + i
+            if stop_on_failure and s > stop_at.value:
+                break  # a lower seed already failed: nothing here can be the first failure
+            current[index] = s
+            r = run(main, strategy=strat, seed=s, **run_kwargs)
+            failed = _count(res, r, is_failure, seen)
+            with done.get_lock():
+                done.value += 1
+            if failed and first is None:
+                first = (s, res.runs, r.schedule.to_json())
+                if stop_on_failure:
+                    with stop_at.get_lock():
+                        stop_at.value = min(stop_at.value, s)
+                    break
+    except BaseException as exc:  # reported by the parent as the error of this seed
+        results.put({"worker": index, "error": f"seed {current[index]}: {type(exc).__name__}: {exc}"})
+        return
+    results.put({"worker": index, "runs": res.runs, "failures": res.failures, "outcomes": res.outcomes,
+                 "first": first, "sched": seen.schedules, "tl": seen.timelines})
 
 
 def _explore_parallel(
     main: Main, strat: Strategy, budget: int, seed: int, is_failure: Predicate,
-    stop_on_failure: bool, track: bool, workers: int, run_kwargs: dict[str, Any],
+    stop_on_failure: bool, track: bool, workers: int, tick: Progress, run_kwargs: dict[str, Any],
 ) -> ExploreResult:
+    """Seeds interleaved across forked workers (worker w runs seed + w, seed + w + N, ...). A
+    failure at seed s stops the seeds above s but not those below, so the reported failure is
+    the lowest failing seed: the one a single process finds. A worker that raises or dies is a
+    :class:`~simulator.errors.ExploreError` naming the seed it was running, never a silent gap."""
     import multiprocessing as mp
 
     global _WORK
-    _WORK = (main, strat, is_failure, stop_on_failure, track, run_kwargs)
-    per = -(-budget // workers)
-    chunks = [(seed + w * per, max(0, min(per, budget - w * per))) for w in range(workers)]
+    ctx = mp.get_context("fork")
+    done = ctx.Value("q", 0)
+    stop_at = ctx.Value("q", 2**62)
+    current = ctx.Array("q", [seed + w for w in range(workers)])
+    results = ctx.SimpleQueue()
+    _WORK = (main, strat, budget, seed, is_failure, stop_on_failure, track, run_kwargs)
+    procs = [ctx.Process(target=_worker, args=(w, workers, (done, stop_at, current), results), daemon=True)
+             for w in range(workers)]
     t0 = time.perf_counter()
+    reports: dict[int, dict[str, Any]] = {}
     try:
-        with mp.get_context("fork").Pool(workers) as pool:
-            parts = pool.map(_explore_chunk, chunks)
+        for p in procs:
+            p.start()
+        ticked = 0
+        while len(reports) < workers:
+            while not results.empty():
+                report = results.get()
+                reports[report["worker"]] = report
+            now = done.value
+            if now > ticked:
+                tick(now - ticked)
+                ticked = now
+            dead = [w for w, p in enumerate(procs) if not p.is_alive() and w not in reports]
+            if dead:
+                time.sleep(0.05)  # a report may still be in the pipe
+                while not results.empty():
+                    report = results.get()
+                    reports[report["worker"]] = report
+                dead = [w for w in dead if w not in reports]
+                if dead:
+                    w = dead[0]
+                    raise ExploreError(f"worker {w} died (exit code {procs[w].exitcode}) while running seed "
+                                       f"{current[w]}")
+            time.sleep(0.01)
+        if done.value > ticked:
+            tick(done.value - ticked)
     finally:
         _WORK = None
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+            p.join(timeout=5)
+    for report in reports.values():
+        if "error" in report:
+            raise ExploreError(f"a worker process failed at {report['error']}")
     res = ExploreResult(strategy=strat.name)
-    sched: set[Any] = set()
-    tl: set[str] = set()
+    seen = _Seen(track)
     first = None
-    for p in parts:
-        res.runs += p["runs"]
-        res.failures += p["failures"]
-        for k, v in p["outcomes"].items():
+    for report in reports.values():
+        res.runs += report["runs"]
+        res.failures += report["failures"]
+        for k, v in report["outcomes"].items():
             res.outcomes[k] = res.outcomes.get(k, 0) + v
-        sched |= p["sched"]
-        tl |= p["tl"]
-        if p["first"] is not None and (first is None or p["first"][0] < first[0]):
-            first = p["first"]
-            res.first_failure_run = (p["first"][0] - seed) + 1
+        seen.schedules |= report["sched"]
+        seen.timelines |= report["tl"]
+        if report["first"] is not None and (first is None or report["first"][0] < first[0]):
+            first = report["first"]
     res.wall_s = time.perf_counter() - t0
-    res.distinct_schedules = len(sched)
-    res.distinct_timelines = len(tl)
+    seen.into(res)
     if first is not None:
+        res.first_failure_run = first[0] - seed + 1
         res.first_failure = replay(main, Schedule.from_json(first[2]), strict=True,
-                                   **{k: v for k, v in run_kwargs.items()
-                                      if k in ("max_steps", "max_time")})
+                                   **{k: v for k, v in run_kwargs.items() if k in ("max_steps", "max_time")})
     return res
 
 

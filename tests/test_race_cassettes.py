@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cassettes import races
 from conformance.impl import resolve
-from conformance.scenarios import cassette
+from conformance.scenario import race
 
 CASSETTES = sorted((Path(__file__).parents[1] / "cassettes" / "races").glob("*.yaml"))
 
@@ -17,7 +16,7 @@ CASSETTES = sorted((Path(__file__).parents[1] / "cassettes" / "races").glob("*.y
 @pytest.mark.parametrize("path", CASSETTES, ids=lambda p: p.stem)
 def test_race_cassette(path: Path, request: pytest.FixtureRequest) -> None:
     impl = resolve(request.config.getoption("--loopkit-impl", default=None))
-    report = cassette.replay(races.load(path), impl)
+    report = race.replay(race.load(path), impl)
     assert report.ok, report.trace.summary()
 
 
@@ -28,7 +27,7 @@ def test_the_seed_races_are_shipped() -> None:
 @pytest.mark.parametrize("path", CASSETTES, ids=lambda p: p.stem)
 def test_race_cassette_still_reproduces_on_its_implementation(path: Path) -> None:
     # A cassette that no longer fails where it was found has lost its race: regenerate it.
-    record = races.load(path)
-    report = cassette.replay(record, resolve(record.impl))
+    record = race.load(path)
+    report = race.replay(record, resolve(record.impl))
     assert not report.ok, f"{path.name} no longer fails on {record.impl}"
     assert {c["check"] for c in record.failure["checks"]} <= {f["check"] for f in report.trace.failures}

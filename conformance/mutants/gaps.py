@@ -2,8 +2,8 @@
 
 They are addressable as ``--impl mutant:NAME`` like the catalogue, but ``loopkit selfcheck``
 leaves them out (it must pass): each entry's ``notes`` says which test the suite lacks. When the
-suite gains that test, the mutant moves to its section module. The property tests
-(``conformance.properties``) find some of them on their own.
+suite gains that test, the mutant moves to its section module. The property search
+(``conformance.scenario.fuzz``) and the hunt find some of them on their own.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from conformance.adapter import AgentHandle
-from conformance.harness import Kit, Scenario
+from conformance.harness import Body, Kit
 
-Run = Callable[[Scenario], None]
+Run = Callable[[Body], None]
 
 USER = {"kind": "user"}
 COMPLETED = {"kind": "completed"}

@@ -9,6 +9,7 @@ import pytest
 
 from conformance import fakes
 from conformance.adapter import AgentHandle
+from conformance.fakes import respond
 from conformance.harness import Kit
 
 from ._support import COMPLETED, Run, Watch, aborted, once
@@ -42,7 +43,7 @@ async def _runs_alone_and_completes(k: Kit, a: AgentHandle, prompt: str) -> None
 def test_abort_only_in_flight_step(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
-        k.model.push([fakes.Hang()], [fakes.Hang()])
+        k.model.push(respond.hang(), respond.hang())
         a.send("A")
         await k.until(lambda: len(k.model.requests) == 1, "A's model call")
         a.send("B")
@@ -72,7 +73,7 @@ def test_abort_without_step_does_nothing(run: Run) -> None:
 def test_cancel_clears_fifos_and_aborts(run: Run, schedule: str) -> None:
     async def scenario(k: Kit) -> None:
         a = await _parked(k)
-        k.model.push([fakes.Hang()])
+        k.model.push(respond.hang())
         a.send("A")
         await k.until(lambda: len(k.model.requests) == 1, "A's model call")
         a.send("queued")
@@ -93,7 +94,7 @@ def test_cancel_clears_fifos_and_aborts(run: Run, schedule: str) -> None:
 def test_cancel_default_reason(run: Run, schedule: str) -> None:
     async def scenario(k: Kit) -> None:
         a = await _parked(k)
-        k.model.push([fakes.Hang()])
+        k.model.push(respond.hang())
         a.send("A")
         await k.until(lambda: len(k.model.requests) == 1, "A's model call")
         a.cancel()
@@ -153,7 +154,7 @@ def test_cancel_on_fresh_agent_is_noop(run: Run, schedule: str) -> None:
 async def _late_steering_after_cancel(k: Kit) -> AgentHandle:
     """A is cancelled mid-stream with steering pending; an agent/turn-end listener then steers."""
     a = await _parked(k)
-    k.model.push([fakes.Hang()])
+    k.model.push(respond.hang())
     k.on("agent/turn-end", once(lambda *_: a.steer("late")))
     a.send("A")
     await k.until(lambda: len(k.model.requests) == 1, "A's model call")
@@ -188,7 +189,7 @@ def test_window1_replacement_runs_before_waiter(run: Run, schedule: str) -> None
     async def scenario(k: Kit) -> None:
         k.record("agent/status")
         a = await _parked(k)
-        k.model.push([fakes.Sleep(1.0), *fakes.text("B")])
+        k.model.push(fakes.text("B").timing(first=1.0))
         a.send("A")
         watch = Watch(k, a)
         a.cancel()
@@ -221,7 +222,7 @@ async def _actor_race(k: Kit) -> tuple[AgentHandle, Watch, bool]:
     """An actor sends A, registers a waiter, yields once, then cancels and sends B: depending on
     the schedule the cancel lands in window 1 (A never starts) or during A's turn."""
     a = await _parked(k)
-    k.model.push([fakes.Sleep(0.5), *fakes.text("reply")], [fakes.Sleep(0.5), *fakes.text("reply")])
+    k.model.push(fakes.text("reply").timing(first=0.5), fakes.text("reply").timing(first=0.5))
     sent_b_before_release: list[bool] = []
 
     async def actor() -> Watch:
@@ -297,7 +298,7 @@ def test_window2_replacement_runs_before_waiter(run: Run, schedule: str) -> None
     async def scenario(k: Kit) -> None:
         k.record("agent/status")
         a = await _parked(k)
-        k.model.push([fakes.Sleep(1.0), *fakes.text("B")])
+        k.model.push(fakes.text("B").timing(first=1.0))
 
         def cancel_and_replace() -> None:
             a.cancel("w2")
@@ -385,7 +386,7 @@ def test_cancel_at_continuation_gate(run: Run, schedule: str) -> None:
             return True
 
         k.on("agent/turn-continuation", listener)
-        k.model.push(fakes.tools(("c1", "echo", "{}")))
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")))
         a.send("A")
         await k.idle(a)
         assert k.reasons(a) == [aborted("gate")]
@@ -418,7 +419,7 @@ def test_cancel_at_continuation_gate_opens_no_further_step(run: Run, schedule: s
             return True
 
         k.on("agent/turn-continuation", listener)
-        k.model.push(fakes.tools(("c1", "echo", "{}")))
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")))
         a.send("A")
         await k.idle(a)
         assert k.reasons(a) == [aborted("gate")]
@@ -438,9 +439,9 @@ def test_cancel_mid_step(run: Run, schedule: str, where: str) -> None:
         tool = k.tool("hang", hang=True)
         a = await _parked(k)
         if where == "stream":
-            k.model.push([fakes.Hang()])
+            k.model.push(respond.hang())
         else:
-            k.model.push(fakes.tools(("c1", "hang", "{}")))
+            k.model.push(fakes.tool_calls(("c1", "hang", "{}")))
         a.send("A")
         if where == "stream":
             await k.until(lambda: bool(k.model.requests), "the model call")
@@ -458,7 +459,7 @@ def test_cancel_mid_step(run: Run, schedule: str, where: str) -> None:
 def test_marker_does_not_drop_later_prompt(run: Run, schedule: str) -> None:
     async def scenario(k: Kit) -> None:
         a = await _parked(k)
-        k.model.push([fakes.Hang()])
+        k.model.push(respond.hang())
         a.send("A")
         await k.until(lambda: bool(k.model.requests), "A's model call")
         a.cancel()
@@ -486,7 +487,7 @@ def test_prompt_sent_during_cancelled_flush_runs(run: Run, schedule: str) -> Non
                 await asyncio.sleep(0.5)
 
         k.on("session/flush", flush)
-        k.model.push([fakes.Hang()])
+        k.model.push(respond.hang())
         a.send("A")
         await k.until(lambda: bool(k.model.requests), "A's model call")
         a.cancel()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from conformance import fakes
 from conformance.adapter import AgentHandle
+from conformance.fakes import respond
 from conformance.harness import Kit
 
 from ._support import DISPOSED, Run, Watch, boom
@@ -13,7 +13,7 @@ from ._support import DISPOSED, Run, Watch, boom
 
 async def _mid_turn(k: Kit) -> AgentHandle:
     a = k.agent()
-    k.model.push([fakes.Hang()])
+    k.model.push(respond.hang())
     a.send("A")
     await k.until(lambda: bool(k.model.requests), "A's model call")
     return a

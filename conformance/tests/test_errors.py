@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from conformance import fakes
+from conformance.fakes import respond
 from conformance.harness import Kit
 
 from ._support import COMPLETED, Run, boom, once
@@ -83,7 +84,7 @@ def test_throwing_step_end_after_good_step(run: Run) -> None:
         k.tool("echo")
         a = k.agent()
         k.on("agent/step-end", _throwing("agent/step-end"))
-        k.model.push(fakes.tools(("c1", "echo", "{}")))
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")))
         a.send("one")
         await k.idle(a)
         assert _error_kinds(k, a) == ["error"]
@@ -106,7 +107,7 @@ def test_throwing_session_event_listener(run: Run, event_type: str) -> None:
 
         k.on("session/event", listener)
         if event_type == "error":
-            k.model.push([fakes.Raise("model failed")])
+            k.model.push(respond.raises("model failed"))
         a.send("one")
         await k.idle(a)
         events = k.events(a)
@@ -125,7 +126,7 @@ def test_throwing_error_listener_contained(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
         k.on("agent/error", boom)
-        k.model.push([fakes.Raise("model failed")])
+        k.model.push(respond.raises("model failed"))
         a.send("one")
         await k.idle(a)
         a.send("two")
@@ -163,7 +164,7 @@ def test_failing_flush_reported(run: Run) -> None:
 def test_error_code_carried_or_absent(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
-        k.model.push([fakes.Raise("coded", "E_CODE")], [fakes.Raise("uncoded")])
+        k.model.push(respond.raises("coded", code="E_CODE"), respond.raises("uncoded"))
         a.send("one")
         await k.idle(a)
         a.send("two")
@@ -227,7 +228,7 @@ def test_failure_after_turn_end_of_failed_turn_not_announced(run: Run, first: st
         k.record("agent/error")
         a = k.agent()
         if first == "stream":
-            k.model.push([fakes.Raise("first failure", "E_FIRST")])
+            k.model.push(respond.raises("first failure", code="E_FIRST"))
         else:
             k.on("agent/step-result", _raise_once("agent/step-result", "first failure", "E_FIRST"))
         if later == "turn-end":

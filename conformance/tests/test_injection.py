@@ -17,9 +17,9 @@ from ._support import COMPLETED, USER, Run, request_texts
 @pytest.mark.rule("INJ-1")
 def test_inject_into_open_turn(run: Run) -> None:
     async def scenario(k: Kit) -> None:
-        gate = asyncio.Event()
+        gate = k.gate()
         a = k.agent()
-        k.model.push([fakes.Gate(gate), *fakes.text("A")])
+        k.model.push(fakes.text("A").gate(gate))
         a.send("A")
         await k.until(lambda: bool(k.model.requests), "A's model call")
         await a.inject("ctx")

@@ -64,7 +64,7 @@ def test_push_then_notify(run: Run) -> None:
 def _rich_turns(k: Kit) -> None:
     k.tool("echo")
     k.model.push(
-        fakes.tools(("c1", "echo", '{"a":1}'), ("c2", "echo", "{}"), prefix="calling"),
+        fakes.tool_calls(("c1", "echo", '{"a":1}'), ("c2", "echo", "{}"), prefix="calling"),
         fakes.text("done", usage=(3, 4)),
         fakes.text("second turn"),
     )
@@ -82,8 +82,8 @@ def test_seq_contiguous_and_chunks_kept(run: Run) -> None:
         events = k.events(a)
         assert [e["seq"] for e in events] == list(range(len(events)))
         chunks = [e["data"]["chunk"] for e in events if e["type"] == "assistant/chunk"]
-        streamed = [c for r in (fakes.tools(("c1", "echo", '{"a":1}'), ("c2", "echo", "{}"), prefix="calling"),
-                                fakes.text("done", usage=(3, 4)), fakes.text("second turn")) for c in r]
+        streamed = [c for r in (fakes.tool_calls(("c1", "echo", '{"a":1}'), ("c2", "echo", "{}"), prefix="calling"),
+                                fakes.text("done", usage=(3, 4)), fakes.text("second turn")) for c in r.build()]
         assert chunks == streamed, "every streamed chunk must be logged as assistant/chunk, in order"
 
     run(scenario)
@@ -149,7 +149,7 @@ def test_derived_history(run: Run) -> None:
 
         k.on("agent/turn-start", add_context)
         k.model.push(
-            [*fakes.tools(("c1", "echo", "{}"))[:-1], fakes.Call(lambda: a.steer("nudge")), v.finish("tool-calls")],
+            fakes.tool_calls(("c1", "echo", "{}")).hook(lambda: a.steer("nudge"), before=-1),
             fakes.text("bye", usage=(1, 1)),
         )
         a.send("hi")

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from conformance import fakes
+from conformance.fakes import FakeModel, respond
 from conformance.harness import Kit
 from reference_loop import vocabulary as v
 
@@ -18,9 +18,9 @@ from ._support import COMPLETED, USER, Run, boom, once, passthrough, request_tex
 @pytest.mark.rule("INBOX-1")
 def test_two_fifos(run: Run) -> None:
     async def scenario(k: Kit) -> None:
-        gate = asyncio.Event()
+        gate = k.gate()
         a = k.agent()
-        k.model.push([fakes.Gate(gate), *fakes.text("A")])
+        k.model.push(fakes.text("A").gate(gate))
         a.send("A")
         await k.until(lambda: bool(k.model.requests), "A's model call")
         a.send("next-1")
@@ -141,7 +141,7 @@ def test_step_shape(run: Run) -> None:
         for name in ("agent/request", "agent/step-result", "agent/turn-continuation", "tools/execute"):
             k.on(name, recorder(name))
         k.tool("echo", hook=lambda _args: a.steer("nudge"))
-        k.model.push([*fakes.tools(("c1", "echo", "{}"))[:-1], v.usage(1, 2), v.finish("tool-calls")])
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")).usage(1, 2))
         a.send("hi")
         await k.idle(a)
         names = [n[0] if n[0] != "session/event" else n[1] for n in k.notes]
@@ -176,7 +176,7 @@ def test_step_result_rewrite_is_logged_and_dispatched(run: Run) -> None:
         first = k.events(a, "assistant/message")[0]["data"]["content"]
         assert first == rewritten["content"]
         assert [e["data"]["call_id"] for e in k.events(a, "tool/call")] == ["c9"]
-        assert [args for args, _ in echo.calls] == [{"n": 9}]
+        assert echo.call_args == [{"n": 9}]
 
     run(scenario)
 
@@ -220,7 +220,7 @@ def test_queued_during_turn_runs_without_idle(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         k.record("agent/status")
         a = k.agent()
-        k.model.push([fakes.Call(lambda: a.send("B")), *fakes.text("A")])
+        k.model.push(fakes.text("A").hook(lambda: a.send("B")))
         a.send("A")
         await k.idle(a)
         assert k.prompts(a) == [["A"], ["B"]]
@@ -234,9 +234,9 @@ def test_queued_notifications(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         k.record("agent/queued", "agent/steering")
         plugin: Any = {"kind": "plugin", "plugin": "p"}
-        gate = asyncio.Event()
+        gate = k.gate()
         a = k.agent()
-        k.model.push([fakes.Gate(gate), *fakes.text("A")])
+        k.model.push(fakes.text("A").gate(gate))
         a.send("A")
         await k.until(lambda: bool(k.model.requests), "A's model call")
         a.steer("S", plugin)
@@ -253,7 +253,7 @@ def test_queued_notifications(run: Run) -> None:
 @pytest.mark.rule("LOOP-10")
 def test_adapter_gets_rewritten_request(run: Run) -> None:
     async def scenario(k: Kit) -> None:
-        other = fakes.ScriptedModel()
+        other = FakeModel(default=respond.text("ok"))
         k.service.register_model("other", other)
         a = k.agent()
 

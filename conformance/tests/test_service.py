@@ -7,6 +7,7 @@ import re
 import pytest
 
 from conformance import fakes
+from conformance.fakes import FakeModel, respond
 from conformance.harness import MODEL, Kit
 
 from ._support import COMPLETED, Run, Watch, boom, request_texts
@@ -48,7 +49,7 @@ def test_resume_continues_session(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         store = k.impl.new_persistence()
         first = k.impl.create_service(persistence=store)
-        first.register_model(MODEL, fakes.ScriptedModel([fakes.text("one-reply")]))
+        first.register_model(MODEL, FakeModel([fakes.text("one-reply")], default=respond.text("ok")))
         a = first.create_agent("gamma", "sess-1", agent_options={"model": MODEL})
         a.send("one")
         await k.idle(a)
@@ -56,7 +57,7 @@ def test_resume_continues_session(run: Run) -> None:
         await first.close()
 
         second = k.impl.create_service(persistence=store)
-        model = fakes.ScriptedModel()
+        model = FakeModel(default=respond.text("ok"))
         second.register_model(MODEL, model)
         b = await second.resume("gamma", "sess-1", agent_options={"model": MODEL})
         assert b.session.id == "sess-1"
@@ -131,7 +132,7 @@ def test_close_disposes_all(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent("one")
         b = k.agent("two")
-        k.model.push([fakes.Hang()])
+        k.model.push(respond.hang())
         a.send("A")
         await k.until(lambda: bool(k.model.requests), "A's model call")
         watch = Watch(k, a)

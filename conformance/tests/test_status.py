@@ -10,6 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from conformance import fakes
+from conformance.fakes import respond
 from conformance.harness import Kit
 
 from ._support import Run, Watch, boom
@@ -51,7 +52,7 @@ def test_dispose_while_running_goes_straight_to_disposed(run: Run, where: str) -
         k.record("agent/status")
         a = k.agent()
         if where == "mid-step":
-            k.model.push([fakes.Hang()])
+            k.model.push(respond.hang())
         else:
 
             async def flush(*_args: object) -> None:
@@ -119,7 +120,7 @@ def test_when_idle_waits_for_queued_work(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
         # B arrives while A runs (from A's stream): the waiter must wait for B's turn too.
-        k.model.push([fakes.Call(lambda: a.send("B")), *fakes.text("A")], [fakes.Sleep(1.0), *fakes.text("B")])
+        k.model.push(fakes.text("A").hook(lambda: a.send("B")), fakes.text("B").timing(first=1.0))
         a.send("A")
         watch = Watch(k, a)
         await watch.wait()
@@ -132,10 +133,10 @@ def test_when_idle_waits_for_queued_work(run: Run) -> None:
 @pytest.mark.rule("IDLE-2")
 def test_when_idle_ignores_other_agents(run: Run) -> None:
     async def scenario(k: Kit) -> None:
-        gate = asyncio.Event()
+        gate = k.gate()
         a = k.agent("a")
         b = k.agent("b")
-        k.model.push([fakes.Gate(gate), *fakes.text("A")])
+        k.model.push(fakes.text("A").gate(gate))
         a.send("A")
         await k.until(lambda: bool(k.model.requests), "A's model call")
         watch = Watch(k, a)
@@ -153,10 +154,10 @@ def test_when_idle_ignores_other_agents(run: Run) -> None:
 def test_work_queued_by_idle_listener_is_after(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
-        gate = asyncio.Event()
+        gate = k.gate()
         # C (queued by the idle listener) cannot finish before the waiter resolves: if the
         # waiter waited for C, this deadlocks and the wait times out.
-        k.model.push(fakes.text("A"), [fakes.Gate(gate), *fakes.text("C")])
+        k.model.push(fakes.text("A"), fakes.text("C").gate(gate))
         k.on("agent/status", once_on("idle", lambda: a.send("C")))
         a.send("A")
         watch = Watch(k, a)
@@ -215,7 +216,7 @@ def test_when_idle_on_disposal_waits_for_driver_exit(run: Run) -> None:
             flush.append("end")
 
         k.on("session/flush", slow_flush)
-        k.model.push([fakes.Hang()])
+        k.model.push(respond.hang())
         a.send("A")
         await k.until(lambda: bool(k.model.requests), "A's model call")
         watch = Watch(k, a)
@@ -235,7 +236,7 @@ def test_when_idle_on_disposal_waits_for_driver_exit(run: Run) -> None:
 def test_waiter_registered_at_call(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
-        k.model.push([fakes.Sleep(1.0), *fakes.text("A")])
+        k.model.push(fakes.text("A").timing(first=1.0))
         a.send("A")
         waiter = a.when_idle()  # registered now, awaited only later
         await k.until(lambda: bool(k.model.requests), "A's model call")

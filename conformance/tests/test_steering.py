@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from conformance import fakes
+from conformance.fakes import respond
 from conformance.harness import Kit
 from reference_loop import vocabulary as v
 
@@ -23,10 +24,10 @@ def test_default_continuation(run: Run) -> None:
         k.tool("echo")
         a = k.agent()
         k.model.push(
-            fakes.tools(("c1", "echo", "{}")),
+            fakes.tool_calls(("c1", "echo", "{}")),
             fakes.text("done"),
             fakes.text("plain"),
-            [fakes.Call(lambda: a.steer("S")), *fakes.text("steered")],
+            fakes.text("steered").hook(lambda: a.steer("S")),
             fakes.text("after steering"),
         )
         a.send("tools")
@@ -60,7 +61,7 @@ def test_continuation_waterfall_can_force(run: Run) -> None:
             return False  # stop even though the step had tool calls
 
         k.on("agent/turn-continuation", force)
-        k.model.push(fakes.text("first"), fakes.text("second"), fakes.tools(("c1", "echo", "{}")))
+        k.model.push(fakes.text("first"), fakes.text("second"), fakes.tool_calls(("c1", "echo", "{}")))
         a.send("one")
         await k.idle(a)
         a.send("two")
@@ -125,7 +126,7 @@ def test_steer_when_idle_is_send(run: Run) -> None:
 def test_steering_joins_next_request(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
-        k.model.push([fakes.Call(lambda: a.steer("S")), *fakes.text("first")], fakes.text("second"))
+        k.model.push(fakes.text("first").hook(lambda: a.steer("S")), fakes.text("second"))
         a.send("hi")
         await k.idle(a)
         steering = k.events(a, "steering/message")
@@ -140,9 +141,9 @@ def test_steering_joins_next_request(run: Run) -> None:
 @pytest.mark.rule("STEER-2")
 def test_steering_from_actor_during_step(run: Run) -> None:
     async def scenario(k: Kit) -> None:
-        gate = asyncio.Event()
+        gate = k.gate()
         a = k.agent()
-        k.model.push([fakes.Gate(gate), *fakes.text("first")])
+        k.model.push(fakes.text("first").gate(gate))
         a.send("hi")
         await k.until(lambda: bool(k.model.requests), "the model call")
         a.steer("S1")
@@ -165,7 +166,7 @@ def test_steering_of_aborted_step_requeued(run: Run) -> None:
             a.steer("S")
             steered.set()
 
-        k.model.push([fakes.Call(steer_now), fakes.Hang()])
+        k.model.push(respond.hang().hook(steer_now))
         a.send("hi")
         await asyncio.wait_for(steered.wait(), k.timeout)
         a.abort()

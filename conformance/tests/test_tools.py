@@ -26,7 +26,7 @@ def test_tools_run_in_order_one_at_a_time(run: Run) -> None:
             return result
 
         k.on("tools/execute", log)
-        k.model.push(fakes.tools(("c1", "slow", "{}"), ("c2", "fast", "{}"), ("c3", "slow", "{}")))
+        k.model.push(fakes.tool_calls(("c1", "slow", "{}"), ("c2", "fast", "{}"), ("c3", "slow", "{}")))
         a.send("hi")
         await k.idle(a)
         assert trace == ["start c1", "slow", "end c1", "start c2", "fast", "end c2", "start c3", "slow", "end c3"]
@@ -39,10 +39,10 @@ def test_argument_parsing(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         echo = k.tool("echo")
         a = k.agent()
-        k.model.push(fakes.tools(("c1", "echo", '{"x": [1, 2]}'), ("c2", "echo", ""), ("c3", "echo", "not json{")))
+        k.model.push(fakes.tool_calls(("c1", "echo", '{"x": [1, 2]}'), ("c2", "echo", ""), ("c3", "echo", "not json{")))
         a.send("hi")
         await k.idle(a)
-        assert [args for args, _ in echo.calls] == [{"x": [1, 2]}, {}, "not json{"]
+        assert echo.call_args == [{"x": [1, 2]}, {}, "not json{"]
         assert [e["data"]["arguments"] for e in k.events(a, "tool/call")] == ['{"x": [1, 2]}', "", "not json{"]
         assert k.reasons(a) == [COMPLETED]
 
@@ -63,7 +63,7 @@ def test_tool_failures_become_error_results(run: Run) -> None:
 
         k.on("tools/execute", guard)
         a = k.agent()
-        k.model.push(fakes.tools(("c1", "coded", "{}"), ("c2", "missing", "{}"), ("c3", "plain", "{}"), ("c4", "guarded", "{}")))
+        k.model.push(fakes.tool_calls(("c1", "coded", "{}"), ("c2", "missing", "{}"), ("c3", "plain", "{}"), ("c4", "guarded", "{}")))
         a.send("hi")
         await k.idle(a)
         results = {e["data"]["call_id"]: e["data"] for e in k.events(a, "tool/result")}
@@ -91,7 +91,7 @@ def test_result_keyed_on_model_call_id(run: Run) -> None:
             return {**result, "call_id": "forged"}
 
         k.on("tools/execute", lie)
-        k.model.push(fakes.tools(("c1", "echo", "{}")))
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")))
         a.send("hi")
         await k.idle(a)
         assert [e["data"]["call_id"] for e in k.events(a, "tool/result")] == ["c1"]
@@ -105,7 +105,7 @@ def test_abort_during_tool_ends_step(run: Run) -> None:
         hanging = k.tool("hang", hang=True)
         after = k.tool("after")
         a = k.agent()
-        k.model.push(fakes.tools(("c1", "hang", "{}"), ("c2", "after", "{}")))
+        k.model.push(fakes.tool_calls(("c1", "hang", "{}"), ("c2", "after", "{}")))
         a.send("hi")
         await k.until(lambda: bool(hanging.calls), "the hanging tool")
         a.abort()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conformance import fakes
+from conformance.fakes import respond
 from conformance.harness import Kit
 from reference_loop import vocabulary as v
 
@@ -55,7 +56,7 @@ def test_max_tokens_loses_to_stronger_reasons(run: Run, ending: str) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
         _continue_once(k)
-        second = [fakes.Hang()] if ending != "error" else [*fakes.text("x", finish=None), v.finish("error", "overloaded")]
+        second = respond.hang() if ending != "error" else fakes.text("x").finish("error", "overloaded")
         k.model.push(fakes.text("trunc", finish="max-tokens"), second)
         a.send("hi")
         await k.until(lambda: len(k.model.requests) == 2, "the second step")
@@ -98,7 +99,7 @@ def test_max_tokens_step_dispatches_no_tools(run: Run) -> None:
             return {**value, "content": [*value["content"], v.tool_call("c9", "echo", "{}")]}
 
         k.on("agent/step-result", sneak)
-        k.model.push(fakes.tools(("c1", "echo", "{}"), prefix="partial", finish="max-tokens"))
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}"), prefix="partial", finish="max-tokens"))
         a.send("one")
         await k.idle(a)
         assert seen == [[v.text("partial")]], "tool calls are removed before agent/step-result"
@@ -115,7 +116,7 @@ def test_max_tokens_step_with_only_tool_calls_logs_no_message(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         echo = k.tool("echo")
         a = k.agent()
-        k.model.push(fakes.tools(("c1", "echo", "{}"), finish="max-tokens"))
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}"), finish="max-tokens"))
         a.send("one")
         await k.idle(a)
         assert k.events(a, "assistant/message") == []
@@ -129,7 +130,7 @@ def test_max_tokens_step_with_only_tool_calls_logs_no_message(run: Run) -> None:
 def test_finish_error(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
-        k.model.push([*fakes.text("partial", finish=None), v.finish("error", "overloaded", "OVERLOADED")])
+        k.model.push(fakes.text("partial").finish("error", "overloaded", "OVERLOADED"))
         a.send("hi")
         await k.idle(a)
         assert k.reasons(a) == [{"kind": "error", "message": "overloaded", "code": "OVERLOADED"}]
@@ -159,7 +160,7 @@ def test_finish_aborted_without_signal_is_error(run: Run) -> None:
 def test_finish_aborted_with_signal_is_aborted(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
-        k.model.push([fakes.Hang()])
+        k.model.push(respond.hang())
         a.send("hi")
         await k.until(lambda: bool(k.model.requests), "the model call")
         a.abort("user stop")
@@ -174,7 +175,7 @@ def test_finish_aborted_with_signal_is_aborted(run: Run) -> None:
 def test_adapter_raising(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
-        k.model.push([*fakes.text("x", finish=None), fakes.Raise("kaput", "K_CODE")], [fakes.Raise("plain")])
+        k.model.push(fakes.text("x", finish=None).raises("kaput", code="K_CODE", after=2), respond.raises("plain"))
         a.send("one")
         await k.idle(a)
         a.send("two")

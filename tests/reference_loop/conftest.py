@@ -9,8 +9,8 @@ from typing import Any, ClassVar
 
 import pytest
 
+from conformance.fakes.model import FakeModel
 from reference_loop import AgentLoopService
-from simulator.fake_llm import FakeModel
 
 
 class EchoTool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, ClassVar
 
-from simulator.fake_llm import respond
+from conformance.fakes.model import respond
 
 from .conftest import Recorder, make_service, turn_ends, types
 

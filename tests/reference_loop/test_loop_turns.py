@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from simulator.fake_llm import respond
+from conformance.fakes.model import respond
 
 from .conftest import EchoTool, Recorder, make_service, turn_ends, types
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from conformance.fakes.model import FakeModel, respond
 from reference_loop import (
     AgentLoopService,
     ConfigError,
@@ -17,7 +18,6 @@ from reference_loop import (
     ServiceError,
 )
 from reference_loop.config import parse_config
-from simulator.fake_llm import FakeModel, respond
 
 from .conftest import turn_ends
 

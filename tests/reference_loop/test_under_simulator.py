@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 import simulator
+from conformance.fakes.model import FakeModel, respond
 from reference_loop import AgentLoopService
-from simulator.fake_llm import FakeModel, respond
 from simulator.strategies import PCTStrategy, RandomStrategy
 
 from .conftest import EchoTool

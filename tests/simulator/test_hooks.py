@@ -1,5 +1,5 @@
 """The runtime's public hooks: observation callbacks, the timeline so far, waiting for actors,
-"strict, then FIFO" replay, and recorded LLM cassettes in scenarios."""
+"strict, then FIFO" replay."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 import simulator
-from simulator.scenario import Scenario, ScenarioContext, scenario
 from simulator.strategies import RandomStrategy, ReplayStrategy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,50 +141,6 @@ def test_loop_accessors_for_strategies() -> None:
     assert lengths and lengths == sorted(lengths)
 
 
-def test_scenario_timeline_is_a_copy_and_listeners_still_fire() -> None:
-    heard: list[str] = []
-
-    @scenario
-    async def listens(ctx: ScenarioContext) -> None:
-        ctx.on("ping", lambda ev: heard.append(ev["kind"]))
-        ctx.observe("ping")
-        snapshot = ctx.timeline
-        snapshot.append({"kind": "not-in-the-run"})
-        assert [e["kind"] for e in ctx.timeline] == ["ping"]
-
-    trace = listens.run()
-    trace.assert_ok()
-    assert heard == ["ping"] and trace.kinds() == ["ping"]
-
-
-# --------------------------------------------------------------------------- actors
-
-
-def test_pending_actors_and_wait_actors() -> None:
-    states: dict[str, Any] = {}
-
-    @scenario
-    async def actors(ctx: ScenarioContext) -> None:
-        assert ctx.pending_actors() == []
-        ctx.at(1.0, lambda: ctx.observe("timed"), name="timed")
-
-        async def chain() -> None:
-            await asyncio.sleep(0.5)
-            ctx.spawn(lambda: ctx.observe("child"), name="child")  # started while waited for
-
-        ctx.spawn(chain, name="parent")
-        states["before"] = sorted(t.get_name() for t in ctx.pending_actors())
-        await ctx.wait_actors()
-        states["after"] = ctx.pending_actors()
-        states["t"] = ctx.now()
-
-    trace = actors.run()
-    trace.assert_ok()
-    assert states["before"] == ["actor:parent", "actor:timed"]
-    assert states["after"] == [] and states["t"] == 1.0
-    assert trace.kinds().count("child") == 1 and "timed" in trace.kinds()
-
-
 # --------------------------------------------------------------------------- replay modes
 
 
@@ -257,96 +212,10 @@ def test_replay_then_values() -> None:
         ReplayStrategy(r.schedule, then="later")
 
 
-# --------------------------------------------------------------------------- cassettes
-
-
-def _request(text: str) -> dict[str, Any]:
-    return {"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": text}]}]}
-
-
-async def _collect(model: Any, text: str = "What is the weather in Paris and Tokyo?") -> list[dict[str, Any]]:
-    return [c async for c in model.stream(_request(text))]
-
-
-def test_a_scenario_plays_a_shipped_cassette_in_virtual_time() -> None:
-    path = SHIPPED / "openai-chat" / "text.yaml"
-    got: dict[str, Any] = {}
-
-    @scenario(name="recorded-model")
-    async def recorded(ctx: ScenarioContext) -> None:
-        model = ctx.cassette(path)
-        assert ctx.models["text"] is model and model.name == "text"
-        chunks = await _collect(model)
-        got["chunks"], got["t"] = chunks, ctx.now()
-        ctx.observe("answer", kinds=[c["type"] for c in chunks])
-
-    trace = recorded.run(seed=4)
-    trace.assert_ok()
-    chunks = got["chunks"]
-    assert chunks[-1]["type"] == "finish" and chunks[-1]["reason"]["kind"] == "stop"
-    text = "".join(c["text"] for c in chunks if c["type"] == "text-delta")
-    assert text
-
-    # the same chunks as the cassette model gives on plain asyncio, with the recorded gaps
-    # passing in virtual time (no wall time)
-    from cassettes.model import CassetteModel
-
-    plain = asyncio.run(_collect(CassetteModel(path, pace=False)))
-    assert chunks == plain
-    assert got["t"] > 0
-    # byte-identical traces run to run
-    assert recorded.run(seed=4).to_json() == trace.to_json()
-
-
-def test_cassette_problems_fail_the_scenario_like_a_fake_models() -> None:
-    path = SHIPPED / "anthropic" / "text.yaml"
-
-    @scenario(name="asks-twice")
-    async def asks_twice(ctx: ScenarioContext) -> None:
-        model = ctx.cassette(path, name="claude")
-        await _collect(model)
-        try:
-            await _collect(model)  # one interaction recorded: the second call is unanswerable
-        except Exception as exc:
-            ctx.observe("model/raised", error=type(exc).__name__)
-
-    trace = asks_twice.run()
-    assert not trace.ok
-    assert [f["check"] for f in trace.failures] == ["model:claude"]
-    assert "no recorded interaction" in trace.failures[0]["message"]
-
-    @scenario(name="never-asks", strict=True)
-    async def never_asks(ctx: ScenarioContext) -> None:
-        ctx.cassette(path)  # strict (the scenario's default): unplayed interactions fail
-
-    trace = never_asks.run()
-    assert [f["check"] for f in trace.failures] == ["model:text"]
-
-    @scenario(name="never-asks-lenient", strict=True)
-    async def lenient(ctx: ScenarioContext) -> None:
-        ctx.cassette(path, strict=False)
-
-    lenient.run().assert_ok()
-
-
-def test_cassette_names_are_unique_and_bad_files_raise() -> None:
-    from cassettes.errors import CassetteError
-
-    async def body(ctx: ScenarioContext) -> None:
-        ctx.model(["hi"], name="text")
-        with pytest.raises(ValueError, match="already exists"):
-            ctx.cassette(SHIPPED / "openai-chat" / "text.yaml")
-        with pytest.raises(CassetteError):
-            ctx.cassette(ROOT / "no-such-cassette.yaml")
-
-    trace = Scenario("dup", body).run()
-    assert trace.outcome == "completed", trace.summary()
-
-
-def test_the_simulator_does_not_import_cassettes() -> None:
+def test_the_simulator_imports_nothing_above_it() -> None:
     code = (
-        "import sys, simulator, simulator.scenario, simulator.fake_llm, simulator.fake_tools\n"
-        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'cassettes')))"
+        "import sys, simulator, simulator.strategies, simulator.explore\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('cassettes', 'conformance', 'reference_loop'))))"
     )
     out = subprocess.run([sys.executable, "-c", "import json\n" + code], capture_output=True,
                          text=True, cwd=ROOT, check=True)

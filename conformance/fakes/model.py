@@ -1,0 +1,717 @@
+"""The fake model: a ``ModelAdapter`` that plays back a script of responses.
+
+One scripted response per model call, in order::
+
+    from conformance.fakes import FakeModel, respond
+
+    model = FakeModel([
+        respond.text("Let me look.") + respond.tool_call("search", {"q": "cats"}, fragments=3),
+        respond.text("Found 3 cats.", deltas=2).usage(120, 9),
+        respond.text("a long essay ...").truncate(3),          # finish max-tokens
+        respond.error("overloaded", code="OVERLOADED"),        # finish error
+        respond.hang(),                                        # until the step is aborted
+        respond.text("steered").hook(lambda: agent.steer("S")),  # code run inside the stream
+        lambda request: respond.text(f"{len(request['messages'])} messages"),
+    ], default=respond.text("ok"))                             # past the script: "ok"
+
+A response is an immutable value built from blocks (``text``, ``reasoning``, ``tool_call``,
+raw ``chunks``) joined with ``+``, then refined with methods that each return a new response:
+``usage``, ``finish``, ``no_finish``, ``truncate``, ``timing``, ``gate``, ``hang``, ``raises``,
+``hook``, ``on_abort``. ``Response.build()`` shows the exact chunks it streams.
+
+Streaming follows the adapter contract of ``reference_loop.protocols.ModelAdapter``: block chunks,
+then ``usage`` (when given), then ``finish``, nothing after it. Every chunk is preceded by one
+suspension of the stream (``first`` seconds of virtual time before the first chunk, ``between``
+before each later one; ``0`` is a bare yield to the event loop, ``None`` no suspension at all),
+and the request's abort signal is honoured at each of those points. Faults, hooks and gates happen
+at a *position* ``k``: the point just before chunk ``k`` is yielded (negative ``k`` counts from
+the end, so ``before=-1`` is just before ``finish``). At a position the stream waits on its
+gates, then sleeps its delay, then checks the abort signal, then runs its hooks, then hangs or
+raises if told to, then yields.
+
+The model records every request (a deep copy without the signal) and, past the end of its
+script, either answers ``default`` or fails clearly (``ScriptExhausted``, raised from the stream
+and kept in ``problems()``); with ``assert_all_used()`` or ``strict=True`` (checked by the
+scenario engine) unused responses are a problem too. ``max_calls`` guards against a loop that
+never stops stepping: calls beyond it park until their step is aborted. Nothing here reads a
+clock or randomness: the same script streams the same chunks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypeAlias
+
+import simulator
+from reference_loop import vocabulary as v
+from reference_loop.abort import AbortError
+from reference_loop.protocols import ModelRequest
+
+from .errors import FakeError, ScriptExhausted, UnusedResponses
+from .gate import wait_abortable
+
+__all__ = ["FakeModel", "Response", "ScriptEntry", "respond"]
+
+OnAbort: TypeAlias = Literal["finish", "return", "raise"]
+
+
+def _observe(kind: str, **data: Any) -> None:
+    """Record an observable event in the running simulation's timeline (a no-op outside one)."""
+    simulator.observe(kind, **data)
+
+
+# --------------------------------------------------------------------------- response model
+
+
+_TOKEN = re.compile(r"\s*\S+")
+
+
+def _token_ends(text: str) -> list[int]:
+    """End offsets of the tokens of ``text`` (a token: a word with its leading whitespace)."""
+    return [m.end() for m in _TOKEN.finditer(text)]
+
+
+def _split(text: str, pieces: int | Sequence[str]) -> list[str]:
+    if not isinstance(pieces, int):
+        return [p for p in pieces if p]
+    if pieces < 1:
+        raise ValueError(f"deltas/fragments must be >= 1, got {pieces}")
+    n = min(pieces, len(text))
+    if n == 0:
+        return []
+    size, extra = divmod(len(text), n)
+    out: list[str] = []
+    start = 0
+    for i in range(n):
+        end = start + size + (1 if i < extra else 0)
+        out.append(text[start:end])
+        start = end
+    return out
+
+
+def _clip(pieces: list[str], length: int) -> list[str]:
+    out: list[str] = []
+    used = 0
+    for piece in pieces:
+        if used >= length:
+            break
+        take = piece[: length - used]
+        out.append(take)
+        used += len(take)
+    return out
+
+
+@dataclass(frozen=True)
+class BlockPart:
+    """One content block of a response: its kind, its content (the text, or a tool call's raw
+    arguments), how it streams (``pieces``: a count, or the pieces themselves), a tool call's
+    name and id."""
+
+    kind: Literal["text", "reasoning", "tool-call"]
+    content: str  # the text, or the tool call's raw arguments
+    pieces: int | tuple[str, ...] = 1
+    name: str = ""
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class RawPart:
+    """A raw chunk streamed verbatim (``respond.chunks``)."""
+
+    chunk: Mapping[str, Any]
+
+
+Part: TypeAlias = BlockPart | RawPart
+
+
+class _Infer:
+    def __repr__(self) -> str:
+        return "INFER"
+
+
+_INFER = _Infer()
+
+
+@dataclass(frozen=True)
+class Response:
+    """One scripted model response. Immutable: every method returns a modified copy."""
+
+    parts: tuple[Part, ...] = ()
+    usage_value: v.Usage | None = None
+    finish_value: v.FinishReason | _Infer | None = _INFER
+    truncate_at: int | None = None
+    first: float | None = 0.0
+    between: float | None = 0.0
+    gates: tuple[tuple[int, Any], ...] = ()
+    hang_at: int | None = None
+    raise_at: tuple[int, BaseException] | None = None
+    hooks: tuple[tuple[int, Callable[[], object]], ...] = ()
+    abort_mode: OnAbort = "finish"
+    _fields_set: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+
+    # ---------------------------------------------------------------- building
+
+    def _with(self, **changes: Any) -> Response:
+        return replace(self, _fields_set=self._fields_set | frozenset(changes), **changes)
+
+    def __add__(self, other: Response) -> Response:
+        """Concatenate blocks; the other settings come from ``other`` where it set them."""
+        if not isinstance(other, Response):
+            return NotImplemented
+        changes = {name: getattr(other, name) for name in other._fields_set}
+        for name in ("gates", "hooks"):
+            if name in changes:
+                changes[name] = getattr(self, name) + getattr(other, name)
+        merged = replace(self, parts=self.parts + other.parts, **changes)
+        return replace(merged, _fields_set=self._fields_set | other._fields_set)
+
+    def usage(self, input_tokens: int, output_tokens: int, **extra: int) -> Response:
+        """Stream a ``usage`` chunk (before ``finish``); ``extra``: ``cache_read_tokens``, ..."""
+        chunk = v.usage(input_tokens, output_tokens, **extra)
+        return self._with(usage_value=chunk["usage"])
+
+    def finish(
+        self, kind: str | None, message: str | None = None, code: str | None = None
+    ) -> Response:
+        """Set the finish reason (``None``: stream no ``finish`` chunk at all)."""
+        if kind is None:
+            return self._with(finish_value=None)
+        return self._with(finish_value=v.finish(kind, message, code)["reason"])
+
+    def no_finish(self) -> Response:
+        """End the stream without a ``finish`` chunk (the loop counts it as ``stop``)."""
+        return self.finish(None)
+
+    def truncate(self, tokens: int) -> Response:
+        """Cut the output after ``tokens`` tokens and finish ``max-tokens`` (if anything was cut).
+
+        A token is a word with its leading whitespace, counted over the blocks in order (a tool
+        call's raw arguments included). A text or reasoning block cut midway still closes, with the
+        kept text; a tool call cut midway streams its kept fragments and never closes; blocks after
+        the cut are dropped. An explicit ``finish(...)`` still wins over the inferred ``max-tokens``.
+        """
+        if tokens < 0:
+            raise ValueError("truncate: tokens must be >= 0")
+        return self._with(truncate_at=tokens)
+
+    def timing(self, first: float | None = 0.0, between: float | None = 0.0) -> Response:
+        """Virtual seconds before the first chunk and before each later one.
+
+        ``0`` yields to the loop once (a scheduling point); ``None`` does not suspend at all.
+        """
+        for value in (first, between):
+            if value is not None and value < 0:
+                raise ValueError("timing: delays must be >= 0")
+        return self._with(first=first, between=between)
+
+    def gate(self, gate: Any, before: int = 0) -> Response:
+        """Wait at position ``before`` until ``gate`` opens (abort-aware)."""
+        return self._with(gates=(*self.gates, (before, gate)))
+
+    def hook(self, fn: Callable[[], object], before: int = 0) -> Response:
+        """Call ``fn()`` synchronously at position ``before`` (default: before the first chunk),
+        inside the stream: code that acts while the model is streaming (a steer, a cancel)."""
+        return self._with(hooks=(*self.hooks, (before, fn)))
+
+    def hang(self, before: int | None = None, after: int | None = None) -> Response:
+        """Hang at a position until the request's abort signal fires (forever without one).
+
+        Default position 0: after the first delay, before any chunk.
+        """
+        return self._with(hang_at=_position(before, after))
+
+    def raises(
+        self,
+        error: str | BaseException | type[BaseException] = "fake model failure",
+        *,
+        code: str | None = None,
+        before: int | None = None,
+        after: int | None = None,
+    ) -> Response:
+        """Raise from the stream at a position (default 0: before any chunk).
+
+        ``error`` is a message (raised as ``FakeError`` with ``code`` when given), an
+        exception instance or class.
+        """
+        if isinstance(error, str):
+            exc: BaseException = FakeError(error, code)
+        elif isinstance(error, type):
+            exc = error()
+        else:
+            exc = error
+        if code is not None and not isinstance(error, str):
+            exc.code = code  # type: ignore[attr-defined]
+        return self._with(raise_at=(_position(before, after), exc))
+
+    def on_abort(self, mode: OnAbort) -> Response:
+        """What the stream does once the abort signal fired: ``finish`` (yield ``finish{aborted}``,
+        the default), ``return`` (end silently) or ``raise`` (raise ``AbortError``)."""
+        if mode not in ("finish", "return", "raise"):
+            raise ValueError(f"on_abort: unknown mode {mode!r}")
+        return self._with(abort_mode=mode)
+
+    # ---------------------------------------------------------------- chunks
+
+    def build(self, ids: Callable[[], str] | None = None) -> list[v.Chunk]:
+        """The chunks this response streams (``ids`` names tool calls without an explicit id)."""
+        counter = iter(range(1, 1 << 30))
+        next_id = ids or (lambda: f"call-{next(counter)}")
+        chunks: list[v.Chunk] = []
+        remaining = self.truncate_at
+        cut = False
+        closed_tool_call = False
+        index = 0
+        for part in self.parts:
+            if cut:
+                break
+            if isinstance(part, RawPart):
+                chunks.append(copy.deepcopy(dict(part.chunk)))  # type: ignore[arg-type]
+                continue
+            content = part.content
+            keep = len(content)
+            if remaining is not None:
+                ends = _token_ends(content)
+                if len(ends) > remaining:
+                    keep = ends[remaining - 1] if remaining > 0 else 0
+                    cut = True
+                    remaining = 0
+                else:
+                    remaining -= len(ends)
+            if cut and keep == 0:
+                break
+            pieces = _split(
+                content, part.pieces if isinstance(part.pieces, int) else list(part.pieces)
+            )
+            if keep < len(content):
+                pieces = _clip(pieces, keep)
+            kept = content[:keep]
+            chunks.append(v.block_start(index, part.kind))
+            if part.kind == "tool-call":
+                call_id = part.id if part.id is not None else next_id()
+                for i, piece in enumerate(pieces or [""]):
+                    chunks.append(
+                        v.tool_call_delta(index, call_id, piece, part.name if i == 0 else None)
+                    )
+                if keep == len(content):
+                    chunks.append(v.block_end(index, v.tool_call(call_id, part.name, content)))
+                    closed_tool_call = True
+            else:
+                make_delta = v.text_delta if part.kind == "text" else v.reasoning_delta
+                for piece in pieces:
+                    chunks.append(make_delta(index, piece))
+                block = v.text(kept) if part.kind == "text" else v.reasoning(kept)
+                chunks.append(v.block_end(index, block))
+            index += 1
+        if self.usage_value is not None:
+            chunks.append({"type": "usage", "usage": copy.deepcopy(self.usage_value)})
+        finish = self.finish_value
+        if isinstance(finish, _Infer):
+            if cut:
+                finish = {"kind": "max-tokens"}
+            elif closed_tool_call:
+                finish = {"kind": "tool-calls"}
+            else:
+                finish = {"kind": "stop"}
+        if finish is not None:
+            chunks.append({"type": "finish", "reason": copy.deepcopy(finish)})
+        return chunks
+
+
+def _position(before: int | None, after: int | None) -> int:
+    if before is not None and after is not None:
+        raise ValueError("give either before= or after=, not both")
+    if after is not None:
+        if after < 0:
+            raise ValueError("after= must be >= 0 (use before=-1 for 'just before finish')")
+        return after + 1
+    return 0 if before is None else before
+
+
+def _args_text(arguments: str | Mapping[str, Any] | Sequence[Any] | None) -> str:
+    if arguments is None:
+        return ""
+    if isinstance(arguments, str):
+        return arguments
+    import json
+
+    return json.dumps(arguments, separators=(", ", ": "))
+
+
+class _Respond:
+    """Builders for scripted responses (use the module-level ``respond``)."""
+
+    def __call__(self, *parts: Response | str) -> Response:
+        """Join responses (strings are text blocks): ``respond("hi", respond.tool_call(...))``."""
+        out = Response()
+        for part in parts:
+            out = out + (self.text(part) if isinstance(part, str) else part)
+        return out
+
+    def text(self, text: str | Sequence[str], deltas: int = 1) -> Response:
+        """A text block streamed in ``deltas`` even pieces (or the given list of pieces)."""
+        return Response(parts=(_block("text", text, deltas),))
+
+    def reasoning(self, text: str | Sequence[str], deltas: int = 1) -> Response:
+        """A reasoning block streamed in ``deltas`` pieces."""
+        return Response(parts=(_block("reasoning", text, deltas),))
+
+    def tool_call(
+        self,
+        name: str,
+        arguments: str | Mapping[str, Any] | Sequence[Any] | None = None,
+        *,
+        id: str | None = None,
+        fragments: int | Sequence[str] = 1,
+    ) -> Response:
+        """A tool call whose raw JSON ``arguments`` (a dict is dumped; default ``{}``) stream in
+        ``fragments`` ``tool-call-delta`` chunks (the first carries the name), then a ``block-end``
+        with the full block. ``fragments`` may also be the list of pieces itself. Without ``id``
+        the model numbers its calls ``call-1``, ``call-2``, ... (per model, in stream order)."""
+        if isinstance(fragments, int):
+            args = "{}" if arguments is None else _args_text(arguments)
+        else:
+            args = "".join(fragments)
+            if arguments is not None and _args_text(arguments) != args:
+                raise ValueError("tool_call: the fragments do not join to the arguments")
+        pieces: int | tuple[str, ...] = (
+            fragments if isinstance(fragments, int) else tuple(fragments)
+        )
+        return Response(parts=(BlockPart("tool-call", args, pieces, name=name, id=id),))
+
+    def chunks(self, *chunks: Mapping[str, Any]) -> Response:
+        """Raw chunks, streamed verbatim (no ``finish`` is added unless you set one).
+
+        An escape hatch for malformed or unusual streams (deltas after ``block-end``, a block
+        that never closes, ...): you are responsible for the contract here.
+        """
+        return Response(parts=tuple(RawPart(dict(c)) for c in chunks), finish_value=None)
+
+    def empty(self) -> Response:
+        """No blocks, finish ``stop``."""
+        return Response()
+
+    def error(self, message: str, code: str | None = None) -> Response:
+        """A stream that ends with ``finish{error, message, code?}`` (no blocks)."""
+        return Response().finish("error", message, code)
+
+    def aborted(self) -> Response:
+        """A stream that ends with ``finish{aborted}`` of its own accord (no abort signal)."""
+        return Response().finish("aborted")
+
+    def raises(
+        self,
+        error: str | BaseException | type[BaseException] = "fake model failure",
+        *,
+        code: str | None = None,
+    ) -> Response:
+        """A stream that raises before its first chunk."""
+        return Response().raises(error, code=code)
+
+    def hang(self) -> Response:
+        """A stream that yields nothing until the request's signal fires, then ``finish{aborted}``."""
+        return Response().hang()
+
+
+def _block(kind: Literal["text", "reasoning"], text: str | Sequence[str], deltas: int) -> BlockPart:
+    if isinstance(text, str):
+        return BlockPart(kind, text, deltas)
+    pieces = tuple(text)
+    return BlockPart(kind, "".join(pieces), pieces)
+
+
+respond = _Respond()
+
+_RUNAWAY = respond.hang()
+"""What a call beyond ``max_calls`` answers."""
+
+ScriptEntry: TypeAlias = (
+    Response | str | Callable[[ModelRequest], "Response | str | Awaitable[Response | str]"]
+)
+
+
+# --------------------------------------------------------------------------- the model
+
+
+def _snapshot(request: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in sorted(request):
+        if key == "signal":
+            continue
+        try:
+            out[key] = copy.deepcopy(request[key])
+        except Exception:  # not copyable: keep a description, never the live object
+            out[key] = f"<{type(request[key]).__name__}>"
+    return out
+
+
+class FakeModel:
+    """A ``ModelAdapter`` that streams its script, one response per ``stream()`` call.
+
+    ``requests`` holds a deep copy of every request (without the signal), ``outcomes`` how each
+    call ended (the finish kind, ``aborted``, ``raised``, ``exhausted``, ``ended`` without a
+    finish chunk, ``cancelled`` with its task, or ``closed`` when the consumer stopped early).
+    ``problems()`` lists what a test should fail on: calls past the end of the script, and with
+    ``strict=True`` unused responses.
+    """
+
+    def __init__(
+        self,
+        script: Iterable[ScriptEntry] = (),
+        *,
+        name: str = "fake",
+        strict: bool = False,
+        observe: bool = True,
+        default: ScriptEntry | None = None,
+        max_calls: int | None = None,
+        on_request: Callable[[], object] | None = None,
+    ) -> None:
+        self.name = name
+        self.strict = strict
+        self.observe = observe
+        self.script: list[ScriptEntry] = list(script)
+        self.default = default
+        """What a call past the end of the script answers (``None``: ``ScriptExhausted``)."""
+        self.max_calls = max_calls
+        """Calls beyond this many park until their step is aborted, then finish ``aborted``: a
+        loop that never stops stepping would otherwise spin forever in virtual time."""
+        self.on_request = on_request
+        self.requests: list[dict[str, Any]] = []
+        self.signals: list[Any] = []
+        self.outcomes: list[str] = []
+        self.exhausted: list[ScriptExhausted] = []
+        self._next = 0
+        self._tool_ids = 0
+
+    @property
+    def runaway(self) -> bool:
+        """Whether the model was called more than ``max_calls`` times."""
+        return self.max_calls is not None and len(self.requests) > self.max_calls
+
+    def __repr__(self) -> str:
+        return f"FakeModel({self.name!r}, {self._next}/{len(self.script)} used)"
+
+    # ---------------------------------------------------------------- script
+
+    def push(self, *entries: ScriptEntry) -> None:
+        """Append responses to the script (for example from an actor, mid-run)."""
+        self.script.extend(entries)
+
+    @property
+    def calls(self) -> int:
+        return len(self.requests)
+
+    @property
+    def used(self) -> int:
+        return min(self._next, len(self.script))
+
+    @property
+    def remaining(self) -> int:
+        return max(len(self.script) - self._next, 0)
+
+    def problems(self, strict: bool | None = None) -> list[str]:
+        """Messages for calls past the end and (``strict``) unused responses; empty when fine."""
+        out = [str(e) for e in self.exhausted]
+        if (self.strict if strict is None else strict) and self.remaining:
+            out.append(self._unused_message())
+        return out
+
+    def assert_all_used(self) -> None:
+        """Raise ``UnusedResponses`` if a scripted response was never requested (and
+        ``ScriptExhausted`` first if a call went past the end)."""
+        if self.exhausted:
+            raise self.exhausted[0]
+        if self.remaining:
+            raise UnusedResponses(self._unused_message())
+
+    def _unused_message(self) -> str:
+        first = self._next
+        return (
+            f"fake model {self.name!r}: {self.remaining} of {len(self.script)} scripted responses "
+            f"never requested (responses #{first + 1}..#{len(self.script)}; the model was called "
+            f"{self.calls} time(s))"
+        )
+
+    def _next_tool_id(self) -> str:
+        self._tool_ids += 1
+        return f"call-{self._tool_ids}"
+
+    # ---------------------------------------------------------------- adapter
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[v.Chunk]:
+        """Record the request and return the stream of the next scripted response."""
+        snapshot = _snapshot(request)
+        self.requests.append(snapshot)
+        self.signals.append(request.get("signal"))
+        call = len(self.requests)
+        entry: ScriptEntry | None = None
+        error: ScriptExhausted | None = None
+        if self.max_calls is not None and call > self.max_calls:
+            entry = _RUNAWAY
+        elif self._next < len(self.script):
+            entry = self.script[self._next]
+        elif self.default is not None:
+            entry = self.default
+        else:
+            error = ScriptExhausted(
+                f"fake model {self.name!r}: call #{call} but the script has only "
+                f"{len(self.script)} response(s) (last message: {_last_message(snapshot)})"
+            )
+            self.exhausted.append(error)
+        self._next += 1
+        if self.observe:
+            _observe(
+                "model/request",
+                model=self.name,
+                call=call,
+                messages=len(snapshot.get("messages", ())),
+            )
+        if self.on_request is not None:
+            self.on_request()
+        return self._play(request, call, entry, error)
+
+    async def _play(
+        self,
+        request: ModelRequest,
+        call: int,
+        entry: ScriptEntry | None,
+        error: ScriptExhausted | None,
+    ) -> AsyncIterator[v.Chunk]:
+        outcome = "closed"
+        try:
+            if error is not None:
+                outcome = "exhausted"
+                raise error
+            assert entry is not None
+            response = await _resolve_entry(entry, request)
+            signal = request.get("signal")
+            chunks = response.build(self._next_tool_id)
+            faults = _Faults(response, chunks)
+            i = 0
+            while True:
+                if i < len(chunks) or faults.pending(i):
+                    delay = response.first if i == 0 else response.between
+                    for gate in faults.gates(i):
+                        if not await wait_abortable(
+                            signal, gate=gate, task_name=f"{self.name}:gate"
+                        ):
+                            break
+                    if (signal is None or not signal.aborted) and i < len(chunks):
+                        await wait_abortable(signal, delay=delay)
+                    if signal is not None and signal.aborted:
+                        outcome = "aborted"
+                        if response.abort_mode == "raise":
+                            raise AbortError(signal.reason or "aborted")
+                        if response.abort_mode == "finish" and not _finished(chunks[:i]):
+                            yield v.finish("aborted")
+                        return
+                    for fn in faults.hooks(i):
+                        fn()
+                    if faults.hang_at == i:
+                        await wait_abortable(signal, forever=True)
+                        continue  # the signal fired: handled at the top of the loop
+                    if faults.raise_at is not None and faults.raise_at[0] == i:
+                        outcome = "raised"
+                        raise faults.raise_at[1]
+                if i >= len(chunks):
+                    break
+                chunk = chunks[i]
+                i += 1
+                if chunk.get("type") == "finish":
+                    outcome = chunk["reason"]["kind"]  # type: ignore[typeddict-item]
+                yield chunk
+            if outcome == "closed":
+                outcome = "ended"
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
+        except Exception:
+            if outcome == "closed":  # a response function raised, or a foreign gate failed
+                outcome = "raised"
+            raise
+        finally:
+            self.outcomes.append(outcome)
+            if self.observe:
+                _observe("model/done", model=self.name, call=call, outcome=outcome)
+
+
+def _finished(chunks: Sequence[Mapping[str, Any]]) -> bool:
+    return any(c.get("type") == "finish" for c in chunks)
+
+
+class _Faults:
+    """The response's fault positions, resolved against the built chunk list."""
+
+    def __init__(self, response: Response, chunks: Sequence[Mapping[str, Any]]) -> None:
+        n = len(chunks)
+        # nothing may happen after ``finish``: the last position is just before it
+        last = n - 1 if n and chunks[-1].get("type") == "finish" else n
+        self._gates: dict[int, list[Any]] = {}
+        for pos, gate in response.gates:
+            self._gates.setdefault(_resolve_pos(pos, n, last, "gate"), []).append(gate)
+        self._hooks: dict[int, list[Callable[[], object]]] = {}
+        for pos, fn in response.hooks:
+            self._hooks.setdefault(_resolve_pos(pos, n, last, "hook"), []).append(fn)
+        self.hang_at = (
+            None if response.hang_at is None else _resolve_pos(response.hang_at, n, last, "hang")
+        )
+        self.raise_at = (
+            None
+            if response.raise_at is None
+            else (_resolve_pos(response.raise_at[0], n, last, "raises"), response.raise_at[1])
+        )
+
+    def gates(self, i: int) -> list[Any]:
+        return self._gates.get(i, [])
+
+    def hooks(self, i: int) -> list[Callable[[], object]]:
+        return self._hooks.get(i, [])
+
+    def pending(self, i: int) -> bool:
+        return (
+            i in self._gates
+            or i in self._hooks
+            or self.hang_at == i
+            or (self.raise_at is not None and self.raise_at[0] == i)
+        )
+
+
+def _resolve_pos(pos: int, n: int, last: int, what: str) -> int:
+    resolved = pos + n if pos < 0 else pos
+    if not 0 <= resolved <= last:
+        where = "after finish" if resolved == n and last < n else "outside the stream"
+        raise ValueError(f"{what}: position {pos} is {where} ({n} chunk(s); positions 0..{last})")
+    return resolved
+
+
+async def _resolve_entry(entry: ScriptEntry, request: ModelRequest) -> Response:
+    value: Any = entry
+    if callable(value) and not isinstance(value, Response):
+        value = value(request)
+        if inspect.isawaitable(value):
+            value = await value
+    if isinstance(value, str):
+        return respond.text(value)
+    if not isinstance(value, Response):
+        raise TypeError(
+            f"a scripted response must be a Response or a str, got {type(value).__name__}"
+        )
+    return value
+
+
+def _last_message(snapshot: Mapping[str, Any]) -> str:
+    messages = snapshot.get("messages") or []
+    if not messages:
+        return "none"
+    last = messages[-1]
+    texts = [
+        b.get("text", b.get("type", "?")) for b in last.get("content", []) if isinstance(b, dict)
+    ]
+    summary = " ".join(str(t) for t in texts)
+    if len(summary) > 60:
+        summary = summary[:57] + "..."
+    return f"{last.get('role', '?')}: {summary!r}"

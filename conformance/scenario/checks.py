@@ -1,0 +1,740 @@
+"""What must hold after a scenario run: the always-on oracles and the checks a scenario names.
+
+A check reads the run's timeline through a :class:`TraceView`, so it judges a live run and a
+trace loaded from a race cassette alike. It returns ``None`` or a :class:`Violation` (a message,
+the rule ids it breaks, and the timeline index where it shows, which diagrams highlight).
+``judge`` runs every check once and gives the run's :class:`Verdict`.
+
+The oracles (``ORACLES``) need no scenario: they hold for any run of any correct implementation
+(each names the rule ids it checks):
+
+* ``LOG`` — LOG-3..6 on every agent's session log (``conformance.invariants``);
+* ``STATUS-1`` — only legal status transitions, no repeated status, nothing after ``disposed``;
+* ``LOOP-3`` — turn numbers strictly increase;
+* ``prompts`` — no prompt runs twice; a prompt sent and not later cancelled runs (MARKER-1), and so
+  does steering, in its turn or re-queued as a prompt (LOOP-8, STEER-3);
+* ``IDLE-2`` — a released ``when_idle()`` waiter saw quiescence: every prompt queued before its
+  release (and not dropped by a cancel or a disposal since) had run to its turn's end, and the
+  agent was not running; and every waiter is released once the agent settled;
+* ``CANCEL-2`` — a prompt still queued (or steering still waiting) when ``cancel()`` comes never
+  runs; ``MARKER-1`` — a turn ends ``aborted`` only if an ``abort()`` or ``cancel()`` came during
+  it (a cancel never governs a later turn);
+* ``LOOP-2`` — a turn drains every prompt queued before it started;
+* ``MAXTOK`` — a ``max-tokens`` step makes the turn end ``max-tokens`` unless disposed, aborted or
+  failed; ``max-tokens`` never appears without such a step; a ``max-tokens`` step dispatches no
+  tool call; a turn with an ``error`` event ends ``error`` (or is aborted or disposed); a turn
+  closed after a disposal ends ``disposed``;
+* ``TOOLS`` — a step's tool calls do not overlap (TOOL-1); a failing tool becomes an error
+  result (TOOL-3); an abort during a tool ends the turn ``aborted`` with no further step
+  (TOOL-5); no ``code: null`` (ERR-7);
+* ``STEERING`` — steering logged in a turn that ends normally is followed by a model step
+  (STEER-2, CONT-1); steering added by an ``agent/step-end`` or continuation listener joins that
+  turn (CONT-2);
+* ``problems`` — what the world itself saw go wrong (an actor or listener that raised, a fake
+  model called past its script, an agent that never settled).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from conformance.invariants import log_violations
+
+from . import events as ev
+from .model import CheckSpec, ScenarioError
+
+if TYPE_CHECKING:
+    from .trace import Trace
+
+Event = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A failed check: what is wrong, the rule ids it breaks, and the timeline index where it
+    shows (or ``None``)."""
+
+    message: str
+    at: int | None = None
+    rules: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LoopCheck:
+    """A named check over a :class:`TraceView` (``rules``: the rule ids it checks)."""
+
+    name: str
+    fn: Callable[[TraceView], Violation | None]
+    description: str = ""
+    rules: tuple[str, ...] = ()
+
+    def evaluate(self, view: TraceView) -> Violation | None:
+        """The violation, or ``None`` when the check holds (a raising check is a violation)."""
+        try:
+            found = self.fn(view)
+        except Exception as exc:
+            return Violation(f"check raised {type(exc).__name__}: {exc}", rules=self.rules)
+        if found is not None and not found.rules and self.rules:
+            found = Violation(found.message, found.at, self.rules)
+        return found
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One failed check of a run."""
+
+    check: str
+    violation: Violation
+
+    @property
+    def message(self) -> str:
+        return self.violation.message
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"check": self.check, "message": self.violation.message, "at": self.violation.at}
+        if self.violation.rules:
+            out["rules"] = list(self.violation.rules)
+        return out
+
+
+@dataclass
+class Verdict:
+    """The outcome of judging a run: every failed check, in check order."""
+
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    @property
+    def checks(self) -> list[str]:
+        return [f.check for f in self.findings]
+
+    @property
+    def rules(self) -> list[str]:
+        """The rule ids of the failed checks (in order, without repeats)."""
+        out: dict[str, None] = {}
+        for f in self.findings:
+            for rid in f.violation.rules:
+                out[rid] = None
+        return list(out)
+
+
+# --------------------------------------------------------------------------- reading a trace
+
+
+class TraceView:
+    """Indexed access to a scenario timeline (entries keep their timeline index as ``_i``)."""
+
+    def __init__(self, timeline: Sequence[Event]) -> None:
+        self.timeline = timeline
+        self._cache: dict[str, Any] = {}
+
+    @classmethod
+    def of(cls, trace: Trace) -> TraceView:
+        # Several checks read the same trace: share one view per trace object.
+        cached = getattr(trace, "_view", None)
+        if isinstance(cached, TraceView) and cached.timeline is trace.timeline:
+            return cached
+        view = cls(trace.timeline)
+        object.__setattr__(trace, "_view", view)
+        return view
+
+    @cached_property
+    def indexed(self) -> list[Event]:
+        return [{**e, "_i": i} for i, e in enumerate(self.timeline)]
+
+    @cached_property
+    def _by_kind(self) -> dict[str, list[Event]]:
+        out: dict[str, list[Event]] = {}
+        for e in self.indexed:
+            out.setdefault(str(e.get("kind")), []).append(e)
+        return out
+
+    def of_kind(self, kind: str, **where: Any) -> list[Event]:
+        found = self._by_kind.get(kind, [])
+        return [e for e in found if ev.matches(e, where)] if where else list(found)
+
+    @cached_property
+    def agents(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for e in self.indexed:
+            kind = str(e.get("kind", ""))
+            if (kind in ("log", "op") or kind.startswith("agent/")) and isinstance(e.get("agent"), str):
+                seen[e["agent"]] = None
+        return list(seen)
+
+    def log(self, agent: str) -> list[Event]:
+        """The agent's session events ``{type, seq, data, _i}`` in order."""
+        key = f"log:{agent}"
+        if key not in self._cache:
+            self._cache[key] = [
+                {"type": e["type"], "seq": e["seq"], "data": e.get("data", {}), "_i": e["_i"]}
+                for e in self.of_kind("log", agent=agent)
+            ]
+        out: list[Event] = self._cache[key]
+        return out
+
+    def turns(self, agent: str, upto: int | None = None) -> list[dict[str, Any]]:
+        """Per turn of the log (the first ``upto`` session events): number, prompts (user
+        messages), steering texts, reason, and the timeline indices of its start and end."""
+        out: list[dict[str, Any]] = []
+        for e in self.log(agent)[:upto]:
+            kind, data = e["type"], e["data"]
+            if kind == "turn/start":
+                trigger = data.get("trigger") if isinstance(data.get("trigger"), Mapping) else {}
+                out.append({"turn": data.get("turn"), "prompts": [], "steering": [], "ended": False,
+                            "reason": None, "trigger": trigger.get("kind"), "_i": e["_i"], "end_i": None,
+                            "events": [e]})
+                continue
+            if not out:
+                continue
+            current = out[-1]
+            if current["ended"]:
+                continue
+            current["events"].append(e)
+            if kind == "user/message":
+                current["prompts"].append(ev.texts(data.get("content")))
+            elif kind == "steering/message":
+                current["steering"].append(ev.texts(data.get("content")))
+            elif kind == "turn/end":
+                current["ended"] = True
+                reason = data.get("reason") or {}
+                current["reason"] = reason.get("kind") if isinstance(reason, Mapping) else reason
+                current["end_i"] = e["_i"]
+        return out
+
+    def refused(self) -> set[int]:
+        """Indices of the ``op`` events whose call raised: an ``op/error`` answers the latest
+        ``op`` of the same actor, kind and agent (events the call itself caused may lie between)."""
+        if "refused" in self._cache:
+            cached: set[int] = self._cache["refused"]
+            return cached
+        out: set[int] = set()
+        last: dict[tuple[Any, Any, Any], int] = {}
+        for e in self.indexed:
+            key = (e.get("by"), e.get("op"), e.get("agent"))
+            if e.get("kind") == "op":
+                last[key] = e["_i"]
+            elif e.get("kind") == "op/error" and key in last:
+                out.add(last.pop(key))
+        self._cache["refused"] = out
+        return out
+
+    def ops(self, agent: str, *names: str) -> list[Event]:
+        """The agent's ``op`` events (only ``names`` when given) that did not raise."""
+        refused = self.refused()
+        return [e for e in self.of_kind("op", agent=agent)
+                if (not names or e.get("op") in names) and e["_i"] not in refused]
+
+    def sends(self, agent: str) -> list[Event]:
+        """Prompts queued for a next turn: ``send``, and ``steer`` while not running (STEER-1).
+        A call made on a disposed agent, or one that raised, queued nothing (DISP-3)."""
+        return [
+            e for e in self.ops(agent, "send", "steer")
+            if (e.get("op") == "send" or e.get("status") != "running") and e.get("status") != "disposed"
+        ]
+
+    def steers(self, agent: str) -> list[Event]:
+        """Steering given while the agent was running."""
+        return [e for e in self.ops(agent, "steer") if e.get("status") == "running"]
+
+    def stops(self, agent: str, *, close: bool = True) -> list[int]:
+        """Indices of what may drop queued work: cancels and disposals, and (``close``) the
+        world's final close. The close comes after the world settled the agent, so a prompt
+        still unrun then was lost, not dropped: ``close=False`` leaves it out."""
+        closing = self.of_kind("world/closing")
+        end = closing[0]["_i"] if closing and not close else len(self.timeline)
+        out = [e["_i"] for e in self.ops(agent, "cancel", "dispose")]
+        out += [e["_i"] for e in self.of_kind("agent/status", agent=agent, status="disposed") if e["_i"] < end]
+        if close:
+            out += [e["_i"] for e in closing]
+        return sorted(out)
+
+    def excused(self, agent: str, after: int, before: int | None = None, *, close: bool = True) -> bool:
+        """Whether a cancel, a disposal or a contained failure between ``after`` and ``before``
+        may have dropped a queued prompt (``close``: see ``stops``)."""
+        stop = before if before is not None else len(self.timeline)
+        if any(after < i < stop for i in self.stops(agent, close=close)):
+            return True
+        return any(after < e["_i"] < stop for e in self.of_kind("agent/error", agent=agent))
+
+    def release(self, waiter: str) -> Event | None:
+        found = self.of_kind("waiter/released", waiter=waiter)
+        return found[0] if found else None
+
+    def registration(self, waiter: str) -> Event | None:
+        found = [e for e in self.of_kind("op") if e.get("op") == "when_idle" and e.get("waiter") == waiter]
+        return found[0] if found else None
+
+
+def _ran(turns: list[dict[str, Any]], text: Any) -> list[dict[str, Any]]:
+    return [t for t in turns if text in t["prompts"] or text in t["steering"]]
+
+
+def _first_run_index(turns: list[dict[str, Any]], text: Any) -> int | None:
+    """The timeline index of the first user/steering message carrying ``text``."""
+    for t in turns:
+        for e in t["events"]:
+            if e["type"] in ("user/message", "steering/message") and ev.texts(e["data"].get("content")) == text:
+                return int(e["_i"])
+    return None
+
+
+# --------------------------------------------------------------------------- the oracles
+
+
+def _log_check(view: TraceView) -> Violation | None:
+    for agent in view.agents:
+        log = view.log(agent)
+        problems = log_violations([{k: v for k, v in e.items() if k != "_i"} for e in log])
+        if problems:
+            rule = problems[0].split(":", 1)[0]
+            return Violation(f"agent {agent}: {problems[0]}", log[0]["_i"] if log else None, (rule,))
+    return None
+
+
+_LEGAL = {("idle", "running"), ("running", "idle"), ("idle", "disposed"), ("running", "disposed")}
+
+
+def _status_check(view: TraceView) -> Violation | None:
+    for agent in view.agents:
+        current = "idle"
+        for e in view.of_kind("agent/status", agent=agent):
+            new = e.get("status")
+            if (current, new) not in _LEGAL:
+                what = "a repeated status" if current == new else "an illegal transition"
+                return Violation(f"agent {agent}: {what} {current} -> {new} (STATUS-1)", e["_i"])
+            current = str(new)
+    return None
+
+
+def _turn_numbers_check(view: TraceView) -> Violation | None:
+    for agent in view.agents:
+        last = 0
+        for e in view.log(agent):
+            if e["type"] == "turn/start":
+                n = e["data"].get("turn")
+                if not isinstance(n, int) or n <= last:
+                    return Violation(f"agent {agent}: turn {n} started after turn {last} (LOOP-3)", e["_i"])
+                last = n
+    return None
+
+
+def _prompts_check(view: TraceView) -> Violation | None:
+    for agent in view.agents:
+        ran: dict[str, list[int]] = {}
+        for turn in view.turns(agent):
+            for text in (*turn["prompts"], *turn["steering"]):
+                ran.setdefault(text, []).append(turn["_i"])
+        given: dict[str, list[Event]] = {}
+        for e in view.ops(agent, "send", "steer"):
+            if e.get("status") != "disposed":
+                given.setdefault(str(e.get("text")), []).append(e)
+        for text, runs in ran.items():
+            if len(runs) > len(given.get(text, [])):
+                return Violation(f"agent {agent}: prompt {text!r} ran {len(runs)} times, given "
+                                 f"{len(given.get(text, []))} (LOOP-2)", runs[-1], ("LOOP-2",))
+        for text, ops in given.items():
+            needed = [e for e in ops if not view.excused(agent, e["_i"], close=False)]
+            if len(ran.get(text, [])) < len(needed):
+                last = needed[-1]
+                if last.get("op") == "steer" and last.get("status") == "running":
+                    return Violation(f"agent {agent}: steering {text!r} was given and never cancelled but never "
+                                     "reached the model, as steering or as a later prompt (LOOP-8)", last["_i"],
+                                     ("LOOP-8", "STEER-3"))
+                return Violation(f"agent {agent}: prompt {text!r} was sent and never cancelled but never ran "
+                                 "(MARKER-1)", last["_i"], ("MARKER-1", "LOOP-1"))
+    return None
+
+
+def _idle_check(view: TraceView) -> Violation | None:
+    for rel in view.of_kind("waiter/released"):
+        agent, name = str(rel.get("agent")), str(rel.get("waiter"))
+        reg = view.registration(name)
+        if reg is None or rel.get("status") == "disposed":
+            continue
+        precise = bool(rel.get("precise"))
+        # A sampled release is exact: every prompt queued before it counts. One observed only
+        # when the awaiting task resumed is late: only what was queued before the registration.
+        horizon = rel["_i"] if precise else reg["_i"]
+        log_len = int(rel.get("log_len", 0))
+        turns = view.turns(agent, log_len)
+        done = [p for t in turns if t["ended"] for p in (*t["prompts"], *t["steering"])]
+        given = sorted([*view.sends(agent), *view.steers(agent)], key=lambda e: e["_i"])
+        for s in given:
+            if s["_i"] > horizon:
+                break
+            if s.get("text") not in done and not view.excused(agent, s["_i"], rel["_i"]):
+                return Violation(
+                    f"when_idle() {name!r} resolved before prompt {s.get('text')!r} (queued before "
+                    f"the release) had run (IDLE-2)", rel["_i"], ("IDLE-2",))
+        if rel.get("status") == "running":
+            idles = [e["_i"] for e in view.of_kind("agent/status", agent=agent, status="idle") if e["_i"] < rel["_i"]]
+            since = max([reg["_i"], *idles])
+            if precise or not any(since < s["_i"] < rel["_i"] for s in view.sends(agent)):
+                return Violation(
+                    f"when_idle() {name!r} resolved while agent {agent} was running (IDLE-2)", rel["_i"], ("IDLE-2",))
+    return None
+
+
+def _cancel_check(view: TraceView) -> Violation | None:
+    for agent in view.agents:
+        turns = view.turns(agent)
+        cancels = [e["_i"] for e in view.ops(agent, "cancel")]
+        if not cancels:
+            continue
+        for s in view.ops(agent, "send", "steer"):
+            if s.get("status") == "disposed":
+                continue
+            started = _first_run_index(turns, s.get("text"))
+            if started is None:
+                continue
+            cancel = next((c for c in cancels if s["_i"] < c < started), None)
+            if cancel is not None:
+                what = "steering" if s.get("op") == "steer" and s.get("status") == "running" else "prompt"
+                return Violation(
+                    f"agent {agent}: {what} {s.get('text')!r} ran although a cancel() came after it was "
+                    f"given and before it started (CANCEL-2)", started,
+                    ("CANCEL-2",) if what == "prompt" else ("CANCEL-4",))
+    return None
+
+
+def _aborted_turns_check(view: TraceView) -> Violation | None:
+    for agent in view.agents:
+        stops = [e["_i"] for e in view.ops(agent, "cancel", "abort")]
+        for t in view.turns(agent):
+            if t["reason"] != "aborted" or t["end_i"] is None:
+                continue
+            if not any(t["_i"] < i < t["end_i"] for i in stops):
+                return Violation(
+                    f"agent {agent}: turn {t['turn']} ends aborted but no cancel() or abort() came during it "
+                    "(a cancel governs exactly one turn)", t["end_i"], ("MARKER-1", "CANCEL-W1", "ABORT-1"))
+    return None
+
+
+def _batching_check(view: TraceView) -> Violation | None:
+    for agent in view.agents:
+        turns = view.turns(agent)
+        queued = view.sends(agent)
+        stops = view.stops(agent)
+        for t in turns:
+            if t["trigger"] != "message":
+                continue  # an idle inject's one-shot turn drains nothing
+            begin = t["_i"]
+            for s in queued:
+                if s["_i"] > begin:
+                    break
+                if any(s["_i"] < i < begin for i in stops):
+                    continue
+                first = _first_run_index(turns, s.get("text"))
+                if first is not None and first < begin:
+                    continue  # it ran in an earlier turn
+                end = t["end_i"] if t["end_i"] is not None else len(view.timeline)
+                if first is None or first > end:
+                    took = ", ".join(t["prompts"]) or "none"
+                    return Violation(
+                        f"agent {agent}: turn {t['turn']} did not take prompt {s.get('text')!r}, queued before it "
+                        f"started (it took {took}) (LOOP-2)", begin, ("LOOP-2",))
+    return None
+
+
+def _finishes(turn: dict[str, Any]) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for e in turn["events"]:
+        chunk = e["data"].get("chunk") if e["type"] == "assistant/chunk" else None
+        if isinstance(chunk, Mapping) and chunk.get("type") == "finish":
+            reason = chunk.get("reason")
+            out[int(e["data"].get("step", 0) or 0)] = str(reason.get("kind") if isinstance(reason, Mapping) else reason)
+    return out
+
+
+def _maxtok_check(view: TraceView) -> Violation | None:
+    for agent in view.agents:
+        disposals = [e["_i"] for e in view.ops(agent, "dispose")]
+        disposals += [e["_i"] for e in view.of_kind("world/closing")]
+        for t in view.turns(agent):
+            if not t["ended"]:
+                continue
+            reason, where = t["reason"], f"agent {agent}: turn {t['turn']}"
+            max_steps = {s for s, k in _finishes(t).items() if k == "max-tokens"}
+            if reason == "max-tokens" and not max_steps:
+                return Violation(f"{where} ends max-tokens without a max-tokens step (MAXTOK-4)", t["end_i"],
+                                 ("MAXTOK-4", "MAXTOK-1"))
+            if max_steps and reason == "completed":
+                return Violation(f"{where} had a max-tokens step but ends completed (MAXTOK-2)", t["end_i"],
+                                 ("MAXTOK-2", "MAXTOK-1"))
+            if any(e["type"] == "error" for e in t["events"]) and reason not in ("error", "disposed", "aborted"):
+                return Violation(f"{where} logged an error but ends {reason} (MAXTOK-3)", t["end_i"], ("MAXTOK-3", "ERR-2"))
+            if any(i < t["end_i"] for i in disposals) and reason != "disposed":
+                return Violation(f"{where} closed after dispose() but ends {reason} (DISP-1)", t["end_i"],
+                                 ("DISP-1", "MAXTOK-3"))
+            for e in t["events"]:
+                if e["type"] == "tool/call" and e["data"].get("step") in max_steps:
+                    return Violation(f"{where} dispatched tool call {e['data'].get('call_id')} from a max-tokens "
+                                     "step (MAXTOK-5)", e["_i"], ("MAXTOK-5",))
+    return None
+
+
+def _tools_check(view: TraceView) -> Violation | None:
+    # What each failed fake tool call raised: a turn failing with that message did not contain it.
+    failures = {str(e.get("error")) for e in view.of_kind("tool/done", outcome="error") if e.get("error")}
+    for agent in view.agents:
+        stops = [e["_i"] for e in view.ops(agent, "cancel", "abort", "dispose")]
+        for t in view.turns(agent):
+            open_calls: dict[Any, str] = {}
+            calls: dict[str, int] = {}
+            for e in t["events"]:
+                kind, data = e["type"], e["data"]
+                if kind == "tool/call":
+                    step = data.get("step")
+                    if step in open_calls:
+                        return Violation(
+                            f"agent {agent}: tool call {data.get('call_id')} started before "
+                            f"{open_calls[step]} had its result (TOOL-1)", e["_i"], ("TOOL-1",))
+                    open_calls[step] = str(data.get("call_id"))
+                    calls[str(data.get("call_id"))] = e["_i"]
+                elif kind == "tool/result":
+                    open_calls.pop(data.get("step"), None)
+                    at = calls.get(str(data.get("call_id")))
+                    if at is not None and any(at < i < e["_i"] for i in stops):
+                        later_step = any(x["type"] == "step/start" and x["_i"] > e["_i"] for x in t["events"])
+                        if t["reason"] not in ("aborted", "disposed", None) or later_step:
+                            return Violation(f"agent {agent}: an abort during tool call {data.get('call_id')} did "
+                                             f"not end turn {t['turn']} aborted (TOOL-5)", e["_i"], ("TOOL-5",))
+                elif kind == "error":
+                    if "code" in data and data["code"] is None:
+                        return Violation(f"agent {agent}: an error event carries code null (ERR-7)", e["_i"], ("ERR-7",))
+                    if calls and data.get("message") in failures:
+                        return Violation(f"agent {agent}: a failing tool failed turn {t['turn']} (TOOL-3: it must "
+                                         "become an error result and the turn go on)", e["_i"], ("TOOL-3",))
+                elif kind == "turn/end" and isinstance(data.get("reason"), Mapping):
+                    if "code" in data["reason"] and data["reason"]["code"] is None:
+                        return Violation(f"agent {agent}: a turn-end reason carries code null (ERR-7)", e["_i"], ("ERR-7",))
+    return None
+
+
+_NORMAL = ("completed", "max-tokens")
+_GATES = ("agent/step-end", "agent/turn-continuation")
+
+
+def _steering_check(view: TraceView) -> Violation | None:
+    for agent in view.agents:
+        cancels = [e["_i"] for e in view.ops(agent, "cancel", "abort", "dispose")]
+        steers = view.steers(agent)
+        for t in view.turns(agent):
+            if t["reason"] not in _NORMAL:
+                continue
+            events = t["events"]
+            for k, e in enumerate(events):
+                if e["type"] == "steering/message" and not any(x["type"] == "step/start" for x in events[k:]):
+                    return Violation(f"agent {agent}: steering logged in turn {t['turn']} got no model step "
+                                     "(STEER-2)", e["_i"], ("STEER-2", "CONT-1"))
+            for s in steers:
+                if not (t["_i"] < s["_i"] < t["end_i"]) or s.get("on") not in _GATES:
+                    continue
+                if any(s["_i"] < c < t["end_i"] for c in cancels):
+                    continue
+                if s.get("text") not in t["steering"]:
+                    return Violation(f"agent {agent}: steering {s.get('text')!r} added by a {s.get('on')} listener "
+                                     f"did not join turn {t['turn']} (CONT-2)", s["_i"], ("CONT-2",))
+    return None
+
+
+def _problems_check(view: TraceView) -> Violation | None:
+    for e in view.of_kind("problem"):
+        rules = tuple(e.get("rules") or ())
+        return Violation(f"{e.get('check')}: {e.get('message')}", e["_i"], rules)
+    return None
+
+
+ORACLES: tuple[LoopCheck, ...] = (
+    LoopCheck("LOG", _log_check, "LOG-3..6: the session log is balanced and nested", ("LOG-3", "LOG-4", "LOG-5", "LOG-6")),
+    LoopCheck("STATUS-1", _status_check, "legal status transitions only", ("STATUS-1",)),
+    LoopCheck("LOOP-3", _turn_numbers_check, "turn numbers strictly increase", ("LOOP-3",)),
+    LoopCheck("prompts", _prompts_check, "no prompt runs twice; an uncancelled prompt or steer runs",
+              ("MARKER-1", "LOOP-2", "LOOP-8")),
+    LoopCheck("IDLE-2", _idle_check, "when_idle() resolves only at quiescence", ("IDLE-2",)),
+    LoopCheck("CANCEL-2", _cancel_check, "cancelled queued work never runs", ("CANCEL-2", "CANCEL-4")),
+    LoopCheck("MARKER-1", _aborted_turns_check, "a cancel governs exactly one turn", ("MARKER-1",)),
+    LoopCheck("LOOP-2", _batching_check, "a turn drains every prompt queued before it", ("LOOP-2",)),
+    LoopCheck("MAXTOK", _maxtok_check, "turn-end reasons and their precedence",
+              ("MAXTOK-1", "MAXTOK-2", "MAXTOK-3", "MAXTOK-4", "MAXTOK-5", "DISP-1")),
+    LoopCheck("TOOLS", _tools_check, "tool calls in order, contained, aborted", ("TOOL-1", "TOOL-3", "TOOL-5", "ERR-7")),
+    LoopCheck("STEERING", _steering_check, "steering reaches the model", ("STEER-2", "CONT-1", "CONT-2")),
+    LoopCheck("problems", _problems_check, "the world saw nothing go wrong"),
+)
+"""The always-on oracles (see the module docstring)."""
+
+
+# --------------------------------------------------------------------------- scenario checks
+
+
+def released_after_turn(waiter: str, prompt: str) -> LoopCheck:
+    """``when_idle()`` ``waiter`` resolves only after the turn that ran ``prompt`` ended."""
+
+    def check(view: TraceView) -> Violation | None:
+        rel = view.release(waiter)
+        if rel is None:
+            return Violation(f"when_idle() {waiter!r} never resolved")
+        agent = str(rel.get("agent"))
+        turns = [t for t in view.turns(agent, int(rel.get("log_len", 0))) if prompt in t["prompts"]]
+        if not turns:
+            return Violation(
+                f"when_idle() {waiter!r} resolved before prompt {prompt!r} ran: its turn had not "
+                f"started (agent {agent} was {rel.get('status')})", rel["_i"])
+        if not any(t["ended"] for t in turns):
+            return Violation(
+                f"when_idle() {waiter!r} resolved while the turn running prompt {prompt!r} was still open", rel["_i"])
+        return None
+
+    return LoopCheck(f"released_after_turn({waiter}, {prompt})", check,
+                     f"when_idle() {waiter} resolves only after {prompt}'s turn ended", ("IDLE-2",))
+
+
+def ran(prompt: str, times: int = 1, agent: str | None = None) -> LoopCheck:
+    """``prompt`` ran in exactly ``times`` turns (0: never ran)."""
+
+    def check(view: TraceView) -> Violation | None:
+        agents = [agent] if agent else view.agents
+        hits = [t for a in agents for t in view.turns(a) if prompt in t["prompts"]]
+        if len(hits) != times:
+            at = hits[-1]["_i"] if hits else None
+            return Violation(f"prompt {prompt!r} ran {len(hits)} time(s), expected {times}", at)
+        return None
+
+    return LoopCheck(f"ran({prompt}, {times})", check)
+
+
+def same_turn(prompts: Sequence[str], agent: str | None = None) -> LoopCheck:
+    """One turn ran every prompt of ``prompts`` (LOOP-2: prompts queued before a turn starts are
+    batched into it)."""
+    wanted = list(prompts)
+
+    def check(view: TraceView) -> Violation | None:
+        agents = [agent] if agent else view.agents
+        turns = [t for a in agents for t in view.turns(a)]
+        if any(all(p in t["prompts"] for p in wanted) for t in turns):
+            return None
+        ran_in = {p: [t["turn"] for t in turns if p in t["prompts"]] for p in wanted}
+        said = ", ".join(f"{p!r} in turn(s) {ran_in[p]}" if ran_in[p] else f"{p!r} never" for p in wanted)
+        first = next((t for t in turns if any(p in t["prompts"] for p in wanted)), None)
+        return Violation(f"prompts {wanted} did not run in the same turn: {said} (LOOP-2)",
+                         first["_i"] if first else None)
+
+    return LoopCheck(f"same_turn({', '.join(wanted)})", check, "the prompts ran in one turn (LOOP-2)", ("LOOP-2",))
+
+
+def statuses(expected: Sequence[str], agent: str | None = None) -> LoopCheck:
+    """The agent's ``agent/status`` values, in order, before the world closed the service."""
+
+    def check(view: TraceView) -> Violation | None:
+        a = agent or (view.agents[0] if view.agents else "a")
+        closed = view.of_kind("world/closing")
+        end = closed[0]["_i"] if closed else len(view.timeline)
+        got = [e["status"] for e in view.of_kind("agent/status", agent=a) if e["_i"] < end]
+        if got != list(expected):
+            return Violation(f"agent {a} statuses {got}, expected {list(expected)}")
+        return None
+
+    return LoopCheck(f"statuses({', '.join(expected)})", check)
+
+
+def turn_ends(expected: Sequence[str], agent: str | None = None) -> LoopCheck:
+    """The kinds of the agent's ``turn/end`` reasons, in order."""
+
+    def check(view: TraceView) -> Violation | None:
+        a = agent or (view.agents[0] if view.agents else "a")
+        got = [t["reason"] for t in view.turns(a)]
+        if got != list(expected):
+            return Violation(f"agent {a} turn-end reasons {got}, expected {list(expected)}")
+        return None
+
+    return LoopCheck(f"turn_ends({', '.join(expected)})", check)
+
+
+def event(kind: str, where: Mapping[str, Any] | None = None, count: int | None = None) -> LoopCheck:
+    """At least one (or exactly ``count``) timeline event of ``kind`` matching ``where``."""
+
+    def check(view: TraceView) -> Violation | None:
+        found = view.of_kind(kind, **dict(where or {}))
+        if count is None and not found:
+            return Violation(f"no {kind} event matching {dict(where or {})}")
+        if count is not None and len(found) != count:
+            return Violation(f"{len(found)} {kind} event(s) matching {dict(where or {})}, expected {count}",
+                             found[count]["_i"] if len(found) > count else None)
+        return None
+
+    return LoopCheck(f"event({kind})", check)
+
+
+def no_event(kind: str, where: Mapping[str, Any] | None = None) -> LoopCheck:
+    """No timeline event of ``kind`` matching ``where``."""
+
+    def check(view: TraceView) -> Violation | None:
+        found = view.of_kind(kind, **dict(where or {}))
+        if found:
+            return Violation(f"unexpected {kind} event matching {dict(where or {})}", found[0]["_i"])
+        return None
+
+    return LoopCheck(f"no_event({kind})", check)
+
+
+def before(first: tuple[str, Mapping[str, Any]], then: tuple[str, Mapping[str, Any]]) -> LoopCheck:
+    """The first event matching ``first`` comes before the first matching ``then``."""
+
+    def check(view: TraceView) -> Violation | None:
+        a = view.of_kind(first[0], **dict(first[1]))
+        b = view.of_kind(then[0], **dict(then[1]))
+        if not a or not b:
+            return Violation(f"missing {first[0] if not a else then[0]} event")
+        if a[0]["_i"] > b[0]["_i"]:
+            return Violation(f"{first[0]} {dict(first[1])} came after {then[0]} {dict(then[1])}", b[0]["_i"])
+        return None
+
+    return LoopCheck(f"before({first[0]}, {then[0]})", check)
+
+
+CHECK_KINDS = ("released_after_turn", "ran", "not_ran", "same_turn", "statuses", "turn_ends", "event",
+               "no_event", "before")
+"""The kinds of a declared check (``CheckSpec.kind``)."""
+
+
+def compile_check(spec: CheckSpec | LoopCheck) -> LoopCheck:
+    """The check a declared :class:`CheckSpec` names (a ``LoopCheck`` is returned as is)."""
+    if isinstance(spec, LoopCheck):
+        return spec
+    a = dict(spec.args)
+    kind = spec.kind
+    if kind == "released_after_turn":
+        return released_after_turn(a["waiter"], a["prompt"])
+    if kind in ("ran", "not_ran"):
+        return ran(a["prompt"], int(a.get("times", 0 if kind == "not_ran" else 1)), a.get("agent"))
+    if kind == "same_turn":
+        return same_turn(list(a["prompts"]), a.get("agent"))
+    if kind == "statuses":
+        return statuses(list(a["expect"]), a.get("agent"))
+    if kind == "turn_ends":
+        return turn_ends(list(a["expect"]), a.get("agent"))
+    if kind == "event":
+        return event(a["kind"], a.get("where"), a.get("count"))
+    if kind == "no_event":
+        return no_event(a["kind"], a.get("where"))
+    if kind == "before":
+        return before((a["first"]["kind"], a["first"].get("where") or {}), (a["then"]["kind"], a["then"].get("where") or {}))
+    raise ScenarioError(f"unknown check kind {kind!r} (expected one of: {', '.join(CHECK_KINDS)})")
+
+
+def judge(trace: Trace, checks: Sequence[LoopCheck]) -> Verdict:
+    """Every failing check of ``checks`` over ``trace``, each evaluated once."""
+    view = TraceView.of(trace)
+    verdict = Verdict()
+    for check in checks:
+        found = check.evaluate(view)
+        if found is not None:
+            verdict.findings.append(Finding(check.name, found))
+    return verdict

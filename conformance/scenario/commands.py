@@ -1,0 +1,252 @@
+"""``loopkit rules | run | explore | replay``: the rule catalogue and race reproduction.
+
+Exit codes: ``run`` 0 when every check holds, 1 when one fails; ``explore`` 1 when it found a
+failing schedule (and wrote a race cassette), 0 when the budget ran out clean; ``replay`` 0 when
+the checks hold, 1 when they fail, 2 when the schedule diverges. Bad input everywhere (a missing
+or malformed file, an unknown rule id, a bad ``--impl``) is one line on stderr and exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+IMPL_HELP = "Implementation: MODULE:ATTR (an Implementation or a factory), 'reference' (default) or 'mutant:NAME'."
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(2)
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from conformance.impl import ImplError
+    from simulator.errors import ExploreError, ScheduleError
+
+    from .model import ScenarioError
+    from .race import RaceCassetteError
+    from .world import ScenarioSetupError
+
+    return (ScenarioError, ImplError, RaceCassetteError, ScenarioSetupError, ScheduleError, OSError, ExploreError)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _impl(spec: str) -> Any:
+    from conformance.impl import resolve
+
+    return resolve(None if spec == "reference" else spec)
+
+
+# --------------------------------------------------------------------------- rules
+
+
+def rules(
+    ids: list[str] = typer.Argument(None, metavar="[ID]...", help="Only these rule ids."),  # noqa: B008
+    as_json: bool = typer.Option(False, "--json", help="Print the catalogue as JSON."),
+) -> None:
+    """List the rules of the agent-loop contract (id, tag, section, statement, tests)."""
+    from conformance.catalogue import RULES, tests_for, unknown_ids
+
+    wanted = list(ids or [])
+    unknown = unknown_ids(wanted)
+    if unknown:
+        raise _fail(f"unknown rule id {unknown[0]!r} (see 'loopkit rules')")
+    chosen = [r for r in RULES if not wanted or r.id in wanted]
+    entries: list[dict[str, Any]] = [{
+        "id": r.id, "tag": r.tag, "section": r.section, "statement": r.statement,
+        "feature": r.feature, "required": r.required, "race": r.race, "tests": list(tests_for(r.id)),
+    } for r in chosen]
+    if as_json:
+        typer.echo(json.dumps({"rules": entries}, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{len(entries)} rules", show_lines=False)
+    for col in ("id", "tag", "section", "statement", "tests"):
+        table.add_column(col, overflow="fold")
+    for e in entries:
+        statement = e["statement"] + (f" [optional: {e['feature']}]" if e["feature"] else "")
+        table.add_row(e["id"], e["tag"], e["section"], statement, str(len(e["tests"])))
+    Console().print(table)
+
+
+# --------------------------------------------------------------------------- run
+
+
+def run(
+    scenario: str = typer.Argument(..., metavar="SCENARIO", help="A scenario file (.yaml) or MODULE:ATTR of a Python scenario."),
+    impl: str = typer.Option("reference", "--impl", metavar="MODULE:ATTR", help=IMPL_HELP),
+    strategy: str = typer.Option("fifo", "--strategy", help="fifo, random, pct or dfs (one schedule)."),
+    seed: int = typer.Option(0, "--seed", help="The run's seed (sources and strategy)."),
+    trace: Path | None = typer.Option(None, "--trace", metavar="FILE", help="Write the trace as JSON here."),  # noqa: B008
+    diagram: Path | None = typer.Option(None, "--diagram", metavar="FILE", help="Write a sequence diagram: .html page or Mermaid text."),  # noqa: B008
+) -> None:
+    """Run a scenario once and print its timeline; exit 1 when a check fails."""
+    from . import engine
+    from .model import load
+
+    if strategy not in engine.RUN_STRATEGIES:
+        raise _fail(f"unknown strategy {strategy!r} (choose from {', '.join(engine.RUN_STRATEGIES)})")
+    try:
+        sc = load(scenario)
+        implementation = _impl(impl)
+        horizon = engine.probe(sc, implementation)["choice_points"] if strategy == "pct" else None
+        report = engine.run_one(sc, implementation, engine.make_strategy(strategy, pct_horizon=max(16, horizon or 0)), seed)
+        _print_timeline(report)
+        if trace is not None:
+            trace.write_text(report.trace.to_json() + "\n", encoding="utf-8")
+        if diagram is not None:
+            from .diagram import write
+
+            kind = write(report, diagram, impl=impl)
+            typer.echo(f"diagram ({kind}): {diagram}")
+    except _user_errors() as exc:
+        raise _fail(_one_line(exc)) from None
+    _print_verdict(report)
+    raise typer.Exit(0 if report.ok else 1)
+
+
+def _print_timeline(report: Any) -> None:
+    from .rows import rows, seconds
+
+    for r in rows(report.trace.timeline, report.deviations, report.violations):
+        if r.style in ("deviation", "failure"):
+            typer.echo(f"{seconds(r.t_us):>10}  {'!!' if r.style == 'failure' else '~~'} {r.label}")
+        elif r.dst is None:
+            typer.echo(f"{seconds(r.t_us):>10}  {r.src:<14} | {r.label}")
+        else:
+            arrow = "-->" if r.style == "reply" else "~~>" if r.style == "event" else "->"
+            typer.echo(f"{seconds(r.t_us):>10}  {r.src:<14} {arrow} {r.dst:<14} {r.label}")
+
+
+def _print_verdict(report: Any) -> None:
+    t = report.trace
+    if report.ok:
+        typer.echo(f"ok: scenario {t.scenario!r} ({t.strategy}, seed {t.seed}): every check holds")
+        return
+    typer.echo(f"FAILED: scenario {t.scenario!r} ({t.strategy}, seed {t.seed}): outcome {t.outcome}"
+               + (f" ({t.error})" if t.error else ""))
+    for f in t.failures:
+        typer.echo(f"  check {f['check']}: {f['message']}")
+
+
+# --------------------------------------------------------------------------- explore
+
+
+def explore(
+    scenario: str = typer.Argument(..., metavar="SCENARIO", help="A scenario file (.yaml) or MODULE:ATTR."),
+    impl: str = typer.Option("reference", "--impl", metavar="MODULE:ATTR", help=IMPL_HELP),
+    strategy: str = typer.Option("random", "--strategy", help="random, pct, dfs or hypothesis."),
+    budget: int = typer.Option(200, "--budget", help="Schedules (examples for hypothesis) to try at most."),
+    seed: int = typer.Option(0, "--seed", help="First seed; run i uses seed + i."),
+    workers: int = typer.Option(1, "--workers", help="Processes (disjoint seeds; random and pct)."),
+    out: Path | None = typer.Option(None, "--out", metavar="FILE", help="Race cassette to write (default cassettes/races/NAME.yaml)."),  # noqa: B008
+) -> None:
+    """Explore schedules; on the first failure shrink it and write a race cassette (exit 1)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from . import engine, race
+    from .model import load
+
+    if strategy not in engine.STRATEGIES:
+        raise _fail(f"unknown strategy {strategy!r} (choose from {', '.join(engine.STRATEGIES)})")
+    if budget < 1 or workers < 1:
+        raise _fail("--budget and --workers must be at least 1")
+    try:
+        sc = load(scenario)
+        implementation = _impl(impl)
+        columns = (TextColumn(f"[bold]{sc.name}[/] {strategy}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, transient=True, disable=not sys.stderr.isatty()) as bar:
+            task = bar.add_task("explore", total=budget)
+            found = engine.explore(sc, implementation, strategy=strategy, budget=budget, seed=seed,
+                                   workers=workers, progress=lambda n: bar.advance(task, n))
+        for note in found.notes:
+            typer.echo(f"note: {note}")
+        rate = found.runs / found.wall_s if found.wall_s > 0 else 0.0
+        unit = "examples" if strategy == "hypothesis" else "schedules"
+        typer.echo(f"{found.runs} {unit} explored ({strategy}, seed {seed}, {found.workers} worker(s), "
+                   f"{found.wall_s:.2f}s, {rate:,.0f}/s)" + ("; the search tree is exhausted" if found.exhausted else ""))
+        if found.guarantee is not None:
+            g = found.guarantee
+            typer.echo(f"pct guarantee: a bug of depth <= {g['depth']} ({g['tasks']} tasks, {g['choice_points']} "
+                       f"choice points) is hit with probability >= 1/{round(1 / g['per_run'])} per run, "
+                       f">= {g['probability']:.1%} over {g['runs']} runs")
+        if found.failure is None:
+            typer.echo(f"ok: no failing schedule for {sc.name!r} on {impl} in {found.runs} {unit}")
+            raise typer.Exit(0)
+        typer.echo(f"FOUND after {found.found_at} {unit} (seed {found.failing_seed}):")
+        for f in found.failure.trace.failures:
+            typer.echo(f"  check {f['check']}: {f['message']}")
+        shrunk = engine.shrink(sc, implementation, found.failure)
+        typer.echo(f"shrunk: {shrunk.before['deviations']} -> {shrunk.after['deviations']} deviation(s) from FIFO, "
+                   f"{shrunk.before['length']} -> {shrunk.after['length']} recorded choices ({shrunk.runs} runs)")
+        record = race.build(sc, impl, found, shrunk)
+        target = out or Path("cassettes") / "races" / f"{_slug(sc.name)}.yaml"
+        race.save(record, target)
+        typer.echo(f"race cassette: {target}   (replay: loopkit replay {target} --impl {impl})")
+    except _user_errors() as exc:
+        raise _fail(_one_line(exc)) from None
+    except ValueError as exc:
+        raise _fail(_one_line(exc)) from None
+    raise typer.Exit(1)
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in name) or "race"
+
+
+# --------------------------------------------------------------------------- replay
+
+
+def replay(
+    cassette_path: Path = typer.Argument(..., metavar="CASSETTE", help="A race cassette (cassettes/races/*.yaml)."),  # noqa: B008
+    impl: str = typer.Option("reference", "--impl", metavar="MODULE:ATTR", help=IMPL_HELP),
+    diagram: Path | None = typer.Option(None, "--diagram", metavar="FILE", help="Write a sequence diagram: .html page or Mermaid text."),  # noqa: B008
+) -> None:
+    """Re-run a race cassette's schedule: exit 0 checks hold, 1 they fail, 2 it diverges."""
+    import simulator
+
+    from . import race
+
+    try:
+        record = race.load(cassette_path)
+        implementation = _impl(impl)
+        try:
+            report = race.replay(record, implementation)
+        except simulator.Divergence as exc:
+            raise _fail(f"{cassette_path}: the schedule diverges on {impl}: {exc}") from None
+        if diagram is not None:
+            from .diagram import write
+
+            kind = write(report, diagram, impl=impl)
+            typer.echo(f"diagram ({kind}): {diagram}")
+    except _user_errors() as exc:
+        raise _fail(_one_line(exc)) from None
+    sched = record.schedule
+    typer.echo(f"replayed {record.name!r} on {impl}: {sched.deviations} deviation(s) over {len(sched)} recorded "
+               f"choices, then FIFO (recorded on {record.impl}, {record.found.get('strategy', '?')} seed "
+               f"{record.found.get('failing_seed', '?')})")
+    if report.ok:
+        typer.echo("ok: every check holds")
+        raise typer.Exit(0)
+    typer.echo(f"FAILED: outcome {report.trace.outcome}" + (f" ({report.trace.error})" if report.trace.error else ""))
+    for f in report.trace.failures:
+        typer.echo(f"  check {f['check']}: {f['message']}")
+    raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``rules``, ``run``, ``explore`` and ``replay`` to the CLI."""
+    app.command("rules")(rules)
+    app.command("run")(run)
+    app.command("explore")(explore)
+    app.command("replay")(replay)

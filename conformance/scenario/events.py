@@ -1,0 +1,142 @@
+"""The observable vocabulary of a scenario run: how agent events become timeline entries.
+
+Every notification of the implementation's bus (``agent/status``, ``agent/queued``, ...) is
+flattened into plain fields (``{"agent": "a", "status": "running"}``) so that one ``where``
+filter means the same thing for a listener (YAML ``listeners[].where``), for an actor triggered
+``after`` an event, and for a check reading the trace. Session events are recorded compactly as
+``log`` entries (assistant chunks keep only their type, and a finish its kind: the payload is the
+model's, not the loop's).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+#: Notification name -> the names of its arguments after the agent (spec section 0b).
+NOTIFICATIONS: dict[str, tuple[str, ...]] = {
+    "agent/status": ("status",),
+    "agent/queued": ("content", "info"),
+    "agent/turn-start": ("turn",),
+    "agent/turn-end": ("turn", "reason"),
+    "agent/step-start": ("turn", "step"),
+    "agent/step-end": ("turn", "step"),
+    "agent/stream-chunk": ("turn", "step", "chunk"),
+    "agent/steering": ("turn", "content", "source"),
+    "agent/error": ("turn", "step", "error"),
+}
+
+#: Notifications recorded in the timeline by default (stream chunks only on request: they are
+#: many and say little about interleavings).
+OBSERVED = tuple(n for n in NOTIFICATIONS if n != "agent/stream-chunk")
+
+#: Waterfall name -> argument names before ``value, next`` (the agent first where there is one).
+WATERFALLS: dict[str, tuple[str, ...]] = {
+    "agent/request": ("agent", "turn", "step"),
+    "agent/step-result": ("agent", "turn", "step"),
+    "agent/turn-continuation": ("agent", "turn"),
+    "tools/execute": (),
+}
+
+#: Every event a listener may be registered on (``session/flush(session)`` is awaited by the loop
+#: after each turn, LOOP-4).
+LISTENABLE = (*NOTIFICATIONS, *WATERFALLS, "session/event", "session/flush")
+
+
+def texts(content: Any) -> str:
+    """The text of a content value (a string or a list of blocks), joined with spaces."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Mapping):
+        content = [content]
+    if isinstance(content, list | tuple):
+        return " ".join(str(b.get("text", "")) for b in content if isinstance(b, Mapping) and "text" in b)
+    return ""
+
+
+def flatten(name: str, value: Any) -> dict[str, Any]:
+    """One argument of a notification as JSON-safe fields."""
+    if name == "content":
+        return {"text": texts(value)}
+    if name == "info" and isinstance(value, Mapping):
+        source = value.get("source")
+        return {
+            "steering": bool(value.get("steering")),
+            "source": source.get("kind") if isinstance(source, Mapping) else None,
+        }
+    if name == "source":
+        return {"source": value.get("kind") if isinstance(value, Mapping) else None}
+    if name == "reason" and isinstance(value, Mapping):
+        out: dict[str, Any] = {"reason": value.get("kind")}
+        if value.get("reason") is not None:
+            out["detail"] = str(value["reason"])
+        elif value.get("message") is not None:
+            out["detail"] = str(value["message"])
+        return out
+    if name == "chunk" and isinstance(value, Mapping):
+        return {"chunk": value.get("type")}
+    if name == "error":
+        return {"error": f"{type(value).__name__}: {value}" if isinstance(value, BaseException) else str(value)}
+    if isinstance(value, bool | int | str | float) or value is None:
+        return {name: value}
+    return {name: f"<{type(value).__name__}>"}
+
+
+def compact_log(event: Mapping[str, Any]) -> dict[str, Any]:
+    """A session event as a ``log`` timeline entry's fields: ``seq``, ``type``, ``data``."""
+    data = dict(event.get("data") or {})
+    if event.get("type") == "assistant/chunk" and isinstance(data.get("chunk"), Mapping):
+        chunk = data["chunk"]
+        compact: dict[str, Any] = {"type": chunk.get("type")}
+        reason = chunk.get("reason")
+        if chunk.get("type") == "finish" and isinstance(reason, Mapping):
+            compact["reason"] = {"kind": reason.get("kind")}  # what the max-tokens oracles read
+        data["chunk"] = compact
+    return {"seq": event.get("seq"), "type": event.get("type"), "data": jsonable(data)}
+
+
+def jsonable(value: Any) -> Any:
+    """A JSON-safe, deterministic copy: tuples become lists, sets sorted lists, unknown objects
+    ``"<TypeName>"`` (never a ``repr`` with a memory address), exceptions ``"Type: message"``."""
+    if value is None or isinstance(value, bool | int | str | float):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return sorted((jsonable(v) for v in value), key=lambda x: json.dumps(x, sort_keys=True))
+    if isinstance(value, BaseException):
+        return f"{type(value).__name__}: {value}"
+    return f"<{type(value).__name__}>"
+
+
+_MISSING = object()
+
+
+def lookup(fields: Mapping[str, Any], key: str) -> Any:
+    """The value of field ``key``: a plain name, or a dotted path into nested mappings
+    (``data.reason.kind``) when no field has the whole dotted name; ``_MISSING`` if absent."""
+    if key in fields:
+        return fields[key]
+    if "." not in key:
+        return _MISSING
+    value: Any = fields
+    for part in key.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
+
+
+def matches(fields: Mapping[str, Any], where: Mapping[str, Any] | None) -> bool:
+    """Whether every ``where`` entry equals the field of the same name (a dotted name reaches
+    into nested data, e.g. ``data.reason.kind`` of a ``log`` entry)."""
+    if not where:
+        return True
+    for key, wanted in where.items():
+        value = lookup(fields, key)
+        if value is _MISSING or value != wanted:
+            return False
+    return True

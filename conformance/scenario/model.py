@@ -1,0 +1,258 @@
+"""The scenario model: a scenario is data.
+
+A :class:`Scenario` says what world to build (agents, the fake models' scripts, fake tools),
+who acts in it (``actors`` at a virtual time or after an observed event; ``listeners`` on the
+implementation's bus, acting synchronously inside the emitter or around a waterfall's
+``next()``), and what must hold (``checks``, on top of the always-on oracles). Every way of
+writing a scenario produces this one model:
+
+* a YAML file compiles to it (``yaml_format.load_file``; ``yaml_format.dump`` writes it back);
+* a Python function builds it (``@loop_scenario``: the function is the scenario's ``body``,
+  which drives a :class:`~conformance.scenario.world.World` for what data cannot say);
+* the property generator generates it (``generate.scenarios()``);
+* a race cassette stores it with its schedule (``race``);
+* the rule tests run their bodies as scenarios (``conformance.harness``).
+
+One engine (``engine``) runs any scenario on any implementation through the adapter.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from conformance import refs
+from conformance.fakes import Outcome, Response
+
+if TYPE_CHECKING:
+    from .checks import LoopCheck
+    from .world import World
+
+Body = Callable[["World"], Awaitable[Any]]
+
+DEFAULT_MAX_TIME = 3600.0
+DEFAULT_MAX_STEPS = 200_000
+DEFAULT_IDLE_TIMEOUT = 600.0
+"""Virtual seconds the world waits for quiescence (a waiter, the final settle, the close)."""
+
+LISTENER_VERBS = ("send", "steer", "inject", "cancel", "abort", "dispose", "raise", "when_idle")
+"""What a listener may do: synchronous verbs only (it runs inside the emitter)."""
+
+ACTOR_VERBS = (*LISTENER_VERBS, "sleep", "wait_idle", "wait_for")
+"""What an actor may do: the listener verbs plus the awaiting ones."""
+
+
+class ScenarioError(Exception):
+    """A scenario cannot be loaded (one-line message naming the file, line and field)."""
+
+
+@dataclass(frozen=True)
+class Action:
+    """One verb of an actor or a listener, with its argument.
+
+    ``send``/``steer``/``inject`` carry ``text``; ``cancel``/``abort`` an optional ``reason``;
+    ``when_idle``/``wait_idle`` the waiter's ``name``; ``sleep`` ``seconds``; ``wait_for`` an
+    ``event`` kind and ``where``; ``raise`` a ``message``. ``agent`` is the agent acted on (the
+    scenario's first agent when ``None``). ``wait`` makes an actor's ``inject`` await the
+    injection.
+    """
+
+    verb: str
+    agent: str | None = None
+    text: str | None = None
+    reason: str | None = None
+    name: str | None = None
+    seconds: float | None = None
+    wait: bool = False
+    event: str | None = None
+    where: Mapping[str, Any] | None = None
+    message: str | None = None
+
+    @property
+    def awaits(self) -> bool:
+        """Whether an actor awaits this action before its next one."""
+        return self.verb in ("sleep", "wait_idle", "wait_for") or (self.verb == "inject" and self.wait)
+
+
+@dataclass(frozen=True)
+class Listener:
+    """Act on the implementation's bus: ``do`` runs when the ``nth`` event ``on`` matching
+    ``where`` is emitted (then on every later one with ``times="always"``).
+
+    For a waterfall, ``when`` says whether the listener acts ``before`` or ``after`` calling
+    ``next()``; ``hold`` is how long (virtual seconds) a ``session/flush`` listener takes.
+    ``optional`` marks a listener that may legitimately never fire (otherwise a listener that
+    never fired fails the run: the scenario did not test what it says).
+    """
+
+    on: str
+    do: tuple[Action, ...]
+    name: str = ""
+    where: Mapping[str, Any] = field(default_factory=dict)
+    nth: int = 1
+    times: Literal["once", "always"] = "once"
+    when: Literal["before", "after"] = "before"
+    hold: float = 0.0
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class Actor:
+    """A caller: runs ``do`` in order as its own task, ``at`` a virtual time or ``after`` an
+    observed event (a timeline kind, filtered by ``where``). ``optional`` as for listeners."""
+
+    do: tuple[Action, ...]
+    name: str = ""
+    at: float | None = None
+    after: str | None = None
+    where: Mapping[str, Any] | None = None
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """An agent the world creates at the start (``service.create(id, options)``)."""
+
+    id: str
+    model: str = "fake"
+    system_prompt: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A fake model registered under ``name``: its ``script`` (one response per call), and the
+    ``default`` answer past the end of it (``None``: a call past the end is a failure)."""
+
+    name: str = "fake"
+    script: tuple[Response, ...] = ()
+    default: Response | None = None
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A fake tool: every call has ``result`` (default ``"ok"``), or the calls go through
+    ``results`` in order (``repeat_last`` keeps the last); ``latency`` in virtual seconds."""
+
+    name: str
+    result: Outcome | None = None
+    results: tuple[Outcome, ...] | None = None
+    latency: float | None = 0.0
+    abort_aware: bool = True
+    repeat_last: bool = False
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """A declared check: its ``kind`` (see ``checks.CHECK_KINDS``) and arguments."""
+
+    kind: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds of one run, in virtual seconds and simulator steps."""
+
+    max_time: float = DEFAULT_MAX_TIME
+    max_steps: int = DEFAULT_MAX_STEPS
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A whole scenario (see the module docstring).
+
+    The world builds, in order: the models, the tools, the agents, the listeners, the actors;
+    then runs ``body`` (when there is one), waits for the actors, settles the agents (waits for
+    quiescence, aborting a step that hangs) and closes the service. ``settle=False`` skips the
+    settling (the rule tests close the service themselves). ``source`` says where the scenario
+    came from (``{"yaml": text, "path": ...}`` or ``{"python": "module:attr"}``): a race cassette
+    stores it, so the scenario travels with the cassette.
+    """
+
+    name: str
+    description: str = ""
+    agents: tuple[AgentSpec, ...] = (AgentSpec("a"),)
+    models: tuple[ModelSpec, ...] = (ModelSpec(),)
+    tools: tuple[ToolSpec, ...] = ()
+    listeners: tuple[Listener, ...] = ()
+    actors: tuple[Actor, ...] = ()
+    checks: tuple[CheckSpec | LoopCheck, ...] = ()
+    limits: Limits = Limits()
+    body: Body | None = field(default=None, compare=False)
+    settle: bool = True
+    source: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def agent_ids(self) -> list[str]:
+        return [a.id for a in self.agents]
+
+    def with_source(self, source: Mapping[str, Any]) -> Scenario:
+        """The same scenario with another ``source``."""
+        from dataclasses import replace
+
+        return replace(self, source=dict(source))
+
+
+def loop_scenario(
+    fn: Body | None = None,
+    *,
+    name: str | None = None,
+    checks: Sequence[CheckSpec | LoopCheck] = (),
+    description: str = "",
+    limits: Limits = Limits(),
+    **parts: Any,
+) -> Any:
+    """Decorator: ``async def body(world)`` -> a :class:`Scenario` whose ``body`` it is (named
+    after the function, dashes for underscores, unless ``name`` is given). The body builds what
+    it needs through the world (``world.model``, ``world.agent``, ...); declarative ``parts``
+    (``agents=``, ``models=``, ``listeners=``, ...) are built first. Bare or with options."""
+
+    def deco(body: Body) -> Scenario:
+        if not inspect.iscoroutinefunction(body):
+            raise TypeError(f"@loop_scenario needs an async function, got {body!r}")
+        parts.setdefault("agents", ())
+        parts.setdefault("models", ())
+        return Scenario(
+            name=name or body.__name__.replace("_", "-"),
+            description=description or inspect.getdoc(body) or "",
+            checks=tuple(checks),
+            limits=limits,
+            body=body,
+            source={"python": f"{body.__module__}:{body.__qualname__}"},
+            **parts,
+        )
+
+    return deco(fn) if fn is not None else deco
+
+
+def load(ref: str) -> Scenario:
+    """A scenario from a YAML path or a ``module:attr`` reference (``ScenarioError`` otherwise)."""
+    ref = ref.strip()
+    if ref.endswith((".yaml", ".yml")) or Path(ref).is_file():
+        from .yaml_format import load_file
+
+        return load_file(ref)
+    if refs.split(ref) is None:
+        raise ScenarioError(f"{ref}: not a scenario file (.yaml) or MODULE:ATTR reference")
+    try:
+        target = refs.resolve(ref)
+    except refs.RefError as exc:
+        raise ScenarioError(f"{ref}: {exc}") from None
+    if not isinstance(target, Scenario):
+        raise ScenarioError(f"{ref}: not a scenario (decorate an async function with @loop_scenario)")
+    return target.with_source({"python": ref})
+
+
+def from_source(source: Mapping[str, Any], *, origin: str = "cassette", line_offset: int = 0) -> Scenario:
+    """Rebuild a scenario from its ``source`` (as stored in a race cassette)."""
+    if "yaml" in source:
+        from .yaml_format import load_text
+
+        return load_text(str(source["yaml"]), origin=origin, path=source.get("path"), line_offset=line_offset)
+    if "python" in source:
+        return load(str(source["python"]))
+    raise ScenarioError(f"{origin}: scenario: expected a 'yaml' text or a 'python' reference")

@@ -1,0 +1,696 @@
+"""The world every scenario runs in: one service of the implementation under test, built inside
+the simulation, with the kit's fake models and tools registered and everything observable
+recorded in the run's timeline.
+
+A scenario (declarative parts, a Python body, a rule test) only talks to the implementation
+through a :class:`World`:
+
+* building: ``model(script)``, ``tool(name, ...)``, ``gate(name)``, ``agent(id)``;
+* acting: ``send``, ``steer``, ``inject``, ``cancel``, ``abort``, ``dispose``, ``when_idle`` /
+  ``wait_idle`` (each recorded as an ``op`` entry naming who acted, the agent's status, and the
+  event a listener acted on), or ``do(action)`` for an :class:`~.model.Action`;
+* reacting: ``install(listener)`` (a :class:`~.model.Listener` on the implementation's bus),
+  ``listen(event, fn)`` (a raw bus listener), actors (``at``, ``after``, ``spawn``), and
+  ``on(kind, fn)`` / ``wait_for(kind)`` on observed events.
+
+Timeline entries (``kind``): ``op`` / ``op/error``, every ``agent/*`` notification (flattened,
+see ``events``), ``log`` (session events), ``listener`` (a listener acted), ``waiter/released``
+(with the agent's status and log length at that moment), ``model/*`` and ``tool/*`` (from the
+fakes), ``actor/run`` / ``actor/error``, ``problem`` (what the world saw go wrong),
+``untriggered`` (an element that never acted), ``world/closing`` / ``world/closed``.
+
+A waiter's release is *sampled*: whenever anything is observed (and before every operation),
+the world asks each pending ``when_idle()`` awaitable whether it is done, so the release is
+placed exactly between the observations it happened between. Awaitables without ``done()`` are
+seen when their awaiting task resumes (and the IDLE-2 oracle judges those conservatively).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import simulator
+from cassettes.model import CassetteModel
+from conformance.adapter import AgentHandle, Implementation, ServiceHandle
+from conformance.fakes import FakeModel, FakeTool, Gate, ScriptEntry, ToolBox
+
+from . import events as ev
+from .model import Action, Actor, Listener, Scenario, ToolSpec
+
+Observer = Callable[[dict[str, Any]], Any]
+
+
+class ScenarioSetupError(Exception):
+    """The implementation failed while building the service or an agent (exit 2 at the CLI)."""
+
+
+class Waiter:
+    """A ``when_idle()`` registered by the world, watched from the moment it was called."""
+
+    def __init__(self, name: str, agent: str, awaitable: Any) -> None:
+        self.name = name
+        self.agent = agent
+        self.awaitable = awaitable
+        done = getattr(awaitable, "done", None)
+        self.done: Callable[[], bool] | None = done if callable(done) else None
+        self.released = asyncio.get_running_loop().create_future()
+        self.task: asyncio.Task[Any] | None = None
+
+    @property
+    def is_released(self) -> bool:
+        return self.released.done()
+
+
+def _describe(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+async def _as_coro(awaitable: Any) -> Any:
+    if inspect.isawaitable(awaitable):
+        return await awaitable
+    return awaitable
+
+
+class World:
+    """The implementation's service plus the fakes, driven and observed (see module docstring)."""
+
+    def __init__(self, scenario: Scenario, impl: Implementation, *, persistence: object | None = None) -> None:
+        if simulator.current_loop() is None:
+            raise RuntimeError("a World lives inside a simulation (run it with conformance.scenario.engine)")
+        self.scenario = scenario
+        self.impl = impl
+        self.idle_timeout = scenario.limits.idle_timeout
+        try:
+            self.service: ServiceHandle = impl.create_service(persistence=persistence)
+        except Exception as exc:
+            raise ScenarioSetupError(f"{impl.name}: create_service() raised {_describe(exc)}") from exc
+        self.models: dict[str, FakeModel | CassetteModel] = {}
+        self.tools = ToolBox()
+        self.gates: dict[str, Gate] = {}
+        self.agents: dict[str, AgentHandle] = {}
+        self.waiters: dict[str, Waiter] = {}
+        self.closed = False
+        self._pending: list[Waiter] = []
+        self._sessions: dict[str, str] = {}
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._observers: list[tuple[str | None, Mapping[str, Any] | None, Observer]] = []
+        self._elements: dict[str, int] = {}  # listener / actor name -> times it acted
+        self._optional: set[str] = set()
+        self._settles = 0
+        # The observers come first on the bus, so an event is in the timeline before any
+        # scenario listener reacts to it (and a diagram shows cause before effect).
+        for name in ev.OBSERVED:
+            self.service.on(name, self._notification_observer(name))
+        self.service.on("session/event", self._log_observer)
+        simulator.on_observe(self._notify)
+
+    # ------------------------------------------------------------------ building
+
+    def model(
+        self,
+        script: Iterable[ScriptEntry] = (),
+        *,
+        name: str = "fake",
+        default: ScriptEntry | None = None,
+        max_calls: int | None = None,
+        strict: bool = False,
+    ) -> FakeModel:
+        """A fake model (``conformance.fakes.FakeModel``) registered on the service as ``name``."""
+        if name in self.models:
+            raise ValueError(f"a model named {name!r} already exists")
+        fake = FakeModel(script, name=name, default=default, max_calls=max_calls, strict=strict)
+        self.models[name] = fake
+        self.service.register_model(name, fake)
+        return fake
+
+    def cassette(self, path: str | Path, *, name: str | None = None, strict: bool = False, **options: Any) -> CassetteModel:
+        """A model replaying the recorded LLM cassette at ``path`` (``cassettes.model``: the
+        recorded provider traffic through the real adapter, its gaps slept in virtual time),
+        registered as ``name`` (default: the file's stem). Its problems (a request it cannot
+        answer, with ``strict`` unplayed interactions) fail the run like a fake model's; a
+        missing or malformed file raises ``CassetteError`` here."""
+        name = name if name is not None else Path(path).stem
+        if name in self.models:
+            raise ValueError(f"a model named {name!r} already exists")
+        recorded = CassetteModel(path, name=name, strict=strict, **options)
+        self.models[name] = recorded
+        self.service.register_model(name, recorded)
+        return recorded
+
+    def tool(self, name: str, result: Any = None, **options: Any) -> FakeTool:
+        """A fake tool (``conformance.fakes.FakeTool``) registered on the service."""
+        tool = FakeTool(name, result, **options) if result is not None else FakeTool(name, **options)
+        return self.add_tool(tool)
+
+    def add_tool(self, tool: FakeTool) -> FakeTool:
+        """Register a fake tool built elsewhere."""
+        self.tools.add(tool)
+        self.service.register_tool(tool)
+        return tool
+
+    def gate(self, name: str) -> Gate:
+        """The gate called ``name`` (created on first use)."""
+        if name not in self.gates:
+            self.gates[name] = Gate(name)
+        return self.gates[name]
+
+    def agent(
+        self, agent_id: str = "a", *, model: str = "fake", system_prompt: str | None = None, **options: Any
+    ) -> AgentHandle:
+        """Create an agent (``service.create``) on ``model``."""
+        opts: dict[str, Any] = {"model": model, **options}
+        if system_prompt is not None:
+            opts["system_prompt"] = system_prompt
+        try:
+            handle = self.service.create(agent_id, opts)
+        except Exception as exc:
+            raise ScenarioSetupError(f"{self.impl.name}: create({agent_id!r}) raised {_describe(exc)}") from exc
+        self.adopt(agent_id, handle)
+        return handle
+
+    def adopt(self, agent_id: str, handle: AgentHandle) -> None:
+        """Watch an agent created some other way (``create_agent``, ``resume``, configuration)."""
+        self.agents[agent_id] = handle
+        self._sessions[handle.session.id] = agent_id
+
+    def handle(self, agent: str | AgentHandle | None) -> AgentHandle:
+        """The handle of ``agent`` (an id, a handle, or ``None`` for the first agent)."""
+        if agent is None:
+            if not self.agents:
+                raise LookupError("the scenario has no agent")
+            return next(iter(self.agents.values()))
+        if isinstance(agent, str):
+            try:
+                return self.agents[agent]
+            except KeyError:
+                raise LookupError(f"no agent {agent!r} (agents: {sorted(self.agents)})") from None
+        return agent
+
+    def agent_id(self, obj: Any) -> str | None:
+        """The id of the agent a listener received (the implementation's own object)."""
+        for agent_id, handle in self.agents.items():
+            if handle is obj:
+                return agent_id
+        found = getattr(obj, "id", None)
+        if isinstance(found, str):
+            return found
+        return next(iter(self.agents)) if len(self.agents) == 1 else None
+
+    # ------------------------------------------------------------------ observing
+
+    def _notification_observer(self, name: str) -> Callable[..., None]:
+        def observe(*args: Any) -> None:
+            simulator.observe(name, **self.fields(name, args))
+
+        observe.__qualname__ = f"observe:{name}"
+        return observe
+
+    def _log_observer(self, session: Any, event: Mapping[str, Any]) -> None:
+        agent = self._sessions.get(getattr(session, "id", None) or "", None)
+        simulator.observe("log", agent=agent, **ev.compact_log(event))
+
+    def fields(self, name: str, args: tuple[Any, ...]) -> dict[str, Any]:
+        """The flattened fields of an event's arguments (the ``where`` vocabulary)."""
+        if name == "session/event":
+            session, event = args[0], args[-1]
+            data = event.get("data") or {}
+            out: dict[str, Any] = {
+                "agent": self._sessions.get(getattr(session, "id", None) or "", None),
+                "type": event.get("type"),
+                "seq": event.get("seq"),
+            }
+            for key in ("turn", "step"):
+                if key in data:
+                    out[key] = data[key]
+            return out
+        if name == "session/flush":
+            return {"agent": self._sessions.get(getattr(args[0], "id", None) or "", None) if args else None}
+        if name == "tools/execute":
+            execution = args[0] if args else {}
+            execution = execution if isinstance(execution, Mapping) else {}
+            return {
+                "agent": self.agent_id(execution.get("agent")),
+                "name": execution.get("name"),
+                "call_id": execution.get("call_id"),
+            }
+        if name in ev.WATERFALLS:
+            names = ev.WATERFALLS[name]
+            out = {}
+            for arg_name, value in zip(names, args, strict=False):
+                out[arg_name] = self.agent_id(value) if arg_name == "agent" else value
+            if name == "agent/turn-continuation" and len(args) > len(names):
+                out["decision"] = bool(args[len(names)])
+            return out
+        out = {"agent": self.agent_id(args[0]) if args else None}
+        for arg_name, value in zip(ev.NOTIFICATIONS.get(name, ()), args[1:], strict=False):
+            out.update(ev.flatten(arg_name, value))
+        return out
+
+    def _notify(self, event: dict[str, Any]) -> None:
+        if self._pending:
+            self._sample()
+        for kind, where, fn in tuple(self._observers):
+            if kind is not None and event.get("kind") != kind:
+                continue
+            if where and not ev.matches(event, where):
+                continue
+            fn(event)
+
+    def _sample(self) -> None:
+        """Record every pending waiter that is now released (see the module docstring)."""
+        for waiter in tuple(self._pending):
+            if waiter.done is not None and waiter.done():
+                self._released(waiter, precise=True)
+
+    def _released(self, waiter: Waiter, *, precise: bool) -> None:
+        if waiter.is_released:
+            return
+        if waiter in self._pending:
+            self._pending.remove(waiter)
+        h = self.agents.get(waiter.agent)
+        simulator.observe(
+            "waiter/released", waiter=waiter.name, agent=waiter.agent,
+            status=h.status if h is not None else None,
+            log_len=len(h.session.events) if h is not None else 0, precise=precise,
+        )
+        waiter.released.set_result(None)
+
+    def on(self, kind: str | None, fn: Observer, *, where: Mapping[str, Any] | None = None) -> Callable[[], None]:
+        """Call ``fn(event)`` synchronously for every later observed event of ``kind`` (``None``:
+        all) matching ``where``. Returns a disposer."""
+        entry = (kind, dict(where) if where else None, fn)
+        self._observers.append(entry)
+
+        def dispose() -> None:
+            if entry in self._observers:
+                self._observers.remove(entry)
+
+        return dispose
+
+    async def wait_for(self, kind: str, where: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Wait until an event of ``kind`` matching ``where`` has been observed (at once if it has)."""
+        for event in simulator.current_timeline():
+            if event.get("kind") == kind and ev.matches(event, where):
+                return event
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+
+        def hit(event: dict[str, Any]) -> None:
+            if not fut.done():
+                fut.set_result(event)
+
+        dispose = self.on(kind, hit, where=where)
+        try:
+            return await fut
+        finally:
+            dispose()
+
+    def problem(self, check: str, message: str, *, rules: tuple[str, ...] = ()) -> None:
+        """Record something the world saw go wrong (the ``problems`` oracle fails the run)."""
+        simulator.observe("problem", check=check, message=message, **({"rules": list(rules)} if rules else {}))
+
+    # ------------------------------------------------------------------ acting
+
+    def _op(self, by: str, op: str, agent: AgentHandle, fn: Callable[[], Any], on: str | None = None,
+            **data: Any) -> Any:
+        """Record an ``op`` and perform it; an error is recorded as ``op/error`` (the verdict
+        comes from the checks, e.g. DISP-3 expects ``send`` on a disposed agent to raise)."""
+        if self._pending:
+            self._sample()  # a release before this operation is recorded before it
+        entry: dict[str, Any] = {"by": by, "op": op, "agent": self._id_of(agent), "status": agent.status, **data}
+        if on is not None:
+            entry["on"] = on
+        simulator.observe("op", **entry)
+        try:
+            return fn()
+        except Exception as exc:
+            simulator.observe("op/error", by=by, op=op, agent=entry["agent"], error=_describe(exc))
+            return None
+
+    def _id_of(self, h: AgentHandle) -> str:
+        for agent_id, handle in self.agents.items():
+            if handle is h:
+                return agent_id
+        return str(getattr(h, "id", "?"))
+
+    def send(self, agent: str | AgentHandle | None, text: Any, *, by: str = "caller", on: str | None = None) -> None:
+        """``agent.send(text)``."""
+        h = self.handle(agent)
+        self._op(by, "send", h, lambda: h.send(text), on, text=ev.texts(text))
+
+    def steer(self, agent: str | AgentHandle | None, text: Any, *, by: str = "caller", on: str | None = None) -> None:
+        """``agent.steer(text)``."""
+        h = self.handle(agent)
+        self._op(by, "steer", h, lambda: h.steer(text), on, text=ev.texts(text))
+
+    def inject(self, agent: str | AgentHandle | None, text: Any, *, by: str = "caller",
+               on: str | None = None) -> asyncio.Future[Any] | None:
+        """``agent.inject(text)``: its awaitable, started as a task (``None`` when the call raised).
+        A failure of the injection is recorded as ``op/error``."""
+        h = self.handle(agent)
+        agent_id = self._id_of(h)
+
+        def start() -> asyncio.Future[Any]:
+            return asyncio.ensure_future(_as_coro(h.inject(text)))
+
+        task = self._op(by, "inject", h, start, on, text=ev.texts(text))
+        if task is not None:
+
+            def retrieve(done: asyncio.Future[Any]) -> None:
+                if not done.cancelled() and done.exception() is not None:
+                    simulator.observe("op/error", by=by, op="inject", agent=agent_id,
+                                      error=_describe(done.exception()))  # type: ignore[arg-type]
+
+            task.add_done_callback(retrieve)
+        return task
+
+    async def inject_wait(self, agent: str | AgentHandle | None, text: Any, *, by: str = "caller") -> None:
+        """``await agent.inject(text)``: returns once the injection was taken or refused."""
+        task = self.inject(agent, text, by=by)
+        if task is not None:
+            await asyncio.wait({task})
+
+    def cancel(self, agent: str | AgentHandle | None = None, reason: str | None = None, *, by: str = "caller",
+               on: str | None = None) -> None:
+        """``agent.cancel(reason)``."""
+        h = self.handle(agent)
+        self._op(by, "cancel", h, lambda: h.cancel() if reason is None else h.cancel(reason), on, reason=reason)
+
+    def abort(self, agent: str | AgentHandle | None = None, reason: str | None = None, *, by: str = "caller",
+              on: str | None = None) -> None:
+        """``agent.abort(reason)``."""
+        h = self.handle(agent)
+        self._op(by, "abort", h, lambda: h.abort() if reason is None else h.abort(reason), on, reason=reason)
+
+    def dispose(self, agent: str | AgentHandle | None = None, *, by: str = "caller", on: str | None = None) -> None:
+        """``agent.dispose()``."""
+        h = self.handle(agent)
+        self._op(by, "dispose", h, h.dispose, on)
+
+    def when_idle(self, agent: str | AgentHandle | None = None, name: str | None = None, *, by: str = "caller",
+                  on: str | None = None) -> Waiter:
+        """Call ``agent.when_idle()`` now and watch it: its release is recorded as
+        ``waiter/released`` with the agent's status and log length at that moment."""
+        h = self.handle(agent)
+        name = name or f"w{len(self.waiters) + 1}"
+        if name in self.waiters:
+            raise ValueError(f"a waiter named {name!r} already exists")
+        awaitable = self._op(by, "when_idle", h, h.when_idle, on, waiter=name)
+        waiter = Waiter(name, self._id_of(h), awaitable)
+        self.waiters[name] = waiter
+        if awaitable is None:  # when_idle() itself raised (recorded as op/error)
+            self.problem("IDLE-2", f"when_idle() {name!r} of agent {waiter.agent!r} raised", rules=("IDLE-1", "IDLE-2"))
+            waiter.released.set_result(None)
+            return waiter
+        self._pending.append(waiter)
+        self._sample()  # released at once when the agent is quiescent (IDLE-1)
+        if not waiter.is_released:
+            waiter.task = self._spawn_task(self._watch(waiter), f"waiter-{name}")
+        return waiter
+
+    async def _watch(self, waiter: Waiter) -> None:
+        await _as_coro(waiter.awaitable)
+        # Nothing observable happened since the release when the awaitable tells when it was
+        # released (a sample would have seen it), so only an awaitable without done() is late.
+        self._released(waiter, precise=waiter.done is not None)
+
+    async def wait_idle(self, name: str) -> bool:
+        """Await the waiter called ``name`` for at most the idle timeout; ``False`` (and a
+        ``waiter/timeout`` entry) when it did not resolve: liveness is judged at the end."""
+        try:
+            waiter = self.waiters[name]
+        except KeyError:
+            raise LookupError(f"no waiter {name!r} (when_idle first)") from None
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter.released), self.idle_timeout)
+        except TimeoutError:
+            simulator.observe("waiter/timeout", waiter=name, agent=waiter.agent)
+            return False
+        return True
+
+    def do(self, action: Action, by: str, on: str | None = None) -> Any:
+        """Perform one :class:`~.model.Action`; an awaiting action returns its awaitable."""
+        verb, agent = action.verb, action.agent
+        if verb == "send":
+            self.send(agent, action.text, by=by, on=on)
+        elif verb == "steer":
+            self.steer(agent, action.text, by=by, on=on)
+        elif verb == "inject":
+            if action.wait:
+                return self.inject_wait(agent, action.text, by=by)
+            self.inject(agent, action.text, by=by, on=on)
+        elif verb == "cancel":
+            self.cancel(agent, action.reason, by=by, on=on)
+        elif verb == "abort":
+            self.abort(agent, action.reason, by=by, on=on)
+        elif verb == "dispose":
+            self.dispose(agent, by=by, on=on)
+        elif verb == "when_idle":
+            self.when_idle(agent, action.name, by=by, on=on)
+        elif verb == "raise":
+            raise RuntimeError(action.message or "listener failure")
+        elif verb == "sleep":
+            return asyncio.sleep(action.seconds or 0.0)
+        elif verb == "wait_idle":
+            return self.wait_idle(str(action.name))
+        elif verb == "wait_for":
+            return self.wait_for(str(action.event), action.where)
+        else:
+            raise ValueError(f"unknown action {verb!r}")
+        return None
+
+    # ------------------------------------------------------------------ reacting
+
+    def listen(self, event: str, fn: Callable[..., Any]) -> Callable[[], object]:
+        """Register ``fn`` on the implementation's bus (the raw listener signature)."""
+        return self.service.on(event, fn)
+
+    def install(self, listener: Listener, index: int = 0) -> None:
+        """Put a :class:`~.model.Listener` on the implementation's bus."""
+        name = listener.name or f"listener-{index + 1}"
+        event, where, nth = listener.on, dict(listener.where), listener.nth
+        always = listener.times == "always"
+        self._elements.setdefault(name, 0)
+        if listener.optional:
+            self._optional.add(name)
+        seen = [0]
+
+        def react(args: tuple[Any, ...]) -> None:
+            if self._elements[name] and not always:
+                return
+            if where and not ev.matches(self.fields(event, args), where):
+                return
+            seen[0] += 1
+            if seen[0] < nth:
+                return
+            self._elements[name] += 1
+            simulator.observe("listener", name=name, on=event)
+            for action in listener.do:
+                self.do(action, name, on=event)
+
+        if event in ev.WATERFALLS:
+            after = listener.when == "after"
+
+            async def waterfall(*args: Any) -> Any:
+                if not after:
+                    react(args[:-1])
+                value = await _as_coro(args[-1]())
+                if after:
+                    react(args[:-1])
+                return value
+
+            waterfall.__qualname__ = f"listener:{name}"
+            self.listen(event, waterfall)
+        elif event == "session/flush":
+            hold = listener.hold
+
+            async def flush(*args: Any) -> None:
+                react(args)
+                if hold:
+                    await asyncio.sleep(hold)
+
+            flush.__qualname__ = f"listener:{name}"
+            self.listen(event, flush)
+        else:
+
+            def notified(*args: Any) -> None:
+                react(args)
+
+            notified.__qualname__ = f"listener:{name}"
+            self.listen(event, notified)
+
+    def _spawn_task(self, coro: Any, name: str) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.append(task)
+        return task
+
+    def arm(self, actor: Actor, index: int = 0) -> None:
+        """Start a :class:`~.model.Actor` at its time, or once its event has been observed."""
+        name = actor.name or f"actor-{index + 1}"
+        self._elements.setdefault(name, 0)
+        if actor.optional:
+            self._optional.add(name)
+
+        async def act() -> None:
+            self._elements[name] += 1
+            for action in actor.do:
+                result = self.do(action, name)
+                if action.awaits:
+                    await result
+
+        if actor.at is not None:
+            self.at(actor.at, act, name=name)
+        else:
+            assert actor.after is not None
+            self.after(actor.after, act, where=actor.where, name=name)
+
+    def at(self, t: float, fn: Callable[..., Any], *, name: str) -> None:
+        """Run ``fn`` (sync or async) as a task named ``actor:<name>`` at virtual time ``t``."""
+        delay = t - asyncio.get_running_loop().time()
+        self._spawn_task(self._run_actor(name, fn, delay), f"actor:{name}")
+
+    def after(self, kind: str, fn: Callable[..., Any], *, where: Mapping[str, Any] | None = None, name: str) -> None:
+        """Start ``fn`` as a task once an event of ``kind`` matching ``where`` was observed."""
+        self._elements.setdefault(name, 0)
+
+        def fire(_event: dict[str, Any]) -> None:
+            dispose()
+            self._spawn_task(self._run_actor(name, fn, None), f"actor:{name}")
+
+        dispose = self.on(kind, fire, where=where)
+
+    def spawn(self, fn: Callable[[], Any], *, name: str) -> asyncio.Task[Any]:
+        """Start ``fn`` now as a task the world waits for before it settles."""
+        return self._spawn_task(self._run_actor(name, fn, None), f"actor:{name}")
+
+    async def _run_actor(self, name: str, fn: Callable[..., Any], delay: float | None) -> None:
+        if delay is not None:
+            await asyncio.sleep(max(delay, 0.0))
+        simulator.observe("actor/run", actor=name)
+        try:
+            await _as_coro(fn())
+        except Exception as exc:
+            simulator.observe("actor/error", actor=name, error=_describe(exc))
+            self.problem(f"actor:{name}", f"raised {_describe(exc)}")
+
+    def pending_actors(self) -> list[asyncio.Task[Any]]:
+        """Actor tasks started so far that have not finished (waiter watchers excluded)."""
+        return [t for t in self._tasks if not t.done() and not t.get_name().startswith("waiter-")]
+
+    # ------------------------------------------------------------------ the run
+
+    async def run(self) -> None:
+        """Build the scenario's world, run its body, settle and close (see ``Scenario``)."""
+        sc = self.scenario
+        # Actors first: their tasks exist before any driver's, so at time 0 a caller acts before
+        # a fresh agent's driver first runs (the window right after creation, CANCEL-W0).
+        for i, actor in enumerate(sc.actors):
+            self.arm(actor, i)
+        for spec in sc.models:
+            self.model(spec.script, name=spec.name, default=spec.default)
+        for tool in sc.tools:
+            self.add_tool(build_tool(tool))
+        for agent in sc.agents:
+            self.agent(agent.id, model=agent.model, system_prompt=agent.system_prompt)
+        for i, listener in enumerate(sc.listeners):
+            self.install(listener, i)
+        if sc.body is not None:
+            await sc.body(self)
+        await self.finish()
+
+    async def finish(self) -> None:
+        """Wait for the actors, settle every agent (when the scenario says so), judge liveness,
+        then close the service, so every log is closed when the checks read it."""
+        for _ in range(1000):
+            pending = self.pending_actors()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+            if self.scenario.settle and not self.closed:
+                await self._settle_all()
+            if not self.pending_actors():
+                break
+        if not self.closed:
+            if self.scenario.settle:
+                await self._liveness()
+            await self.close()
+        for name, count in self._elements.items():
+            if not count:
+                simulator.observe("untriggered", name=name, optional=name in self._optional)
+        for label, fakes in (("model", list(self.models.values())), ("tool", list(self.tools))):
+            for fake in fakes:
+                for problem in fake.problems():
+                    self.problem(f"{label}:{fake.name}", problem)
+        for task in self._tasks:
+            if not task.done():
+                task.cancel()
+
+    async def _settle_all(self) -> None:
+        for agent_id, h in list(self.agents.items()):
+            if not await self._settle(h):
+                self.problem("quiescence", f"agent {agent_id!r} never settled (status {h.status})",
+                             rules=("IDLE-2", "LOOP-1"))
+
+    async def _settle(self, h: AgentHandle) -> bool:
+        """Wait for quiescence; abort a hung step (dropping no prompt) until it comes, and again
+        while listeners keep queueing work after the idle transition."""
+        budget = 4 + 2 * len(self.scenario.listeners) + sum(len(m.script) for m in self.scenario.models)
+        for _ in range(budget):
+            if h.status == "disposed":
+                return True
+            ops = len(simulator.current_timeline())
+            self._settles += 1
+            waiter = self.when_idle(h, f"settle-{self._settles}", by="world")
+            try:
+                await asyncio.wait_for(asyncio.shield(waiter.released), self.idle_timeout)
+            except TimeoutError:
+                self.abort(h, by="world")
+                continue
+            await asyncio.sleep(0)
+            later = simulator.current_timeline()[ops:]
+            if h.status != "running" and not any(e.get("kind") == "op" and e.get("by") != "world" for e in later):
+                return True
+        return h.status != "running"
+
+    async def _liveness(self) -> None:
+        """Once nothing is left to act, every waiter has resolved (IDLE-2)."""
+        self._sample()
+        # A bounded wait, not a short sleep: a waiter released by disposal also waits for the
+        # driver to exit (IDLE-4), and a schedule may fire a near timer ahead of ready work.
+        late = [w.released for w in self.waiters.values() if not w.is_released]
+        if late:
+            await asyncio.wait(late, timeout=self.idle_timeout)
+        for waiter in self.waiters.values():
+            if not waiter.is_released:
+                h = self.agents.get(waiter.agent)
+                self.problem("IDLE-2", f"when_idle() {waiter.name!r} of agent {waiter.agent!r} never resolved "
+                             f"although the agent settled (status {h.status if h is not None else '?'})",
+                             rules=("IDLE-2",))
+
+    async def close(self) -> None:
+        """Close the service (it disposes the agents); idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        simulator.observe("world/closing")
+        try:
+            await asyncio.wait_for(_as_coro(self.service.close()), self.idle_timeout)
+        except TimeoutError:
+            self.problem("quiescence", "service.close() did not finish", rules=("SVC-7",))
+        self._sample()
+        simulator.observe("world/closed", agents={k: h.status for k, h in self.agents.items()})
+
+
+def build_tool(spec: ToolSpec) -> FakeTool:
+    """The fake tool a :class:`~.model.ToolSpec` describes."""
+    options: dict[str, Any] = {"latency": spec.latency, "abort_aware": spec.abort_aware,
+                               "repeat_last": spec.repeat_last}
+    if spec.results is not None:
+        return FakeTool(spec.name, results=list(spec.results), **options)
+    if spec.result is not None:
+        return FakeTool(spec.name, spec.result, **options)
+    return FakeTool(spec.name, **options)
+

@@ -1,0 +1,814 @@
+"""The YAML scenario format: validated into the scenario model (errors name the line and the
+field), and written back from it. The full schema is in docs/scenarios.md; in short::
+
+    name: window2                       # required
+    description: a running-status listener cancels A and sends B
+    limits: {max_time: 3600, idle_timeout: 600}      # virtual seconds
+    agents: [a]                         # ids, or {id, model, system_prompt}; default [a]
+    model:                              # the script of model "fake" (or models: {name: [...]})
+      - "plain text reply"
+      - {text: "slow reply", delay: 3}  # text|reasoning|tool_call|blocks|error|raises|hang|empty|aborted
+      - {text: "cut", finish: {kind: error, message: overloaded, code: E}}
+    tools:
+      search: {results: ["3 cats", {fails: "rate limited", code: RATE}], latency: 1}
+    listeners:
+      - on: agent/status                # a notification, a waterfall, session/event or session/flush
+        where: {status: running}        # filter on the event's fields
+        nth: 1                          # act from the n-th matching event on (default 1)
+        times: once                     # once (default) | always
+        do: [{cancel: w2}, {send: B}]   # cancel|send|steer|inject|abort|dispose|raise|when_idle
+    actors:
+      - name: caller
+        at: 0                           # or after: {event: KIND, where: {...}}
+        do: [{send: A}, {when_idle: w}, {wait_idle: w}]   # + sleep, wait_for, inject: {text, wait: true}
+    checks:
+      - released_after_turn: {waiter: w, prompt: B}
+
+``load_text`` / ``load_file`` read it; ``dump`` writes a scenario (for example a generated one)
+as YAML that reads back to the same scenario. A scenario holding what YAML cannot say (a Python
+body or check, a gate, a hook, a raw chunk) raises :class:`Undumpable`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from conformance.fakes import Outcome, Response, fails, hangs, respond, returns
+from conformance.fakes.errors import FakeError
+from conformance.fakes.model import BlockPart
+
+from . import checks as ck
+from . import events as ev
+from .model import (
+    ACTOR_VERBS,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_STEPS,
+    DEFAULT_MAX_TIME,
+    LISTENER_VERBS,
+    Action,
+    Actor,
+    AgentSpec,
+    CheckSpec,
+    Limits,
+    Listener,
+    ModelSpec,
+    Scenario,
+    ScenarioError,
+    ToolSpec,
+)
+from .yaml_reader import Node, parse
+
+TOP = ("name", "description", "limits", "agents", "model", "models", "tools", "listeners",
+       "actors", "checks")
+RESPONSE_KINDS = ("text", "reasoning", "tool_call", "blocks", "error", "raises", "hang", "empty", "aborted")
+RESPONSE_MODIFIERS = ("deltas", "code", "usage", "finish", "truncate", "delay", "between",
+                      "hang_after", "raise_after", "on_abort")
+FINISH_KINDS = ("stop", "tool-calls", "max-tokens", "aborted", "error")
+LISTENER_FIELDS = ("name", "on", "where", "nth", "times", "when", "hold", "optional", "do")
+ACTOR_FIELDS = ("name", "at", "after", "optional", "do")
+EVENT_FIELDS: dict[str, tuple[str, ...]] = {
+    "agent/status": ("agent", "status"),
+    "agent/queued": ("agent", "text", "steering", "source"),
+    "agent/turn-start": ("agent", "turn"),
+    "agent/turn-end": ("agent", "turn", "reason", "detail"),
+    "agent/step-start": ("agent", "turn", "step"),
+    "agent/step-end": ("agent", "turn", "step"),
+    "agent/stream-chunk": ("agent", "turn", "step", "chunk"),
+    "agent/steering": ("agent", "turn", "text", "source"),
+    "agent/error": ("agent", "turn", "step", "error"),
+    "session/event": ("agent", "type", "seq", "turn", "step"),
+    "agent/request": ("agent", "turn", "step"),
+    "agent/step-result": ("agent", "turn", "step"),
+    "agent/turn-continuation": ("agent", "turn", "decision"),
+    "tools/execute": ("agent", "name", "call_id"),
+    "session/flush": ("agent",),
+}
+"""Every event a listener may be registered on, and the fields its ``where`` may filter on."""
+
+MAX_SECONDS = 1e9
+"""The largest virtual time a scenario may name (about 31 years): anything larger is a typo."""
+
+
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when present: ~20x faster
+
+
+class Undumpable(ValueError):
+    """The scenario holds something YAML cannot say (the message says what)."""
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def load_file(path: str | Path) -> Scenario:
+    """Load and validate a scenario file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: no such scenario file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{path}: cannot read ({type(exc).__name__}: {exc})") from None
+    return load_text(text, origin=str(path), path=str(path))
+
+
+def load_text(text: str, *, origin: str = "<scenario>", path: str | None = None, line_offset: int = 0) -> Scenario:
+    """Validate YAML scenario text into a :class:`Scenario` (``origin`` names it in errors)."""
+    root = parse(text, origin, line_offset=line_offset)
+    source: dict[str, Any] = {"yaml": text}
+    if path is not None:
+        source["path"] = path
+    return read_scenario(root).with_source(source)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _seconds(node: Node, *, minimum: float = 0.0) -> float:
+    value = node.number(minimum=minimum)
+    if not math.isfinite(value) or value > MAX_SECONDS:
+        raise node.error(f"must be a finite number of seconds up to {MAX_SECONDS:g}, got {value}")
+    return value
+
+
+def read_scenario(root: Node) -> Scenario:
+    """A :class:`Scenario` from a composed scenario document."""
+    fields = root.keys(TOP, required=("name",))
+    name = fields["name"].string()
+    description = fields["description"].string() if "description" in fields else ""
+    limits = Limits()
+    if "limits" in fields:
+        lf = fields["limits"].keys(("max_time", "idle_timeout", "max_steps"))
+        limits = Limits(
+            max_time=_seconds(lf["max_time"], minimum=1.0) if "max_time" in lf else DEFAULT_MAX_TIME,
+            max_steps=lf["max_steps"].integer(minimum=1) if "max_steps" in lf else DEFAULT_MAX_STEPS,
+            idle_timeout=_seconds(lf["idle_timeout"], minimum=0.001) if "idle_timeout" in lf else DEFAULT_IDLE_TIMEOUT,
+        )
+    agents, agent_nodes = _agents(fields.get("agents"))
+    agent_ids = [a.id for a in agents]
+    if "model" in fields and "models" in fields:
+        raise fields["models"].error("give either 'model' (the script of model 'fake') or 'models', not both")
+    models: list[ModelSpec] = []
+    if "model" in fields:
+        models.append(_model("fake", fields["model"]))
+    for model_name, node in (fields["models"].entries() if "models" in fields else []):
+        models.append(_model(model_name, node))
+    if not models:
+        models.append(ModelSpec())
+    for agent, node in zip(agents, agent_nodes, strict=False):
+        if agent.model not in {m.name for m in models}:
+            raise node.error(f"agent {agent.id!r} uses model {agent.model!r}, which the scenario does not define")
+    tools = tuple(_tool(n, node) for n, node in (fields["tools"].entries() if "tools" in fields else []))
+    listener_nodes = fields["listeners"].items() if "listeners" in fields else []
+    listeners = tuple(_listener(node, agent_ids) for node in listener_nodes)
+    actor_nodes = fields["actors"].items() if "actors" in fields else []
+    actors = tuple(_actor(node, agent_ids) for node in actor_nodes)
+    _check_names(listeners, listener_nodes, actors, actor_nodes)
+    waiters = _check_waiters(listeners, listener_nodes, actors, actor_nodes)
+    checks = tuple(_check(node, agent_ids, waiters) for node in fields["checks"].items()) if "checks" in fields else ()
+    return Scenario(name=name, description=description, agents=agents, models=tuple(models), tools=tools,
+                    listeners=listeners, actors=actors, checks=checks, limits=limits)
+
+
+def _agents(node: Node | None) -> tuple[tuple[AgentSpec, ...], list[Node]]:
+    if node is None:
+        return (AgentSpec("a"),), []
+    out: list[AgentSpec] = []
+    items = node.items()
+    if not items:
+        raise node.error("needs at least one agent")
+    for item in items:
+        if item.is_scalar():
+            out.append(AgentSpec(item.string()))
+            continue
+        f = item.keys(("id", "model", "system_prompt"), required=("id",))
+        out.append(AgentSpec(
+            f["id"].string(),
+            f["model"].string() if "model" in f else "fake",
+            f["system_prompt"].string() if "system_prompt" in f else None,
+        ))
+    ids = [a.id for a in out]
+    for i, agent_id in enumerate(ids):
+        if agent_id in ids[:i]:
+            raise items[i].error(f"duplicate agent id {agent_id!r}")
+    return tuple(out), items
+
+
+# --------------------------------------------------------------------------- the model
+
+
+def _model(name: str, node: Node) -> ModelSpec:
+    if node.is_map():
+        f = node.keys(("script", "default"))
+        script = tuple(_response(item) for item in f["script"].items()) if "script" in f else ()
+        default = _response(f["default"]) if "default" in f else None
+        return ModelSpec(name, script, default)
+    return ModelSpec(name, tuple(_response(item) for item in node.items()))
+
+
+def _response(node: Node) -> Response:
+    if node.is_scalar():
+        return respond.text(node.string())
+    f = node.keys(RESPONSE_KINDS + RESPONSE_MODIFIERS)
+    kinds = [k for k in RESPONSE_KINDS if k in f]
+    if len(kinds) != 1:
+        raise node.error(f"a response needs exactly one of: {', '.join(RESPONSE_KINDS)} (got {kinds or 'none'})")
+    kind = kinds[0]
+    value = f[kind]
+    code = f["code"].string() if "code" in f else None
+    response: Response
+    if kind in ("text", "reasoning"):
+        deltas = f["deltas"].integer(minimum=1) if "deltas" in f else 1
+        response = getattr(respond, kind)(value.string(), deltas=deltas)
+    elif kind == "tool_call":
+        response = _tool_call(value)
+    elif kind == "blocks":
+        response = respond()
+        for block in value.items():
+            bf = block.keys(("text", "reasoning", "tool_call"))
+            if len(bf) != 1:
+                raise block.error("a block is one of: text, reasoning, tool_call")
+            (bkind, bnode), = bf.items()
+            response = response + (_tool_call(bnode) if bkind == "tool_call" else getattr(respond, bkind)(bnode.string()))
+    elif kind == "error":
+        response = respond.error(value.string(), code)
+    elif kind == "raises":
+        position = f["raise_after"].integer() + 1 if "raise_after" in f else 0
+        response = Response().raises(value.string(), code=code, before=position)
+    elif kind == "hang":
+        if not value.boolean():
+            raise value.error("use hang: true (or leave it out)")
+        response = respond.hang()
+    elif kind == "empty":
+        response = respond.empty()
+    else:
+        response = respond.aborted()
+    if "usage" in f:
+        usage = f["usage"].items()
+        if len(usage) != 2:
+            raise f["usage"].error("expected [input_tokens, output_tokens]")
+        response = response.usage(usage[0].integer(), usage[1].integer())
+    if "finish" in f:
+        fin = f["finish"]
+        if fin.is_map():
+            ff = fin.keys(("kind", "message", "code"), required=("kind",))
+            response = response.finish(ff["kind"].choice(FINISH_KINDS),
+                                       ff["message"].string() if "message" in ff else None,
+                                       ff["code"].string() if "code" in ff else None)
+        else:
+            response = response.finish(fin.choice(FINISH_KINDS))
+    if "truncate" in f:
+        response = response.truncate(f["truncate"].integer())
+    if "delay" in f or "between" in f:
+        first = _seconds(f["delay"]) if "delay" in f else 0.0
+        between = _seconds(f["between"]) if "between" in f else 0.0
+        response = response.timing(first=first, between=between)
+    if "hang_after" in f:
+        response = response.hang(after=f["hang_after"].integer())
+    if "raise_after" in f and kind != "raises":
+        raise f["raise_after"].error("raise_after goes with raises: MESSAGE")
+    if "on_abort" in f:
+        response = response.on_abort(f["on_abort"].choice(("finish", "return", "raise")))  # type: ignore[arg-type]
+    try:
+        response.build()
+    except ValueError as exc:
+        raise node.error(str(exc)) from None
+    return response
+
+
+def _tool_call(node: Node) -> Response:
+    if node.is_scalar():
+        return respond.tool_call(node.string())
+    f = node.keys(("name", "args", "id", "fragments"), required=("name",))
+    args: Any = None
+    if "args" in f:
+        args = f["args"].value() if not f["args"].is_scalar() else f["args"].string()
+    return respond.tool_call(
+        f["name"].string(), args,
+        id=f["id"].string() if "id" in f else None,
+        fragments=f["fragments"].integer(minimum=1) if "fragments" in f else 1,
+    )
+
+
+# --------------------------------------------------------------------------- tools
+
+
+def _tool(name: str, node: Node) -> ToolSpec:
+    if node.is_scalar():
+        return ToolSpec(name, returns(node.string()))
+    f = node.keys(("result", "results", "fails", "code", "hangs", "latency", "abort_aware", "repeat_last"))
+    given = [k for k in ("result", "results", "fails", "hangs") if k in f]
+    if len(given) > 1:
+        raise node.error(f"give one of result, results, fails, hangs (got {', '.join(given)})")
+    if "code" in f and "fails" not in f:
+        raise f["code"].error("code goes with fails: MESSAGE")
+    result: Outcome | None = None
+    results: tuple[Outcome, ...] | None = None
+    if "result" in f:
+        result = returns(f["result"].string())
+    elif "fails" in f:
+        result = fails(f["fails"].string(), code=f["code"].string() if "code" in f else None)
+    elif "hangs" in f:
+        if not f["hangs"].boolean():
+            raise f["hangs"].error("use hangs: true (or leave it out)")
+        result = hangs()
+    elif "results" in f:
+        results = tuple(_tool_outcome(item) for item in f["results"].items())
+    return ToolSpec(
+        name, result, results,
+        latency=_seconds(f["latency"]) if "latency" in f else 0.0,
+        abort_aware=f["abort_aware"].boolean() if "abort_aware" in f else True,
+        repeat_last=f["repeat_last"].boolean() if "repeat_last" in f else False,
+    )
+
+
+def _tool_outcome(node: Node) -> Outcome:
+    if node.is_scalar():
+        return returns(node.string())
+    f = node.keys(("result", "fails", "code", "hangs", "latency"))
+    latency: dict[str, Any] = {"latency": _seconds(f["latency"])} if "latency" in f else {}
+    if "fails" in f:
+        return fails(f["fails"].string(), code=f["code"].string() if "code" in f else None, **latency)
+    if "hangs" in f:
+        return hangs(**latency)
+    if "result" in f:
+        return returns(f["result"].string(), **latency)
+    raise node.error("a result is a string or one of {result: ...}, {fails: ...}, {hangs: true}")
+
+
+# --------------------------------------------------------------------------- actions
+
+
+def _agent_ref(node: Node, agents: list[str]) -> str:
+    agent = node.string()
+    if agent not in agents:
+        raise node.error(f"unknown agent {agent!r} (agents: {', '.join(agents)})")
+    return agent
+
+
+def _action(node: Node, agents: list[str], allowed: tuple[str, ...]) -> Action:
+    """One action: ``{VERB: ARGUMENT}``."""
+    if not node.is_map():
+        raise node.error(f"an action is a mapping like {{send: TEXT}}, got {node.kind}")
+    entries = node.entries()
+    if len(entries) != 1:
+        raise node.error(f"an action has exactly one verb (one of: {', '.join(allowed)})")
+    verb, arg = entries[0]
+    if verb not in allowed:
+        where = "in a listener (listeners run synchronously inside the emitter) " if verb in ACTOR_VERBS else ""
+        raise arg.error(f"unknown action {verb!r} {where}(expected one of: {', '.join(allowed)})")
+    if verb in ("send", "steer", "inject"):
+        if arg.is_map():
+            f = arg.keys(("text", "agent", "wait") if verb == "inject" else ("text", "agent"), required=("text",))
+            wait = f["wait"].boolean() if "wait" in f else False
+            if wait and "wait_idle" not in allowed:
+                raise f["wait"].error("an inject in a listener cannot wait (listeners run synchronously "
+                                      "inside the emitter)")
+            return Action(verb, _agent_ref(f["agent"], agents) if "agent" in f else None, text=f["text"].string(),
+                          wait=wait)
+        return Action(verb, text=arg.string())
+    if verb in ("cancel", "abort"):
+        if arg.is_map():
+            f = arg.keys(("reason", "agent"))
+            return Action(verb, _agent_ref(f["agent"], agents) if "agent" in f else None,
+                          reason=f["reason"].string() if "reason" in f else None)
+        return Action(verb, reason=None if arg.value() is None else arg.string())
+    if verb == "dispose":
+        if arg.is_map():
+            return Action(verb, _agent_ref(arg.keys(("agent",), required=("agent",))["agent"], agents))
+        return Action(verb, None if arg.value() is None else _agent_ref(arg, agents))
+    if verb == "raise":
+        return Action(verb, message=arg.string() if arg.value() is not None else "listener failure")
+    if verb == "when_idle":
+        if arg.is_map():
+            f = arg.keys(("name", "agent"), required=("name",))
+            return Action(verb, _agent_ref(f["agent"], agents) if "agent" in f else None, name=f["name"].string())
+        return Action(verb, name=arg.string())
+    if verb == "sleep":
+        return Action(verb, seconds=_seconds(arg))
+    if verb == "wait_idle":
+        return Action(verb, name=arg.string())
+    f = arg.keys(("event", "where"), required=("event",))
+    return Action("wait_for", event=f["event"].string(), where=f["where"].scalars() if "where" in f else None)
+
+
+def _actions(node: Node, agents: list[str], allowed: tuple[str, ...]) -> tuple[Action, ...]:
+    items = node.items()
+    if not items:
+        raise node.error("needs at least one action")
+    return tuple(_action(item, agents, allowed) for item in items)
+
+
+def _optional(f: dict[str, Node]) -> bool:
+    return f["optional"].boolean() if "optional" in f else False
+
+
+def _listener(node: Node, agents: list[str]) -> Listener:
+    f = node.keys(LISTENER_FIELDS, required=("on", "do"))
+    event = f["on"].string()
+    if event not in EVENT_FIELDS:
+        raise f["on"].error(f"unknown event {event!r} (expected one of: {', '.join(EVENT_FIELDS)})")
+    where = f["where"].scalars() if "where" in f else {}
+    for key in where:
+        if key not in EVENT_FIELDS[event]:
+            raise f["where"].error(f"{event} has no field {key!r} (fields: {', '.join(EVENT_FIELDS[event])})")
+    if "agent" in where and where["agent"] not in agents:
+        raise f["where"].error(f"unknown agent {where['agent']!r}")
+    hold = 0.0
+    if "hold" in f:
+        if event != "session/flush":
+            raise f["hold"].error("hold goes with on: session/flush (a slow flush)")
+        hold = _seconds(f["hold"])
+    when = "before"
+    if "when" in f:
+        if event not in ev.WATERFALLS:
+            raise f["when"].error("when (before or after next()) goes with a waterfall "
+                                  f"({', '.join(ev.WATERFALLS)})")
+        when = f["when"].choice(("before", "after"))
+    return Listener(
+        on=event,
+        do=_actions(f["do"], agents, LISTENER_VERBS),
+        name=f["name"].string() if "name" in f else "",
+        where=where,
+        nth=f["nth"].integer(minimum=1) if "nth" in f else 1,
+        times=f["times"].choice(("once", "always")) if "times" in f else "once",  # type: ignore[arg-type]
+        when=when,  # type: ignore[arg-type]
+        hold=hold,
+        optional=_optional(f),
+    )
+
+
+def _actor(node: Node, agents: list[str]) -> Actor:
+    f = node.keys(ACTOR_FIELDS, required=("do",))
+    if ("at" in f) == ("after" in f):
+        raise node.error("an actor needs exactly one of 'at: SECONDS' or 'after: {event: KIND}'")
+    at = _seconds(f["at"]) if "at" in f else None
+    after = where = None
+    if "after" in f:
+        af = f["after"]
+        if af.is_scalar():
+            after = af.string()
+        else:
+            a = af.keys(("event", "where"), required=("event",))
+            after = a["event"].string()
+            where = a["where"].scalars() if "where" in a else None
+    return Actor(do=_actions(f["do"], agents, ACTOR_VERBS), name=f["name"].string() if "name" in f else "",
+                 at=at, after=after, where=where, optional=_optional(f))
+
+
+def _check_names(listeners: tuple[Listener, ...], listener_nodes: list[Node], actors: tuple[Actor, ...],
+                 actor_nodes: list[Node]) -> None:
+    """Listener and actor names are unique; an actor ``after`` a listener names one that exists."""
+    names: dict[str, Node] = {}
+    pairs: list[tuple[Listener | Actor, Node]] = [*zip(listeners, listener_nodes, strict=True),
+                                                  *zip(actors, actor_nodes, strict=True)]
+    for element, node in pairs:
+        if element.name and element.name in names:
+            raise node.error(f"duplicate name {element.name!r} (listener and actor names are unique)")
+        if element.name:
+            names[element.name] = node
+    listener_names = {lst.name for lst in listeners if lst.name}
+    for actor, node in zip(actors, actor_nodes, strict=True):
+        if actor.after == "listener" and actor.where and "name" in actor.where:
+            wanted = actor.where["name"]
+            if wanted not in listener_names:
+                raise node.error(f"after: no listener is named {wanted!r} (listeners: "
+                                 f"{', '.join(sorted(listener_names)) or 'none'})")
+
+
+def _check_waiters(listeners: tuple[Listener, ...], listener_nodes: list[Node], actors: tuple[Actor, ...],
+                   actor_nodes: list[Node]) -> set[str]:
+    """``wait_idle: NAME`` must name a waiter some ``when_idle`` registers; returns the names."""
+    declared: set[str] = set()
+    elements: list[Listener | Actor] = [*listeners, *actors]
+    for element in elements:
+        for action in element.do:
+            if action.verb == "when_idle" and action.name:
+                declared.add(action.name)
+    for actor, node in zip(actors, actor_nodes, strict=True):
+        for action, item in zip(actor.do, node.keys(ACTOR_FIELDS)["do"].items(), strict=True):
+            if action.verb == "wait_idle" and action.name not in declared:
+                raise item.error(f"wait_idle: no when_idle registers a waiter named {action.name!r}")
+    return declared
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _check(node: Node, agents: list[str], waiters: set[str]) -> CheckSpec:
+    if not node.is_map() or len(node.entries()) != 1:
+        raise node.error(f"a check is a mapping with one of: {', '.join(ck.CHECK_KINDS)}")
+    (kind, arg), = node.entries()
+    if kind not in ck.CHECK_KINDS:
+        raise arg.error(f"unknown check {kind!r} (expected one of: {', '.join(ck.CHECK_KINDS)})")
+    if kind == "released_after_turn":
+        f = arg.keys(("waiter", "prompt"), required=("waiter", "prompt"))
+        waiter = f["waiter"].string()
+        if waiter not in waiters:
+            raise f["waiter"].error(f"no when_idle registers a waiter named {waiter!r}")
+        return CheckSpec(kind, {"waiter": waiter, "prompt": f["prompt"].string()})
+    if kind in ("ran", "not_ran"):
+        if arg.is_scalar():
+            return CheckSpec(kind, {"prompt": arg.string()})
+        f = arg.keys(("prompt", "times", "agent"), required=("prompt",))
+        args: dict[str, Any] = {"prompt": f["prompt"].string()}
+        if "times" in f:
+            args["times"] = f["times"].integer()
+        if "agent" in f:
+            args["agent"] = _agent_ref(f["agent"], agents)
+        return CheckSpec(kind, args)
+    if kind == "same_turn":
+        agent = None
+        if arg.is_list():
+            items = arg.items()
+        else:
+            f = arg.keys(("prompts", "agent"), required=("prompts",))
+            items = f["prompts"].items()
+            agent = _agent_ref(f["agent"], agents) if "agent" in f else None
+        if len(items) < 2:
+            raise arg.error(f"same_turn needs at least two prompts, got {len(items)}")
+        return CheckSpec(kind, {"prompts": [i.string() for i in items], **({"agent": agent} if agent else {})})
+    if kind in ("statuses", "turn_ends"):
+        agent = None
+        if arg.is_list():
+            values = [i.string() for i in arg.items()]
+        else:
+            f = arg.keys(("agent", "expect"), required=("expect",))
+            values = [i.string() for i in f["expect"].items()]
+            agent = _agent_ref(f["agent"], agents) if "agent" in f else None
+        return CheckSpec(kind, {"expect": values, **({"agent": agent} if agent else {})})
+    if kind in ("event", "no_event"):
+        f = arg.keys(("kind", "where", "count") if kind == "event" else ("kind", "where"), required=("kind",))
+        args = {"kind": f["kind"].string()}
+        if "where" in f:
+            args["where"] = f["where"].scalars()
+        if "count" in f:
+            args["count"] = f["count"].integer()
+        return CheckSpec(kind, args)
+    f = arg.keys(("first", "then"), required=("first", "then"))
+    pair: dict[str, Any] = {}
+    for key in ("first", "then"):
+        g = f[key].keys(("kind", "where"), required=("kind",))
+        pair[key] = {"kind": g["kind"].string(), "where": g["where"].scalars() if "where" in g else {}}
+    return CheckSpec(kind, pair)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def dump(scenario: Scenario) -> str:
+    """The scenario as YAML text that ``load_text`` reads back to the same scenario."""
+    return yaml.dump(to_document(scenario), Dumper=_DUMPER, sort_keys=False, width=100, allow_unicode=True)
+
+
+def to_document(scenario: Scenario) -> dict[str, Any]:
+    """The scenario as a plain YAML document (see ``dump``)."""
+    if scenario.body is not None:
+        raise Undumpable(f"scenario {scenario.name!r} has a Python body")
+    doc: dict[str, Any] = {"name": scenario.name}
+    if scenario.description:
+        doc["description"] = scenario.description
+    limits: dict[str, Any] = {}
+    if scenario.limits.max_time != DEFAULT_MAX_TIME:
+        limits["max_time"] = scenario.limits.max_time
+    if scenario.limits.max_steps != DEFAULT_MAX_STEPS:
+        limits["max_steps"] = scenario.limits.max_steps
+    if scenario.limits.idle_timeout != DEFAULT_IDLE_TIMEOUT:
+        limits["idle_timeout"] = scenario.limits.idle_timeout
+    if limits:
+        doc["limits"] = limits
+    if scenario.agents != (AgentSpec("a"),):
+        doc["agents"] = [_agent_out(a) for a in scenario.agents]
+    if len(scenario.models) == 1 and scenario.models[0].name == "fake":
+        if scenario.models[0] != ModelSpec():
+            doc["model"] = _model_out(scenario.models[0])
+    elif scenario.models:
+        doc["models"] = {m.name: _model_out(m) for m in scenario.models}
+    if scenario.tools:
+        doc["tools"] = {t.name: _tool_out(t) for t in scenario.tools}
+    if scenario.listeners:
+        doc["listeners"] = [_listener_out(lst) for lst in scenario.listeners]
+    if scenario.actors:
+        doc["actors"] = [_actor_out(a) for a in scenario.actors]
+    if scenario.checks:
+        doc["checks"] = [_check_out(c) for c in scenario.checks]
+    return doc
+
+
+def _agent_out(agent: AgentSpec) -> Any:
+    if agent.model == "fake" and agent.system_prompt is None:
+        return agent.id
+    out: dict[str, Any] = {"id": agent.id}
+    if agent.model != "fake":
+        out["model"] = agent.model
+    if agent.system_prompt is not None:
+        out["system_prompt"] = agent.system_prompt
+    return out
+
+
+def _model_out(model: ModelSpec) -> Any:
+    script = [response_out(r) for r in model.script]
+    if model.default is None:
+        return script
+    return {"script": script, "default": response_out(model.default)}
+
+
+def response_out(r: Response) -> Any:
+    """One response as its YAML value (see the format above)."""
+    if r.gates or r.hooks:
+        raise Undumpable("a response with a gate or a hook has no YAML form")
+    blocks = [b for b in r.parts if isinstance(b, BlockPart)]
+    if len(blocks) != len(r.parts):
+        raise Undumpable("a response with raw chunks has no YAML form")
+    unset = object()
+    finish: Any = r.finish_value if "finish_value" in r._fields_set else unset
+    out: dict[str, Any] = {}
+    if r.raise_at is not None:
+        position, exc = r.raise_at
+        if blocks or type(exc) is not FakeError or position < 0:
+            raise Undumpable("only a stream raising a message (and code) before any block has a YAML form")
+        out["raises"] = str(exc)
+        if getattr(exc, "code", None) is not None:
+            out["code"] = exc.code
+        if position:
+            out["raise_after"] = position - 1
+    elif not blocks:
+        if isinstance(finish, dict) and finish.get("kind") == "error":
+            out["error"] = finish.get("message", "")
+            if finish.get("code") is not None:
+                out["code"] = finish["code"]
+            finish = unset
+        elif isinstance(finish, dict) and finish == {"kind": "aborted"}:
+            out["aborted"] = True
+            finish = unset
+        elif r.hang_at == 0:
+            out["hang"] = True
+        else:
+            out["empty"] = True
+    elif len(blocks) == 1:
+        out.update(_block_out(blocks[0]))
+    else:
+        if any(b.kind != "tool-call" and b.pieces != 1 for b in blocks):
+            raise Undumpable("blocks with their own deltas have no YAML form")
+        out["blocks"] = [_block_out(b) for b in blocks]
+    if r.usage_value is not None:
+        if set(r.usage_value) != {"input_tokens", "output_tokens"}:
+            raise Undumpable("usage beyond input and output tokens has no YAML form")
+        out["usage"] = [r.usage_value["input_tokens"], r.usage_value["output_tokens"]]
+    if finish is not unset:
+        if not isinstance(finish, dict) or finish.get("kind") not in FINISH_KINDS or set(finish) - {"kind", "message", "code"}:
+            raise Undumpable(f"finish {finish!r} has no YAML form")
+        out["finish"] = finish["kind"] if len(finish) == 1 else dict(finish)
+    if r.truncate_at is not None:
+        out["truncate"] = r.truncate_at
+    if r.first is None or r.between is None:
+        raise Undumpable("a response that does not suspend between chunks has no YAML form")
+    if r.first:
+        out["delay"] = r.first
+    if r.between:
+        out["between"] = r.between
+    if r.hang_at is not None and "hang" not in out:
+        if r.hang_at < 1:
+            raise Undumpable("a hang before the first chunk of a response with content has no YAML form")
+        out["hang_after"] = r.hang_at - 1
+    if r.abort_mode != "finish":
+        out["on_abort"] = r.abort_mode
+    if list(out) == ["text"]:
+        return out["text"]
+    return out
+
+
+def _block_out(block: Any) -> dict[str, Any]:
+    if block.kind == "tool-call":
+        call: dict[str, Any] = {"name": block.name}
+        try:
+            args = json.loads(block.content) if block.content else ""
+        except ValueError:
+            args = block.content
+        if block.content != "{}":
+            if isinstance(args, dict | list) and json.dumps(args, separators=(", ", ": ")) == block.content:
+                call["args"] = args
+            else:
+                call["args"] = block.content
+        if block.id is not None:
+            call["id"] = block.id
+        if block.pieces != 1:
+            if not isinstance(block.pieces, int):
+                raise Undumpable("tool-call fragments given as pieces have no YAML form")
+            call["fragments"] = block.pieces
+        return {"tool_call": call}
+    if not isinstance(block.pieces, int):
+        raise Undumpable("text given as explicit pieces has no YAML form")
+    out: dict[str, Any] = {block.kind: block.content}
+    if block.pieces != 1:
+        out["deltas"] = block.pieces
+    return out
+
+
+def _outcome_out(o: Outcome) -> Any:
+    latency = {} if not isinstance(o.latency, int | float) else {"latency": o.latency}
+    if o.hang:
+        return {"hangs": True, **latency}
+    if o.error is not None:
+        out: dict[str, Any] = {"fails": str(o.error)}
+        if getattr(o.error, "code", None) is not None:
+            out["code"] = o.error.code  # type: ignore[attr-defined]
+        return {**out, **latency}
+    if not isinstance(o.value, str):
+        raise Undumpable("a tool result of content blocks has no YAML form")
+    return {"result": o.value, **latency} if latency else o.value
+
+
+def _tool_out(t: ToolSpec) -> Any:
+    out: dict[str, Any] = {}
+    if t.results is not None:
+        out["results"] = [_outcome_out(o) for o in t.results]
+    elif t.result is not None:
+        value = _outcome_out(t.result)
+        out.update(value if isinstance(value, dict) else {"result": value})
+    if t.latency is None:
+        raise Undumpable("a tool that does not suspend has no YAML form")
+    if t.latency:
+        out["latency"] = t.latency
+    if not t.abort_aware:
+        out["abort_aware"] = False
+    if t.repeat_last:
+        out["repeat_last"] = True
+    if list(out) == ["result"]:
+        return out["result"]
+    return out or {"result": "ok"}
+
+
+def _action_out(a: Action) -> dict[str, Any]:
+    verb = a.verb
+    if verb in ("send", "steer", "inject"):
+        if a.agent is None and not a.wait:
+            return {verb: a.text}
+        value: dict[str, Any] = {"text": a.text}
+        if a.agent is not None:
+            value["agent"] = a.agent
+        if a.wait:
+            value["wait"] = True
+        return {verb: value}
+    if verb in ("cancel", "abort"):
+        if a.agent is None:
+            return {verb: a.reason}
+        return {verb: {"agent": a.agent, **({"reason": a.reason} if a.reason is not None else {})}}
+    if verb == "dispose":
+        return {verb: a.agent}
+    if verb == "raise":
+        return {verb: a.message}
+    if verb == "when_idle":
+        return {verb: a.name if a.agent is None else {"name": a.name, "agent": a.agent}}
+    if verb == "sleep":
+        return {verb: a.seconds}
+    if verb == "wait_idle":
+        return {verb: a.name}
+    return {"wait_for": {"event": a.event, **({"where": dict(a.where)} if a.where else {})}}
+
+
+def _listener_out(lst: Listener) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if lst.name:
+        out["name"] = lst.name
+    out["on"] = lst.on
+    if lst.where:
+        out["where"] = dict(lst.where)
+    if lst.nth != 1:
+        out["nth"] = lst.nth
+    if lst.times != "once":
+        out["times"] = lst.times
+    if lst.when != "before":
+        out["when"] = lst.when
+    if lst.hold:
+        out["hold"] = lst.hold
+    if lst.optional:
+        out["optional"] = True
+    out["do"] = [_action_out(a) for a in lst.do]
+    return out
+
+
+def _actor_out(actor: Actor) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if actor.name:
+        out["name"] = actor.name
+    if actor.at is not None:
+        out["at"] = actor.at
+    else:
+        out["after"] = {"event": actor.after, **({"where": dict(actor.where)} if actor.where else {})}
+    if actor.optional:
+        out["optional"] = True
+    out["do"] = [_action_out(a) for a in actor.do]
+    return out
+
+
+def _check_out(c: Any) -> dict[str, Any]:
+    if not isinstance(c, CheckSpec):
+        raise Undumpable(f"check {getattr(c, 'name', c)!r} is Python code")
+    if c.kind in ("ran", "not_ran") and list(c.args) == ["prompt"]:
+        return {c.kind: c.args["prompt"]}
+    return {c.kind: dict(c.args)}

@@ -1,0 +1,95 @@
+"""``loopkit rules | run | explore | replay``: output, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from _cli import invoke
+
+EXAMPLES = Path(__file__).parents[2] / "conformance" / "scenario" / "examples"
+SHIPPED = Path(__file__).parents[2] / "cassettes" / "races"
+W1, W2 = str(EXAMPLES / "window1.yaml"), str(EXAMPLES / "window2.yaml")
+
+
+def _one_line_error(result: object, code: int = 2) -> str:
+    assert result.exit_code == code, (result.exit_code, result.output)  # type: ignore[attr-defined]
+    err = result.stderr.strip()  # type: ignore[attr-defined]
+    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in result.output, err  # type: ignore[attr-defined]
+    return err
+
+
+def test_rules() -> None:
+    result = invoke("rules", "--json")
+    assert result.exit_code == 0
+    rules = json.loads(result.stdout)["rules"]
+    ids = [r["id"] for r in rules]
+    assert "CANCEL-W1" in ids and "CANCEL-W2" in ids and all(r["statement"] for r in rules)
+    result = invoke("rules", "CANCEL-W2")
+    assert result.exit_code == 0 and "CANCEL-W2" in result.stdout and "LOG-1" not in result.stdout
+    assert "unknown rule id 'NOPE-1'" in _one_line_error(invoke("rules", "NOPE-1"))
+
+
+def test_run_exit_codes_timeline_and_trace(tmp_path: Path) -> None:
+    ok = invoke("run", W2, "--trace", str(tmp_path / "t.json"))
+    assert ok.exit_code == 0, ok.output
+    assert 'canceller: cancel("w2")' in ok.stdout and "when_idle() w resolved" in ok.stdout
+    assert json.loads((tmp_path / "t.json").read_text())["outcome"] == "completed"
+    bad = invoke("run", W2, "--impl", "mutant:w2-settle-unconditionally")
+    assert bad.exit_code == 1 and "check released_after_turn(w, B)" in bad.stdout
+
+
+def test_explore_writes_a_cassette_then_replay(tmp_path: Path) -> None:
+    out = tmp_path / "w1.yaml"
+    found = invoke("explore", W1, "--impl", "mutant:w1-release-with-replacement", "--budget", "300", "--out", str(out))
+    assert found.exit_code == 1, found.output
+    assert "FOUND after" in found.stdout and out.exists()
+    assert invoke("replay", str(out)).exit_code == 0
+    again = invoke("replay", str(out), "--impl", "mutant:w1-release-with-replacement", "--diagram", str(tmp_path / "d.html"))
+    assert again.exit_code == 1 and "FAILED" in again.stdout
+    assert (tmp_path / "d.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_explore_clean_budget_and_pct_guarantee() -> None:
+    result = invoke("explore", W2, "--strategy", "pct", "--budget", "30")
+    assert result.exit_code == 0, result.output
+    assert "30 schedules explored" in result.stdout and "pct guarantee" in result.stdout
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    assert "no such scenario file" in _one_line_error(invoke("run", str(tmp_path / "missing.yaml")))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nactors:\n  - at: soon\n    do: [{send: A}]\n")
+    assert "bad.yaml:3: actors[0].at: expected a number" in _one_line_error(invoke("run", str(bad)))
+    assert "bad --impl" in _one_line_error(invoke("run", W2, "--impl", "nocolon"))
+    assert "cannot import" in _one_line_error(invoke("explore", W2, "--impl", "no_such_mod:x"))
+    assert "unknown mutant" in _one_line_error(invoke("replay", str(SHIPPED / "window2.yaml"), "--impl", "mutant:nope"))
+    assert "unknown strategy" in _one_line_error(invoke("explore", W2, "--strategy", "bogus"))
+    assert "no such race cassette" in _one_line_error(invoke("replay", str(tmp_path / "none.yaml")))
+    diverging = tmp_path / "div.yaml"
+    diverging.write_text((SHIPPED / "window1.yaml").read_text().replace("'actor:racer:", "'actor:other:", 1))
+    assert "diverges" in _one_line_error(invoke("replay", str(diverging)))
+
+
+class _Broken:
+    """An implementation whose service cannot be built."""
+
+    name = "broken"
+    features: frozenset[str] = frozenset()
+    logger_name = "broken"
+
+    def create_service(self, *, persistence: object | None = None) -> object:
+        raise RuntimeError("no service today")
+
+    def new_persistence(self) -> object:
+        raise NotImplementedError
+
+
+broken = _Broken()
+
+
+def test_setup_errors_and_bad_numbers_exit_2() -> None:
+    for args in (("run", W2), ("explore", W1), ("explore", W1, "--workers", "2")):
+        err = _one_line_error(invoke(*args, "--impl", "test_commands:broken"))
+        assert "create_service() raised RuntimeError: no service today" in err
+    assert "at least 1" in _one_line_error(invoke("explore", W1, "--budget", "0"))

@@ -1,0 +1,270 @@
+"""The checks read timelines: each oracle fails on a timeline that breaks it, holds on one that
+does not, names the rule ids it checks, and points at the event where it shows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.scenario import checks as ck
+
+
+def _op(op: str, text: str | None = None, *, by: str = "caller", status: str = "idle", **extra: Any) -> dict[str, Any]:
+    e = {"kind": "op", "op": op, "by": by, "agent": "a", "status": status, **extra}
+    if text is not None:
+        e["text"] = text
+    return e
+
+
+def _log(seq: int, type_: str, **data: Any) -> dict[str, Any]:
+    return {"kind": "log", "agent": "a", "seq": seq, "type": type_, "data": data}
+
+
+def _status(s: str) -> dict[str, Any]:
+    return {"kind": "agent/status", "agent": "a", "status": s}
+
+
+def _turn(seq: int, n: int, prompt: str) -> list[dict[str, Any]]:
+    return [
+        _log(seq, "turn/start", turn=n, trigger={"kind": "message"}),
+        _log(seq + 1, "user/message", content=[{"type": "text", "text": prompt}]),
+        _log(seq + 2, "turn/end", turn=n, reason={"kind": "completed"}),
+    ]
+
+
+def _check(name: str, timeline: list[dict[str, Any]]) -> ck.Violation | None:
+    found = {c.name: c for c in ck.ORACLES}[name]
+    return found.evaluate(ck.TraceView(timeline))
+
+
+def test_sound_timeline_passes_every_invariant() -> None:
+    tl = [_op("send", "A"), _op("when_idle", waiter="w"), _status("running"), *_turn(0, 1, "A"), _status("idle"),
+          {"kind": "waiter/released", "waiter": "w", "agent": "a", "status": "idle", "log_len": 3, "precise": True}]
+    assert [c.name for c in ck.ORACLES if c.evaluate(ck.TraceView(tl)) is not None] == []
+
+
+def test_log_balance() -> None:
+    tl = [_op("send", "A"), _log(0, "turn/start", turn=1), _log(1, "turn/start", turn=2)]
+    found = _check("LOG", tl)
+    assert found is not None and "LOG-4" in found.message
+
+
+def test_status_repeat_and_illegal_transition() -> None:
+    found = _check("STATUS-1", [_status("running"), _status("running")])
+    assert found is not None and "repeated" in found.message and found.at == 1
+    found = _check("STATUS-1", [_status("disposed"), _status("idle")])
+    assert found is not None and "illegal" in found.message
+
+
+def test_turn_numbers_increase() -> None:
+    tl = [_op("send", "A"), _op("send", "B"), *_turn(0, 2, "A"), *_turn(3, 2, "B")]
+    found = _check("LOOP-3", tl)
+    assert found is not None and "turn 2 started after turn 2" in found.message
+
+
+def test_prompt_run_twice_or_lost() -> None:
+    found = _check("prompts", [_op("send", "A"), *_turn(0, 1, "A"), *_turn(3, 2, "A")])
+    assert found is not None and "ran 2 times" in found.message
+    found = _check("prompts", [_op("send", "A"), _op("send", "B"), *_turn(0, 1, "A")])
+    assert found is not None and "'B'" in found.message and "never ran" in found.message
+    # ... unless a later cancel may have dropped it.
+    assert _check("prompts", [_op("send", "A"), _op("send", "B"), _op("cancel"), *_turn(0, 1, "A")]) is None
+
+
+def test_idle2_running_at_release_without_new_prompt() -> None:
+    # A release seen only when its awaiting task resumed (not precise) is judged leniently.
+    tl = [_op("send", "A"), _op("when_idle", waiter="w"), _status("running"), *_turn(0, 1, "A"), _status("idle"),
+          _status("running"), {"kind": "waiter/released", "waiter": "w", "agent": "a", "status": "running", "log_len": 3}]
+    found = _check("IDLE-2", tl)
+    assert found is not None and found.at == 8 and "running" in found.message and found.rules == ("IDLE-2",)
+    # A prompt sent after the idle transition explains the running status.
+    tl.insert(7, _op("send", "C"))
+    assert _check("IDLE-2", tl) is None
+    # A sampled (precise) release while running is a violation whatever came before.
+    tl[-1] = {**tl[-1], "precise": True}
+    assert _check("IDLE-2", tl) is not None
+
+
+def test_idle2_precise_release_counts_prompts_queued_after_registration() -> None:
+    # The waiter was registered before B was sent, and released (sampled) before B ran: the
+    # agent was not quiescent at the release (IDLE-2), although B came after the registration.
+    tl = [_op("send", "A"), _op("when_idle", waiter="w"), _status("running"), _op("send", "B", status="running"),
+          *_turn(0, 1, "A"), _status("idle"),
+          {"kind": "waiter/released", "waiter": "w", "agent": "a", "status": "idle", "log_len": 3, "precise": True},
+          _status("running"), *_turn(3, 2, "B"), _status("idle")]
+    found = _check("IDLE-2", tl)
+    assert found is not None and "'B'" in found.message
+    # Not precise: only what was queued before the registration counts.
+    tl[8] = {**tl[8], "precise": False}
+    assert _check("IDLE-2", tl) is None
+    # A cancel between B's send and the release dropped it: nothing was owed.
+    excused = [*tl[:4], _op("cancel", status="running"), *tl[4:]]
+    excused[9] = {**excused[9], "precise": True}
+    assert _check("IDLE-2", excused) is None
+
+
+def test_released_after_turn() -> None:
+    check = ck.released_after_turn("w", "B")
+    early = [_op("when_idle", waiter="w"), _log(0, "turn/start", turn=1),
+             _log(1, "user/message", content=[{"type": "text", "text": "B"}]),
+             {"kind": "waiter/released", "waiter": "w", "agent": "a", "status": "running", "log_len": 2},
+             _log(2, "turn/end", turn=1, reason={"kind": "completed"})]
+    found = check.evaluate(ck.TraceView(early))
+    assert found is not None and "still open" in found.message and found.at == 3
+    late = [early[0], early[1], early[2], early[4], {**early[3], "log_len": 3}]
+    assert check.evaluate(ck.TraceView(late)) is None
+    assert "never resolved" in (check.evaluate(ck.TraceView(early[:3])) or ck.Violation("")).message
+
+
+def test_a_raising_check_is_a_violation() -> None:
+    boom = ck.LoopCheck("boom", lambda view: 1 / 0)  # type: ignore[arg-type,return-value]
+    found = boom.evaluate(ck.TraceView([]))
+    assert found is not None and "ZeroDivisionError" in found.message
+
+
+def test_send_refused_by_a_disposed_agent_is_owed_nothing() -> None:
+    # DISP-3: send() on a disposed agent raises; the prompt was never queued, so it is not lost.
+    tl = [_op("send", "A"), _status("running"), *_turn(0, 1, "A"), _status("idle"), _op("dispose"),
+          _status("disposed"), _op("send", "B", status="disposed"),
+          {"kind": "op/error", "op": "send", "by": "caller", "agent": "a", "error": "AgentDisposedError: x"}]
+    assert _check("prompts", tl) is None
+    # The same send on a live agent that raised (for whatever reason) queued nothing either.
+    refused = [_op("send", "A"), _status("running"), *_turn(0, 1, "A"), _status("idle"), _op("send", "B"),
+               {"kind": "agent/queued", "agent": "a", "text": "B"},
+               {"kind": "op/error", "op": "send", "by": "caller", "agent": "a", "error": "ValueError: x"}]
+    assert _check("prompts", refused) is None
+    # But a send that went through and never ran is still caught.
+    lost = [_op("send", "A"), _status("running"), *_turn(0, 1, "A"), _status("idle"), _op("send", "B")]
+    violation = _check("prompts", lost)
+    assert violation is not None and "'B'" in violation.message
+
+
+def test_same_turn() -> None:
+    check = ck.same_turn(["A", "B"])
+    batched = [_op("send", "A"), _op("send", "B"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}),
+               _log(1, "user/message", content=[{"type": "text", "text": "A"}]),
+               _log(2, "user/message", content=[{"type": "text", "text": "B"}]),
+               _log(3, "turn/end", turn=1, reason={"kind": "completed"})]
+    assert check.evaluate(ck.TraceView(batched)) is None
+    split = [_op("send", "A"), _op("send", "B"), *_turn(0, 1, "A"), *_turn(3, 2, "B")]
+    found = check.evaluate(ck.TraceView(split))
+    assert found is not None and found.at == 2  # the turn that ran A (the first of them)
+    assert "'A' in turn(s) [1], 'B' in turn(s) [2]" in found.message and "LOOP-2" in found.message
+    lost = [_op("send", "A"), *_turn(1, 1, "A")]
+    found = check.evaluate(ck.TraceView(lost))
+    assert found is not None and "'B' never" in found.message
+    # Per agent: another agent's turn does not count.
+    assert ck.same_turn(["A", "B"], agent="b").evaluate(ck.TraceView(batched)) is not None
+
+
+def test_where_reaches_into_nested_data() -> None:
+    tl = [_op("send", "A"), *_turn(1, 1, "A")]
+    view = ck.TraceView(tl)
+    assert ck.event("log", {"type": "turn/end", "data.reason.kind": "completed"}, count=1).evaluate(view) is None
+    assert ck.event("log", {"data.reason.kind": "aborted"}).evaluate(view) is not None
+    assert ck.no_event("log", {"data.reason.kind": "completed"}).evaluate(view) is not None
+    assert ck.no_event("log", {"data.reason.kind.deeper": "completed"}).evaluate(view) is None
+    # A field whose own name has a dot wins over the path.
+    assert ck.event("x", {"a.b": 1}).evaluate(ck.TraceView([{"kind": "x", "a.b": 1, "a": {"b": 2}}])) is None
+
+
+def _ended(seq: int, n: int, prompt: str, reason: dict[str, Any], *body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        _log(seq, "turn/start", turn=n, trigger={"kind": "message"}),
+        _log(seq + 1, "user/message", content=[{"type": "text", "text": prompt}]),
+        *body,
+        _log(seq + 2 + len(body), "turn/end", turn=n, reason=reason),
+    ]
+
+
+def test_cancel_drops_queued_work() -> None:
+    ran_anyway = [_op("send", "A"), _op("cancel"), _status("running"), *_turn(0, 1, "A"), _status("idle")]
+    found = _check("CANCEL-2", ran_anyway)
+    assert found is not None and "'A'" in found.message and found.rules == ("CANCEL-2",)
+    # A prompt sent after the cancel runs.
+    assert _check("CANCEL-2", [_op("cancel"), _op("send", "A"), _status("running"), *_turn(0, 1, "A")]) is None
+    # Steering waiting at the cancel is dropped too (CANCEL-4).
+    steered = [_op("send", "A"), _status("running"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}),
+               _log(1, "user/message", content=[{"type": "text", "text": "A"}]),
+               _op("steer", "S", status="running"), _op("cancel", status="running"),
+               _log(2, "steering/message", turn=1, content=[{"type": "text", "text": "S"}]),
+               _log(3, "turn/end", turn=1, reason={"kind": "aborted", "reason": "cancelled"})]
+    found = _check("CANCEL-2", steered)
+    assert found is not None and found.rules == ("CANCEL-4",)
+
+
+def test_aborted_turn_needs_a_cancel_or_abort_during_it() -> None:
+    aborted = {"kind": "aborted", "reason": "cancelled"}
+    leaked = [_op("send", "A"), _op("cancel"), _op("send", "B"), *_ended(0, 1, "B", aborted)]
+    found = _check("MARKER-1", leaked)
+    assert found is not None and "turn 1 ends aborted" in found.message and "MARKER-1" in found.rules
+    during = [_op("send", "B"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}), _op("abort", status="running"),
+              _log(1, "turn/end", turn=1, reason=aborted)]
+    assert _check("MARKER-1", during) is None
+
+
+def test_a_turn_takes_every_prompt_queued_before_it() -> None:
+    split = [_op("send", "A"), _op("send", "B"), *_turn(0, 1, "A"), *_turn(3, 2, "B")]
+    found = _check("LOOP-2", split)
+    assert found is not None and "did not take prompt 'B'" in found.message and found.rules == ("LOOP-2",)
+    # A cancel between the send and the turn excuses it (it was dropped).
+    assert _check("LOOP-2", [_op("send", "A"), _op("cancel"), _op("send", "B"), *_turn(0, 1, "B")]) is None
+
+
+def test_max_tokens_precedence() -> None:
+    finish = {"type": "finish", "reason": {"kind": "max-tokens"}}
+    chunk = _log(2, "assistant/chunk", turn=1, step=1, chunk=finish)
+    completed = [_op("send", "A"), *_ended(0, 1, "A", {"kind": "completed"}, chunk)]
+    found = _check("MAXTOK", completed)
+    assert found is not None and "MAXTOK-2" in found.message
+    invented = [_op("send", "A"), *_ended(0, 1, "A", {"kind": "max-tokens"})]
+    assert "MAXTOK-4" in (_check("MAXTOK", invented) or ck.Violation("")).message
+    dispatched = [_op("send", "A"), *_ended(0, 1, "A", {"kind": "max-tokens"}, chunk,
+                                             _log(3, "tool/call", turn=1, step=1, call_id="c1"))]
+    assert "MAXTOK-5" in (_check("MAXTOK", dispatched) or ck.Violation("")).message
+    error = _log(2, "error", turn=1, step=1, message="boom")
+    assert "MAXTOK-3" in (_check("MAXTOK", [_op("send", "A"), *_ended(0, 1, "A", {"kind": "completed"}, error)])
+                          or ck.Violation("")).message
+    disposed = [_op("send", "A"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}), _op("dispose", status="running"),
+                _log(1, "turn/end", turn=1, reason={"kind": "completed"})]
+    assert "DISP-1" in (_check("MAXTOK", disposed) or ck.Violation("")).message
+    assert _check("MAXTOK", [_op("send", "A"), *_ended(0, 1, "A", {"kind": "max-tokens"}, chunk)]) is None
+
+
+def test_tools_in_order_contained_and_aborted() -> None:
+    call = lambda seq, cid: _log(seq, "tool/call", turn=1, step=1, call_id=cid)  # noqa: E731
+    result = lambda seq, cid: _log(seq, "tool/result", turn=1, step=1, call_id=cid, is_error=False)  # noqa: E731
+    overlapping = [_op("send", "A"), *_ended(0, 1, "A", {"kind": "completed"}, call(2, "c1"), call(3, "c2"),
+                                              result(4, "c1"), result(5, "c2"))]
+    assert "TOOL-1" in (_check("TOOLS", overlapping) or ck.Violation("")).message
+    failed = [_op("send", "A"), {"kind": "tool/done", "tool": "t", "call_id": "c1", "outcome": "error", "error": "tool failed"},
+              *_ended(0, 1, "A", {"kind": "error", "message": "tool failed"}, call(2, "c1"),
+                      _log(3, "error", turn=1, step=1, message="tool failed"))]
+    assert "TOOL-3" in (_check("TOOLS", failed) or ck.Violation("")).message
+    go_on = [_log(0, "turn/start", turn=1, trigger={"kind": "message"}), call(1, "c1"), _op("abort", status="running"),
+             result(2, "c1"), _log(3, "step/start", turn=1, step=2), _log(4, "turn/end", turn=1, reason={"kind": "completed"})]
+    assert "TOOL-5" in (_check("TOOLS", go_on) or ck.Violation("")).message
+    null_code = [_op("send", "A"), *_ended(0, 1, "A", {"kind": "error", "message": "x", "code": None})]
+    assert "ERR-7" in (_check("TOOLS", null_code) or ck.Violation("")).message
+
+
+def test_steering_reaches_the_model() -> None:
+    steer = _log(2, "steering/message", turn=1, content=[{"type": "text", "text": "S"}])
+    stranded = [_op("send", "A"), *_ended(0, 1, "A", {"kind": "completed"}, _log(2, "step/start", turn=1, step=1), steer)]
+    assert "STEER-2" in (_check("STEERING", stranded) or ck.Violation("")).message
+    gate = [_op("send", "A"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}),
+            _op("steer", "S", by="l1", status="running", on="agent/step-end"),
+            _log(1, "turn/end", turn=1, reason={"kind": "completed"})]
+    found = _check("STEERING", gate)
+    assert found is not None and found.rules == ("CONT-2",)
+
+
+def test_problems_the_world_recorded_fail_the_run() -> None:
+    found = _check("problems", [{"kind": "problem", "check": "IDLE-2", "message": "never resolved", "rules": ["IDLE-2"]}])
+    assert found is not None and found.rules == ("IDLE-2",) and "never resolved" in found.message
+
+
+def test_every_oracle_names_rule_ids_of_the_catalogue() -> None:
+    from conformance.catalogue import RULES_BY_ID
+
+    for oracle in ck.ORACLES:
+        assert all(r in RULES_BY_ID for r in oracle.rules), oracle.name

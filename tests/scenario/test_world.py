@@ -1,0 +1,262 @@
+"""The one world: building, acting, listening, actors, waiter sampling, settling, traces."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import simulator
+from conformance.fakes import respond
+from conformance.impl import resolve
+from conformance.scenario import World, engine, load, loop_scenario
+from conformance.scenario.model import Action, Actor, Listener, ModelSpec, Scenario, ToolSpec
+from conformance.scenario.trace import Trace
+from conformance.scenario.yaml_format import load_text
+from simulator.strategies import RandomStrategy
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ROOT / "cassettes" / "llm"
+REFERENCE = resolve(None)
+
+
+def _kinds(trace: Trace, *keep: str) -> list[str]:
+    return [e["kind"] for e in trace.timeline if not keep or e["kind"] in keep]
+
+
+def _ops(trace: Trace) -> list[tuple[str, str, Any]]:
+    return [(e["by"], e["op"], e.get("text") or e.get("waiter") or e.get("reason")) for e in trace.timeline
+            if e["kind"] == "op"]
+
+
+# --------------------------------------------------------------------------- actors
+
+
+def test_actors_act_at_their_times_and_after_events() -> None:
+    sc = load_text(textwrap.dedent("""\
+        name: actors
+        model: {script: ["one", "two", "three"], default: ok}
+        actors:
+          - {name: late, at: 2.5, do: [{send: C}]}
+          - {name: early, at: 1, do: [{send: A}, {sleep: 0.5}, {send: B}]}
+          - {name: follower, after: {event: agent/turn-end, where: {turn: 1}}, do: [{steer: after-one}]}
+        """))
+    report = engine.run_one(sc, REFERENCE)
+    assert report.ok, report.trace.summary()
+    runs = [(e["t_us"], e["actor"]) for e in report.trace.timeline if e["kind"] == "actor/run"]
+    assert runs == [(1_000_000, "early"), (1_000_000, "follower"), (2_500_000, "late")]
+    assert [op for op in _ops(report.trace) if op[0] != "world"] == [
+        ("early", "send", "A"), ("follower", "steer", "after-one"), ("early", "send", "B"), ("late", "send", "C")]
+
+
+def test_an_actor_that_raises_is_a_problem_and_the_run_goes_on() -> None:
+    @loop_scenario(agents=(), models=())
+    async def raises(w: World) -> None:
+        w.model(["fine"])
+        w.agent("a")
+        w.spawn(lambda: 1 / 0, name="broken")
+        w.send("a", "hi")
+
+    report = engine.run_one(raises, REFERENCE)
+    assert not report.ok
+    assert [f["check"] for f in report.trace.failures] == ["problems"]
+    assert "actor:broken: raised ZeroDivisionError" in report.trace.failures[0]["message"]
+    assert "actor/error" in _kinds(report.trace)
+    assert any(e["kind"] == "log" and e["type"] == "turn/end" for e in report.trace.timeline), "the run went on"
+
+
+def test_a_model_called_past_its_script_fails_the_run() -> None:
+    sc = Scenario("exhausted", models=(ModelSpec("fake", (respond.text("only"),)),),
+                  actors=(Actor((Action("send", text="A"), Action("when_idle", name="w"), Action("wait_idle", name="w"),
+                                 Action("send", text="B")), at=0.0),))
+    report = engine.run_one(sc, REFERENCE)
+    assert not report.ok
+    assert "model:fake" in report.trace.failures[0]["message"] and "call #2" in report.trace.failures[0]["message"]
+
+
+def test_untriggered_listeners_and_actors_are_recorded() -> None:
+    sc = Scenario("untriggered",
+                  listeners=(Listener("agent/error", (Action("cancel"),), name="on-error", optional=True),),
+                  actors=(Actor((Action("send", text="A"),), name="caller", at=0.0),
+                          Actor((Action("send", text="B"),), name="never", after="agent/error")),
+                  models=(ModelSpec("fake", (), respond.text("ok")),))
+    report = engine.run_one(sc, REFERENCE)
+    assert report.ok, report.trace.summary()
+    assert report.trace.untriggered == ["never", "on-error"]
+    untriggered = {e["name"]: e["optional"] for e in report.trace.timeline if e["kind"] == "untriggered"}
+    assert untriggered == {"on-error": True, "never": False}
+
+
+# --------------------------------------------------------------------------- listeners
+
+
+def test_a_waterfall_listener_acts_before_or_after_next() -> None:
+    def run(when: str) -> list[str]:
+        sc = Scenario("wf", models=(ModelSpec("fake", (respond.tool_call("slow"),), respond.text("ok")),),
+                      tools=(ToolSpec("slow", latency=1.0),),
+                      listeners=(Listener("tools/execute", (Action("steer", text=f"S-{when}"),), name="l", when=when),),
+                      actors=(Actor((Action("send", text="A"),), at=0.0),))
+        report = engine.run_one(sc, REFERENCE)
+        assert report.ok, report.trace.summary()
+        return [e["kind"] if e["kind"] != "op" else f"op:{e['op']}" for e in report.trace.timeline]
+
+    before, after = run("before"), run("after")
+    assert before.index("op:steer") < before.index("tool/start")  # the tool runs inside next()
+    assert after.index("op:steer") > after.index("tool/done")
+
+
+def test_a_listener_acting_on_the_nth_event_counts_matching_events() -> None:
+    sc = Scenario("nth", models=(ModelSpec("fake", (), respond.text("ok")),),
+                  listeners=(Listener("agent/status", (Action("send", text="from-listener"),), name="l",
+                                      where={"status": "idle"}, nth=2),),
+                  actors=(Actor((Action("send", text="A"), Action("when_idle", name="w"), Action("wait_idle", name="w"),
+                                 Action("send", text="B")), at=0.0),))
+    report = engine.run_one(sc, REFERENCE)
+    assert report.ok, report.trace.summary()
+    fired = [e for e in report.trace.timeline if e["kind"] == "listener"]
+    assert len(fired) == 1
+    before = [e for e in report.trace.timeline[: report.trace.timeline.index(fired[0])] if e["kind"] == "agent/status"]
+    assert [e["status"] for e in before] == ["running", "idle", "running", "idle"]
+
+
+# --------------------------------------------------------------------------- waiters
+
+
+def test_a_waiter_release_is_sampled_between_the_observations_it_happened_between() -> None:
+    sc = load("conformance/scenario/examples/window2.yaml")
+    report = engine.run_one(sc, REFERENCE)
+    assert report.ok
+    tl = report.trace.timeline
+    rel = next(i for i, e in enumerate(tl) if e["kind"] == "waiter/released" and e["waiter"] == "w")
+    assert tl[rel]["precise"] is True
+    # Released on B's running -> idle transition, before its status event reached any listener.
+    assert tl[rel - 1]["kind"] == "agent/status" and tl[rel - 1]["status"] == "idle"
+    assert tl[rel]["status"] == "idle" and tl[rel]["log_len"] == sum(1 for e in tl[:rel] if e["kind"] == "log")
+
+    buggy = engine.run_one(sc, resolve("mutant:w2-settle-unconditionally"))
+    early = next(e for e in buggy.trace.timeline if e["kind"] == "waiter/released" and e["waiter"] == "w")
+    assert early["log_len"] == 0, "the buggy loop releases w before B's turn even starts"
+
+
+def test_a_waiter_that_never_resolves_is_a_liveness_problem() -> None:
+    class Stuck:
+        """A when_idle() that never resolves (and has no done())."""
+
+        def __await__(self) -> Any:
+            return asyncio.get_running_loop().create_future().__await__()
+
+    @loop_scenario(agents=(), models=())
+    async def stuck(w: World) -> None:
+        w.model([], default=respond.text("ok"))
+        agent = w.agent("a")
+        agent.when_idle = Stuck  # type: ignore[method-assign]
+        w.when_idle("a", "w")
+
+    report = engine.run_one(stuck, REFERENCE)
+    problems = [f["message"] for f in report.trace.failures]
+    assert any("'w'" in m and "never resolved although the agent settled" in m for m in problems), problems
+
+
+def test_the_settle_aborts_a_hung_step_and_drops_no_prompt() -> None:
+    sc = Scenario("hang", models=(ModelSpec("fake", (respond.hang(),), respond.text("ok")),),
+                  actors=(Actor((Action("send", text="A"), Action("sleep", seconds=1.0), Action("send", text="B")),
+                                at=0.0),))
+    report = engine.run_one(sc, REFERENCE)
+    assert report.ok, report.trace.summary()
+    assert ("world", "abort", None) in _ops(report.trace)
+    ends = [e["data"]["reason"]["kind"] for e in report.trace.timeline if e["kind"] == "log" and e["type"] == "turn/end"]
+    assert ends == ["aborted", "completed"]
+
+
+# --------------------------------------------------------------------------- models
+
+
+def _request(text: str) -> dict[str, Any]:
+    return {"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": text}]}]}
+
+
+def test_a_world_plays_a_shipped_llm_cassette_in_virtual_time() -> None:
+    path = SHIPPED / "openai-chat" / "text.yaml"
+
+    @loop_scenario(agents=(), models=())
+    async def recorded(w: World) -> None:
+        model = w.cassette(path)
+        assert w.models["text"] is model
+        w.agent("a", model="text")
+        w.send("a", "What is the weather in Paris and Tokyo?")
+        w.when_idle("a", "done")
+        await w.wait_idle("done")
+
+    report = engine.run_one(recorded, REFERENCE, seed=4)
+    assert report.ok, report.trace.summary()
+    assert report.trace.virtual_time_us > 0, "the recorded gaps pass in virtual time"
+    chunks = [e for e in report.trace.timeline if e["kind"] == "log" and e["type"] == "assistant/chunk"]
+    assert chunks and chunks[-1]["data"]["chunk"] == {"type": "finish", "reason": {"kind": "stop"}}
+    assert engine.run_one(recorded, REFERENCE, seed=4).trace.to_json() == report.trace.to_json()
+
+
+def test_cassette_problems_fail_the_run_like_a_fake_models() -> None:
+    from cassettes.errors import CassetteError
+
+    path = SHIPPED / "anthropic" / "text.yaml"
+
+    @loop_scenario(agents=(), models=())
+    async def asks_twice(w: World) -> None:
+        w.cassette(path, name="claude")
+        with pytest.raises(ValueError, match="already exists"):
+            w.cassette(path, name="claude")
+        with pytest.raises(CassetteError):
+            w.cassette(ROOT / "no-such-cassette.yaml")
+        w.agent("a", model="claude")
+        for text in ("one", "two"):  # one interaction recorded: the second is unanswerable
+            w.send("a", text)
+            w.when_idle("a", text)
+            await w.wait_idle(text)
+
+    report = engine.run_one(asks_twice, REFERENCE)
+    assert not report.ok
+    assert any("model:claude" in f["message"] for f in report.trace.failures), report.trace.failures
+
+
+# --------------------------------------------------------------------------- traces
+
+
+def test_trace_json_is_byte_stable_and_round_trips() -> None:
+    sc = load("conformance/scenario/examples/cancel_in_tool.yaml")
+    first = engine.run_one(sc, REFERENCE, RandomStrategy(), seed=3)
+    again = engine.run_one(sc, REFERENCE, RandomStrategy(), seed=3)
+    assert first.trace.to_json() == again.trace.to_json()
+    loaded = Trace.from_json(first.trace.to_json())
+    assert loaded.to_json() == first.trace.to_json()
+    replayed = engine.run_one(sc, REFERENCE, schedule=first.trace.schedule_object())
+    assert replayed.trace.timeline == first.trace.timeline
+
+
+def test_same_trace_bytes_in_two_processes_with_different_hash_seeds() -> None:
+    code = textwrap.dedent("""\
+        from conformance.impl import resolve
+        from conformance.scenario import engine, load
+        from simulator.strategies import RandomStrategy
+        sc = load("conformance/scenario/examples/steer_during_tool.yaml")
+        print(engine.run_one(sc, resolve(None), RandomStrategy(), seed=5).trace.to_json())
+        """)
+    outs = []
+    for hash_seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
+                              check=True, timeout=120)
+        outs.append(proc.stdout)
+    assert outs[0] == outs[1] and json.loads(outs[0])["outcome"] == "completed"
+
+
+def test_a_world_lives_inside_a_simulation() -> None:
+    with pytest.raises(RuntimeError, match="inside a simulation"):
+        World(Scenario("x"), REFERENCE)
+    assert simulator.current_loop() is None

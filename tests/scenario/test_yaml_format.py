@@ -1,0 +1,188 @@
+"""The YAML scenario format: examples load; malformed files fail in one line naming line and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.scenario import ScenarioError, load
+from conformance.scenario.yaml_format import load_text
+
+EXAMPLES = sorted((Path(__file__).parents[2] / "conformance" / "scenario" / "examples").glob("*.yaml"))
+
+GOOD = """\
+name: demo
+model: ["hi"]
+actors:
+  - at: 0
+    do: [{send: A}]
+"""
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_examples_load_and_pass_on_the_reference(path: Path) -> None:
+    from conformance.impl import resolve
+    from conformance.scenario import engine
+
+    report = engine.run_one(load(str(path)), resolve(None))
+    assert report.ok, report.trace.summary()
+
+
+def test_on_is_a_field_name_not_a_boolean() -> None:
+    sc = load_text(GOOD + "listeners:\n  - on: agent/status\n    do: [{cancel: x}]\n")
+    assert sc.name == "demo"
+
+
+BAD = [
+    ("actors:\n  - at: 0\n    do: [{send: A}]\n", 1, "missing required field 'name'"),
+    (GOOD + "colour: red\n", 6, "colour: unknown field"),
+    (GOOD.replace("{send: A}", "{shout: A}"), 5, "actors[0].do[0].shout: unknown action 'shout'"),
+    (GOOD.replace("at: 0", "at: soon"), 4, "actors[0].at: expected a number, got a string"),
+    (GOOD.replace("{send: A}", "{send: {text: A, agent: zed}}"), 5, "unknown agent 'zed'"),
+    (GOOD + "listeners:\n  - on: agent/statuz\n    do: [{cancel: x}]\n", 7, "unknown event 'agent/statuz'"),
+    (GOOD + "listeners:\n  - on: agent/status\n    where: {colour: red}\n    do: [{cancel: x}]\n", 8,
+     "agent/status has no field 'colour'"),
+    (GOOD + "listeners:\n  - on: agent/status\n    do: [{sleep: 1}]\n", 8, "unknown action 'sleep' in a listener"),
+    (GOOD + "checks:\n  - released_after_turn: {waiter: w}\n", 7, "missing required field 'prompt'"),
+    (GOOD + "checks:\n  - eventually: x\n", 7, "unknown check 'eventually'"),
+    (GOOD.replace('["hi"]', "[{text: hi, error: boom}]"), 2, "exactly one of"),
+    (GOOD.replace("{send: A}", "{wait_idle: nope}"), 5, "no when_idle registers a waiter named 'nope'"),
+    ("name: x\nmodel: [\n", 3, "YAML syntax error"),
+    (GOOD + "agents: [{id: a, model: gpt}]\n", 6, "uses model 'gpt'"),
+    (GOOD + "listeners:\n  - on: agent/status\n    nth: 0\n    do: [{cancel: x}]\n", 8,
+     "listeners[0].nth: must be >= 1, got 0"),
+    (GOOD + "listeners:\n  - on: agent/status\n    nth: two\n    do: [{cancel: x}]\n", 8,
+     "listeners[0].nth: expected an integer"),
+    (GOOD + "listeners:\n  - on: agent/status\n    hold: 1\n    do: [{cancel: x}]\n", 8,
+     "listeners[0].hold: hold goes with on: session/flush"),
+    (GOOD + "listeners:\n  - on: session/flush\n    hold: soon\n    do: [{cancel: x}]\n", 8,
+     "listeners[0].hold: expected a number"),
+    (GOOD + "listeners:\n  - on: session/flush\n    where: {turn: 1}\n    do: [{cancel: x}]\n", 8,
+     "session/flush has no field 'turn'"),
+    (GOOD + "listeners:\n  - on: agent/status\n    do: [{inject: {text: I, wait: true}}]\n", 8,
+     "listeners[0].do[0].inject.wait: an inject in a listener cannot wait"),
+    (GOOD.replace("{send: A}", "{inject: {text: I, wait: yes please}}"), 5, "do[0].inject.wait: expected true or false"),
+    (GOOD.replace("{send: A}", "{inject: {text: I, later: true}}"), 5, "do[0].inject.later: unknown field"),
+    (GOOD.replace("{send: A}", "{send: {text: I, wait: true}}"), 5, "do[0].send.wait: unknown field"),
+    (GOOD + "checks:\n  - same_turn: [A]\n", 7, "checks[0].same_turn: same_turn needs at least two prompts"),
+    (GOOD + "checks:\n  - same_turn: {prompts: [A, B], agent: zed}\n", 7, "unknown agent 'zed'"),
+    (GOOD + "checks:\n  - same_turn: {agent: a}\n", 7, "missing required field 'prompts'"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "message"), BAD)
+def test_malformed_scenarios_name_line_and_field(text: str, line: int, message: str) -> None:
+    with pytest.raises(ScenarioError) as err:
+        load_text(text, origin="s.yaml")
+    text_ = str(err.value)
+    assert "\n" not in text_
+    assert text_.startswith(f"s.yaml:{line}: "), text_
+    assert message in text_
+
+
+def test_missing_file_and_bad_reference() -> None:
+    with pytest.raises(ScenarioError, match="no such scenario file"):
+        load("nowhere/missing.yaml")
+    with pytest.raises(ScenarioError, match="not a scenario file"):
+        load("justaword")
+    with pytest.raises(ScenarioError, match="cannot import"):
+        load("no_such_module_xyz:thing")
+    with pytest.raises(ScenarioError, match="not a scenario"):
+        load("conformance.scenario.checks:ORACLES")
+
+
+def _run(text: str) -> list[dict[str, Any]]:
+    from conformance.impl import resolve
+    from conformance.scenario import engine
+
+    report = engine.run_one(load_text(text), resolve(None))
+    assert report.ok, report.trace.summary()
+    return list(report.trace.timeline)
+
+
+FLUSH = """\
+name: flush
+model: [r1, r2, r3, r4]
+listeners:
+  - name: flusher
+    on: session/flush
+    nth: 2
+    hold: 0.5
+    do: [{send: L}]
+actors:
+  - at: 0
+    do: [{send: A}, {when_idle: w}, {wait_idle: w}, {send: B}, {when_idle: v}, {wait_idle: v}]
+checks:
+  - ran: L
+"""
+
+
+def test_a_listener_on_the_nth_session_flush() -> None:
+    timeline = _run(FLUSH)
+    fired = [i for i, e in enumerate(timeline) if e["kind"] == "listener"]
+    assert [timeline[i]["on"] for i in fired] == ["session/flush"]
+    # The second flush is turn 2's (B): the listener acts after its turn/end, not after turn 1's.
+    ends = [i for i, e in enumerate(timeline) if e["kind"] == "log" and e["type"] == "turn/end"]
+    assert ends[0] < ends[1] < fired[0] < ends[2]
+    # hold: the flush takes virtual time, the next turn starts after it.
+    starts = [e["t_us"] for e in timeline if e["kind"] == "log" and e["type"] == "turn/start"]
+    assert starts[2] - timeline[fired[0]]["t_us"] >= 500_000
+
+
+def test_nth_counts_matching_events_for_every_kind() -> None:
+    # nth: 2 on agent/status where {status: running}: the second running transition, i.e. B's turn.
+    text = FLUSH.replace("on: session/flush", "on: agent/status\n    where: {status: running}").replace(
+        "    hold: 0.5\n", "")
+    timeline = _run(text)
+    fired = [i for i, e in enumerate(timeline) if e["kind"] == "listener"]
+    sends = [i for i, e in enumerate(timeline) if e["kind"] == "op" and e.get("text") == "B"]
+    assert len(fired) == 1 and fired[0] > sends[0]
+    # Without nth the first one fires (A's turn).
+    timeline = _run(text.replace("    nth: 2\n", ""))
+    fired = [i for i, e in enumerate(timeline) if e["kind"] == "listener"]
+    sends = [i for i, e in enumerate(timeline) if e["kind"] == "op" and e.get("text") == "B"]
+    assert len(fired) == 1 and fired[0] < sends[0]
+    # nth: 5 never comes: the listener never fires; times: always acts from the n-th on.
+    assert not [e for e in _run(text.replace("nth: 2", "nth: 5").replace("  - ran: L\n", "  - not_ran: L\n"))
+                if e["kind"] == "listener"]
+    # times: always acts on the n-th matching event and every later one.
+    always = text.replace("{send: L}", "{steer: S}").replace("  - ran: L\n", "  - ran: A\n")
+    for nth, fired_times in ((1, 2), (2, 1), (3, 0)):
+        timeline = _run(always.replace("nth: 2", f"nth: {nth}\n    times: always"))
+        assert len([e for e in timeline if e["kind"] == "listener"]) == fired_times, nth
+
+
+INJECT = """\
+name: inject
+model: [{text: r1, delay: 3}, r2, r3]
+actors:
+  - name: caller
+    at: 0
+    do: [{send: A}, {inject: INJ}, {send: B}]
+"""
+
+
+def test_an_actor_can_await_an_inject() -> None:
+    def order(text: str) -> tuple[int, int]:
+        timeline = _run(text)
+        injected = next(i for i, e in enumerate(timeline) if e["kind"] == "log" and e["type"] == "context/message")
+        sent = next(i for i, e in enumerate(timeline) if e["kind"] == "op" and e.get("text") == "B")
+        return injected, sent
+
+    injected, sent = order(INJECT)  # started, not awaited: B goes first (backwards compatible)
+    assert sent < injected
+    injected, sent = order(INJECT.replace("{inject: INJ}", "{inject: {text: INJ, wait: false}}"))
+    assert sent < injected
+    injected, sent = order(INJECT.replace("{inject: INJ}", "{inject: {text: INJ, wait: true}}"))
+    assert injected < sent
+
+
+def test_same_turn_in_yaml() -> None:
+    text = GOOD.replace("{send: A}", "{send: A}, {send: B}") + "checks:\n  - same_turn: [A, B]\n"
+    _run(text)
+    loaded = load_text(text.replace("same_turn: [A, B]", "same_turn: {prompts: [A, B], agent: a}"))
+    from conformance.scenario.checks import compile_check
+
+    assert [compile_check(c).name for c in loaded.checks] == ["same_turn(A, B)"]

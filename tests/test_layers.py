@@ -1,0 +1,40 @@
+"""The layering contract, beyond what ``lint-imports`` (run by CI) checks: ``cli.py`` is on top,
+so no package imports it, not even lazily inside a function."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("simulator", "reference_loop", "cassettes", "conformance")
+ORDER = {name: i for i, name in enumerate(PACKAGES)}
+
+
+def _imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append(node.module)
+    return out
+
+
+def test_no_package_imports_the_cli() -> None:
+    offenders = [f"{p.relative_to(ROOT)} imports {name}" for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")
+                 for name in _imports(p) if name.split(".")[0] == "cli"]
+    assert offenders == []
+
+
+def test_no_import_climbs_a_layer() -> None:
+    # The same rule as the import-linter contract, so a plain `pytest` run catches it too.
+    offenders = []
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            for name in _imports(path):
+                top = name.split(".")[0]
+                if top in ORDER and ORDER[top] > ORDER[pkg]:
+                    offenders.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert offenders == []
