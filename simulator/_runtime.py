@@ -242,6 +242,7 @@ class SimLoop(base_events.BaseEventLoop):
         self._choices: list[tuple[int, int, Any, Any, bool]] = []
         self._record = True
         self._timeline: list[dict[str, Any]] = []
+        self._recording = True  # off once the run is over (see _cleanup)
         #: callbacks called with each observed event (``on_observe``); this run only
         self._observers: list[_Observer] = []
         self._tasks: list[asyncio.Task[Any]] = []
@@ -875,6 +876,11 @@ def _collect_unretrieved(
     return out
 
 
+_UNCLOSABLE: deque[Any] = deque(maxlen=10_000)
+"""Coroutines of finished runs that ignore ``GeneratorExit``: kept referenced, so the garbage
+collector never resumes them inside a later run (bounded: pathological code only)."""
+
+
 def _cleanup(loop: SimLoop) -> None:
     """Like asyncio.run: cancel what is still pending and let it unwind, then finalise async
     generators; FIFO, unrecorded, bounded."""
@@ -896,6 +902,19 @@ def _cleanup(loop: SimLoop) -> None:
             fut = loop.create_task(loop.shutdown_asyncgens(), name="shutdown_asyncgens")
             fut.add_done_callback(_on_main_done)
             _drive_any(loop)
+        # A task that would not be cancelled (it swallows CancelledError) is closed now: left
+        # alive, its coroutine would be finalised by the garbage collector in the middle of a
+        # later run and run code there. What it does while closing is not observed.
+        loop._recording = False
+        for t in loop._tasks:
+            if not t.done():
+                coro = t.get_coro()
+                try:
+                    coro.close()
+                except RuntimeError:  # it ignored GeneratorExit: it can never be finalised
+                    _UNCLOSABLE.append(coro)
+                except BaseException:  # it raised while closing: it is closed
+                    pass
         for t in loop._tasks:
             if t.done() and not t.cancelled() and getattr(t, "_log_traceback", False):
                 t._log_traceback = False
@@ -943,7 +962,7 @@ def observe(kind: str, **data: Any) -> None:
     timeline and notify the run's observers (:func:`on_observe`); does nothing outside a
     simulation."""
     loop = _CURRENT
-    if loop is not None:
+    if loop is not None and loop._recording:
         ev = {"t": loop._now, "kind": kind}
         ev.update(data)
         loop._timeline.append(ev)

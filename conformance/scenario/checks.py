@@ -132,7 +132,7 @@ class TraceView:
 
     def __init__(self, timeline: Sequence[Event]) -> None:
         self.timeline = timeline
-        self._cache: dict[str, Any] = {}
+        self._cache: dict[Any, Any] = {}
 
     @classmethod
     def of(cls, trace: Trace) -> TraceView:
@@ -155,7 +155,17 @@ class TraceView:
             out.setdefault(str(e.get("kind")), []).append(e)
         return out
 
+    @cached_property
+    def _by_kind_agent(self) -> dict[tuple[str, Any], list[Event]]:
+        out: dict[tuple[str, Any], list[Event]] = {}
+        for e in self.indexed:
+            out.setdefault((str(e.get("kind")), e.get("agent")), []).append(e)
+        return out
+
     def of_kind(self, kind: str, **where: Any) -> list[Event]:
+        """The events of ``kind`` matching ``where`` (a filter on ``agent`` is indexed)."""
+        if "agent" in where and len(where) == 1:
+            return list(self._by_kind_agent.get((kind, where["agent"]), []))
         found = self._by_kind.get(kind, [])
         return [e for e in found if ev.matches(e, where)] if where else list(found)
 
@@ -170,7 +180,7 @@ class TraceView:
 
     def log(self, agent: str) -> list[Event]:
         """The agent's session events ``{type, seq, data, _i}`` in order."""
-        key = f"log:{agent}"
+        key = ("log", agent)
         if key not in self._cache:
             self._cache[key] = [
                 {"type": e["type"], "seq": e["seq"], "data": e.get("data", {}), "_i": e["_i"]}
@@ -182,6 +192,13 @@ class TraceView:
     def turns(self, agent: str, upto: int | None = None) -> list[dict[str, Any]]:
         """Per turn of the log (the first ``upto`` session events): number, prompts (user
         messages), steering texts, reason, and the timeline indices of its start and end."""
+        key = ("turns", agent, upto)
+        if key not in self._cache:
+            self._cache[key] = self._turns(agent, upto)
+        cached: list[dict[str, Any]] = self._cache[key]
+        return cached
+
+    def _turns(self, agent: str, upto: int | None) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for e in self.log(agent)[:upto]:
             kind, data = e["type"], e["data"]
@@ -227,9 +244,13 @@ class TraceView:
 
     def ops(self, agent: str, *names: str) -> list[Event]:
         """The agent's ``op`` events (only ``names`` when given) that did not raise."""
-        refused = self.refused()
-        return [e for e in self.of_kind("op", agent=agent)
-                if (not names or e.get("op") in names) and e["_i"] not in refused]
+        key = ("ops", agent, names)
+        if key not in self._cache:
+            refused = self.refused()
+            self._cache[key] = [e for e in self._by_kind_agent.get(("op", agent), [])
+                                if (not names or e.get("op") in names) and e["_i"] not in refused]
+        cached: list[Event] = self._cache[key]
+        return cached
 
     def sends(self, agent: str) -> list[Event]:
         """Prompts queued for a next turn: ``send``, and ``steer`` while not running (STEER-1).
@@ -247,10 +268,18 @@ class TraceView:
         """Indices of what may drop queued work: cancels and disposals, and (``close``) the
         world's final close. The close comes after the world settled the agent, so a prompt
         still unrun then was lost, not dropped: ``close=False`` leaves it out."""
+        key = ("stops", agent, close)
+        if key not in self._cache:
+            self._cache[key] = self._stops(agent, close)
+        cached: list[int] = self._cache[key]
+        return cached
+
+    def _stops(self, agent: str, close: bool) -> list[int]:
         closing = self.of_kind("world/closing")
         end = closing[0]["_i"] if closing and not close else len(self.timeline)
         out = [e["_i"] for e in self.ops(agent, "cancel", "dispose")]
-        out += [e["_i"] for e in self.of_kind("agent/status", agent=agent, status="disposed") if e["_i"] < end]
+        out += [e["_i"] for e in self.of_kind("agent/status", agent=agent)
+                if e.get("status") == "disposed" and e["_i"] < end]
         if close:
             out += [e["_i"] for e in closing]
         return sorted(out)
@@ -261,7 +290,7 @@ class TraceView:
         stop = before if before is not None else len(self.timeline)
         if any(after < i < stop for i in self.stops(agent, close=close)):
             return True
-        return any(after < e["_i"] < stop for e in self.of_kind("agent/error", agent=agent))
+        return any(after < e["_i"] < stop for e in self._by_kind_agent.get(("agent/error", agent), ()))
 
     def release(self, waiter: str) -> Event | None:
         found = self.of_kind("waiter/released", waiter=waiter)

@@ -96,10 +96,20 @@ def compact_log(event: Mapping[str, Any]) -> dict[str, Any]:
     return {"seq": event.get("seq"), "type": event.get("type"), "data": jsonable(data)}
 
 
+_PLAIN = frozenset((str, int, float, bool, type(None)))
+
+
 def jsonable(value: Any) -> Any:
     """A JSON-safe, deterministic copy: tuples become lists, sets sorted lists, unknown objects
     ``"<TypeName>"`` (never a ``repr`` with a memory address), exceptions ``"Type: message"``."""
-    if value is None or isinstance(value, bool | int | str | float):
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    if kind is dict:  # the common case, without the ABC machinery of isinstance(Mapping)
+        return {k if type(k) is str else str(k): jsonable(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [jsonable(v) for v in value]
+    if isinstance(value, bool | int | str | float):
         return value
     if isinstance(value, Mapping):
         return {str(k): jsonable(v) for k, v in value.items()}

@@ -34,9 +34,10 @@ def us(seconds: float) -> int:
 
 
 def timeline_event(raw: Mapping[str, Any]) -> Event:
-    """A runtime timeline entry (``{"t": seconds, "kind", ...}``) as a trace event."""
-    event = {k: jsonable(v) for k, v in raw.items() if k != "t"}
-    event["t_us"] = us(float(raw.get("t", 0.0)))
+    """A runtime timeline entry (``{"t": seconds, "kind", ...}``) as a trace event (its values
+    made JSON-safe only when the trace is written: the world observes plain data)."""
+    event = dict(raw)
+    event["t_us"] = us(float(event.pop("t", 0.0)))
     return event
 
 
@@ -127,7 +128,7 @@ class Trace:
             "virtual_time_us": self.virtual_time_us,
             "steps": self.steps,
             "schedule": self.schedule,
-            "timeline": self.timeline,
+            "timeline": jsonable(self.timeline),
             "failures": self.failures,
             "untriggered": self.untriggered,
             "pending": self.pending,

@@ -329,3 +329,30 @@ def test_unwrap_returns_the_value_or_raises_how_the_run_ended() -> None:
         simulator.run(boom).unwrap()
     with pytest.raises(AssertionError, match="deadlock"):
         simulator.run(stuck).unwrap()
+
+
+def test_a_task_that_swallows_cancellation_runs_nothing_in_a_later_run() -> None:
+    # Left alive, its coroutine would be finalised by the garbage collector in the middle of a
+    # later run, and its code (here: observing) would land in that run's timeline.
+    import gc
+
+    async def stubborn() -> None:
+        while True:
+            try:
+                await asyncio.sleep(1000)
+            except BaseException:
+                simulator.observe("stubborn/woke")
+
+    async def first() -> None:
+        asyncio.get_running_loop().create_task(stubborn())
+        await asyncio.sleep(0)
+
+    async def second() -> None:
+        gc.collect()
+        await asyncio.sleep(0)
+        gc.collect()
+
+    assert simulator.run(first).ok
+    r2 = simulator.run(second)
+    gc.collect()
+    assert r2.timeline == []
