@@ -46,6 +46,7 @@ from vcr.record_mode import RecordMode
 from vcr.request import Request as VcrRequest
 
 from .errors import CassetteError, UnmatchedRequestError
+from .eventstream import EVENTSTREAM_CONTENT_TYPE, split_frames
 from .sse import parse_block, split_events
 
 FORMAT_KEY = "loopkit"
@@ -55,10 +56,17 @@ SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoade
 
 @dataclass
 class RecordedEvent:
-    """One server-sent event as it arrived: its raw text (blank line included) and offset (s)."""
+    """One stream event as it arrived, with its offset (s): a server-sent event's raw text (blank
+    line included), or one binary event-stream frame (``raw``; ``text`` is then empty)."""
 
     offset: float
     text: str
+    raw: bytes | None = None
+
+    @property
+    def data(self) -> bytes:
+        """The bytes that went over the wire for this event."""
+        return self.raw if self.raw is not None else self.text.encode()
 
 
 @dataclass
@@ -73,8 +81,9 @@ class Interaction:
     reason: str
     headers: dict[str, list[str]]
     body: str
-    events: list[RecordedEvent] | None = None  # SSE responses only
+    events: list[RecordedEvent] | None = None  # streamed responses only (SSE or event-stream frames)
     timed: bool = False  # whether ``events`` came from the file (else split from the body, offset 0)
+    raw: bytes | None = None  # the body's bytes when they are not UTF-8 text (``body`` then decodes them lossily)
 
     def header(self, name: str) -> str:
         """First value of a response header, case-insensitively ("" when absent)."""
@@ -88,6 +97,22 @@ class Interaction:
         return "text/event-stream" in self.header("content-type")
 
     @property
+    def is_eventstream(self) -> bool:
+        """AWS's binary event-stream framing (Bedrock ConverseStream)."""
+        return EVENTSTREAM_CONTENT_TYPE in self.header("content-type")
+
+    @property
+    def is_stream(self) -> bool:
+        return self.is_sse or self.is_eventstream
+
+    @property
+    def body_bytes(self) -> bytes:
+        """The body as it went over the wire (decompressed)."""
+        if self.events is not None and self.timed:
+            return b"".join(e.data for e in self.events)
+        return self.raw if self.raw is not None else self.body.encode()
+
+    @property
     def request_json(self) -> dict[str, Any] | None:
         try:
             data = json.loads(self.request_body or "")
@@ -97,17 +122,23 @@ class Interaction:
 
     @property
     def streaming(self) -> bool:
-        """Whether the request asked for a stream (``"stream": true``), else whether one came back."""
+        """Whether the request asked for a stream: as its adapter reads it from the URL (Gemini,
+        Bedrock) or the body (``"stream": true``), else whether a stream came back."""
+        from .providers import adapter_for_url
+
+        cls = adapter_for_url(self.uri)
+        if cls is not None:
+            return bool(cls.replay_settings(self.uri, self.request_json, self.is_stream)["stream"])
         data = self.request_json
         if data is not None and "stream" in data:
             return bool(data["stream"])
-        return self.is_sse
+        return self.is_stream
 
     def chunks(self) -> list[tuple[float, bytes]]:
-        """The body as (offset, bytes) pieces: one per event for SSE, else one piece."""
+        """The body as (offset, bytes) pieces: one per event for a stream, else one piece."""
         if self.events is not None:
-            return [(e.offset, e.text.encode()) for e in self.events]
-        return [(0.0, self.body.encode())]
+            return [(e.offset, e.data) for e in self.events]
+        return [(0.0, self.body_bytes)]
 
     def to_vcr(self) -> dict[str, Any]:
         """This interaction as vcrpy keeps it in memory: ``{"request": ..., "response": ...}``.
@@ -118,10 +149,10 @@ class Interaction:
         response: dict[str, Any] = {
             "status": {"code": self.status, "message": self.reason},
             "headers": {k: list(v) for k, v in self.headers.items()},
-            "body": {"string": self.body},
+            "body": {"string": self.raw if self.raw is not None else self.body},
         }
         if self.timed and self.events is not None:
-            response["events"] = [{"offset": e.offset, "data": e.text} for e in self.events]
+            response["events"] = [{"offset": e.offset, "data": e.raw if e.raw is not None else e.text} for e in self.events]
         request = {
             "method": self.method,
             "uri": self.uri,
@@ -176,18 +207,32 @@ def _fail(path: Path, n: int, problem: str) -> CassetteError:
 def _headers(raw: Any) -> dict[str, list[str]]:
     if not isinstance(raw, dict):
         return {}
-    # Some serializers write a single scalar instead of vcrpy's list of values.
-    return {str(k): [str(x) for x in v] if isinstance(v, list) else [str(v)] for k, v in raw.items()}
+    # Some serializers write a single scalar instead of vcrpy's list of values; botocore's
+    # recordings store some values as !!binary.
+    return {str(k): [_header_value(x) for x in v] if isinstance(v, list) else [_header_value(v)] for k, v in raw.items()}
+
+
+def _header_value(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _body_text(path: Path, n: int, raw: Any, encoding: str) -> str:
-    """A stored body (str, bytes, ``{string: ...}``) as text, undoing gzip/deflate when needed."""
+    """A stored body as text (a binary one decoded lossily: see ``_body``)."""
+    return _body(path, n, raw, encoding)[0]
+
+
+def _body(path: Path, n: int, raw: Any, encoding: str) -> tuple[str, bytes | None]:
+    """A stored body (str, bytes, ``{string: ...}``) as ``(text, bytes or None)``.
+
+    gzip/deflate is undone first. Bytes that are not UTF-8 (a binary event stream, another
+    charset) are kept as they are, with their text decoded lossily for display and scrubbing.
+    """
     if isinstance(raw, dict):
         raw = raw.get("string")
     if raw is None:
-        return ""
+        return "", None
     if isinstance(raw, str):
-        return raw
+        return raw, None
     if not isinstance(raw, bytes):
         raise _fail(path, n, f"body is a {type(raw).__name__}, expected a string or !!binary")
     data = raw
@@ -199,9 +244,9 @@ def _body_text(path: Path, n: int, raw: Any, encoding: str) -> str:
     except (OSError, EOFError, zlib.error) as exc:
         raise _fail(path, n, f"body says content-encoding {encoding or 'gzip'} but does not decompress: {exc}") from exc
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _fail(path, n, f"body is not UTF-8 text ({encoding or 'no content-encoding'})") from exc
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "replace"), data
 
 
 def _first(headers: dict[str, list[str]], name: str) -> str:
@@ -230,29 +275,48 @@ def _interaction(path: Path, n: int, raw: Any) -> Interaction:
     headers = _headers(response.get("headers"))
     encoding = _first(headers, "content-encoding").lower()
     events: list[RecordedEvent] | None = None
+    raw_body: bytes | None = None
     if isinstance(response.get("events"), list):
         events = []
         for record in response["events"]:
-            if not isinstance(record, dict) or not isinstance(record.get("data"), str):
-                raise _fail(path, n, "each 'events' record needs a 'data' string and an 'offset'")
+            if not isinstance(record, dict) or not isinstance(record.get("data"), str | bytes):
+                raise _fail(path, n, "each 'events' record needs a 'data' string (or !!binary frame) and an 'offset'")
             try:
                 offset = float(record.get("offset") or 0.0)
             except (TypeError, ValueError) as exc:
                 raise _fail(path, n, f"event offset {record.get('offset')!r} is not a number") from exc
-            events.append(RecordedEvent(offset, record["data"]))
-        body = "".join(e.text for e in events)
+            data = record["data"]
+            events.append(RecordedEvent(offset, data, None) if isinstance(data, str) else RecordedEvent(offset, "", bytes(data)))
+        if any(e.raw is not None for e in events):
+            raw_body = b"".join(e.data for e in events)
+            body = raw_body.decode("utf-8", "replace")
+        else:
+            body = "".join(e.text for e in events)
     elif "parsed_body" in response:
         body = json.dumps(response["parsed_body"])
     else:
-        body = _body_text(path, n, response.get("body"), encoding)
+        body, raw_body = _body(path, n, response.get("body"), encoding)
     # Bodies are kept decoded: what we serve must not claim an encoding or a stale length.
     headers = {k: v for k, v in headers.items() if k.lower() not in ("content-encoding", "content-length")}
     if not _first(headers, "content-type"):
         # Some serializers drop response headers; sniff the body so the adapter reads it right.
         sse = body.lstrip().startswith(("data:", "event:"))
-        headers["content-type"] = ["text/event-stream" if sse else "application/json"]
-    interaction = Interaction(str(request["method"]).upper(), str(request["uri"]), req_headers, req_body, code, reason, headers, body, events, events is not None)
-    if interaction.is_sse and code < 400:
+        frames = raw_body is not None and _frames_or_none(raw_body) is not None
+        headers["content-type"] = [EVENTSTREAM_CONTENT_TYPE if frames else "text/event-stream" if sse else "application/json"]
+    interaction = Interaction(str(request["method"]).upper(), str(request["uri"]), req_headers, req_body, code, reason, headers, body,
+                              events, events is not None, raw_body)
+    if interaction.is_eventstream and code < 400:
+        if events is None:
+            frames_found = _frames_or_none(raw_body if raw_body is not None else body.encode())
+            if frames_found is None:
+                raise _fail(path, n, "malformed event stream: a frame's length or checksum does not hold")
+            whole, leftover = frames_found
+            if leftover:
+                raise _fail(path, n, f"truncated event stream: the body ends mid-frame ({len(leftover)} bytes left)")
+            if not whole:
+                raise _fail(path, n, "truncated event stream: no frame")
+            interaction.events = [RecordedEvent(0.0, "", frame) for frame in whole]
+    elif interaction.is_sse and code < 400:
         raw_events, rest = split_events(body) if events is None else ([e.text for e in events], "")
         if rest.strip():
             # Some serializers strip the final blank line: a last event whose data is whole is
@@ -265,6 +329,13 @@ def _interaction(path: Path, n: int, raw: Any) -> Interaction:
         if events is None:
             interaction.events = [RecordedEvent(0.0, text) for text in raw_events]
     return interaction
+
+
+def _frames_or_none(data: bytes) -> tuple[list[bytes], bytes] | None:
+    try:
+        return split_frames(data)
+    except ValueError:
+        return None
 
 
 def _whole_event(text: str) -> bool:

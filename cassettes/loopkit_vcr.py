@@ -61,6 +61,7 @@ from vcr.serialize import deserialize as vcr_deserialize
 from vcr.serialize import serialize as vcr_serialize
 
 from .errors import CassetteError
+from .eventstream import EVENTSTREAM_CONTENT_TYPE, split_frames
 from .llm_cassette import FORMAT_KEY, SAFE_LOADER, Cassette
 from .sse import split_events
 
@@ -136,8 +137,9 @@ class Scrubber:
 class _Arrival:
     """One streamed response's network reads, as (seconds after its headers, raw bytes)."""
 
-    def __init__(self, encoding: str) -> None:
+    def __init__(self, encoding: str, binary: bool = False) -> None:
         self.encoding = encoding.lower()
+        self.binary = binary  # AWS event-stream frames rather than server-sent events
         self.start = time.monotonic()
         self.reads: list[tuple[float, bytes]] = []
 
@@ -145,29 +147,64 @@ class _Arrival:
         if data:
             self.reads.append((round(time.monotonic() - self.start, 4), data))
 
-    def events(self) -> list[dict[str, Any]] | None:
-        """The reads as SSE event records ``{offset, data}`` (each event at the read completing it).
-
-        ``None`` when the bytes do not decode (an encoding we cannot undo incrementally).
-        """
+    def _decoded(self) -> list[tuple[float, bytes]] | None:
         wbits = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
         if self.encoding and self.encoding not in wbits and self.encoding != "identity":
             return None
         inflate = zlib.decompressobj(wbits[self.encoding]) if self.encoding in wbits else None
-        decoder = codecs.getincrementaldecoder("utf-8")()
-        pending, events = "", []
-        offset = 0.0
         try:
-            for offset, data in self.reads:
-                pending += decoder.decode(inflate.decompress(data) if inflate else data)
-                complete, pending = split_events(pending)
-                events += [{"offset": offset, "data": text} for text in complete]
-            pending += decoder.decode(b"", final=True)
-        except (zlib.error, UnicodeDecodeError):
+            return [(offset, inflate.decompress(data) if inflate else data) for offset, data in self.reads]
+        except zlib.error:
             return None
-        if pending:  # a trailing partial event is kept as it came (replay reports it)
-            events.append({"offset": offset, "data": pending})
-        return events
+
+    def events(self) -> list[dict[str, Any]] | None:
+        """The reads as event records ``{offset, data}`` (each event at the read completing it):
+        SSE events as text, event-stream frames as bytes.
+
+        ``None`` when the bytes do not decode (an encoding we cannot undo incrementally).
+        """
+        reads = self._decoded()
+        if reads is None:
+            return None
+        return _frame_records(reads) if self.binary else _sse_records(reads)
+
+
+def _sse_records(reads: list[tuple[float, bytes]]) -> list[dict[str, Any]] | None:
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    pending, events = "", []
+    offset = 0.0
+    try:
+        for offset, data in reads:
+            pending += decoder.decode(data)
+            complete, pending = split_events(pending)
+            events += [{"offset": offset, "data": text} for text in complete]
+        pending += decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return None
+    if pending:  # a trailing partial event is kept as it came (replay reports it)
+        events.append({"offset": offset, "data": pending})
+    return events
+
+
+def _frame_records(reads: list[tuple[float, bytes]]) -> list[dict[str, Any]] | None:
+    pending, events = b"", []
+    offset = 0.0
+    try:
+        for offset, data in reads:
+            pending += data
+            complete, pending = split_frames(pending)
+            events += [{"offset": offset, "data": frame} for frame in complete]
+    except ValueError:
+        return None
+    if pending:  # a frame cut short is kept as it came (replay reports it)
+        events.append({"offset": offset, "data": pending})
+    return events
+
+
+def _joined(events: list[dict[str, Any]]) -> str | bytes:
+    if events and isinstance(events[0]["data"], bytes):
+        return b"".join(e["data"] for e in events)
+    return "".join(e["data"] for e in events)
 
 
 class ArrivalLog:
@@ -177,6 +214,7 @@ class ArrivalLog:
     under vcrpy's httpx stub: the stub drains the response stream as it arrives, so each read is
     timestamped at its real arrival. ``attach_events`` (a ``before_record_response`` hook) finds
     the arrival whose bytes are the recorded body and stores its events with their offsets.
+    Server-sent events and AWS event-stream frames are both timed, one record per event/frame.
     """
 
     def __init__(self) -> None:
@@ -185,19 +223,24 @@ class ArrivalLog:
 
     def open(self, headers: list[tuple[bytes, bytes]]) -> _Arrival | None:
         found = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers}
-        if "text/event-stream" not in found.get("content-type", ""):
+        content_type = found.get("content-type", "")
+        binary = EVENTSTREAM_CONTENT_TYPE in content_type
+        if "text/event-stream" not in content_type and not binary:
             return None  # only event streams get per-event records
-        arrival = _Arrival(found.get("content-encoding", ""))
+        arrival = _Arrival(found.get("content-encoding", ""), binary)
         with self._lock:
             self._arrivals.append(arrival)
         return arrival
 
-    def _take(self, body: str) -> list[dict[str, Any]] | None:
-        wanted = _normalise(body)
+    def _take(self, body: str | bytes) -> list[dict[str, Any]] | None:
+        wanted = body if isinstance(body, bytes) else _normalise(body)
         with self._lock:
             for arrival in self._arrivals:
                 events = arrival.events()
-                if events is not None and _normalise("".join(e["data"] for e in events)) == wanted:
+                if events is None or arrival.binary != isinstance(body, bytes):
+                    continue
+                joined = _joined(events)
+                if (joined if isinstance(joined, bytes) else _normalise(joined)) == wanted:
                     self._arrivals.remove(arrival)
                     return events
         return None
@@ -206,20 +249,27 @@ class ArrivalLog:
         """``before_record_response``: add ``events`` (per-event offsets) to an event stream."""
         headers = {str(k).lower(): v for k, v in (response.get("headers") or {}).items()}
         content_type = " ".join(str(v) for v in headers.get("content-type", []))
-        if "text/event-stream" not in content_type or headers.get("content-encoding"):
+        binary = EVENTSTREAM_CONTENT_TYPE in content_type
+        if ("text/event-stream" not in content_type and not binary) or headers.get("content-encoding"):
             return response  # not a stream, or still compressed (vcrpy could not decode it)
         body = (response.get("body") or {}).get("string")
-        try:
-            text = body.decode("utf-8") if isinstance(body, bytes) else body
-        except UnicodeDecodeError:
-            return response
-        if not isinstance(text, str):
-            return response
-        events = self._take(text)
+        if binary:
+            if not isinstance(body, bytes | str):
+                return response
+            wanted: str | bytes = body if isinstance(body, bytes) else body.encode("latin-1", "replace")
+        else:
+            try:
+                text = body.decode("utf-8") if isinstance(body, bytes) else body
+            except UnicodeDecodeError:
+                return response
+            if not isinstance(text, str):
+                return response
+            wanted = text
+        events = self._take(wanted)
         if events is not None:
             response["events"] = events
             # The joined events are the body, line endings normalised: the two always agree.
-            response["body"]["string"] = "".join(e["data"] for e in events)
+            response["body"]["string"] = _joined(events)
             response["headers"] = {k: v for k, v in response["headers"].items() if k.lower() != "content-length"}
         return response
 
