@@ -47,6 +47,17 @@ def show(
             typer.echo("  " + json.dumps(chunk))
         if result.error is not None:
             typer.echo(f"  error: {result.error}")
+        typer.echo("  " + _summary(result.report()))
+        for warning in result.warnings():
+            typer.echo(f"  warning: {warning}")
+
+
+def _summary(report: dict[str, Any]) -> str:
+    """One line: visible characters recorded vs streamed, usage, finish."""
+    recorded = "-" if report["recorded_chars"] is None else report["recorded_chars"]
+    usage = "usage " + json.dumps(report["usage"]) if report["usage"] else "no usage"
+    finish = "finish " + json.dumps(report["finish"]) if report["finish"] else "no finish"
+    return f"visible characters: {recorded} recorded, {report['stream_chars']} streamed; {usage}; {finish}"
 
 
 def record(
@@ -62,6 +73,7 @@ def record(
     max_tokens: Annotated[int | None, typer.Option("--max-tokens")] = None,
     filter_header: Annotated[list[str] | None, typer.Option("--filter-header", help="Another header to scrub (repeatable).")] = None,
     test_server: Annotated[bool, typer.Option("--test-server", help="Record against the local test server.")] = False,
+    answer_tools: Annotated[str | None, typer.Option("--answer-tools", help="Answer every tool call with this text and record the next turn too.")] = None,
 ) -> None:
     """Record one request through an adapter (key and base URL from the environment)."""
     from .record import record_cassette
@@ -90,6 +102,7 @@ def record(
             _, chunks, error = await record_cassette(
                 out, adapter=adapter, request=request, base_url=url, api_key=key, stream=stream,
                 max_tokens=max_tokens, filter_headers=filter_header or (), header=header, meta=meta,
+                answer_tools=answer_tools,
             )
         except ProviderError as exc:  # nothing answered: no cassette written
             typer.echo(f"error: {exc}", err=True)
@@ -99,9 +112,9 @@ def record(
     if test_server:
         from .testserver import WEATHER_TOOL, serve
 
-        if model == "tools" and "tools" not in request:
+        if model in ("tools", "thinking-tools") and "tools" not in request:
             request["tools"] = [WEATHER_TOOL]
-        flags = "" if stream else " --no-stream"
+        flags = ("" if stream else " --no-stream") + (f" --answer-tools {json.dumps(answer_tools)}" if answer_tools is not None else "")
         header = TEST_SERVER_HEADER.format(adapter=adapter, out=out.as_posix(), model=model, flags=flags)
         with serve(delay=0.02) as server:
             asyncio.run(run(server.base_url, header, {"recorded_against": "loopkit local test server"}))
