@@ -2,7 +2,10 @@
 
 The expectations here are computed from the recorded bytes independently of the adapters: the
 finish reason from the provider's own stop field, tool-call arguments by concatenating the raw
-fragments (or reading the provider's final copy), the error code from the error body.
+fragments (or reading the provider's final copy), the text and reasoning by joining the recorded
+fragments, the error code from the error body. Bedrock's binary frames are decoded here with
+botocore directly. Then ``cassette show``'s report must say the same: no visible character lost,
+usage where recorded, a vocabulary finish kind, nothing skipped.
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from botocore.eventstream import EventStreamBuffer
 
 from cassettes.llm_cassette import Cassette, Interaction
+from cassettes.providers import FINISH_VOCABULARY, adapter_for_url
 from cassettes.replay import ReplayResult, replay_interaction
 from cassettes.sse import split_events
 from cassettes.wellformed import stream_problems
@@ -27,7 +32,58 @@ pytestmark = pytest.mark.skipif(not EXTERNAL.is_dir(), reason="../shared/cassett
 EXPECTED_FINISH = {
     "stop": "stop", "tool_calls": "tool-calls", "length": "max-tokens",
     "end_turn": "stop", "tool_use": "tool-calls", "max_tokens": "max-tokens", "stop_sequence": "stop",
+    "STOP": "stop", "MAX_TOKENS": "max-tokens",
 }
+
+
+def _frames(interaction: Interaction) -> list[dict[str, Any]]:
+    """Bedrock's event-stream frames as ``{"event": name, **payload}``."""
+    buffer = EventStreamBuffer()
+    buffer.add_data(interaction.body_bytes)
+    return [{"event": m.headers[":event-type"], **json.loads(m.payload)} for m in buffer]
+
+
+def _gemini_expected(responses: list[dict[str, Any]]) -> tuple[str, list[Any], bool, str, str]:
+    finish, calls, usage, text, thought = "", [], False, "", ""
+    for response in responses:
+        usage = usage or "usageMetadata" in response
+        for candidate in response.get("candidates", [])[:1]:
+            for part in candidate.get("content", {}).get("parts", []):
+                if "functionCall" in part:
+                    calls.append(part["functionCall"].get("args", {}))
+                elif part.get("thought"):
+                    thought += part.get("text", "")
+                else:
+                    text += part.get("text", "")
+            finish = candidate.get("finishReason") or finish
+    kind = EXPECTED_FINISH[finish]
+    return ("tool-calls" if calls and kind == "stop" else kind), calls, usage, text, thought
+
+
+def _bedrock_expected(interaction: Interaction) -> tuple[str, list[Any], bool, str, str]:
+    if not interaction.is_eventstream:
+        data = json.loads(interaction.body)
+        content = data["output"]["message"]["content"]
+        calls = [b["toolUse"]["input"] for b in content if "toolUse" in b]
+        text = "".join(b.get("text", "") for b in content)
+        thought = "".join(b.get("reasoningContent", {}).get("reasoningText", {}).get("text", "") for b in content)
+        return EXPECTED_FINISH[data["stopReason"]], calls, "usage" in data, text, thought
+    inputs: dict[int, str] = {}
+    stop, usage, text, thought = "", False, "", ""
+    for frame in _frames(interaction):
+        if frame["event"] == "contentBlockStart" and "toolUse" in frame["start"]:
+            inputs[frame["contentBlockIndex"]] = ""
+        elif frame["event"] == "contentBlockDelta":
+            delta = frame["delta"]
+            text += delta.get("text", "")
+            thought += delta.get("reasoningContent", {}).get("text", "")
+            if "toolUse" in delta:
+                inputs[frame["contentBlockIndex"]] += delta["toolUse"]["input"]
+        elif frame["event"] == "messageStop":
+            stop = frame["stopReason"]
+        elif frame["event"] == "metadata":
+            usage = "usage" in frame
+    return EXPECTED_FINISH[stop], [json.loads(inputs[k] or "{}") for k in sorted(inputs)], usage, text, thought
 
 
 def _events(interaction: Interaction) -> list[dict[str, Any]]:
@@ -43,6 +99,11 @@ def _events(interaction: Interaction) -> list[dict[str, Any]]:
 def expected(interaction: Interaction) -> tuple[str, list[Any], bool]:
     """(finish kind, parsed tool-call arguments in order, whether usage was reported)."""
     path = interaction.uri.split("?")[0]
+    if "/model/" in path:
+        return _bedrock_expected(interaction)[:3]
+    if ":generateContent" in path or ":streamGenerateContent" in path:
+        responses = _events(interaction) if interaction.is_sse else [json.loads(interaction.body)]
+        return _gemini_expected(responses)[:3]
     if not interaction.is_sse:
         data = json.loads(interaction.body)
         if path.endswith("/chat/completions"):
@@ -88,6 +149,11 @@ def expected(interaction: Interaction) -> tuple[str, list[Any], bool]:
 def expected_text(interaction: Interaction) -> tuple[str, str]:
     """(visible text, reasoning text) of a response, read straight from the recorded payloads."""
     path = interaction.uri.split("?")[0]
+    if "/model/" in path:
+        return _bedrock_expected(interaction)[3:]
+    if ":generateContent" in path or ":streamGenerateContent" in path:
+        responses = _events(interaction) if interaction.is_sse else [json.loads(interaction.body)]
+        return _gemini_expected(responses)[3:]
     if not interaction.is_sse:
         data = json.loads(interaction.body)
         if path.endswith("/chat/completions"):
@@ -128,7 +194,8 @@ def test_external_cassette_replays_to_a_well_formed_stream(path: Path) -> None:
             err = body["error"]
             assert result.chunks == []
             assert result.error_status == interaction.status
-            assert result.error_code == (err.get("code") or err.get("type"))
+            code = err.get("status") if isinstance(err.get("code"), int) else err.get("code") or err.get("type")
+            assert result.error_code == code
             assert str(interaction.status) in (result.error or "")
             continue
         assert result.error is None
@@ -146,13 +213,32 @@ def test_external_cassette_replays_to_a_well_formed_stream(path: Path) -> None:
             assert usage[-1] < len(result.chunks) - 1
 
 
+@pytest.mark.parametrize("path", external_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_the_show_report_says_nothing_was_lost(path: Path) -> None:
+    """Point 5 of issue 14, per file: visible characters recorded == streamed, usage surfaced
+    where recorded, only vocabulary finish kinds, no event or field skipped."""
+    cassette, results = _replay_all(path)
+    for interaction, result in zip(cassette.interactions, results, strict=True):
+        report = result.report()
+        assert report["warnings"] == []
+        if interaction.status >= 400:
+            assert report["recorded_chars"] is None and report["finish"] is None
+            continue
+        text, thought = expected_text(interaction)
+        assert report["recorded_chars"] == report["stream_chars"] == len(text) + len(thought)
+        assert (report["usage"] is not None) == expected(interaction)[2]
+        assert report["finish"]["kind"] in FINISH_VOCABULARY
+
+
 def test_every_external_cassette_is_supported() -> None:
     """No file is left out: each one has an adapter and loads (the list of unsupported is empty)."""
     files = external_files()
-    assert len(files) >= 25
+    assert len(files) >= 30
     unsupported = []
     for path in files:
         cassette = Cassette.load(path)
-        if any(not i.uri.split("?")[0].endswith(("/chat/completions", "/messages", "/responses")) for i in cassette.interactions):
+        if any(adapter_for_url(i.uri) is None for i in cassette.interactions):
             unsupported.append(path.name)
     assert unsupported == []
+    names = {adapter_for_url(i.uri).name for p in files for i in Cassette.load(p).interactions}  # type: ignore[union-attr]
+    assert names == {"openai-chat", "anthropic", "openai-responses", "gemini", "bedrock"}
