@@ -29,7 +29,7 @@ CITED: dict[str, Any] = {"openai-responses": {"annotations": [{"type": "url_cita
 CALL_DATA: dict[str, Any] = {"gemini": {"thoughtSignature": "CikB0e2Kbw5t_-+/", "empty": {}, "list": [[]]}}
 
 
-def _with(block: dict[str, Any], data: dict[str, Any]) -> Any:
+def _with(block: Any, data: dict[str, Any]) -> Any:
     return {**block, "provider_data": copy.deepcopy(data)}
 
 
