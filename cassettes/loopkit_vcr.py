@@ -78,6 +78,8 @@ SENSITIVE_HEADERS: frozenset[str] = frozenset(
         "openai-organization",
         "openai-project",
         "anthropic-organization-id",
+        "x-amz-security-token",  # AWS SigV4: the session token; the signature is in authorization
+        "x-amz-date",
     }
 )
 SECRET_QUERY_PARAMETERS: tuple[str, ...] = ("key", "api_key", "api-key", "access_token")
