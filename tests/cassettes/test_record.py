@@ -19,7 +19,7 @@ from reference_loop.protocols import ModelRequest
 from reference_loop.vocabulary import Chunk
 
 KEY = "sk-loopkit-FAKE-7f3a9c1e5b2d4680"
-SENSITIVE = ["authorization", "x-api-key", "api-key", "cookie", "openai-organization", "openai-project", "x-my-secret"]
+SENSITIVE = ["authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie", "openai-organization", "openai-project", "x-my-secret"]
 
 
 def _request(model: str, prompt: str = "weather?") -> ModelRequest:
@@ -63,6 +63,31 @@ def test_fake_key_in_every_sensitive_header_never_reaches_disk(adapter: str, tmp
             assert interaction["request"]["headers"][name] == ["<filtered>"]
     assert "my key is <filtered>" in recorded[0]["request"]["body"]
     assert recorded[1]["response"]["headers"]["set-cookie"] == ["<filtered>"]
+
+
+def test_a_sigv4_signed_bedrock_recording_keeps_no_credential(tmp_path: Path) -> None:
+    """Bedrock signed with AWS credentials (botocore's SigV4): the signature header, the session
+    token and the signing date are scrubbed, and the access key id appears nowhere."""
+    from botocore.credentials import Credentials
+
+    out = tmp_path / "sigv4.yaml"
+    access, secret, token = "AKIAFAKELOOPKIT12345", "fake/secret/key/0123456789abcdefghij", "FwoGZXIvYXdzEFAKE-session-token-0123456789"
+
+    async def run() -> None:
+        model = ADAPTERS["bedrock"](base_url=server.base_url, credentials=Credentials(access, secret, token))
+        with LoopkitVCR(record_mode="all").use_cassette(out):
+            async for _ in model.stream(_request("tools")):
+                pass
+
+    with serve(delay=0.0) as server:
+        asyncio.run(run())
+    sent = {k.lower(): v for k, v in server.requests[0].headers.items()}
+    assert sent["authorization"].startswith(f"AWS4-HMAC-SHA256 Credential={access}/") and sent["x-amz-security-token"] == token
+    text = out.read_text()
+    assert access not in text and secret not in text and token not in text and sent["x-amz-date"] not in text
+    headers = {k.lower(): v for k, v in yaml.safe_load(text)["interactions"][0]["request"]["headers"].items()}
+    names = ("authorization", "x-amz-date", "x-amz-security-token")
+    assert {name: headers[name] for name in names} == {key: ["<filtered>"] for key in names}
 
 
 def test_key_like_query_parameters_are_filtered(tmp_path: Path) -> None:
