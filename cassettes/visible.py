@@ -71,7 +71,7 @@ def _chat(payload: Any) -> int:
         if not isinstance(choice, dict) or choice.get("index", 0) != 0:
             continue
         part = choice.get("delta") or choice.get("message") or {}
-        content = part.get("content")
+        content = part.get("content") or choice.get("text")  # Together also copies the text into the choice
         if isinstance(content, list):  # Mistral: text and thinking parts
             for item in content:
                 if isinstance(item, dict):

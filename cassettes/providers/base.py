@@ -69,9 +69,10 @@ class Skipped(Counter[str]):
         self[what] += 1
 
     def unknown_keys(self, where: str, data: Mapping[str, Any], known: frozenset[str]) -> None:
-        """Note each key of ``data`` that is not in ``known`` (as ``where.key``)."""
-        for key in data:
-            if key not in known:
+        """Note each key of ``data`` that is not in ``known`` (as ``where.key``); a key whose
+        value is empty (``null``, ``""``, ``[]``, ``{}``) carries nothing and is not noted."""
+        for key, value in data.items():
+            if key not in known and value not in (None, "", [], {}):
                 self.note(f"{where}.{key}")
 
     def report(self) -> list[str]:

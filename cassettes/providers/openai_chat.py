@@ -74,11 +74,12 @@ PLAIN_FINISH = frozenset({"stop", "tool_calls", "function_call", "length"})
 
 # Chunk, choice and delta fields that carry no model output (ids, timings, padding): not reported.
 CHUNK_KEYS = frozenset({"id", "object", "created", "model", "system_fingerprint", "service_tier", "provider", "obfuscation",
-                        "prompt_filter_results", "choices", "usage", "x_groq", "error", "native_finish_reason"})
+                        "prompt_filter_results", "choices", "usage", "x_groq", "error", "native_finish_reason", "request_id",
+                        "kv_transfer_params", "prompt_logprobs", "nvext", "metadata", "seed"})
 CHOICE_KEYS = frozenset({"index", "delta", "message", "finish_reason", "native_finish_reason", "logprobs", "stop_reason",
-                         "matched_stop", "content_filter_results", "error", "text_offset"})
+                         "matched_stop", "content_filter_results", "error", "text_offset", "seed", "token_ids", "usage", "text"})
 DELTA_KEYS = frozenset({"role", "content", "reasoning_content", "reasoning", "reasoning_details", "refusal", "tool_calls",
-                        "function_call", "annotations", "name", "tool_call_id", "metadata", "prefix", "images"})
+                        "function_call", "annotations", "name", "tool_call_id", "metadata", "prefix", "token_id", "token_ids"})
 
 
 def finish_kind(reason: str | None) -> str:
@@ -220,17 +221,21 @@ class ChatStreamTranslator:
             raise ValueError("a chunk is not a JSON object")
         self.skipped.unknown_keys("chunk", data, CHUNK_KEYS)
         usage = parse_usage(data.get("usage")) or parse_usage((data.get("x_groq") or {}).get("usage"))
-        if usage is not None:
-            self.usage = usage
         out: list[Chunk] = []
         for choice in data.get("choices") or []:
             if choice.get("index", 0) != 0:
                 continue
             self.skipped.unknown_keys("choice", choice, CHOICE_KEYS)
-            out.extend(self.delta(choice.get("delta") or {}))
+            usage = usage or parse_usage(choice.get("usage"))  # Moonshot puts it in the choice
+            delta = choice.get("delta") or {}
+            if isinstance(choice.get("text"), str) and not delta.get("content"):
+                delta = {**delta, "content": choice["text"]}  # the completions-style copy, when it is the only one
+            out.extend(self.delta(delta))
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
                 out.extend(self.blocks.close_all())
+        if usage is not None:
+            self.usage = usage
         if isinstance(data.get("error"), dict):  # a mid-stream error object: it ends the stream
             err = data["error"]
             self.error = finish("error", str(err.get("message") or "stream error"), error_code(err) or "error")
