@@ -264,11 +264,10 @@ def translate_response(data: Any, skipped: Skipped | None = None) -> list[Chunk]
     translator = GeminiStreamTranslator()
     if skipped is not None:
         translator.skipped = skipped
-    out = translator.response(data)
+    # streamGenerateContent without alt=sse answers with one JSON array of responses.
+    out = [chunk for item in (data if isinstance(data, list) else [data]) for chunk in translator.response(item)]
     if translator.finish_reason is None and translator.block_reason is None and translator.error is None:
-        translator.finish_reason = "STOP" if data.get("candidates") else None
-        if translator.finish_reason is None:
-            raise ValueError("a response with no candidate and no block reason")
+        raise ValueError("a response with no finishReason, block reason or error")
     return out + translator.end()
 
 

@@ -79,7 +79,7 @@ CHUNK_KEYS = frozenset({"id", "object", "created", "model", "system_fingerprint"
 CHOICE_KEYS = frozenset({"index", "delta", "message", "finish_reason", "native_finish_reason", "logprobs", "stop_reason",
                          "matched_stop", "content_filter_results", "error", "text_offset", "seed", "token_ids", "usage", "text"})
 DELTA_KEYS = frozenset({"role", "content", "reasoning_content", "reasoning", "reasoning_details", "refusal", "tool_calls",
-                        "function_call", "annotations", "name", "tool_call_id", "metadata", "prefix", "token_id", "token_ids"})
+                        "function_call", "annotations", "executed_tools", "name", "tool_call_id", "metadata", "prefix", "token_id", "token_ids"})
 
 
 def finish_kind(reason: str | None) -> str:
@@ -261,9 +261,10 @@ class ChatStreamTranslator:
             out += self._text(content)
         if isinstance(delta.get("refusal"), str) and delta["refusal"]:
             out += self._refusal(delta["refusal"])
-        if isinstance(delta.get("annotations"), list) and delta["annotations"]:
-            index = self._text_block(out)
-            self.blocks.data(index).setdefault("annotations", []).extend(delta["annotations"])
+        for key in ("annotations", "executed_tools"):  # web-search citations; Groq's server-run tools
+            if isinstance(delta.get(key), list) and delta[key]:
+                index = self._text_block(out)
+                self.blocks.data(index).setdefault(key, []).extend(delta[key])
         for position, call in enumerate(delta.get("tool_calls") or []):
             out.extend(self._tool_call(call.get("index", position), call))
         if isinstance(delta.get("function_call"), dict):  # the legacy single-function form

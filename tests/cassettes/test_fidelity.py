@@ -489,3 +489,21 @@ def test_a_corrupted_bedrock_frame_is_a_one_line_cassette_error(tmp_path: Path) 
         replay(tmp_path, BEDROCK, broken, "application/vnd.amazon.eventstream", request={})
     with pytest.raises(CassetteError, match="truncated event stream: the body ends mid-frame"):
         replay(tmp_path, BEDROCK, good[:-5], "application/vnd.amazon.eventstream", request={})
+
+
+def test_gemini_stream_without_alt_sse_is_one_json_array(tmp_path: Path) -> None:
+    events = [{"candidates": [{"content": {"parts": [{"text": "Hel"}], "role": "model"}}]},
+              {"candidates": [{"content": {"parts": [{"text": "lo"}], "role": "model"}, "finishReason": "STOP"}],
+               "usageMetadata": {"promptTokenCount": 4, "candidatesTokenCount": 2}}]
+    url = GEMINI.replace("?alt=sse", "")
+    result = replay(tmp_path, url, json.dumps(events), "application/json", request={"contents": []})
+    assert result.streaming and blocks(result) == [{"type": "text", "text": "Hello"}]
+    assert last(result, "usage") == {"input_tokens": 4, "output_tokens": 2}
+    assert_nothing_lost(result)
+
+
+def test_groq_server_tools_are_kept_not_reported(tmp_path: Path) -> None:
+    executed = [{"index": 0, "type": "search", "arguments": '{"query": "x"}', "output": "results"}]
+    result = replay(tmp_path, CHAT, sse(chat({"executed_tools": executed}), chat({"content": "Found."}, "stop"), "[DONE]"))
+    assert blocks(result) == [{"type": "text", "text": "Found.", "provider_data": {"openai-chat": {"executed_tools": executed}}}]
+    assert_nothing_lost(result)
