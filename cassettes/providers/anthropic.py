@@ -44,6 +44,7 @@ from .base import (
     ProviderAdapter,
     Skipped,
     as_int,
+    closing,
     compact_json,
     finish_from,
     parse_arguments,
@@ -146,9 +147,9 @@ def _start_input(block: dict[str, Any]) -> str:
 class MessagesStreamTranslator:
     """Anthropic SSE events to kit chunks."""
 
-    def __init__(self) -> None:
+    def __init__(self, skipped: Skipped | None = None) -> None:
         self.blocks = BlockBuilder(NAME)
-        self.skipped = Skipped()
+        self.skipped = skipped if skipped is not None else Skipped()
         self.index_of: dict[int, int] = {}  # provider block index -> kit index
         self.start_input: dict[int, str] = {}
         self.raw_input: dict[int, str] = {}  # kit index -> streamed input of a server block
@@ -264,18 +265,12 @@ class MessagesStreamTranslator:
     def end(self) -> list[Chunk]:
         if self.error is None and not self._done:
             raise truncated("message_stop")
-        out = self.blocks.close_all()
-        if self.usage is not None:
-            out.append(usage_chunk(self.usage))
-        out.append(self.error if self.error is not None else _finish(self.stop_reason))
-        return out
+        return closing(self.blocks, self.usage, self.error if self.error is not None else _finish(self.stop_reason))
 
 
 def translate_message(data: dict[str, Any], skipped: Skipped | None = None) -> list[Chunk]:
     """A whole (non-streaming) message to the chunks its stream would have given."""
-    translator = MessagesStreamTranslator()
-    if skipped is not None:
-        translator.skipped = skipped
+    translator = MessagesStreamTranslator(skipped)
     out: list[Chunk] = []
     for position, block in enumerate(data.get("content") or []):
         kind = block.get("type")

@@ -177,6 +177,15 @@ def usage_chunk(usage: Usage) -> Chunk:
     return {"type": "usage", "usage": usage}
 
 
+def closing(blocks: BlockBuilder, usage: Usage | None, last: FinishChunk) -> list[Chunk]:
+    """The end of every stream: what is still open closes, then the usage (if any), then finish."""
+    out = blocks.close_all()
+    if usage is not None:
+        out.append(usage_chunk(usage))
+    out.append(last)
+    return out
+
+
 def as_int(value: Any) -> int | None:
     """A token count as an int (``None`` when absent or not a number)."""
     if isinstance(value, bool) or value is None:

@@ -45,13 +45,13 @@ from .base import (
     ProviderAdapter,
     Skipped,
     as_int,
+    closing,
     compact_json,
     finish_from,
     parse_arguments,
     provider_data,
     text_of,
     truncated,
-    usage_chunk,
 )
 
 NAME = "bedrock"
@@ -91,9 +91,9 @@ def _stop(reason: str | None) -> FinishChunk:
 class ConverseStreamTranslator:
     """ConverseStream frames (or one whole Converse response) to kit chunks."""
 
-    def __init__(self) -> None:
+    def __init__(self, skipped: Skipped | None = None) -> None:
         self.blocks = BlockBuilder(NAME)
-        self.skipped = Skipped()
+        self.skipped = skipped if skipped is not None else Skipped()
         self.index_of: dict[int, int] = {}  # contentBlockIndex -> kit index
         self.raw_input: dict[int, str] = {}  # kit index -> streamed input of a server tool use
         self.stop_reason: str | None = None
@@ -208,18 +208,12 @@ class ConverseStreamTranslator:
     def end(self) -> list[Chunk]:
         if self.error is None and self.stop_reason is None:
             raise truncated("messageStop")
-        out = self.blocks.close_all()
-        if self.usage is not None:
-            out.append(usage_chunk(self.usage))
-        out.append(self.error if self.error is not None else _stop(self.stop_reason))
-        return out
+        return closing(self.blocks, self.usage, self.error if self.error is not None else _stop(self.stop_reason))
 
 
 def translate_converse(data: dict[str, Any], skipped: Skipped | None = None) -> list[Chunk]:
     """A whole Converse response to the chunks its stream would have given."""
-    translator = ConverseStreamTranslator()
-    if skipped is not None:
-        translator.skipped = skipped
+    translator = ConverseStreamTranslator(skipped)
     out: list[Chunk] = []
     content = ((data.get("output") or {}).get("message") or {}).get("content") or []
     for position, block in enumerate(content):

@@ -43,6 +43,7 @@ from .base import (
     ProviderAdapter,
     Skipped,
     as_int,
+    closing,
     compact_json,
     error_code,
     finish_from,
@@ -50,7 +51,6 @@ from .base import (
     provider_data,
     text_of,
     truncated,
-    usage_chunk,
 )
 
 NAME = "gemini"
@@ -104,9 +104,9 @@ def _error_finish(err: Mapping[str, Any]) -> FinishChunk:
 class GeminiStreamTranslator:
     """``GenerateContentResponse`` events (or one whole response) to kit chunks."""
 
-    def __init__(self) -> None:
+    def __init__(self, skipped: Skipped | None = None) -> None:
         self.blocks = BlockBuilder(NAME)
-        self.skipped = Skipped()
+        self.skipped = skipped if skipped is not None else Skipped()
         self.current: int | None = None  # the open text/reasoning block parts may join
         self.finish_reason: str | None = None
         self.block_reason: dict[str, Any] | None = None
@@ -250,20 +250,14 @@ class GeminiStreamTranslator:
     def end(self) -> list[Chunk]:
         if self.error is None and self.finish_reason is None and self.block_reason is None:
             raise truncated("a candidate's finishReason")
-        out: list[Chunk] = []
-        for index in sorted(self.blocks.open):
-            out += self._close(index)
-        if self.usage is not None:
-            out.append(usage_chunk(self.usage))
-        out.append(self.finish())
-        return out
+        if self.last_text in self.blocks.open and self.metadata:
+            self.blocks.data(self.last_text).update(self.metadata)
+        return closing(self.blocks, self.usage, self.finish())
 
 
 def translate_response(data: Any, skipped: Skipped | None = None) -> list[Chunk]:
     """A whole ``generateContent`` response to the chunks its stream would have given."""
-    translator = GeminiStreamTranslator()
-    if skipped is not None:
-        translator.skipped = skipped
+    translator = GeminiStreamTranslator(skipped)
     # streamGenerateContent without alt=sse answers with one JSON array of responses.
     out = [chunk for item in (data if isinstance(data, list) else [data]) for chunk in translator.response(item)]
     if translator.finish_reason is None and translator.block_reason is None and translator.error is None:

@@ -40,13 +40,13 @@ from .base import (
     ProviderAdapter,
     Skipped,
     as_int,
+    closing,
     error_code,
     finish_from,
     provider_data,
     refusal_finish,
     text_of,
     truncated,
-    usage_chunk,
 )
 
 NAME = "openai-chat"
@@ -193,9 +193,9 @@ def _detail_text(fragment: dict[str, Any]) -> str:
 class ChatStreamTranslator:
     """Chat-completions SSE chunks to kit chunks."""
 
-    def __init__(self) -> None:
+    def __init__(self, skipped: Skipped | None = None) -> None:
         self.blocks = BlockBuilder(NAME)
-        self.skipped = Skipped()
+        self.skipped = skipped if skipped is not None else Skipped()
         self.text_index: int | None = None
         self.refusal_index: int | None = None
         self.reasoning_index: int | None = None
@@ -374,18 +374,12 @@ class ChatStreamTranslator:
     def end(self) -> list[Chunk]:
         if not self._done and self.finish_reason is None:
             raise truncated("its finish_reason and data: [DONE]")
-        out = self.blocks.close_all()
-        if self.usage is not None:
-            out.append(usage_chunk(self.usage))
-        out.append(self.finish())
-        return out
+        return closing(self.blocks, self.usage, self.finish())
 
 
 def translate_completion(data: dict[str, Any], skipped: Skipped | None = None) -> list[Chunk]:
     """A whole (non-streaming) chat completion to the same chunks a stream would give."""
-    translator = ChatStreamTranslator()
-    if skipped is not None:
-        translator.skipped = skipped
+    translator = ChatStreamTranslator(skipped)
     translator.skipped.unknown_keys("chunk", data, CHUNK_KEYS)
     choice = (data.get("choices") or [{}])[0]
     translator.skipped.unknown_keys("choice", choice, CHOICE_KEYS)

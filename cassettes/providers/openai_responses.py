@@ -130,9 +130,9 @@ def _part(role: str, block: dict[str, Any], mine: dict[str, Any]) -> dict[str, A
 class ResponsesStreamTranslator:
     """Responses API SSE events to kit chunks."""
 
-    def __init__(self) -> None:
+    def __init__(self, skipped: Skipped | None = None) -> None:
         self.blocks = BlockBuilder(NAME)
-        self.skipped = Skipped()
+        self.skipped = skipped if skipped is not None else Skipped()
         self.keys: dict[tuple[int, str, int], int] = {}  # (output_index, part kind, sub index) -> kit index
         self.terminal: dict[str, Any] | None = None
         self.refusal = ""
@@ -285,9 +285,7 @@ def terminal_chunks(data: dict[str, Any], had_calls: bool, refusal: str = "") ->
 
 def translate_response(data: dict[str, Any], skipped: Skipped | None = None) -> list[Chunk]:
     """A whole (non-streaming) response object to the chunks its stream would have given."""
-    translator = ResponsesStreamTranslator()
-    if skipped is not None:
-        translator.skipped = skipped
+    translator = ResponsesStreamTranslator(skipped)
     out: list[Chunk] = []
     for position, item in enumerate(data.get("output") or []):
         kind = item.get("type")
