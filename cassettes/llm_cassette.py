@@ -31,11 +31,13 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import math
 import zlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import yaml
@@ -116,7 +118,7 @@ class Interaction:
     def request_json(self) -> dict[str, Any] | None:
         try:
             data = json.loads(self.request_body or "")
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         return data if isinstance(data, dict) else None
 
@@ -191,6 +193,10 @@ class Cassette:
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
             problem = getattr(exc, "problem", None) or str(exc)
             raise CassetteError(path, f"bad YAML{where}: {problem}") from exc
+        except RecursionError as exc:
+            raise CassetteError(path, "bad YAML: nested too deeply") from exc
+        except (ValueError, TypeError, OverflowError) as exc:  # a tag's value the constructor rejects
+            raise CassetteError(path, f"bad YAML: {exc}") from exc
         if not isinstance(data, dict) or not isinstance(data.get("interactions"), list):
             raise CassetteError(path, "not a vcrpy cassette: no 'interactions' list at the top level")
         if not data["interactions"]:
@@ -204,16 +210,37 @@ def _fail(path: Path, n: int, problem: str) -> CassetteError:
     return CassetteError(path, f"interaction {n}: {problem}")
 
 
-def _headers(raw: Any) -> dict[str, list[str]]:
-    if not isinstance(raw, dict):
+_SCALARS = (str, bytes, int, float)
+
+
+def _headers(path: Path, n: int, where: str, raw: Any) -> dict[str, list[str]]:
+    """Headers as ``{name: [values]}``; anything else is a one-line error naming the header."""
+    if raw is None:
         return {}
-    # Some serializers write a single scalar instead of vcrpy's list of values; botocore's
-    # recordings store some values as !!binary.
-    return {str(k): [_header_value(x) for x in v] if isinstance(v, list) else [_header_value(v)] for k, v in raw.items()}
+    if not isinstance(raw, dict):
+        raise _fail(path, n, f"{where} headers are a {type(raw).__name__}, expected a mapping")
+    out: dict[str, list[str]] = {}
+    for name, value in raw.items():
+        # Some serializers write a single scalar instead of vcrpy's list of values; botocore's
+        # recordings store some values as !!binary.
+        values = value if isinstance(value, list) else [value]
+        if not values:
+            raise _fail(path, n, f"{where} header {str(name)!r} has no value")
+        if not all(isinstance(v, _SCALARS) and not isinstance(v, bool) for v in values):
+            raise _fail(path, n, f"{where} header {str(name)!r} holds a {type(values[0]).__name__}, expected text")
+        out[str(name)] = [_header_value(v) for v in values]
+    return out
 
 
 def _header_value(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _json_text(path: Path, n: int, value: Any) -> str:
+    try:
+        return json.dumps(value)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise _fail(path, n, f"parsed_body is not JSON: {type(exc).__name__}") from exc
 
 
 def _body_text(path: Path, n: int, raw: Any, encoding: str) -> str:
@@ -262,17 +289,24 @@ def _interaction(path: Path, n: int, raw: Any) -> Interaction:
     request, response = raw["request"], raw["response"]
     if not request.get("uri") or not request.get("method"):
         raise _fail(path, n, "request has no 'method' or 'uri'")
-    req_headers = _headers(request.get("headers"))
+    method, uri = request["method"], request["uri"]
+    if not isinstance(method, str) or not method.isalpha():
+        raise _fail(path, n, f"request method {method!r} is not an HTTP method")
+    if not isinstance(uri, str) or not _http_url(uri):
+        raise _fail(path, n, f"request uri {str(uri)[:80]!r} is not an http(s) URL")
+    req_headers = _headers(path, n, "request", request.get("headers"))
     if "parsed_body" in request:
-        req_body: str | None = json.dumps(request["parsed_body"])
+        req_body: str | None = _json_text(path, n, request["parsed_body"])
     else:
         req_body = _body_text(path, n, request.get("body"), _first(req_headers, "content-encoding")) or None
     status = response.get("status")
     code = status.get("code") if isinstance(status, dict) else status
-    if not isinstance(code, int):
+    if not isinstance(code, int) or isinstance(code, bool):
         raise _fail(path, n, "response has no integer status code")
+    if not 100 <= code <= 599:
+        raise _fail(path, n, f"response status {code} is not an HTTP status (100-599)")
     reason = str(status.get("message", "")) if isinstance(status, dict) else ""
-    headers = _headers(response.get("headers"))
+    headers = _headers(path, n, "response", response.get("headers"))
     encoding = _first(headers, "content-encoding").lower()
     events: list[RecordedEvent] | None = None
     raw_body: bytes | None = None
@@ -283,8 +317,10 @@ def _interaction(path: Path, n: int, raw: Any) -> Interaction:
                 raise _fail(path, n, "each 'events' record needs a 'data' string (or !!binary frame) and an 'offset'")
             try:
                 offset = float(record.get("offset") or 0.0)
-            except (TypeError, ValueError) as exc:
+            except (TypeError, ValueError, OverflowError) as exc:
                 raise _fail(path, n, f"event offset {record.get('offset')!r} is not a number") from exc
+            if not math.isfinite(offset) or offset < 0:
+                raise _fail(path, n, f"event offset {record.get('offset')!r} is not a time after the headers")
             data = record["data"]
             events.append(RecordedEvent(offset, data, None) if isinstance(data, str) else RecordedEvent(offset, "", bytes(data)))
         if any(e.raw is not None for e in events):
@@ -293,7 +329,7 @@ def _interaction(path: Path, n: int, raw: Any) -> Interaction:
         else:
             body = "".join(e.text for e in events)
     elif "parsed_body" in response:
-        body = json.dumps(response["parsed_body"])
+        body = _json_text(path, n, response["parsed_body"])
     else:
         body, raw_body = _body(path, n, response.get("body"), encoding)
     # Bodies are kept decoded: what we serve must not claim an encoding or a stale length.
@@ -303,10 +339,14 @@ def _interaction(path: Path, n: int, raw: Any) -> Interaction:
         sse = body.lstrip().startswith(("data:", "event:"))
         frames = raw_body is not None and _frames_or_none(raw_body) is not None
         headers["content-type"] = [EVENTSTREAM_CONTENT_TYPE if frames else "text/event-stream" if sse else "application/json"]
-    interaction = Interaction(str(request["method"]).upper(), str(request["uri"]), req_headers, req_body, code, reason, headers, body,
+    interaction = Interaction(method.upper(), uri, req_headers, req_body, code, reason, headers, body,
                               events, events is not None, raw_body)
     if interaction.is_eventstream and code < 400:
-        if events is None:
+        if events is not None:
+            frames_ok = _frames_or_none(interaction.body_bytes)
+            if frames_ok is None or frames_ok[1]:
+                raise _fail(path, n, "malformed event stream: the recorded frames do not decode")
+        else:
             frames_found = _frames_or_none(raw_body if raw_body is not None else body.encode())
             if frames_found is None:
                 raise _fail(path, n, "malformed event stream: a frame's length or checksum does not hold")
@@ -329,6 +369,14 @@ def _interaction(path: Path, n: int, raw: Any) -> Interaction:
         if events is None:
             interaction.events = [RecordedEvent(0.0, text) for text in raw_events]
     return interaction
+
+
+def _http_url(uri: str) -> bool:
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.netloc)
 
 
 def _frames_or_none(data: bytes) -> tuple[list[bytes], bytes] | None:

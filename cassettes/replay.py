@@ -21,7 +21,7 @@ from .providers import FINISH_VOCABULARY, adapter_for_url, replay_settings
 from .visible import recorded_chars, stream_chars
 
 # Adapter failures that, on replay, mean the cassette itself is broken.
-CASSETTE_DEFECTS = {"STREAM_TRUNCATED": "truncated SSE", "BAD_EVENT": "unreadable event"}
+CASSETTE_DEFECTS = {"STREAM_TRUNCATED": "truncated SSE", "BAD_EVENT": "unreadable event", "BAD_RESPONSE": "unreadable response"}
 
 
 @dataclass
@@ -102,6 +102,10 @@ async def replay_interaction(cassette: Cassette, position: int, *, pace: bool = 
         if exc.code in CASSETTE_DEFECTS:
             raise CassetteError(cassette.path, f"interaction {position + 1}: {CASSETTE_DEFECTS[exc.code]}: {exc.message}") from exc
         result.error, result.error_status, result.error_code = str(exc), exc.status, exc.code
+    except CassetteError:
+        raise
+    except Exception as exc:  # recorded bytes httpx itself refuses (a header it cannot encode...)
+        raise CassetteError(cassette.path, f"interaction {position + 1}: cannot replay: {type(exc).__name__}: {exc}") from exc
     result.skipped = adapter.skipped.report()
     return result
 

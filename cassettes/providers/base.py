@@ -470,14 +470,14 @@ class ProviderAdapter:
                 return
             try:
                 data = json.loads(raw)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 raise ProviderError(f"response is not JSON: {exc}", status=response.status_code, code="BAD_RESPONSE") from exc
             if isinstance(data, dict) and isinstance(data.get("error"), dict):
                 raise self.http_error(response, raw.decode("utf-8", "replace"))
             try:
                 chunks = self.translate_response(data, self.skipped)
-            except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
-                raise ProviderError(f"malformed response: {exc}", status=response.status_code, code="BAD_RESPONSE") from exc
+            except Exception as exc:  # any payload that is not the provider's shape: one error, never a traceback
+                raise ProviderError(f"malformed response: {type(exc).__name__}: {exc}", status=response.status_code, code="BAD_RESPONSE") from exc
             for chunk in chunks:
                 yield chunk
             return
@@ -513,8 +513,8 @@ def _frames(framing: SSEFraming | EventStreamFraming, piece: bytes | None) -> li
 def _translate(translator: StreamTranslator, event: Any) -> list[Chunk]:
     try:
         return translator.feed(event)
-    except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
-        # A payload that is not the provider's JSON: report it, never a bare traceback.
+    except Exception as exc:
+        # A payload that is not the provider's JSON (or not its shape): report it, never a traceback.
         raise ProviderError(f"malformed event {str(getattr(event, 'data', ''))[:80]!r}: {exc}", code="BAD_EVENT") from exc
 
 

@@ -143,8 +143,9 @@ def test_replay_gives_what_the_live_call_gave_with_one_record_per_event(adapter:
         assert all(e["data"].endswith("\n\n") for e in events)
         assert "".join(e["data"] for e in events) == response["body"]["string"]
     offsets = [e["offset"] for e in events]
-    # Measured under vcrpy, at the network reads: they grow with the server's 3 ms gaps.
-    assert offsets == sorted(offsets) and offsets[-1] - offsets[0] >= 0.003 * (len(events) - 1) * 0.5
+    # Measured under vcrpy, at the network reads: they grow with the server's 3 ms gaps (on a
+    # loaded machine several events may share a read, so only one gap is certain).
+    assert offsets == sorted(offsets) and offsets[-1] - offsets[0] >= 0.003
 
     async def replay() -> list[Chunk]:
         return [c async for c in CassetteModel(path, pace=False).stream(_request("tools"))]
