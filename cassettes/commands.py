@@ -14,6 +14,8 @@ from reference_loop.protocols import ModelRequest
 
 from .errors import CassetteError, ProviderError
 from .providers import ADAPTERS
+from .scrub import redact_url
+from .testserver import SCENARIOS
 
 TEST_SERVER_HEADER = (
     "Recorded through loopkit's {adapter} adapter, by vcrpy, against the local test server\n"
@@ -81,6 +83,12 @@ def record(
     if adapter not in ADAPTERS:
         typer.echo(f"error: unknown adapter {adapter!r} (known: {', '.join(ADAPTERS)})", err=True)
         raise typer.Exit(2)
+    if test_server and model not in SCENARIOS:
+        typer.echo(f"error: unknown test-server scenario {model!r} for --model (known: {', '.join(SCENARIOS)})", err=True)
+        raise typer.Exit(2)
+    if not model.strip() or any(c.isspace() for c in model):
+        typer.echo(f"error: --model {model!r} is not a model name", err=True)
+        raise typer.Exit(2)
     cls = ADAPTERS[adapter]
     request: ModelRequest = {"model": model, "messages": [{"role": "user", "content": [{"type": "text", "text": prompt}]}]}
     if system:
@@ -120,12 +128,21 @@ def record(
             asyncio.run(run(server.base_url, header, {"recorded_against": "loopkit local test server"}))
         return
     url = base_url or os.environ.get("LOOPKIT_BASE_URL") or cls.default_base_url
-    asyncio.run(run(url, LIVE_HEADER.format(adapter=adapter, base_url=url), {"recorded_against": url}))
+    shown = redact_url(url)  # a key in the query or the userinfo never reaches the header
+    asyncio.run(run(url, LIVE_HEADER.format(adapter=adapter, base_url=shown), {"recorded_against": shown}))
+
+
+def _needs_a_command(ctx: typer.Context) -> None:
+    """``loopkit cassette`` alone: one line on stderr and exit 2, like every other bad input."""
+    if ctx.invoked_subcommand is None:
+        typer.echo("error: loopkit cassette needs a command: show FILE, or record OUT (see loopkit cassette --help)", err=True)
+        raise typer.Exit(2)
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``cassette`` sub-app (``show``, ``record``) to the ``loopkit`` app."""
-    sub = typer.Typer(help="LLM cassettes: replay recorded provider traffic, record new traffic.", no_args_is_help=True)
+    sub = typer.Typer(help="LLM cassettes: replay recorded provider traffic, record new traffic.", invoke_without_command=True)
+    sub.callback()(_needs_a_command)
     sub.command("show")(show)
     sub.command("record")(record)
     app.add_typer(sub, name="cassette")

@@ -42,6 +42,7 @@ once with ``LOOPKIT_RECORD_MODE=once``; replay the same file in virtual time wit
 from __future__ import annotations
 
 import codecs
+import copy
 import functools
 import os
 import threading
@@ -63,9 +64,17 @@ from vcr.serialize import serialize as vcr_serialize
 from .errors import CassetteError
 from .eventstream import EVENTSTREAM_CONTENT_TYPE, split_frames
 from .llm_cassette import FORMAT_KEY, SAFE_LOADER, Cassette
+from .scrub import (
+    FILTERED,
+    Secrets,
+    environment_keys,
+    mask_frames,
+    mask_sse,
+    redact_url,
+    scrub_binary_body,
+)
 from .sse import split_events
 
-FILTERED = "<filtered>"
 SENSITIVE_HEADERS: frozenset[str] = frozenset(
     {
         "authorization",
@@ -82,7 +91,10 @@ SENSITIVE_HEADERS: frozenset[str] = frozenset(
         "x-amz-date",
     }
 )
-SECRET_QUERY_PARAMETERS: tuple[str, ...] = ("key", "api_key", "api-key", "access_token")
+SECRET_QUERY_PARAMETERS: tuple[str, ...] = (
+    "key", "api_key", "api-key", "apikey", "access_token", "token", "sig", "signature",
+    "X-Amz-Signature", "X-Amz-Credential", "X-Amz-Security-Token",
+)
 RECORD_MODE_ENV = "LOOPKIT_RECORD_MODE"
 SERIALIZER_NAME = "loopkit"
 
@@ -93,26 +105,36 @@ SERIALIZER_NAME = "loopkit"
 class Scrubber:
     """One cassette's secret handling: replaces sensitive values and remembers them.
 
-    Remembered values are erased from the whole file when it is written, wherever they appear
-    (an endpoint may echo a key in a body or another header).
+    Remembered values (and the values of the environment's credential variables, and explicit
+    ``secrets``) are erased from everything written, in every form they travel in
+    (``cassettes.scrub``): the file's text, binary bodies, event-stream frames, and keys an
+    endpoint echoed a few characters per event (masked in the reassembled text, then split back).
     """
 
-    def __init__(self, sensitive: Iterable[str]) -> None:
+    def __init__(self, sensitive: Iterable[str], secrets: Iterable[str] = ()) -> None:
         self.sensitive = frozenset(name.lower() for name in sensitive)
-        self.secrets: set[str] = set()
-        self._lock = threading.Lock()
+        self.known = Secrets([*environment_keys(), *secrets])
+
+    @property
+    def secrets(self) -> set[str]:
+        """The values remembered so far."""
+        return self.known.values
 
     def remember(self, value: object) -> None:
-        text = str(value)
-        with self._lock:
-            for part in [text, *text.split()]:
-                if len(part) >= 8:  # a credential, not a scheme word such as "Bearer"
-                    self.secrets.add(part)
+        self.known.add(value)
 
     def replace(self, key: str, value: object, request: object) -> str:
         """vcrpy's replacement-callable signature (``filter_headers``, ``filter_query_parameters``)."""
         self.remember(value)
         return FILTERED
+
+    def request(self, request: Any) -> Any:
+        """``before_record_request``: the URI's userinfo, key-like body fields."""
+        uri = getattr(request, "uri", None)
+        if isinstance(uri, str) and "@" in uri.split("?", 1)[0]:
+            request.uri = redact_url(uri, self.known)
+        self.known.learn_body(getattr(request, "body", None))
+        return request
 
     def response(self, response: dict[str, Any]) -> dict[str, Any]:
         """``before_record_response``: vcrpy's ``filter_headers`` only covers requests."""
@@ -126,11 +148,61 @@ class Scrubber:
         return response
 
     def erase(self, text: str) -> str:
-        with self._lock:
-            secrets = sorted(self.secrets, key=len, reverse=True)
-        for secret in secrets:
-            text = text.replace(secret, FILTERED)
-        return text
+        return self.known.erase(text)
+
+    def scrub(self, cassette_dict: dict[str, Any]) -> dict[str, Any]:
+        """The cassette as it will be written: bodies and events scrubbed (copies; vcrpy's own
+        in-memory cassette is left as recorded)."""
+        requests = []
+        for request in cassette_dict.get("requests", []):
+            self.known.learn_body(getattr(request, "body", None))
+            if isinstance(getattr(request, "body", None), bytes):
+                request = copy.copy(request)
+                request.body = self.known.erase_bytes(request.body)
+            requests.append(request)
+        responses = [self._scrub_response(copy.deepcopy(r)) for r in cassette_dict.get("responses", [])]
+        return {**cassette_dict, "requests": requests, "responses": responses}
+
+    def _scrub_response(self, response: dict[str, Any]) -> dict[str, Any]:
+        headers = {str(k).lower(): v for k, v in (response.get("headers") or {}).items()}
+        content_type = " ".join(str(v) for v in headers.get("content-type", []))
+        body: dict[str, Any] = response["body"] if isinstance(response.get("body"), dict) else {}
+        events = response.get("events")
+        if isinstance(events, list) and events:
+            if all(isinstance(e.get("data"), bytes) for e in events):
+                frames = [e["data"] for e in events]
+                masked = mask_frames(frames, self.known) if EVENTSTREAM_CONTENT_TYPE in content_type and _whole_frames(frames) else [
+                    self.known.erase_bytes(f) for f in frames]
+                for event, frame in zip(events, masked, strict=True):
+                    event["data"] = frame
+                body["string"] = b"".join(masked)
+            elif all(isinstance(e.get("data"), str) for e in events):
+                for event, text in zip(events, mask_sse([e["data"] for e in events], self.known), strict=True):
+                    event["data"] = text
+                body["string"] = "".join(e["data"] for e in events)
+            return response
+        value = body.get("string")
+        if EVENTSTREAM_CONTENT_TYPE in content_type and isinstance(value, bytes | str):
+            # Frames carry lengths and checksums: scrubbed frame by frame and re-encoded, never as text.
+            body["string"] = scrub_binary_body(value if isinstance(value, bytes) else value.encode(), True, self.known)
+            return response
+        if isinstance(value, bytes):
+            try:
+                value = value.decode("utf-8")
+            except UnicodeDecodeError:
+                body["string"] = scrub_binary_body(body["string"], EVENTSTREAM_CONTENT_TYPE in content_type, self.known)
+                return response
+        if isinstance(value, str) and "text/event-stream" in content_type:
+            raw, rest = split_events(value)
+            body["string"] = "".join(mask_sse(raw, self.known)) + rest
+        return response
+
+
+def _whole_frames(frames: list[bytes]) -> bool:
+    try:
+        return all(len(split_frames(f)[0]) == 1 and not split_frames(f)[1] for f in frames)
+    except ValueError:
+        return False
 
 
 # --------------------------------------------------------------------------- arrival timing
@@ -487,6 +559,8 @@ class LoopkitPersister:
             comment = self.comment if self.comment is not None else self._loaded[0]
             meta = self.meta if self.meta is not None else self._loaded[1]
             serializer = serializer.with_header(comment, meta)
+        if self.scrubber is not None:
+            cassette_dict = self.scrubber.scrub(cassette_dict)
         text = vcr_serialize(cassette_dict, serializer)
         if self.scrubber is not None:
             text = self.scrubber.erase(text)
@@ -562,7 +636,8 @@ class LoopkitVCR(vcr.VCR):
         meta = kwargs.pop("meta", None)
         overwrite = bool(kwargs.pop("overwrite", False))
         extra = list(kwargs.pop("filter_headers", ()))  # names to scrub, or vcrpy (name, replacement) pairs
-        scrubber = Scrubber(self.sensitive | {h.lower() for h in extra if isinstance(h, str)})
+        secrets = [str(s) for s in kwargs.pop("secrets", ()) if s]
+        scrubber = Scrubber(self.sensitive | {h.lower() for h in extra if isinstance(h, str)}, secrets)
         arrivals = ArrivalLog()
         if self._record_mode_from_env and "record_mode" not in kwargs:
             kwargs["record_mode"] = os.environ.get(RECORD_MODE_ENV) or "none"
@@ -576,12 +651,28 @@ class LoopkitVCR(vcr.VCR):
         elif callable(user_hooks):
             user_hooks = (user_hooks,)
         kwargs["before_record_response"] = (arrivals.attach_events, scrubber.response, *user_hooks)
+        request_hooks = kwargs.get("before_record_request", self.before_record_request)
+        request_hooks = () if request_hooks is None else (request_hooks,) if callable(request_hooks) else tuple(request_hooks)
+        kwargs["before_record_request"] = _chain(scrubber.request, *request_hooks)
         kwargs["custom_patches"] = tuple(kwargs.get("custom_patches", ())) + arrivals.patches()
         config = super().get_merged_config(**kwargs)
         if config["persister"] is LoopkitPersister:
             config["persister"] = LoopkitPersister(scrubber=scrubber, comment=comment, meta=meta, overwrite=overwrite)
         config["loopkit_strict"] = strict
         return config
+
+
+def _chain(*hooks: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """vcrpy takes one ``before_record_request``: run ours, then the user's (``None`` drops it)."""
+
+    def run(request: Any) -> Any:
+        for hook in hooks:
+            if request is None:
+                return None
+            request = hook(request)
+        return request
+
+    return run
 
 
 def make_vcr(*, record_mode: str | None = None, filter_headers: Iterable[str | tuple[str, Any]] = (), **options: Any) -> LoopkitVCR:

@@ -56,7 +56,9 @@ async def record_cassette(
     from .providers import ADAPTERS
 
     recorder = LoopkitVCR(record_mode="all", filter_headers=filter_headers)
-    context = recorder.use_cassette(out, comment=header, meta={"adapter": adapter, **(meta or {})}, overwrite=True)
+    # The key is a secret wherever it travels (a header, the base URL, a request body).
+    context = recorder.use_cassette(out, comment=header, meta={"adapter": adapter, **(meta or {})}, overwrite=True,
+                                    secrets=[api_key] if api_key else [])
     model = ADAPTERS[adapter](base_url=base_url, api_key=api_key, stream=stream, max_tokens=max_tokens)
     chunks: list[Chunk] = []
     error: ProviderError | None = None

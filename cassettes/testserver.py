@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qsl, quote, unquote
 
 from reference_loop.protocols import ToolSchema
 
@@ -72,6 +72,11 @@ CITATION = {"type": "web_search_result_location", "url": "https://weather.exampl
 SEARCH_CALL = {"type": "web_search_call", "id": "ws_lk_0", "status": "completed", "action": {"type": "search", "query": "weather Paris"}}
 
 
+SCENARIOS = ("text", "tools", "thinking", "thinking-tools", "server-tools", "max-tokens", "error-404", "error-401", "rate-limit",
+             "stream-error", "truncated", "echo-key")
+"""The model names the server answers (anything else is refused by ``cassette record --test-server``)."""
+
+
 @dataclass
 class Plan:
     """What the model "says": parts in order, how it stops, token counts."""
@@ -83,6 +88,8 @@ class Plan:
     stream_error: bool = False
     truncated: bool = False
     extra: str = ""  # server-tools: the API's server-run tool content
+    piece: int = 0  # text in pieces of this many characters (0: a word per piece)
+    charset: str = "utf-8"  # of whole JSON answers
 
 
 def plan_for(model: str) -> Plan:
@@ -146,7 +153,7 @@ def chat_events(plan: Plan, model: str) -> list[str]:
         elif part[0] == "reasoning":
             out += [chunk({"reasoning_content": p}) for p in _pieces(part[1])]
         elif part[0] == "text":
-            out += [chunk({"content": p}) for p in _pieces(part[1])]
+            out += [chunk({"content": p}) for p in _pieces(part[1], plan.piece)]
         elif part[0] == "call":
             _, call_id, name, arguments = part
             head = {"index": call_no, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
@@ -215,7 +222,7 @@ def _anthropic_blocks(plan: Plan) -> list[tuple[dict[str, Any], list[dict[str, A
                 query = json.dumps(SEARCH_USE["input"])
                 blocks.append(({**SEARCH_USE, "input": {}}, [{"type": "input_json_delta", "partial_json": p} for p in _pieces(query, 7)]))
                 blocks.append((SEARCH_RESULT, []))
-            deltas = [{"type": "text_delta", "text": p} for p in _pieces(part[1])]
+            deltas = [{"type": "text_delta", "text": p} for p in _pieces(part[1], plan.piece)]
             if plan.extra:
                 deltas.insert(0, {"type": "citations_delta", "citation": CITATION})
             blocks.append(({"type": "text", "text": ""}, deltas))
@@ -344,7 +351,7 @@ def responses_events(plan: Plan, model: str) -> list[str]:
             text = item["content"][0]["text"]
             out.append(ev("response.output_item.added", output_index=n, item={**item, "status": "in_progress", "content": []}))
             out.append(ev("response.content_part.added", item_id=item["id"], output_index=n, content_index=0, part={"type": "output_text", "text": "", "annotations": []}))
-            out += [ev("response.output_text.delta", item_id=item["id"], output_index=n, content_index=0, delta=p) for p in _pieces(text)]
+            out += [ev("response.output_text.delta", item_id=item["id"], output_index=n, content_index=0, delta=p) for p in _pieces(text, plan.piece)]
             if plan.stream_error:
                 return [*out, ev("error", code="server_error", message="The server had an error", param=None)]
             out.append(ev("response.output_text.done", item_id=item["id"], output_index=n, content_index=0, text=text))
@@ -382,7 +389,7 @@ def _gemini_parts(plan: Plan) -> list[dict[str, Any]]:
         if part[0] == "reasoning":
             parts += [{"text": p, "thought": True} for p in _pieces(part[1])]
         elif part[0] == "text":
-            parts += [{"text": p} for p in _pieces(part[1])]
+            parts += [{"text": p} for p in _pieces(part[1], plan.piece)]
         elif part[0] == "call":
             call: dict[str, Any] = {"functionCall": {"name": part[2], "args": json.loads(part[3])}}
             if not signed and _parts(plan, "reasoning"):
@@ -471,7 +478,7 @@ def bedrock_events(plan: Plan, model: str) -> list[bytes]:
         elif part[0] == "redacted":
             out.append(_frame("contentBlockDelta", {"contentBlockIndex": index, "delta": {"reasoningContent": {"redactedContent": part[1]}}}))
         else:
-            out += [_frame("contentBlockDelta", {"contentBlockIndex": index, "delta": {"text": p}}) for p in _pieces(part[1])]
+            out += [_frame("contentBlockDelta", {"contentBlockIndex": index, "delta": {"text": p}}) for p in _pieces(part[1], plan.piece)]
         if plan.stream_error:
             exception = encode_frame({":exception-type": "modelStreamErrorException", ":content-type": "application/json", ":message-type": "exception"},
                                      json.dumps({"message": "The model stream failed", "originalStatusCode": 500}).encode())
@@ -554,6 +561,27 @@ def error_body(api: str, status: int, code: str, message: str) -> tuple[dict[str
     return {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}, {}
 
 
+def presented_key(headers: Any, query: str, request: dict[str, Any]) -> str:
+    """The credential a request presented, wherever it put it (echo-key echoes it back)."""
+    for name in ("x-api-key", "x-goog-api-key", "api-key"):
+        if headers.get(name):
+            return str(headers[name])
+    auth = str(headers.get("authorization") or "")
+    if auth.lower().startswith("basic "):
+        return base64.b64decode(auth.split(None, 1)[1]).decode("utf-8", "replace").partition(":")[2]
+    if auth.lower().startswith("bearer "):
+        return auth.split(None, 1)[1]
+    found = dict(parse_qsl(query)).get("key")
+    return str(found or request.get("api_key") or "")
+
+
+def echo_plan(key: str) -> Plan:
+    """``echo-key``: an endpoint that echoes the key a few characters per event, URL-encoded and
+    base64-encoded, in a café's charset (a whole answer is ISO-8859-1, not UTF-8)."""
+    text = f"Your key is {key}; encoded {quote(key, safe='')} and {base64.b64encode(key.encode()).decode()}. Merci, café."
+    return Plan([("text", text)], piece=3, charset="iso-8859-1")
+
+
 def _has_tool_result(api: str, request: dict[str, Any]) -> bool:
     text = json.dumps(request)
     marker = {"openai": ('"role": "tool"', '"function_call_output"'), "anthropic": ('"tool_result"',),
@@ -612,7 +640,7 @@ class _Handler(BaseHTTPRequestHandler):
         groups = match.groupdict()
         model = unquote(groups["model"]) if "model" in groups else str(request.get("model") or "text")
         streaming = groups.get("method") in ("streamGenerateContent", "converse-stream") if "method" in groups else bool(request.get("stream"))
-        plan = plan_for(model)
+        plan = plan_for(model) if model != "echo-key" else echo_plan(presented_key(self.headers, self.path.partition("?")[2], request))
         if _follow_up(route.api, model, request):
             problem = route.check(request, model)
             if problem is not None:
@@ -624,7 +652,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(status, *error_body(route.api, status, code, message))
             return
         if not streaming:
-            self._json(200, route.whole(plan, model), {})
+            self._json(200, route.whole(plan, model), {}, plan.charset)
             return
         self.send_response(200)
         self.send_header("content-type", route.content_type)
@@ -640,10 +668,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         self.close_connection = True
 
-    def _json(self, status: int, data: dict[str, Any], headers: dict[str, str]) -> None:
-        raw = json.dumps(data).encode()
+    def _json(self, status: int, data: dict[str, Any], headers: dict[str, str], charset: str = "utf-8") -> None:
+        raw = json.dumps(data, ensure_ascii=False).encode(charset)
         self.send_response(status)
-        self.send_header("content-type", "application/json")
+        self.send_header("content-type", "application/json" if charset == "utf-8" else f"application/json; charset={charset}")
         self.send_header("content-length", str(len(raw)))
         self.send_header("set-cookie", "session=server-cookie-value; Path=/")
         for name, value in headers.items():

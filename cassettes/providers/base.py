@@ -353,7 +353,9 @@ class ProviderAdapter:
         transport: httpx.AsyncBaseTransport | None = None,
         timeout: float = 600.0,
     ) -> None:
-        self.base_url = (base_url or self.default_base_url).rstrip("/")
+        # A base URL may carry a query (Gemini's ``?key=``): it goes on every endpoint URL.
+        root, _, self.base_query = (base_url or self.default_base_url).partition("?")
+        self.base_url = root.rstrip("/")
         self.api_key = api_key
         self.model = model
         self.streaming = stream
@@ -436,6 +438,8 @@ class ProviderAdapter:
             return
         body = self.build_body(request)
         url = self.endpoint(request)
+        if self.base_query:
+            url += ("&" if "?" in url else "?") + self.base_query
         # A given transport (replay, recording) must not be bypassed by proxy settings from the env.
         async with httpx.AsyncClient(transport=self.transport, timeout=self.timeout, trust_env=self.transport is None) as client:
             req = self.sign(client.build_request("POST", url, json=body, headers=self.headers()))
@@ -469,8 +473,8 @@ class ProviderAdapter:
             if not ok or raw is None:
                 return
             try:
-                data = json.loads(raw)
-            except (ValueError, RecursionError) as exc:
+                data = json.loads(raw.decode(response.charset_encoding or "utf-8"))
+            except (ValueError, RecursionError, LookupError) as exc:
                 raise ProviderError(f"response is not JSON: {exc}", status=response.status_code, code="BAD_RESPONSE") from exc
             if isinstance(data, dict) and isinstance(data.get("error"), dict):
                 raise self.http_error(response, raw.decode("utf-8", "replace"))
