@@ -475,7 +475,8 @@ class ReplayTransport(httpx.AsyncBaseTransport):
         interaction = self.next_for(request.method, str(request.url), body, request.headers)
         return httpx.Response(
             interaction.status,
-            headers=[(k, v) for k, values in interaction.headers.items() for v in values],
+            # As bytes: a recorded value may hold what httpx will not encode as ASCII (UTF-8 text).
+            headers=[(k.encode("utf-8"), v.encode("utf-8")) for k, values in interaction.headers.items() for v in values],
             stream=_ReplayStream(interaction.chunks(), self.pace),
             request=request,
         )
