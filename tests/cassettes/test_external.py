@@ -29,11 +29,25 @@ from .conftest import EXTERNAL, external_files
 pytestmark = pytest.mark.skipif(not EXTERNAL.is_dir(), reason="../shared/cassettes-external is absent")
 
 # Kept separate from the adapters' own tables on purpose: a wrong mapping there must fail here.
-EXPECTED_FINISH = {
-    "stop": "stop", "tool_calls": "tool-calls", "length": "max-tokens",
-    "end_turn": "stop", "tool_use": "tool-calls", "max_tokens": "max-tokens", "stop_sequence": "stop",
-    "STOP": "stop", "MAX_TOKENS": "max-tokens",
+EXPECTED_KIND = {
+    "stop": "stop", "end_turn": "stop", "stop_sequence": "stop", "STOP": "stop", "eos": "stop", "eos_token": "stop",
+    "tool_calls": "tool-calls", "function_call": "tool-calls", "tool_use": "tool-calls",
+    "length": "max-tokens", "max_tokens": "max-tokens", "MAX_TOKENS": "max-tokens", "model_length": "max-tokens",
+    "model_context_window_exceeded": "max-tokens",
+    "content_filter": "content-filter", "sensitive": "content-filter", "guardrail_intervened": "content-filter",
+    "content_filtered": "content-filter", "SAFETY": "content-filter", "RECITATION": "content-filter", "BLOCKLIST": "content-filter",
+    "PROHIBITED_CONTENT": "content-filter", "SPII": "content-filter", "LANGUAGE": "content-filter", "IMAGE_SAFETY": "content-filter",
+    "refusal": "refusal", "error": "error", "MALFORMED_FUNCTION_CALL": "error", "malformed_tool_use": "error",
+    "malformed_model_output": "error",
 }
+# The providers' own words for their kind: every other string is kept as ``raw``.
+PLAIN = frozenset({"stop", "end_turn", "stop_sequence", "STOP", "tool_calls", "function_call", "tool_use", "length", "max_tokens",
+                   "MAX_TOKENS", "refusal"})
+
+
+def finish_of(raw: str) -> dict[str, str | None]:
+    """The finish a provider's string must give: its kind, and ``raw`` unless it is plain."""
+    return {"kind": EXPECTED_KIND.get(raw, "stop"), "raw": None if raw in PLAIN else raw}
 
 
 def _frames(interaction: Interaction) -> list[dict[str, Any]]:
@@ -56,8 +70,8 @@ def _gemini_expected(responses: list[dict[str, Any]]) -> tuple[str, list[Any], b
                 else:
                     text += part.get("text", "")
             finish = candidate.get("finishReason") or finish
-    kind = EXPECTED_FINISH[finish]
-    return ("tool-calls" if calls and kind == "stop" else kind), calls, usage, text, thought
+    kind = finish_of(finish)
+    return (finish_of("tool_calls") if calls and finish == "STOP" else kind), calls, usage, text, thought
 
 
 def _bedrock_expected(interaction: Interaction) -> tuple[str, list[Any], bool, str, str]:
@@ -67,7 +81,7 @@ def _bedrock_expected(interaction: Interaction) -> tuple[str, list[Any], bool, s
         calls = [b["toolUse"]["input"] for b in content if "toolUse" in b]
         text = "".join(b.get("text", "") for b in content)
         thought = "".join(b.get("reasoningContent", {}).get("reasoningText", {}).get("text", "") for b in content)
-        return EXPECTED_FINISH[data["stopReason"]], calls, "usage" in data, text, thought
+        return finish_of(data["stopReason"]), calls, "usage" in data, text, thought
     inputs: dict[int, str] = {}
     stop, usage, text, thought = "", False, "", ""
     for frame in _frames(interaction):
@@ -83,7 +97,7 @@ def _bedrock_expected(interaction: Interaction) -> tuple[str, list[Any], bool, s
             stop = frame["stopReason"]
         elif frame["event"] == "metadata":
             usage = "usage" in frame
-    return EXPECTED_FINISH[stop], [json.loads(inputs[k] or "{}") for k in sorted(inputs)], usage, text, thought
+    return finish_of(stop), [json.loads(inputs[k] or "{}") for k in sorted(inputs)], usage, text, thought
 
 
 def _events(interaction: Interaction) -> list[dict[str, Any]]:
@@ -109,22 +123,26 @@ def expected(interaction: Interaction) -> tuple[str, list[Any], bool]:
         if path.endswith("/chat/completions"):
             message = data["choices"][0]["message"]
             calls = [json.loads(c["function"]["arguments"]) for c in message.get("tool_calls") or []]
-            return EXPECTED_FINISH[data["choices"][0]["finish_reason"]], calls, "usage" in data
+            finish = data["choices"][0]["finish_reason"]
+            refused = bool(message.get("refusal")) and finish == "stop"
+            return (finish_of("refusal") if refused else finish_of(finish)), calls, "usage" in data
         if path.endswith("/messages"):
             calls = [b["input"] for b in data["content"] if b["type"] == "tool_use"]
-            return EXPECTED_FINISH[data["stop_reason"]], calls, "usage" in data
+            return finish_of(data["stop_reason"]), calls, "usage" in data
         raise AssertionError(f"no expectation for {path}")
     events = _events(interaction)
     if path.endswith("/chat/completions"):
         fragments: dict[int, str] = {}
-        finish, usage = "", False
+        finish, usage, refused = "", False, False
         for ev in events:
-            usage = usage or bool(ev.get("usage"))
+            usage = usage or bool(ev.get("usage")) or bool((ev.get("x_groq") or {}).get("usage"))
             for choice in ev.get("choices") or []:
                 for call in choice.get("delta", {}).get("tool_calls") or []:
                     fragments[call["index"]] = fragments.get(call["index"], "") + (call.get("function", {}).get("arguments") or "")
+                refused = refused or bool(choice.get("delta", {}).get("refusal"))
                 finish = choice.get("finish_reason") or finish
-        return EXPECTED_FINISH[finish], [json.loads(fragments[k]) for k in sorted(fragments)], usage
+        refusal = refused and finish == "stop"  # a refusal is not an empty stop
+        return (finish_of("refusal") if refusal else finish_of(finish)), [json.loads(fragments[k]) for k in sorted(fragments)], usage
     if path.endswith("/messages"):
         parts: dict[int, str] = {}
         stop = ""
@@ -135,15 +153,15 @@ def expected(interaction: Interaction) -> tuple[str, list[Any], bool]:
                 parts[ev["index"]] += ev["delta"]["partial_json"]
             if ev["type"] == "message_delta":
                 stop = ev["delta"]["stop_reason"]
-        return EXPECTED_FINISH[stop], [json.loads(parts[k] or "{}") for k in sorted(parts)], True
+        return finish_of(stop), [json.loads(parts[k] or "{}") for k in sorted(parts)], True
     terminal = events[-1]
     items = [ev["item"] for ev in events if ev["type"] == "response.output_item.done"]
     calls = [json.loads(i["arguments"]) for i in items if i["type"] == "function_call"]
     if terminal["type"] == "response.incomplete":
-        assert terminal["response"]["incomplete_details"]["reason"] == "max_output_tokens"
-        return "max-tokens", calls, True
+        reason = terminal["response"]["incomplete_details"]["reason"]
+        return (finish_of("length") if reason == "max_output_tokens" else finish_of(reason)), calls, True
     assert terminal["type"] == "response.completed"
-    return ("tool-calls" if calls else "stop"), calls, True
+    return finish_of("tool_calls" if calls else "stop"), calls, True
 
 
 def expected_text(interaction: Interaction) -> tuple[str, str]:
@@ -191,17 +209,21 @@ def test_external_cassette_replays_to_a_well_formed_stream(path: Path) -> None:
         assert result.adapter, f"no adapter for {interaction.uri}"
         if interaction.status >= 400:
             body = json.loads(interaction.body)
-            err = body["error"]
             assert result.chunks == []
             assert result.error_status == interaction.status
-            code = err.get("status") if isinstance(err.get("code"), int) else err.get("code") or err.get("type")
+            if isinstance(body.get("error"), dict):
+                err = body["error"]
+                code = err.get("status") if isinstance(err.get("code"), int) else err.get("code") or err.get("type")
+            else:  # AWS: {"message"} and the type in a header
+                code = interaction.header("x-amzn-errortype").split(":", 1)[0]
             assert result.error_code == code
             assert str(interaction.status) in (result.error or "")
             continue
         assert result.error is None
         assert stream_problems(result.chunks) == []
         kind, calls, has_usage = expected(interaction)
-        assert result.chunks[-1] == {"type": "finish", "reason": {"kind": kind}}
+        reason = dict(result.chunks[-1])["reason"]
+        assert reason["kind"] == kind["kind"] and reason.get("raw") == kind["raw"]
         blocks = [c["block"] for c in result.chunks if c["type"] == "block-end"]
         assert [json.loads(b["arguments"]) for b in blocks if b["type"] == "tool-call"] == calls
         text, thought = expected_text(interaction)
