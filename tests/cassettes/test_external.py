@@ -175,20 +175,41 @@ def expected_text(interaction: Interaction) -> tuple[str, str]:
     if not interaction.is_sse:
         data = json.loads(interaction.body)
         if path.endswith("/chat/completions"):
-            return data["choices"][0]["message"].get("content") or "", ""
+            return _chat_parts(data["choices"][0]["message"])
         text = "".join(b["text"] for b in data["content"] if b["type"] == "text")
         return text, "".join(b["thinking"] for b in data["content"] if b["type"] == "thinking")
     text, thought = "", ""
     for ev in _events(interaction):
         if path.endswith("/chat/completions"):
             for choice in ev.get("choices") or []:
-                text += choice.get("delta", {}).get("content") or ""
+                if choice.get("index", 0) == 0:
+                    more_text, more_thought = _chat_parts(choice.get("delta") or {})
+                    text, thought = text + more_text, thought + more_thought
         elif path.endswith("/messages"):
             if ev["type"] == "content_block_delta":
                 text += ev["delta"].get("text", "")
                 thought += ev["delta"].get("thinking", "")
-        elif ev["type"] == "response.output_text.delta":
+        elif ev["type"] in ("response.output_text.delta", "response.refusal.delta"):
             text += ev["delta"]
+        elif ev["type"] in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            thought += ev["delta"]
+    return text, thought
+
+
+def _chat_parts(part: dict[str, Any]) -> tuple[str, str]:
+    """(text, reasoning) of one chat delta or message: string or Mistral list content, refusal,
+    ``reasoning_content`` or ``reasoning``."""
+    content, text, thought = part.get("content"), "", ""
+    if isinstance(content, list):
+        for item in content:
+            if item.get("type") == "text":
+                text += item.get("text", "")
+            elif item.get("type") == "thinking":
+                thought += "".join(t.get("text", "") for t in item.get("thinking") or [])
+    else:
+        text += content or ""
+    text += part.get("refusal") or ""
+    thought += part.get("reasoning_content") or part.get("reasoning") or ""
     return text, thought
 
 
