@@ -14,6 +14,8 @@ from reference_loop.protocols import ModelRequest
 
 from .errors import CassetteError, ProviderError
 from .providers import ADAPTERS
+from .scrub import redact_url
+from .testserver import SCENARIOS
 
 TEST_SERVER_HEADER = (
     "Recorded through loopkit's {adapter} adapter, by vcrpy, against the local test server\n"
@@ -47,6 +49,17 @@ def show(
             typer.echo("  " + json.dumps(chunk))
         if result.error is not None:
             typer.echo(f"  error: {result.error}")
+        typer.echo("  " + _summary(result.report()))
+        for warning in result.warnings():
+            typer.echo(f"  warning: {warning}")
+
+
+def _summary(report: dict[str, Any]) -> str:
+    """One line: visible characters recorded vs streamed, usage, finish."""
+    recorded = "-" if report["recorded_chars"] is None else report["recorded_chars"]
+    usage = "usage " + json.dumps(report["usage"]) if report["usage"] else "no usage"
+    finish = "finish " + json.dumps(report["finish"]) if report["finish"] else "no finish"
+    return f"visible characters: {recorded} recorded, {report['stream_chars']} streamed; {usage}; {finish}"
 
 
 def record(
@@ -62,12 +75,19 @@ def record(
     max_tokens: Annotated[int | None, typer.Option("--max-tokens")] = None,
     filter_header: Annotated[list[str] | None, typer.Option("--filter-header", help="Another header to scrub (repeatable).")] = None,
     test_server: Annotated[bool, typer.Option("--test-server", help="Record against the local test server.")] = False,
+    answer_tools: Annotated[str | None, typer.Option("--answer-tools", help="Answer every tool call with this text and record the next turn too.")] = None,
 ) -> None:
     """Record one request through an adapter (key and base URL from the environment)."""
     from .record import record_cassette
 
     if adapter not in ADAPTERS:
         typer.echo(f"error: unknown adapter {adapter!r} (known: {', '.join(ADAPTERS)})", err=True)
+        raise typer.Exit(2)
+    if test_server and model not in SCENARIOS:
+        typer.echo(f"error: unknown test-server scenario {model!r} for --model (known: {', '.join(SCENARIOS)})", err=True)
+        raise typer.Exit(2)
+    if not model.strip() or any(c.isspace() for c in model):
+        typer.echo(f"error: --model {model!r} is not a model name", err=True)
         raise typer.Exit(2)
     cls = ADAPTERS[adapter]
     request: ModelRequest = {"model": model, "messages": [{"role": "user", "content": [{"type": "text", "text": prompt}]}]}
@@ -90,6 +110,7 @@ def record(
             _, chunks, error = await record_cassette(
                 out, adapter=adapter, request=request, base_url=url, api_key=key, stream=stream,
                 max_tokens=max_tokens, filter_headers=filter_header or (), header=header, meta=meta,
+                answer_tools=answer_tools,
             )
         except ProviderError as exc:  # nothing answered: no cassette written
             typer.echo(f"error: {exc}", err=True)
@@ -99,20 +120,29 @@ def record(
     if test_server:
         from .testserver import WEATHER_TOOL, serve
 
-        if model == "tools" and "tools" not in request:
+        if model in ("tools", "thinking-tools") and "tools" not in request:
             request["tools"] = [WEATHER_TOOL]
-        flags = "" if stream else " --no-stream"
+        flags = ("" if stream else " --no-stream") + (f" --answer-tools {json.dumps(answer_tools)}" if answer_tools is not None else "")
         header = TEST_SERVER_HEADER.format(adapter=adapter, out=out.as_posix(), model=model, flags=flags)
         with serve(delay=0.02) as server:
             asyncio.run(run(server.base_url, header, {"recorded_against": "loopkit local test server"}))
         return
     url = base_url or os.environ.get("LOOPKIT_BASE_URL") or cls.default_base_url
-    asyncio.run(run(url, LIVE_HEADER.format(adapter=adapter, base_url=url), {"recorded_against": url}))
+    shown = redact_url(url)  # a key in the query or the userinfo never reaches the header
+    asyncio.run(run(url, LIVE_HEADER.format(adapter=adapter, base_url=shown), {"recorded_against": shown}))
+
+
+def _needs_a_command(ctx: typer.Context) -> None:
+    """``loopkit cassette`` alone: one line on stderr and exit 2, like every other bad input."""
+    if ctx.invoked_subcommand is None:
+        typer.echo("error: loopkit cassette needs a command: show FILE, or record OUT (see loopkit cassette --help)", err=True)
+        raise typer.Exit(2)
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``cassette`` sub-app (``show``, ``record``) to the ``loopkit`` app."""
-    sub = typer.Typer(help="LLM cassettes: replay recorded provider traffic, record new traffic.", no_args_is_help=True)
+    sub = typer.Typer(help="LLM cassettes: replay recorded provider traffic, record new traffic.", invoke_without_command=True)
+    sub.callback()(_needs_a_command)
     sub.command("show")(show)
     sub.command("record")(record)
     app.add_typer(sub, name="cassette")

@@ -31,11 +31,13 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import math
 import zlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import yaml
@@ -46,6 +48,7 @@ from vcr.record_mode import RecordMode
 from vcr.request import Request as VcrRequest
 
 from .errors import CassetteError, UnmatchedRequestError
+from .eventstream import EVENTSTREAM_CONTENT_TYPE, split_frames
 from .sse import parse_block, split_events
 
 FORMAT_KEY = "loopkit"
@@ -55,10 +58,17 @@ SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoade
 
 @dataclass
 class RecordedEvent:
-    """One server-sent event as it arrived: its raw text (blank line included) and offset (s)."""
+    """One stream event as it arrived, with its offset (s): a server-sent event's raw text (blank
+    line included), or one binary event-stream frame (``raw``; ``text`` is then empty)."""
 
     offset: float
     text: str
+    raw: bytes | None = None
+
+    @property
+    def data(self) -> bytes:
+        """The bytes that went over the wire for this event."""
+        return self.raw if self.raw is not None else self.text.encode()
 
 
 @dataclass
@@ -73,8 +83,9 @@ class Interaction:
     reason: str
     headers: dict[str, list[str]]
     body: str
-    events: list[RecordedEvent] | None = None  # SSE responses only
+    events: list[RecordedEvent] | None = None  # streamed responses only (SSE or event-stream frames)
     timed: bool = False  # whether ``events`` came from the file (else split from the body, offset 0)
+    raw: bytes | None = None  # the body's bytes when they are not UTF-8 text (``body`` then decodes them lossily)
 
     def header(self, name: str) -> str:
         """First value of a response header, case-insensitively ("" when absent)."""
@@ -88,26 +99,48 @@ class Interaction:
         return "text/event-stream" in self.header("content-type")
 
     @property
+    def is_eventstream(self) -> bool:
+        """AWS's binary event-stream framing (Bedrock ConverseStream)."""
+        return EVENTSTREAM_CONTENT_TYPE in self.header("content-type")
+
+    @property
+    def is_stream(self) -> bool:
+        return self.is_sse or self.is_eventstream
+
+    @property
+    def body_bytes(self) -> bytes:
+        """The body as it went over the wire (decompressed)."""
+        if self.events is not None and self.timed:
+            return b"".join(e.data for e in self.events)
+        return self.raw if self.raw is not None else self.body.encode()
+
+    @property
     def request_json(self) -> dict[str, Any] | None:
         try:
             data = json.loads(self.request_body or "")
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         return data if isinstance(data, dict) else None
 
     @property
     def streaming(self) -> bool:
-        """Whether the request asked for a stream (``"stream": true``), else whether one came back."""
+        """Whether the request asked for a stream: as its adapter reads it from the URL (Gemini,
+        Bedrock) or the body (``"stream": true``), else whether a stream came back."""
+        from .providers import adapter_for_url
+
+        cls = adapter_for_url(self.uri)
+        if cls is not None:
+            return bool(cls.replay_settings(self.uri, self.request_json, self.is_stream)["stream"])
         data = self.request_json
         if data is not None and "stream" in data:
             return bool(data["stream"])
-        return self.is_sse
+        return self.is_stream
 
     def chunks(self) -> list[tuple[float, bytes]]:
-        """The body as (offset, bytes) pieces: one per event for SSE, else one piece."""
+        """The body as (offset, bytes) pieces: one per event for a stream, else one piece."""
         if self.events is not None:
-            return [(e.offset, e.text.encode()) for e in self.events]
-        return [(0.0, self.body.encode())]
+            return [(e.offset, e.data) for e in self.events]
+        return [(0.0, self.body_bytes)]
 
     def to_vcr(self) -> dict[str, Any]:
         """This interaction as vcrpy keeps it in memory: ``{"request": ..., "response": ...}``.
@@ -118,10 +151,10 @@ class Interaction:
         response: dict[str, Any] = {
             "status": {"code": self.status, "message": self.reason},
             "headers": {k: list(v) for k, v in self.headers.items()},
-            "body": {"string": self.body},
+            "body": {"string": self.raw if self.raw is not None else self.body},
         }
         if self.timed and self.events is not None:
-            response["events"] = [{"offset": e.offset, "data": e.text} for e in self.events]
+            response["events"] = [{"offset": e.offset, "data": e.raw if e.raw is not None else e.text} for e in self.events]
         request = {
             "method": self.method,
             "uri": self.uri,
@@ -160,6 +193,10 @@ class Cassette:
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
             problem = getattr(exc, "problem", None) or str(exc)
             raise CassetteError(path, f"bad YAML{where}: {problem}") from exc
+        except RecursionError as exc:
+            raise CassetteError(path, "bad YAML: nested too deeply") from exc
+        except (ValueError, TypeError, OverflowError) as exc:  # a tag's value the constructor rejects
+            raise CassetteError(path, f"bad YAML: {exc}") from exc
         if not isinstance(data, dict) or not isinstance(data.get("interactions"), list):
             raise CassetteError(path, "not a vcrpy cassette: no 'interactions' list at the top level")
         if not data["interactions"]:
@@ -173,21 +210,56 @@ def _fail(path: Path, n: int, problem: str) -> CassetteError:
     return CassetteError(path, f"interaction {n}: {problem}")
 
 
-def _headers(raw: Any) -> dict[str, list[str]]:
-    if not isinstance(raw, dict):
+_SCALARS = (str, bytes, int, float)
+
+
+def _headers(path: Path, n: int, where: str, raw: Any) -> dict[str, list[str]]:
+    """Headers as ``{name: [values]}``; anything else is a one-line error naming the header."""
+    if raw is None:
         return {}
-    # Some serializers write a single scalar instead of vcrpy's list of values.
-    return {str(k): [str(x) for x in v] if isinstance(v, list) else [str(v)] for k, v in raw.items()}
+    if not isinstance(raw, dict):
+        raise _fail(path, n, f"{where} headers are a {type(raw).__name__}, expected a mapping")
+    out: dict[str, list[str]] = {}
+    for name, value in raw.items():
+        # Some serializers write a single scalar instead of vcrpy's list of values; botocore's
+        # recordings store some values as !!binary.
+        values = value if isinstance(value, list) else [value]
+        if not values:
+            raise _fail(path, n, f"{where} header {str(name)!r} has no value")
+        if not all(isinstance(v, _SCALARS) and not isinstance(v, bool) for v in values):
+            raise _fail(path, n, f"{where} header {str(name)!r} holds a {type(values[0]).__name__}, expected text")
+        out[str(name)] = [_header_value(v) for v in values]
+    return out
+
+
+def _header_value(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _json_text(path: Path, n: int, value: Any) -> str:
+    try:
+        return json.dumps(value)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise _fail(path, n, f"parsed_body is not JSON: {type(exc).__name__}") from exc
 
 
 def _body_text(path: Path, n: int, raw: Any, encoding: str) -> str:
-    """A stored body (str, bytes, ``{string: ...}``) as text, undoing gzip/deflate when needed."""
+    """A stored body as text (a binary one decoded lossily: see ``_body``)."""
+    return _body(path, n, raw, encoding)[0]
+
+
+def _body(path: Path, n: int, raw: Any, encoding: str) -> tuple[str, bytes | None]:
+    """A stored body (str, bytes, ``{string: ...}``) as ``(text, bytes or None)``.
+
+    gzip/deflate is undone first. Bytes that are not UTF-8 (a binary event stream, another
+    charset) are kept as they are, with their text decoded lossily for display and scrubbing.
+    """
     if isinstance(raw, dict):
         raw = raw.get("string")
     if raw is None:
-        return ""
+        return "", None
     if isinstance(raw, str):
-        return raw
+        return raw, None
     if not isinstance(raw, bytes):
         raise _fail(path, n, f"body is a {type(raw).__name__}, expected a string or !!binary")
     data = raw
@@ -199,9 +271,9 @@ def _body_text(path: Path, n: int, raw: Any, encoding: str) -> str:
     except (OSError, EOFError, zlib.error) as exc:
         raise _fail(path, n, f"body says content-encoding {encoding or 'gzip'} but does not decompress: {exc}") from exc
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _fail(path, n, f"body is not UTF-8 text ({encoding or 'no content-encoding'})") from exc
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "replace"), data
 
 
 def _first(headers: dict[str, list[str]], name: str) -> str:
@@ -217,42 +289,74 @@ def _interaction(path: Path, n: int, raw: Any) -> Interaction:
     request, response = raw["request"], raw["response"]
     if not request.get("uri") or not request.get("method"):
         raise _fail(path, n, "request has no 'method' or 'uri'")
-    req_headers = _headers(request.get("headers"))
+    method, uri = request["method"], request["uri"]
+    if not isinstance(method, str) or not method.isalpha():
+        raise _fail(path, n, f"request method {method!r} is not an HTTP method")
+    if not isinstance(uri, str) or not _http_url(uri):
+        raise _fail(path, n, f"request uri {str(uri)[:80]!r} is not an http(s) URL")
+    req_headers = _headers(path, n, "request", request.get("headers"))
     if "parsed_body" in request:
-        req_body: str | None = json.dumps(request["parsed_body"])
+        req_body: str | None = _json_text(path, n, request["parsed_body"])
     else:
         req_body = _body_text(path, n, request.get("body"), _first(req_headers, "content-encoding")) or None
     status = response.get("status")
     code = status.get("code") if isinstance(status, dict) else status
-    if not isinstance(code, int):
+    if not isinstance(code, int) or isinstance(code, bool):
         raise _fail(path, n, "response has no integer status code")
+    if not 100 <= code <= 599:
+        raise _fail(path, n, f"response status {code} is not an HTTP status (100-599)")
     reason = str(status.get("message", "")) if isinstance(status, dict) else ""
-    headers = _headers(response.get("headers"))
+    headers = _headers(path, n, "response", response.get("headers"))
     encoding = _first(headers, "content-encoding").lower()
     events: list[RecordedEvent] | None = None
+    raw_body: bytes | None = None
     if isinstance(response.get("events"), list):
         events = []
         for record in response["events"]:
-            if not isinstance(record, dict) or not isinstance(record.get("data"), str):
-                raise _fail(path, n, "each 'events' record needs a 'data' string and an 'offset'")
+            if not isinstance(record, dict) or not isinstance(record.get("data"), str | bytes):
+                raise _fail(path, n, "each 'events' record needs a 'data' string (or !!binary frame) and an 'offset'")
             try:
                 offset = float(record.get("offset") or 0.0)
-            except (TypeError, ValueError) as exc:
+            except (TypeError, ValueError, OverflowError) as exc:
                 raise _fail(path, n, f"event offset {record.get('offset')!r} is not a number") from exc
-            events.append(RecordedEvent(offset, record["data"]))
-        body = "".join(e.text for e in events)
+            if not math.isfinite(offset) or offset < 0:
+                raise _fail(path, n, f"event offset {record.get('offset')!r} is not a time after the headers")
+            data = record["data"]
+            events.append(RecordedEvent(offset, data, None) if isinstance(data, str) else RecordedEvent(offset, "", bytes(data)))
+        if any(e.raw is not None for e in events):
+            raw_body = b"".join(e.data for e in events)
+            body = raw_body.decode("utf-8", "replace")
+        else:
+            body = "".join(e.text for e in events)
     elif "parsed_body" in response:
-        body = json.dumps(response["parsed_body"])
+        body = _json_text(path, n, response["parsed_body"])
     else:
-        body = _body_text(path, n, response.get("body"), encoding)
+        body, raw_body = _body(path, n, response.get("body"), encoding)
     # Bodies are kept decoded: what we serve must not claim an encoding or a stale length.
     headers = {k: v for k, v in headers.items() if k.lower() not in ("content-encoding", "content-length")}
     if not _first(headers, "content-type"):
         # Some serializers drop response headers; sniff the body so the adapter reads it right.
         sse = body.lstrip().startswith(("data:", "event:"))
-        headers["content-type"] = ["text/event-stream" if sse else "application/json"]
-    interaction = Interaction(str(request["method"]).upper(), str(request["uri"]), req_headers, req_body, code, reason, headers, body, events, events is not None)
-    if interaction.is_sse and code < 400:
+        frames = raw_body is not None and _frames_or_none(raw_body) is not None
+        headers["content-type"] = [EVENTSTREAM_CONTENT_TYPE if frames else "text/event-stream" if sse else "application/json"]
+    interaction = Interaction(method.upper(), uri, req_headers, req_body, code, reason, headers, body,
+                              events, events is not None, raw_body)
+    if interaction.is_eventstream and code < 400:
+        if events is not None:
+            frames_ok = _frames_or_none(interaction.body_bytes)
+            if frames_ok is None or frames_ok[1]:
+                raise _fail(path, n, "malformed event stream: the recorded frames do not decode")
+        else:
+            frames_found = _frames_or_none(raw_body if raw_body is not None else body.encode())
+            if frames_found is None:
+                raise _fail(path, n, "malformed event stream: a frame's length or checksum does not hold")
+            whole, leftover = frames_found
+            if leftover:
+                raise _fail(path, n, f"truncated event stream: the body ends mid-frame ({len(leftover)} bytes left)")
+            if not whole:
+                raise _fail(path, n, "truncated event stream: no frame")
+            interaction.events = [RecordedEvent(0.0, "", frame) for frame in whole]
+    elif interaction.is_sse and code < 400:
         raw_events, rest = split_events(body) if events is None else ([e.text for e in events], "")
         if rest.strip():
             # Some serializers strip the final blank line: a last event whose data is whole is
@@ -265,6 +369,21 @@ def _interaction(path: Path, n: int, raw: Any) -> Interaction:
         if events is None:
             interaction.events = [RecordedEvent(0.0, text) for text in raw_events]
     return interaction
+
+
+def _http_url(uri: str) -> bool:
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.netloc)
+
+
+def _frames_or_none(data: bytes) -> tuple[list[bytes], bytes] | None:
+    try:
+        return split_frames(data)
+    except ValueError:
+        return None
 
 
 def _whole_event(text: str) -> bool:
@@ -356,7 +475,8 @@ class ReplayTransport(httpx.AsyncBaseTransport):
         interaction = self.next_for(request.method, str(request.url), body, request.headers)
         return httpx.Response(
             interaction.status,
-            headers=[(k, v) for k, values in interaction.headers.items() for v in values],
+            # As bytes: a recorded value may hold what httpx will not encode as ASCII (UTF-8 text).
+            headers=[(k.encode("utf-8"), v.encode("utf-8")) for k, values in interaction.headers.items() for v in values],
             stream=_ReplayStream(interaction.chunks(), self.pace),
             request=request,
         )

@@ -42,6 +42,7 @@ once with ``LOOPKIT_RECORD_MODE=once``; replay the same file in virtual time wit
 from __future__ import annotations
 
 import codecs
+import copy
 import functools
 import os
 import threading
@@ -61,10 +62,19 @@ from vcr.serialize import deserialize as vcr_deserialize
 from vcr.serialize import serialize as vcr_serialize
 
 from .errors import CassetteError
+from .eventstream import EVENTSTREAM_CONTENT_TYPE, split_frames
 from .llm_cassette import FORMAT_KEY, SAFE_LOADER, Cassette
+from .scrub import (
+    FILTERED,
+    Secrets,
+    environment_keys,
+    mask_frames,
+    mask_sse,
+    redact_url,
+    scrub_binary_body,
+)
 from .sse import split_events
 
-FILTERED = "<filtered>"
 SENSITIVE_HEADERS: frozenset[str] = frozenset(
     {
         "authorization",
@@ -77,9 +87,14 @@ SENSITIVE_HEADERS: frozenset[str] = frozenset(
         "openai-organization",
         "openai-project",
         "anthropic-organization-id",
+        "x-amz-security-token",  # AWS SigV4: the session token; the signature is in authorization
+        "x-amz-date",
     }
 )
-SECRET_QUERY_PARAMETERS: tuple[str, ...] = ("key", "api_key", "api-key", "access_token")
+SECRET_QUERY_PARAMETERS: tuple[str, ...] = (
+    "key", "api_key", "api-key", "apikey", "access_token", "token", "sig", "signature",
+    "X-Amz-Signature", "X-Amz-Credential", "X-Amz-Security-Token",
+)
 RECORD_MODE_ENV = "LOOPKIT_RECORD_MODE"
 SERIALIZER_NAME = "loopkit"
 
@@ -90,26 +105,36 @@ SERIALIZER_NAME = "loopkit"
 class Scrubber:
     """One cassette's secret handling: replaces sensitive values and remembers them.
 
-    Remembered values are erased from the whole file when it is written, wherever they appear
-    (an endpoint may echo a key in a body or another header).
+    Remembered values (and the values of the environment's credential variables, and explicit
+    ``secrets``) are erased from everything written, in every form they travel in
+    (``cassettes.scrub``): the file's text, binary bodies, event-stream frames, and keys an
+    endpoint echoed a few characters per event (masked in the reassembled text, then split back).
     """
 
-    def __init__(self, sensitive: Iterable[str]) -> None:
+    def __init__(self, sensitive: Iterable[str], secrets: Iterable[str] = ()) -> None:
         self.sensitive = frozenset(name.lower() for name in sensitive)
-        self.secrets: set[str] = set()
-        self._lock = threading.Lock()
+        self.known = Secrets([*environment_keys(), *secrets])
+
+    @property
+    def secrets(self) -> set[str]:
+        """The values remembered so far."""
+        return self.known.values
 
     def remember(self, value: object) -> None:
-        text = str(value)
-        with self._lock:
-            for part in [text, *text.split()]:
-                if len(part) >= 8:  # a credential, not a scheme word such as "Bearer"
-                    self.secrets.add(part)
+        self.known.add(value)
 
     def replace(self, key: str, value: object, request: object) -> str:
         """vcrpy's replacement-callable signature (``filter_headers``, ``filter_query_parameters``)."""
         self.remember(value)
         return FILTERED
+
+    def request(self, request: Any) -> Any:
+        """``before_record_request``: the URI's userinfo, key-like body fields."""
+        uri = getattr(request, "uri", None)
+        if isinstance(uri, str) and "@" in uri.split("?", 1)[0]:
+            request.uri = redact_url(uri, self.known)
+        self.known.learn_body(getattr(request, "body", None))
+        return request
 
     def response(self, response: dict[str, Any]) -> dict[str, Any]:
         """``before_record_response``: vcrpy's ``filter_headers`` only covers requests."""
@@ -123,11 +148,61 @@ class Scrubber:
         return response
 
     def erase(self, text: str) -> str:
-        with self._lock:
-            secrets = sorted(self.secrets, key=len, reverse=True)
-        for secret in secrets:
-            text = text.replace(secret, FILTERED)
-        return text
+        return self.known.erase(text)
+
+    def scrub(self, cassette_dict: dict[str, Any]) -> dict[str, Any]:
+        """The cassette as it will be written: bodies and events scrubbed (copies; vcrpy's own
+        in-memory cassette is left as recorded)."""
+        requests = []
+        for request in cassette_dict.get("requests", []):
+            self.known.learn_body(getattr(request, "body", None))
+            if isinstance(getattr(request, "body", None), bytes):
+                request = copy.copy(request)
+                request.body = self.known.erase_bytes(request.body)
+            requests.append(request)
+        responses = [self._scrub_response(copy.deepcopy(r)) for r in cassette_dict.get("responses", [])]
+        return {**cassette_dict, "requests": requests, "responses": responses}
+
+    def _scrub_response(self, response: dict[str, Any]) -> dict[str, Any]:
+        headers = {str(k).lower(): v for k, v in (response.get("headers") or {}).items()}
+        content_type = " ".join(str(v) for v in headers.get("content-type", []))
+        body: dict[str, Any] = response["body"] if isinstance(response.get("body"), dict) else {}
+        events = response.get("events")
+        if isinstance(events, list) and events:
+            if all(isinstance(e.get("data"), bytes) for e in events):
+                frames = [e["data"] for e in events]
+                masked = mask_frames(frames, self.known) if EVENTSTREAM_CONTENT_TYPE in content_type and _whole_frames(frames) else [
+                    self.known.erase_bytes(f) for f in frames]
+                for event, frame in zip(events, masked, strict=True):
+                    event["data"] = frame
+                body["string"] = b"".join(masked)
+            elif all(isinstance(e.get("data"), str) for e in events):
+                for event, text in zip(events, mask_sse([e["data"] for e in events], self.known), strict=True):
+                    event["data"] = text
+                body["string"] = "".join(e["data"] for e in events)
+            return response
+        value = body.get("string")
+        if EVENTSTREAM_CONTENT_TYPE in content_type and isinstance(value, bytes | str):
+            # Frames carry lengths and checksums: scrubbed frame by frame and re-encoded, never as text.
+            body["string"] = scrub_binary_body(value if isinstance(value, bytes) else value.encode(), True, self.known)
+            return response
+        if isinstance(value, bytes):
+            try:
+                value = value.decode("utf-8")
+            except UnicodeDecodeError:
+                body["string"] = scrub_binary_body(body["string"], EVENTSTREAM_CONTENT_TYPE in content_type, self.known)
+                return response
+        if isinstance(value, str) and "text/event-stream" in content_type:
+            raw, rest = split_events(value)
+            body["string"] = "".join(mask_sse(raw, self.known)) + rest
+        return response
+
+
+def _whole_frames(frames: list[bytes]) -> bool:
+    try:
+        return all(len(split_frames(f)[0]) == 1 and not split_frames(f)[1] for f in frames)
+    except ValueError:
+        return False
 
 
 # --------------------------------------------------------------------------- arrival timing
@@ -136,8 +211,9 @@ class Scrubber:
 class _Arrival:
     """One streamed response's network reads, as (seconds after its headers, raw bytes)."""
 
-    def __init__(self, encoding: str) -> None:
+    def __init__(self, encoding: str, binary: bool = False) -> None:
         self.encoding = encoding.lower()
+        self.binary = binary  # AWS event-stream frames rather than server-sent events
         self.start = time.monotonic()
         self.reads: list[tuple[float, bytes]] = []
 
@@ -145,29 +221,64 @@ class _Arrival:
         if data:
             self.reads.append((round(time.monotonic() - self.start, 4), data))
 
-    def events(self) -> list[dict[str, Any]] | None:
-        """The reads as SSE event records ``{offset, data}`` (each event at the read completing it).
-
-        ``None`` when the bytes do not decode (an encoding we cannot undo incrementally).
-        """
+    def _decoded(self) -> list[tuple[float, bytes]] | None:
         wbits = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
         if self.encoding and self.encoding not in wbits and self.encoding != "identity":
             return None
         inflate = zlib.decompressobj(wbits[self.encoding]) if self.encoding in wbits else None
-        decoder = codecs.getincrementaldecoder("utf-8")()
-        pending, events = "", []
-        offset = 0.0
         try:
-            for offset, data in self.reads:
-                pending += decoder.decode(inflate.decompress(data) if inflate else data)
-                complete, pending = split_events(pending)
-                events += [{"offset": offset, "data": text} for text in complete]
-            pending += decoder.decode(b"", final=True)
-        except (zlib.error, UnicodeDecodeError):
+            return [(offset, inflate.decompress(data) if inflate else data) for offset, data in self.reads]
+        except zlib.error:
             return None
-        if pending:  # a trailing partial event is kept as it came (replay reports it)
-            events.append({"offset": offset, "data": pending})
-        return events
+
+    def events(self) -> list[dict[str, Any]] | None:
+        """The reads as event records ``{offset, data}`` (each event at the read completing it):
+        SSE events as text, event-stream frames as bytes.
+
+        ``None`` when the bytes do not decode (an encoding we cannot undo incrementally).
+        """
+        reads = self._decoded()
+        if reads is None:
+            return None
+        return _frame_records(reads) if self.binary else _sse_records(reads)
+
+
+def _sse_records(reads: list[tuple[float, bytes]]) -> list[dict[str, Any]] | None:
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    pending, events = "", []
+    offset = 0.0
+    try:
+        for offset, data in reads:
+            pending += decoder.decode(data)
+            complete, pending = split_events(pending)
+            events += [{"offset": offset, "data": text} for text in complete]
+        pending += decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return None
+    if pending:  # a trailing partial event is kept as it came (replay reports it)
+        events.append({"offset": offset, "data": pending})
+    return events
+
+
+def _frame_records(reads: list[tuple[float, bytes]]) -> list[dict[str, Any]] | None:
+    pending, events = b"", []
+    offset = 0.0
+    try:
+        for offset, data in reads:
+            pending += data
+            complete, pending = split_frames(pending)
+            events += [{"offset": offset, "data": frame} for frame in complete]
+    except ValueError:
+        return None
+    if pending:  # a frame cut short is kept as it came (replay reports it)
+        events.append({"offset": offset, "data": pending})
+    return events
+
+
+def _joined(events: list[dict[str, Any]]) -> str | bytes:
+    if events and isinstance(events[0]["data"], bytes):
+        return b"".join(e["data"] for e in events)
+    return "".join(e["data"] for e in events)
 
 
 class ArrivalLog:
@@ -177,6 +288,7 @@ class ArrivalLog:
     under vcrpy's httpx stub: the stub drains the response stream as it arrives, so each read is
     timestamped at its real arrival. ``attach_events`` (a ``before_record_response`` hook) finds
     the arrival whose bytes are the recorded body and stores its events with their offsets.
+    Server-sent events and AWS event-stream frames are both timed, one record per event/frame.
     """
 
     def __init__(self) -> None:
@@ -185,19 +297,24 @@ class ArrivalLog:
 
     def open(self, headers: list[tuple[bytes, bytes]]) -> _Arrival | None:
         found = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers}
-        if "text/event-stream" not in found.get("content-type", ""):
+        content_type = found.get("content-type", "")
+        binary = EVENTSTREAM_CONTENT_TYPE in content_type
+        if "text/event-stream" not in content_type and not binary:
             return None  # only event streams get per-event records
-        arrival = _Arrival(found.get("content-encoding", ""))
+        arrival = _Arrival(found.get("content-encoding", ""), binary)
         with self._lock:
             self._arrivals.append(arrival)
         return arrival
 
-    def _take(self, body: str) -> list[dict[str, Any]] | None:
-        wanted = _normalise(body)
+    def _take(self, body: str | bytes) -> list[dict[str, Any]] | None:
+        wanted = body if isinstance(body, bytes) else _normalise(body)
         with self._lock:
             for arrival in self._arrivals:
                 events = arrival.events()
-                if events is not None and _normalise("".join(e["data"] for e in events)) == wanted:
+                if events is None or arrival.binary != isinstance(body, bytes):
+                    continue
+                joined = _joined(events)
+                if (joined if isinstance(joined, bytes) else _normalise(joined)) == wanted:
                     self._arrivals.remove(arrival)
                     return events
         return None
@@ -206,20 +323,27 @@ class ArrivalLog:
         """``before_record_response``: add ``events`` (per-event offsets) to an event stream."""
         headers = {str(k).lower(): v for k, v in (response.get("headers") or {}).items()}
         content_type = " ".join(str(v) for v in headers.get("content-type", []))
-        if "text/event-stream" not in content_type or headers.get("content-encoding"):
+        binary = EVENTSTREAM_CONTENT_TYPE in content_type
+        if ("text/event-stream" not in content_type and not binary) or headers.get("content-encoding"):
             return response  # not a stream, or still compressed (vcrpy could not decode it)
         body = (response.get("body") or {}).get("string")
-        try:
-            text = body.decode("utf-8") if isinstance(body, bytes) else body
-        except UnicodeDecodeError:
-            return response
-        if not isinstance(text, str):
-            return response
-        events = self._take(text)
+        if binary:
+            if not isinstance(body, bytes | str):
+                return response
+            wanted: str | bytes = body if isinstance(body, bytes) else body.encode("latin-1", "replace")
+        else:
+            try:
+                text = body.decode("utf-8") if isinstance(body, bytes) else body
+            except UnicodeDecodeError:
+                return response
+            if not isinstance(text, str):
+                return response
+            wanted = text
+        events = self._take(wanted)
         if events is not None:
             response["events"] = events
             # The joined events are the body, line endings normalised: the two always agree.
-            response["body"]["string"] = "".join(e["data"] for e in events)
+            response["body"]["string"] = _joined(events)
             response["headers"] = {k: v for k, v in response["headers"].items() if k.lower() != "content-length"}
         return response
 
@@ -435,6 +559,8 @@ class LoopkitPersister:
             comment = self.comment if self.comment is not None else self._loaded[0]
             meta = self.meta if self.meta is not None else self._loaded[1]
             serializer = serializer.with_header(comment, meta)
+        if self.scrubber is not None:
+            cassette_dict = self.scrubber.scrub(cassette_dict)
         text = vcr_serialize(cassette_dict, serializer)
         if self.scrubber is not None:
             text = self.scrubber.erase(text)
@@ -510,7 +636,8 @@ class LoopkitVCR(vcr.VCR):
         meta = kwargs.pop("meta", None)
         overwrite = bool(kwargs.pop("overwrite", False))
         extra = list(kwargs.pop("filter_headers", ()))  # names to scrub, or vcrpy (name, replacement) pairs
-        scrubber = Scrubber(self.sensitive | {h.lower() for h in extra if isinstance(h, str)})
+        secrets = [str(s) for s in kwargs.pop("secrets", ()) if s]
+        scrubber = Scrubber(self.sensitive | {h.lower() for h in extra if isinstance(h, str)}, secrets)
         arrivals = ArrivalLog()
         if self._record_mode_from_env and "record_mode" not in kwargs:
             kwargs["record_mode"] = os.environ.get(RECORD_MODE_ENV) or "none"
@@ -524,12 +651,28 @@ class LoopkitVCR(vcr.VCR):
         elif callable(user_hooks):
             user_hooks = (user_hooks,)
         kwargs["before_record_response"] = (arrivals.attach_events, scrubber.response, *user_hooks)
+        request_hooks = kwargs.get("before_record_request", self.before_record_request)
+        request_hooks = () if request_hooks is None else (request_hooks,) if callable(request_hooks) else tuple(request_hooks)
+        kwargs["before_record_request"] = _chain(scrubber.request, *request_hooks)
         kwargs["custom_patches"] = tuple(kwargs.get("custom_patches", ())) + arrivals.patches()
         config = super().get_merged_config(**kwargs)
         if config["persister"] is LoopkitPersister:
             config["persister"] = LoopkitPersister(scrubber=scrubber, comment=comment, meta=meta, overwrite=overwrite)
         config["loopkit_strict"] = strict
         return config
+
+
+def _chain(*hooks: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """vcrpy takes one ``before_record_request``: run ours, then the user's (``None`` drops it)."""
+
+    def run(request: Any) -> Any:
+        for hook in hooks:
+            if request is None:
+                return None
+            request = hook(request)
+        return request
+
+    return run
 
 
 def make_vcr(*, record_mode: str | None = None, filter_headers: Iterable[str | tuple[str, Any]] = (), **options: Any) -> LoopkitVCR:

@@ -19,7 +19,7 @@ from reference_loop.vocabulary import Chunk
 
 from .errors import CassetteError, ProviderError
 from .llm_cassette import Cassette, ReplayTransport
-from .providers import ADAPTERS, adapter_for_url, base_url_of
+from .providers import ADAPTERS, adapter_for_url, replay_settings
 from .replay import CASSETTE_DEFECTS
 
 
@@ -57,7 +57,8 @@ class CassetteModel:
                 raise CassetteError(path, f"no adapter speaks {first.uri}; pass adapter=")
             cls = found
         self.transport = ReplayTransport(self.cassette, allow_playback_repeats=allow_playback_repeats, pace=pace)
-        self.adapter = cls(base_url=base_url_of(first.uri, cls), stream=first.streaming, transport=self.transport)
+        settings = replay_settings(first.uri, cls, first.request_json, first.is_stream)
+        self.adapter = cls(**settings, transport=self.transport)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         """The ``ModelAdapter`` contract, answered from the cassette."""

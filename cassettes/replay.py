@@ -1,6 +1,9 @@
 """Replay one recorded interaction through the adapter its URL names, collecting its chunks.
 
-This is what ``loopkit cassette show`` prints and what the tests check on every cassette.
+This is what ``loopkit cassette show`` prints and what the tests check on every cassette. Each
+result also says what the replay may have lost (``report()``): the visible characters recorded
+(read from the payloads directly, ``cassettes.visible``) against those in the chunk stream, the
+events and fields the adapter skipped, whether usage came through and the finish kind.
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ from reference_loop.vocabulary import Chunk
 
 from .errors import CassetteError, ProviderError
 from .llm_cassette import Cassette, ReplayTransport
-from .providers import adapter_for_url, base_url_of
+from .providers import FINISH_VOCABULARY, adapter_for_url, replay_settings
+from .visible import recorded_chars, stream_chars
 
 # Adapter failures that, on replay, mean the cassette itself is broken.
-CASSETTE_DEFECTS = {"STREAM_TRUNCATED": "truncated SSE", "BAD_EVENT": "unreadable event"}
+CASSETTE_DEFECTS = {"STREAM_TRUNCATED": "truncated SSE", "BAD_EVENT": "unreadable event", "BAD_RESPONSE": "unreadable response"}
 
 
 @dataclass
@@ -33,6 +37,36 @@ class ReplayResult:
     error: str | None = None
     error_status: int | None = None
     error_code: str | None = None
+    recorded_chars: int | None = None
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def stream_chars(self) -> int:
+        return stream_chars(self.chunks)
+
+    def warnings(self) -> list[str]:
+        """What a user must know about this replay: anything lost, skipped or off-vocabulary."""
+        found: list[str] = []
+        if self.recorded_chars is not None and self.recorded_chars != self.stream_chars:
+            found.append(f"{self.recorded_chars - self.stream_chars} of {self.recorded_chars} recorded visible characters are not in the chunk stream")
+        found += [f"skipped {name}" for name in self.skipped]
+        finish = self._last("finish", "reason")
+        if finish is not None and finish.get("kind") not in FINISH_VOCABULARY:
+            found.append(f"finish kind {finish.get('kind')!r} is not in the kit's vocabulary")
+        return found
+
+    def _last(self, kind: str, key: str) -> Any:
+        found = [dict(c)[key] for c in self.chunks if c.get("type") == kind]
+        return found[-1] if found else None
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "recorded_chars": self.recorded_chars,
+            "stream_chars": self.stream_chars,
+            "usage": self._last("usage", "usage"),
+            "finish": self._last("finish", "reason"),
+            "warnings": self.warnings(),
+        }
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -43,6 +77,7 @@ class ReplayResult:
             "streaming": self.streaming,
             "chunks": self.chunks,
             "error": self.error,
+            "report": self.report(),
         }
 
 
@@ -55,9 +90,11 @@ async def replay_interaction(cassette: Cassette, position: int, *, pace: bool = 
         result.error = f"no adapter speaks {interaction.uri}"
         return result
     single = Cassette(cassette.path, [interaction], cassette.meta)
-    adapter = cls(base_url=base_url_of(interaction.uri, cls), stream=interaction.streaming, transport=ReplayTransport(single, pace=pace))
+    settings = replay_settings(interaction.uri, cls, interaction.request_json, interaction.is_stream)
+    adapter = cls(**settings, transport=ReplayTransport(single, pace=pace))
     data = interaction.request_json or {}
     request: ModelRequest = {"model": str(data.get("model") or "recorded"), "messages": []}
+    result.recorded_chars = recorded_chars(cls.name, interaction)
     try:
         async for chunk in adapter.stream(request):
             result.chunks.append(chunk)
@@ -65,6 +102,11 @@ async def replay_interaction(cassette: Cassette, position: int, *, pace: bool = 
         if exc.code in CASSETTE_DEFECTS:
             raise CassetteError(cassette.path, f"interaction {position + 1}: {CASSETTE_DEFECTS[exc.code]}: {exc.message}") from exc
         result.error, result.error_status, result.error_code = str(exc), exc.status, exc.code
+    except CassetteError:
+        raise
+    except Exception as exc:  # recorded bytes httpx itself refuses (a header it cannot encode...)
+        raise CassetteError(cassette.path, f"interaction {position + 1}: cannot replay: {type(exc).__name__}: {exc}") from exc
+    result.skipped = adapter.skipped.report()
     return result
 
 

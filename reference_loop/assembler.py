@@ -4,6 +4,10 @@ Tolerant of malformed streams: a ``block-end`` carries the authoritative block a
 of that index are ignored (ASM-1); blocks that never close are kept as built from their deltas,
 a tool call included (ASM-2); blocks keep the stream's index order (ASM-3); no ``finish`` means
 ``stop`` and the last ``usage`` wins (ASM-4).
+
+A ``block-end`` block is kept as it came, so any ``provider_data`` it carries (spec 0b: an opaque
+object a provider needs back on a later request) reaches ``assistant/message`` and derived history
+unchanged (LOG-7); deltas never carry it, so a block built from deltas alone has none.
 """
 
 from __future__ import annotations

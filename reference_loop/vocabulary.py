@@ -21,11 +21,13 @@ JSON: TypeAlias = Any
 class TextBlock(TypedDict):
     type: Literal["text"]
     text: str
+    provider_data: NotRequired[dict[str, Any]]  # spec 0b: opaque, carried unchanged (LOG-7)
 
 
 class ReasoningBlock(TypedDict):
     type: Literal["reasoning"]
     text: str
+    provider_data: NotRequired[dict[str, Any]]
 
 
 class ToolCallBlock(TypedDict):
@@ -33,6 +35,7 @@ class ToolCallBlock(TypedDict):
     id: str
     name: str
     arguments: str  # the model's RAW JSON text
+    provider_data: NotRequired[dict[str, Any]]
 
 
 class ToolResultBlock(TypedDict):
@@ -40,12 +43,14 @@ class ToolResultBlock(TypedDict):
     tool_call_id: str
     content: list[Block]
     is_error: bool
+    provider_data: NotRequired[dict[str, Any]]
 
 
 class ImageBlock(TypedDict):
     type: Literal["image"]
     url: str
     mime_type: NotRequired[str]
+    provider_data: NotRequired[dict[str, Any]]
 
 
 Block: TypeAlias = TextBlock | ReasoningBlock | ToolCallBlock | ToolResultBlock | ImageBlock
@@ -111,6 +116,7 @@ class FinishReason(TypedDict):
     kind: str
     message: NotRequired[str]
     code: NotRequired[str]
+    raw: NotRequired[str]  # a provider adapter's own finish string, when it is not the plain one
 
 
 class BlockStartChunk(TypedDict):
@@ -301,12 +307,16 @@ def usage(
     return {"type": "usage", "usage": value}
 
 
-def finish(kind: str, message: str | None = None, code: str | None = None) -> FinishChunk:
+def finish(
+    kind: str, message: str | None = None, code: str | None = None, *, raw: str | None = None
+) -> FinishChunk:
     reason: FinishReason = {"kind": kind}
     if message is not None:
         reason["message"] = message
     if code is not None:
         reason["code"] = code
+    if raw is not None:
+        reason["raw"] = raw
     return {"type": "finish", "reason": reason}
 
 

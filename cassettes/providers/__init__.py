@@ -1,15 +1,18 @@
 """Provider adapters: the providers' real HTTP wire formats (over httpx) to the kit's stream chunks.
 
 ``ADAPTERS`` maps each adapter's name to its class; ``adapter_for_url`` picks the one whose
-endpoint a URL names (used to replay a cassette through the matching adapter).
+endpoint a URL names (used to replay a cassette through the matching adapter), and
+``replay_settings`` says how to build it so that it sends what was recorded.
 """
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from typing import Any
 
 from .anthropic import AnthropicMessagesAdapter
-from .base import ProviderAdapter
+from .base import FINISH_VOCABULARY, ProviderAdapter
+from .bedrock import BedrockConverseAdapter
+from .gemini import GeminiAdapter
 from .openai_chat import OpenAIChatAdapter
 from .openai_responses import OpenAIResponsesAdapter
 
@@ -17,31 +20,39 @@ ADAPTERS: dict[str, type[ProviderAdapter]] = {
     OpenAIChatAdapter.name: OpenAIChatAdapter,
     AnthropicMessagesAdapter.name: AnthropicMessagesAdapter,
     OpenAIResponsesAdapter.name: OpenAIResponsesAdapter,
+    GeminiAdapter.name: GeminiAdapter,
+    BedrockConverseAdapter.name: BedrockConverseAdapter,
 }
 
 
 def adapter_for_url(url: str) -> type[ProviderAdapter] | None:
-    """The adapter class whose endpoint path ends the URL's path, or ``None``."""
-    path = urlsplit(url).path.rstrip("/")
+    """The adapter class whose endpoint the URL names, or ``None``."""
     for cls in ADAPTERS.values():
-        if path.endswith(cls.path):
+        if cls.matches(url):
             return cls
     return None
 
 
 def base_url_of(url: str, cls: type[ProviderAdapter]) -> str:
     """The base URL an adapter of ``cls`` needs to call ``url`` (its endpoint path stripped)."""
-    parts = urlsplit(url)
-    path = parts.path.rstrip("/")
-    return f"{parts.scheme}://{parts.netloc}{path[: len(path) - len(cls.path)]}"
+    return str(cls.replay_settings(url, None, False)["base_url"])
+
+
+def replay_settings(url: str, cls: type[ProviderAdapter], request_json: Any, is_stream: bool) -> dict[str, Any]:
+    """``{"base_url", "stream", "model"}`` for an adapter of ``cls`` replaying ``url``."""
+    return cls.replay_settings(url, request_json if isinstance(request_json, dict) else None, is_stream)
 
 
 __all__ = [
     "ADAPTERS",
+    "FINISH_VOCABULARY",
     "AnthropicMessagesAdapter",
+    "BedrockConverseAdapter",
+    "GeminiAdapter",
     "OpenAIChatAdapter",
     "OpenAIResponsesAdapter",
     "ProviderAdapter",
     "adapter_for_url",
     "base_url_of",
+    "replay_settings",
 ]

@@ -1,9 +1,25 @@
 """Anthropic messages (``POST {base}/messages``), streaming and not.
 
 Streaming events: ``message_start`` (input usage), ``content_block_start`` / ``_delta`` / ``_stop``
-per block (``text_delta``, ``thinking_delta``, ``input_json_delta``; ``signature_delta`` is not
-content), ``message_delta`` (``stop_reason``, output usage), ``message_stop`` (terminal), ``ping``,
-and in-stream ``error`` events, which end the stream with ``finish{error}``.
+per block, ``message_delta`` (``stop_reason``, output usage), ``message_stop`` (terminal), ``ping``,
+and in-stream ``error`` events, which end the stream with ``finish{error}`` (and win over a stop
+reason seen before them; the usage is kept).
+
+Blocks, and what is kept in ``provider_data["anthropic"]`` for the round trip:
+
+- ``text`` -> text (``citations``: from the start block and every ``citations_delta``);
+- ``thinking`` -> reasoning (``signature``: ``signature_delta``; required back before a tool
+  result when thinking is on);
+- ``redacted_thinking`` -> an empty reasoning block (``block``: the block as sent);
+- ``tool_use`` -> tool-call;
+- every other block (server-run tools: ``server_tool_use``, ``web_search_tool_result``,
+  ``code_execution_tool_result``, ``web_fetch_tool_result``, MCP and container blocks...) -> an
+  empty text block (``block``: the block, its streamed ``input`` reassembled). They ran on
+  Anthropic's side: the loop must not call them, only send them back.
+
+On the request side each block goes back as it came: thinking with its signature, redacted
+thinking and server blocks verbatim, text with its citations. Reasoning without a signature (from
+another provider) cannot be replayed and is dropped.
 """
 
 from __future__ import annotations
@@ -14,6 +30,7 @@ from typing import Any, ClassVar
 from reference_loop.protocols import ModelRequest
 from reference_loop.vocabulary import (
     Chunk,
+    FinishChunk,
     Usage,
     finish,
     reasoning_delta,
@@ -22,24 +39,48 @@ from reference_loop.vocabulary import (
 )
 
 from ..sse import SSEEvent
-from .base import BlockBuilder, ProviderAdapter, truncated, usage_chunk
+from .base import (
+    BlockBuilder,
+    ProviderAdapter,
+    Skipped,
+    as_int,
+    closing,
+    compact_json,
+    finish_from,
+    parse_arguments,
+    provider_data,
+    text_of,
+    truncated,
+    usage_chunk,
+)
 
+NAME = "anthropic"
 STOP_REASONS: dict[str, str] = {
     "end_turn": "stop",
     "stop_sequence": "stop",
     "tool_use": "tool-calls",
     "max_tokens": "max-tokens",
     "model_context_window_exceeded": "max-tokens",
-    # Open-set kinds (count as success): the model paused or declined.
-    "pause_turn": "pause-turn",
+    "pause_turn": "stop",  # a long server-tool turn paused: send it back to continue
     "refusal": "refusal",
 }
+PLAIN_STOP = frozenset({"end_turn", "stop_sequence", "tool_use", "max_tokens", "refusal"})
 DEFAULT_MAX_TOKENS = 1024
 API_VERSION = "2023-06-01"
+EVENTS = frozenset({"message_start", "content_block_start", "content_block_delta", "content_block_stop",
+                    "message_delta", "message_stop", "ping", "error"})
 
 
 def stop_kind(reason: str | None) -> str:
-    return STOP_REASONS.get(reason or "end_turn", reason or "stop")
+    """The kit kind of a stop reason (``stop`` for an unknown one)."""
+    return str(_finish(reason)["reason"]["kind"])
+
+
+def _finish(reason: str | None) -> FinishChunk:
+    chunk = finish_from(STOP_REASONS, PLAIN_STOP, reason)
+    if chunk["reason"]["kind"] == "refusal":
+        chunk["reason"]["message"] = "the model declined to answer (stop_reason refusal)"
+    return chunk
 
 
 def merge_usage(usage: Usage | None, raw: dict[str, Any] | None) -> Usage | None:
@@ -47,24 +88,21 @@ def merge_usage(usage: Usage | None, raw: dict[str, Any] | None) -> Usage | None
     if not isinstance(raw, dict):
         return usage
     merged: Usage = dict(usage) if usage else {"input_tokens": 0, "output_tokens": 0}  # type: ignore[assignment]
-    if raw.get("input_tokens") is not None:
-        merged["input_tokens"] = int(raw["input_tokens"])
-    if raw.get("output_tokens") is not None:
-        merged["output_tokens"] = int(raw["output_tokens"])
-    if raw.get("cache_read_input_tokens") is not None:
-        merged["cache_read_tokens"] = int(raw["cache_read_input_tokens"])
-    if raw.get("cache_creation_input_tokens") is not None:
-        merged["cache_write_tokens"] = int(raw["cache_creation_input_tokens"])
+    for theirs, ours in (("input_tokens", "input_tokens"), ("output_tokens", "output_tokens"),
+                         ("cache_read_input_tokens", "cache_read_tokens"), ("cache_creation_input_tokens", "cache_write_tokens")):
+        value = as_int(raw.get(theirs))
+        if value is not None:
+            merged[ours] = value  # type: ignore[literal-required]
     return merged
 
 
 def convert_messages(request: ModelRequest) -> list[dict[str, Any]]:
-    """Kit messages to Anthropic messages (reasoning is dropped: replaying it needs a signature)."""
+    """Kit messages to Anthropic messages, each block as the provider first sent it."""
     out: list[dict[str, Any]] = []
     for message in request["messages"]:
-        content = [part for part in map(_block, message["content"]) if part is not None]
         if message["role"] == "system":
             continue  # the system prompt travels in the top-level ``system`` field
+        content = [part for part in map(_block, message["content"]) if part is not None]
         if content:
             out.append({"role": message["role"], "content": content})
     return out
@@ -72,17 +110,24 @@ def convert_messages(request: ModelRequest) -> list[dict[str, Any]]:
 
 def _block(block: Any) -> dict[str, Any] | None:
     kind = block["type"]
+    mine = provider_data(block, NAME)
+    if isinstance(mine.get("block"), dict):
+        return dict(mine["block"])  # redacted thinking, server tool use and results: verbatim
     if kind == "text":
-        return {"type": "text", "text": block["text"]}
+        if not block["text"]:
+            return None  # the API rejects empty text blocks
+        part: dict[str, Any] = {"type": "text", "text": block["text"]}
+        if mine.get("citations"):
+            part["citations"] = mine["citations"]
+        return part
+    if kind == "reasoning":
+        if not mine.get("signature"):
+            return None  # unsigned reasoning cannot be replayed to this API
+        return {"type": "thinking", "thinking": block["text"], "signature": mine["signature"]}
     if kind == "tool-call":
-        try:
-            arguments = json.loads(block["arguments"] or "{}")
-        except ValueError:
-            arguments = {}
-        return {"type": "tool_use", "id": block["id"], "name": block["name"], "input": arguments}
+        return {"type": "tool_use", "id": block["id"], "name": block["name"], "input": parse_arguments(block["arguments"])}
     if kind == "tool-result":
-        text = "".join(b.get("text", "") for b in block["content"] if b.get("type") == "text")
-        return {"type": "tool_result", "tool_use_id": block["tool_call_id"], "content": text, "is_error": block["is_error"]}
+        return {"type": "tool_result", "tool_use_id": block["tool_call_id"], "content": text_of(block["content"]), "is_error": block["is_error"]}
     if kind == "image":
         return {"type": "image", "source": {"type": "url", "url": block["url"]}}
     return None
@@ -90,29 +135,27 @@ def _block(block: Any) -> dict[str, Any] | None:
 
 def _system_of(request: ModelRequest) -> str:
     parts = [request.get("system") or ""]
-    parts += [
-        "".join(b.get("text", "") for b in m["content"] if b["type"] == "text")
-        for m in request["messages"]
-        if m["role"] == "system"
-    ]
+    parts += [text_of(m["content"]) for m in request["messages"] if m["role"] == "system"]
     return "\n\n".join(p for p in parts if p)
 
 
 def _start_input(block: dict[str, Any]) -> str:
     start = block.get("input")
-    return json.dumps(start, separators=(",", ":")) if start else ""
+    return compact_json(start) if start else ""
 
 
 class MessagesStreamTranslator:
     """Anthropic SSE events to kit chunks."""
 
-    def __init__(self) -> None:
-        self.blocks = BlockBuilder()
+    def __init__(self, skipped: Skipped | None = None) -> None:
+        self.blocks = BlockBuilder(NAME)
+        self.skipped = skipped if skipped is not None else Skipped()
         self.index_of: dict[int, int] = {}  # provider block index -> kit index
         self.start_input: dict[int, str] = {}
+        self.raw_input: dict[int, str] = {}  # kit index -> streamed input of a server block
         self.stop_reason: str | None = None
         self.usage: Usage | None = None
-        self.error: Chunk | None = None
+        self.error: FinishChunk | None = None
         self._done = False
 
     @property
@@ -127,18 +170,11 @@ class MessagesStreamTranslator:
         if kind == "message_start":
             self.usage = merge_usage(self.usage, (data.get("message") or {}).get("usage"))
         elif kind == "content_block_start":
-            return self._start(data.get("index", 0), data.get("content_block") or {})
+            return self.start(data.get("index", 0), data.get("content_block") or {})
         elif kind == "content_block_delta":
-            return self._delta(data.get("index", 0), data.get("delta") or {})
+            return self.delta(data.get("index", 0), data.get("delta") or {})
         elif kind == "content_block_stop":
-            index = self.index_of.get(data.get("index", 0))
-            if index is None:
-                return []
-            state = self.blocks.open.get(index, {})
-            final = None
-            if state.get("type") == "tool-call" and not state.get("arguments"):
-                final = self.start_input.get(index) or None
-            return self.blocks.close(index, final)
+            return self.stop(data.get("index", 0))
         elif kind == "message_delta":
             self.stop_reason = (data.get("delta") or {}).get("stop_reason") or self.stop_reason
             self.usage = merge_usage(self.usage, data.get("usage"))
@@ -149,84 +185,125 @@ class MessagesStreamTranslator:
             self.error = finish("error", str(err.get("message") or "stream error"), str(err.get("type") or "error"))
             self._done = True
             return self.blocks.close_all()
+        elif kind not in EVENTS:
+            self.skipped.note(f"event {kind}")
         return []
 
-    def _start(self, provider_index: int, block: dict[str, Any]) -> list[Chunk]:
+    def start(self, provider_index: int, block: dict[str, Any]) -> list[Chunk]:
         kind = block.get("type")
         if kind in ("text", "thinking"):
             index, out = self.blocks.start("text" if kind == "text" else "reasoning")
             self.index_of[provider_index] = index
+            if block.get("signature"):
+                self.blocks.data(index)["signature"] = block["signature"]
+            if block.get("citations"):
+                self.blocks.data(index)["citations"] = list(block["citations"])
             initial = block.get("text") or block.get("thinking") or ""
             if initial:
-                out += self._delta(provider_index, {"type": f"{kind}_delta", kind: initial})
+                out += self.delta(provider_index, {"type": f"{kind}_delta", kind: initial})
             return out
-        if kind == "tool_use":  # server_tool_use runs on Anthropic's side: not the loop's to call
+        if kind == "tool_use":
             call_id, name = str(block.get("id", "")), str(block.get("name", ""))
             index, out = self.blocks.start("tool-call", id=call_id, name=name)
             self.index_of[provider_index] = index
             self.start_input[index] = _start_input(block)
             out.append(tool_call_delta(index, call_id, "", name=name))
             return out
-        return []  # redacted thinking, server tool results...: not content the kit models
+        # Redacted thinking, server-run tools and their results: kept whole for the round trip.
+        index, out = self.blocks.start("reasoning" if kind == "redacted_thinking" else "text")
+        self.index_of[provider_index] = index
+        self.blocks.data(index)["block"] = dict(block)
+        return out
 
-    def _delta(self, provider_index: int, delta: dict[str, Any]) -> list[Chunk]:
+    def delta(self, provider_index: int, delta: dict[str, Any]) -> list[Chunk]:
         index = self.index_of.get(provider_index)
         state = self.blocks.open.get(index) if index is not None else None
         if index is None or state is None:
             return []
         kind = delta.get("type")
-        if kind == "text_delta" and delta.get("text"):
-            state["text"] += delta["text"]
-            return [text_delta(index, delta["text"])]
-        if kind == "thinking_delta" and delta.get("thinking"):
-            state["text"] += delta["thinking"]
-            return [reasoning_delta(index, delta["thinking"])]
-        if kind == "input_json_delta" and delta.get("partial_json"):
-            state["arguments"] += delta["partial_json"]
-            return [tool_call_delta(index, state["id"], delta["partial_json"])]
+        raw = state.get("data", {}).get("block")
+        if kind == "text_delta" and raw is None:
+            if delta.get("text"):
+                state["text"] += delta["text"]
+                return [text_delta(index, delta["text"])]
+        elif kind == "thinking_delta" and raw is None:
+            if delta.get("thinking"):
+                state["text"] += delta["thinking"]
+                return [reasoning_delta(index, delta["thinking"])]
+        elif kind == "signature_delta":
+            data = self.blocks.data(index)
+            data["signature"] = data.get("signature", "") + str(delta.get("signature") or "")
+        elif kind == "citations_delta":
+            self.blocks.data(index).setdefault("citations", []).append(delta.get("citation"))
+        elif kind == "input_json_delta":
+            fragment = str(delta.get("partial_json") or "")
+            if raw is not None:
+                self.raw_input[index] = self.raw_input.get(index, "") + fragment
+            elif fragment:
+                state["arguments"] += fragment
+                return [tool_call_delta(index, state["id"], fragment)]
+        else:
+            self.skipped.note(f"delta {kind}")
         return []
 
+    def stop(self, provider_index: int) -> list[Chunk]:
+        index = self.index_of.get(provider_index)
+        if index is None or index not in self.blocks.open:
+            return []
+        state = self.blocks.open[index]
+        if index in self.raw_input:
+            raw = state["data"]["block"]
+            try:
+                raw["input"] = json.loads(self.raw_input[index] or "{}")
+            except ValueError:
+                raw["input"] = self.raw_input[index]  # kept as sent, even if cut
+        final = None
+        if state.get("type") == "tool-call" and not state.get("arguments"):
+            final = self.start_input.get(index) or None
+        return self.blocks.close(index, final)
+
     def end(self) -> list[Chunk]:
-        if self.error is not None:
-            return [self.error]
-        if not self._done:
+        if self.error is None and not self._done:
             raise truncated("message_stop")
-        out = self.blocks.close_all()
-        if self.usage is not None:
-            out.append(usage_chunk(self.usage))
-        out.append(finish(stop_kind(self.stop_reason)))
-        return out
+        return closing(self.blocks, self.usage, self.error if self.error is not None else _finish(self.stop_reason))
 
 
-def translate_message(data: dict[str, Any]) -> list[Chunk]:
+def translate_message(data: dict[str, Any], skipped: Skipped | None = None) -> list[Chunk]:
     """A whole (non-streaming) message to the chunks its stream would have given."""
-    translator = MessagesStreamTranslator()
+    translator = MessagesStreamTranslator(skipped)
     out: list[Chunk] = []
     for position, block in enumerate(data.get("content") or []):
         kind = block.get("type")
-        out += translator._start(position, {**block, "text": "", "thinking": ""} if kind != "tool_use" else {**block, "input": {}})
         if kind == "text":
-            out += translator._delta(position, {"type": "text_delta", "text": block.get("text", "")})
+            out += translator.start(position, {**block, "text": ""})
+            out += translator.delta(position, {"type": "text_delta", "text": block.get("text", "")})
         elif kind == "thinking":
-            out += translator._delta(position, {"type": "thinking_delta", "thinking": block.get("thinking", "")})
+            out += translator.start(position, {**block, "thinking": ""})
+            out += translator.delta(position, {"type": "thinking_delta", "thinking": block.get("thinking", "")})
         elif kind == "tool_use":
-            arguments = json.dumps(block.get("input") or {}, separators=(",", ":"))
-            out += translator._delta(position, {"type": "input_json_delta", "partial_json": arguments})
-        out += translator.feed(SSEEvent("content_block_stop", json.dumps({"type": "content_block_stop", "index": position})))
+            out += translator.start(position, {**block, "input": {}})
+            out += translator.delta(position, {"type": "input_json_delta", "partial_json": compact_json(block.get("input") or {})})
+        else:
+            out += translator.start(position, block)
+        out += translator.stop(position)
     usage = merge_usage(None, data.get("usage"))
     if usage is not None:
         out.append(usage_chunk(usage))
-    out.append(finish(stop_kind(data.get("stop_reason"))))
+    out.append(_finish(data.get("stop_reason")))
     return out
 
 
 class AnthropicMessagesAdapter(ProviderAdapter):
     """Anthropic messages API. Key from ``ANTHROPIC_API_KEY`` when recording."""
 
-    name: ClassVar[str] = "anthropic"
+    name: ClassVar[str] = NAME
     path: ClassVar[str] = "/messages"
     default_base_url: ClassVar[str] = "https://api.anthropic.com/v1"
     api_key_env: ClassVar[str] = "ANTHROPIC_API_KEY"
+
+    def __init__(self, *, thinking_budget: int | None = None, **options: Any) -> None:
+        super().__init__(**options)
+        self.thinking_budget = thinking_budget
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -242,6 +319,8 @@ class AnthropicMessagesAdapter(ProviderAdapter):
                 {"name": t["name"], "description": t["description"], "input_schema": t["input_schema"]}
                 for t in request["tools"]
             ]
+        if self.thinking_budget is not None:
+            body["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
         if self.streaming:
             body["stream"] = True
         return body
@@ -255,5 +334,5 @@ class AnthropicMessagesAdapter(ProviderAdapter):
     def translator(self) -> MessagesStreamTranslator:
         return MessagesStreamTranslator()
 
-    def translate_response(self, data: dict[str, Any]) -> list[Chunk]:
-        return translate_message(data)
+    def translate_response(self, data: Any, skipped: Skipped) -> list[Chunk]:
+        return translate_message(data, skipped)

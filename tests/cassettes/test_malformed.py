@@ -130,3 +130,63 @@ def test_an_event_that_is_not_json_names_the_interaction(tmp_cassette: Writer) -
 async def _drain(model: CassetteModel) -> None:
     async for _ in model.stream({"model": "m", "messages": []}):
         pass
+
+
+# --------------------------------------------------------------------------- the input contract (issue 13)
+
+
+def _one_line_exit_2(args: list[str], path: Path | None = None) -> str:
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    if path is not None:
+        assert lines[0].startswith(f"error: {path}: ")
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "problem"),
+    [
+        ("status: {code: 200, message: OK}", "status: {code: -1, message: OK}", "response status -1 is not an HTTP status"),
+        ("status: {code: 200, message: OK}", "status: {code: 99999, message: OK}", "response status 99999 is not an HTTP status"),
+        ("status: {code: 200, message: OK}", "status: {code: true, message: OK}", "no integer status code"),
+        ("uri: https://api.openai.com/v1/chat/completions", "uri: 5", "request uri '5' is not an http(s) URL"),
+        ("method: POST", "method: 5", "request method 5 is not an HTTP method"),
+        ("method: POST", "method: POST\n    headers: {accept: []}", "request header 'accept' has no value"),
+        ("headers: {Content-Type: [text/event-stream]}", "headers: {Content-Type: [{a: 1}]}", "response header 'Content-Type' holds a dict"),
+    ],
+)
+def test_a_bad_field_is_one_line_naming_file_and_field(old: str, new: str, problem: str, tmp_cassette: Writer) -> None:
+    text = cassette_text(GOOD_SSE + "data: [DONE]\\n\\n")
+    assert old in text
+    path = tmp_cassette(text.replace(old, new, 1))
+    line = _one_line_exit_2(["cassette", "show", str(path)], path)
+    assert problem in line and "interaction 1" in line
+
+
+def test_a_bad_header_inside_vcrpy_is_one_line_too(tmp_cassette: Writer) -> None:
+    from cassettes.loopkit_vcr import make_vcr
+
+    path = tmp_cassette(cassette_text(GOOD_SSE + "data: [DONE]\\n\\n").replace("method: POST", "method: POST\n    headers: {accept: []}", 1))
+    with pytest.raises(CassetteError) as info:
+        with make_vcr().use_cassette(path):
+            pass
+    assert str(info.value) == f"{path}: interaction 1: request header 'accept' has no value"
+
+
+def test_deep_nesting_is_a_one_line_error(tmp_cassette: Writer) -> None:
+    path = tmp_cassette("interactions: " + "[" * 5000 + "]" * 5000 + "\n")
+    line = _one_line_exit_2(["cassette", "show", str(path)], path)
+    assert "nested too deeply" in line or "bad YAML" in line
+    shallow = tmp_cassette("interactions: " + "[" * 500 + "]" * 500 + "\n", "shallow.yaml")
+    _one_line_exit_2(["cassette", "show", str(shallow)], shallow)
+
+
+def test_cassette_with_no_command_and_record_with_an_unknown_scenario(tmp_path: Path) -> None:
+    assert "needs a command" in _one_line_exit_2(["cassette"])
+    assert "unknown test-server scenario 'gpt-9'" in _one_line_exit_2(
+        ["cassette", "record", str(tmp_path / "c.yaml"), "--model", "gpt-9", "--test-server"])
+    assert not (tmp_path / "c.yaml").exists()

@@ -37,7 +37,9 @@ def test_openai_chat_body() -> None:
     assert body["messages"] == [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "weather?"},
-        {"role": "assistant", "content": "Checking.", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]},
+        # The reasoning of a tool-call message goes back (DeepSeek requires it in thinking mode).
+        {"role": "assistant", "content": "Checking.", "reasoning_content": "hmm",
+         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]},
         {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
     ]
     assert body["tools"][0]["function"]["parameters"] == {"type": "object"}
@@ -60,10 +62,11 @@ def test_anthropic_body_and_headers() -> None:
 def test_responses_body() -> None:
     body = OpenAIResponsesAdapter(max_tokens=50).build_body(HISTORY)
     assert body["instructions"] == "Be brief." and body["max_output_tokens"] == 50
+    # Items in block order; reasoning without its item (here: no provider_data) is not sent.
     assert body["input"] == [
         {"role": "user", "content": [{"type": "input_text", "text": "weather?"}]},
-        {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": '{"city":"Paris"}'},
         {"role": "assistant", "content": [{"type": "output_text", "text": "Checking."}]},
+        {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": '{"city":"Paris"}'},
         {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
     ]
 
@@ -94,18 +97,29 @@ def test_a_5xx_through_the_adapter_raises_with_status() -> None:
     assert (info.value.status, info.value.code) == (502, "HTTP_502")
 
 
-def test_anthropic_in_stream_error_ends_with_finish_error() -> None:
+def test_anthropic_in_stream_error_ends_with_finish_error_and_keeps_the_usage() -> None:
     result = asyncio.run(replay_interaction(Cassette.load(SHIPPED / "anthropic" / "stream_error.yaml"), 0))
     assert result.chunks[-1] == {"type": "finish", "reason": {"kind": "error", "message": "Overloaded", "code": "overloaded_error"}}
-    assert result.chunks[-2]["type"] == "block-end"  # the open block is closed before the finish
+    assert result.chunks[-2] == {"type": "usage", "usage": {"input_tokens": 12, "output_tokens": 1}}  # from message_start
+    assert result.chunks[-3]["type"] == "block-end"  # the open block is closed before the finish
 
 
-def test_reasoning_blocks_from_thinking_streams() -> None:
-    for adapter in ("anthropic", "openai-chat"):
-        chunks = asyncio.run(replay_interaction(Cassette.load(SHIPPED / adapter / "thinking.yaml"), 0)).chunks
-        blocks = [c["block"] for c in chunks if c["type"] == "block-end"]
-        assert blocks == [{"type": "reasoning", "text": "The user greets me; answer briefly."},
-                          {"type": "text", "text": "Hello from the loopkit test server."}]
+@pytest.mark.parametrize(
+    ("adapter", "data"),
+    [
+        ("openai-chat", None),  # reasoning_content is the whole story: nothing to keep
+        ("anthropic", {"anthropic": {"signature": "c2lnbmF0dXJl"}}),
+        ("gemini", None),  # its signature comes on a part of its own, after the text
+        ("bedrock", {"bedrock": {"signature": "c2lnbmF0dXJl"}}),
+    ],
+)
+def test_reasoning_blocks_from_thinking_streams(adapter: str, data: dict | None) -> None:
+    chunks = asyncio.run(replay_interaction(Cassette.load(SHIPPED / adapter / "thinking.yaml"), 0)).chunks
+    blocks = [c["block"] for c in chunks if c["type"] == "block-end"]
+    thought: dict = {"type": "reasoning", "text": "The user greets me; answer briefly."}
+    if data is not None:
+        thought["provider_data"] = data
+    assert blocks[:2] == [thought, {"type": "text", "text": "Hello from the loopkit test server."}]
 
 
 def test_stock_vcrpy_replays_our_format_as_one_body(tmp_path: Path) -> None:

@@ -65,8 +65,11 @@ def test_show_json_has_the_documented_shape() -> None:
     data = json.loads(result.stdout)
     assert set(data) == {"file", "interactions"} and data["file"] == str(path)
     (entry,) = data["interactions"]
-    assert set(entry) == {"method", "url", "status", "adapter", "streaming", "chunks", "error"}
+    assert set(entry) == {"method", "url", "status", "adapter", "streaming", "chunks", "error", "report"}
     assert (entry["method"], entry["status"], entry["adapter"], entry["streaming"], entry["error"]) == ("POST", 200, "openai-chat", True, None)
+    text = "Let me check both cities."
+    assert entry["report"] == {"recorded_chars": len(text), "stream_chars": len(text), "warnings": [],
+                               "usage": {"input_tokens": 40, "output_tokens": 31}, "finish": {"kind": "tool-calls"}}
     assert {"type": "tool-call-delta", "index": 1, "id": "call_lk_1", "name": "get_weather", "arguments_delta": ""} in entry["chunks"]
     assert entry["chunks"][-1] == {"type": "finish", "reason": {"kind": "tool-calls"}}
 

@@ -1,0 +1,509 @@
+"""Nothing the model said is lost, in either direction (issue 14), wire format by wire format.
+
+Each test replays a small recorded body shaped as the provider documents it (through the cassette
+machinery, so the ``cassette show`` report is checked too) or builds a request from history, and
+checks one decision of ``docs/cassettes.md``: refusals, list-valued content, usage shapes, the
+finish vocabulary and its ``raw`` strings, error-after-finish precedence, and ``provider_data``
+kept on the way in and sent back on the way out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cassettes.errors import CassetteError, ProviderError, RateLimitError
+from cassettes.eventstream import encode_frame
+from cassettes.llm_cassette import Cassette
+from cassettes.providers import (
+    FINISH_VOCABULARY,
+    AnthropicMessagesAdapter,
+    BedrockConverseAdapter,
+    GeminiAdapter,
+    OpenAIChatAdapter,
+    OpenAIResponsesAdapter,
+)
+from cassettes.replay import ReplayResult, replay_interaction
+from cassettes.wellformed import stream_problems
+from reference_loop.protocols import ModelRequest
+
+CHAT = "https://api.example.test/v1/chat/completions"
+ANTHROPIC = "https://api.anthropic.com/v1/messages"
+RESPONSES = "https://api.openai.com/v1/responses"
+GEMINI = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+GEMINI_WHOLE = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent"
+BEDROCK = "https://bedrock-runtime.us-east-1.amazonaws.com/model/anthropic.claude-sonnet-4%3A0/converse-stream"
+SSE = "text/event-stream"
+
+
+def replay(tmp_path: Path, url: str, body: str | bytes, content_type: str = SSE, *, status: int = 200,
+           request: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> ReplayResult:
+    """One recorded interaction, written as a vcrpy cassette and replayed like ``cassette show``."""
+    response_headers = {"content-type": [content_type], **{k: [v] for k, v in (headers or {}).items()}}
+    interaction = {"request": {"method": "POST", "uri": url, "body": json.dumps(request or {"model": "m", "stream": True})},
+                   "response": {"status": {"code": status, "message": "OK"}, "headers": response_headers, "body": {"string": body}}}
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"interactions": [interaction], "version": 1}))
+    result = asyncio.run(replay_interaction(Cassette.load(path), 0))
+    if result.error is None:
+        assert stream_problems(result.chunks) == []
+    return result
+
+
+def sse(*payloads: Any, named: bool = False) -> str:
+    out = ""
+    for payload in payloads:
+        if isinstance(payload, str):
+            out += f"data: {payload}\n\n"
+        else:
+            name = f"event: {payload['type']}\n" if named else ""
+            out += f"{name}data: {json.dumps(payload)}\n\n"
+    return out
+
+
+def blocks(result: ReplayResult) -> list[dict[str, Any]]:
+    return [dict(c)["block"] for c in result.chunks if c["type"] == "block-end"]
+
+
+def last(result: ReplayResult, kind: str) -> Any:
+    found = [dict(c) for c in result.chunks if c["type"] == kind]
+    return found[-1][{"finish": "reason", "usage": "usage"}[kind]] if found else None
+
+
+def chat(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
+    return {"id": "x", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+
+
+def assert_nothing_lost(result: ReplayResult) -> None:
+    report = result.report()
+    assert report["recorded_chars"] == report["stream_chars"] and report["warnings"] == []
+
+
+# --------------------------------------------------------------------------- OpenAI chat and compatibles
+
+
+def test_a_chat_refusal_is_text_plus_a_refusal_finish_not_an_empty_stop(tmp_path: Path) -> None:
+    refused = replay(tmp_path, CHAT, sse(chat({"role": "assistant", "content": None, "refusal": ""}), chat({"refusal": "I can't "}),
+                                         chat({"refusal": "help with that."}), chat({}, "stop"), "[DONE]"))
+    assert blocks(refused) == [{"type": "text", "text": "I can't help with that.", "provider_data": {"openai-chat": {"refusal": True}}}]
+    assert last(refused, "finish") == {"kind": "refusal", "message": "I can't help with that."}
+    assert_nothing_lost(refused)
+    empty = replay(tmp_path, CHAT, sse(chat({"role": "assistant", "content": ""}), chat({}, "stop"), "[DONE]"))
+    assert blocks(empty) == [] and last(empty, "finish") == {"kind": "stop"}
+    # Sent back as the API's own refusal field, not as content.
+    body = OpenAIChatAdapter().build_body({"model": "m", "messages": [{"role": "assistant", "content": blocks(refused)}]})  # type: ignore[typeddict-item]
+    assert body["messages"] == [{"role": "assistant", "content": None, "refusal": "I can't help with that."}]
+
+
+def test_mistral_list_content_keeps_its_thinking_and_its_text(tmp_path: Path) -> None:
+    thinking = {"type": "thinking", "thinking": [{"type": "text", "text": "Let me count: 2 + 2"}]}
+    result = replay(tmp_path, CHAT, sse(chat({"role": "assistant", "content": [thinking]}), chat({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": " is 4."}]}]}),
+                                        chat({"content": [{"type": "text", "text": "The answer is 4."}]}), chat({"content": ""}, "stop"), "[DONE]"))
+    assert blocks(result) == [{"type": "reasoning", "text": "Let me count: 2 + 2 is 4."}, {"type": "text", "text": "The answer is 4."}]
+    assert_nothing_lost(result)
+
+
+def test_groq_usage_in_x_groq_is_read(tmp_path: Path) -> None:
+    usage = {"prompt_tokens": 18, "completion_tokens": 7, "total_tokens": 25, "queue_time": 0.01}
+    result = replay(tmp_path, CHAT, sse(chat({"content": "Hi"}), chat({}, "stop", x_groq={"id": "req_1", "usage": usage}), "[DONE]"))
+    assert last(result, "usage") == {"input_tokens": 18, "output_tokens": 7}
+
+
+def test_deepseek_cache_hits_are_cache_reads(tmp_path: Path) -> None:
+    usage = {"prompt_tokens": 30, "completion_tokens": 4, "prompt_cache_hit_tokens": 24, "prompt_cache_miss_tokens": 6,
+             "completion_tokens_details": {"reasoning_tokens": 2}}
+    result = replay(tmp_path, CHAT, sse(chat({"content": "Hi"}, "stop"), {"id": "x", "choices": [], "usage": usage}, "[DONE]"))
+    assert last(result, "usage") == {"input_tokens": 30, "output_tokens": 4, "cache_read_tokens": 24, "reasoning_tokens": 2}
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ("stop", {"kind": "stop"}),
+        ("length", {"kind": "max-tokens"}),
+        ("tool_calls", {"kind": "tool-calls"}),
+        ("eos", {"kind": "stop", "raw": "eos"}),  # Together
+        ("content_filter", {"kind": "content-filter", "raw": "content_filter"}),
+        ("model_length", {"kind": "max-tokens", "raw": "model_length"}),  # Mistral
+        ("sensitive", {"kind": "content-filter", "raw": "sensitive"}),  # Z.AI
+        ("network_error", {"kind": "error", "message": "the provider ended the response with network_error", "code": "network_error", "raw": "network_error"}),
+        ("a_future_reason", {"kind": "stop", "raw": "a_future_reason"}),  # never a kind of its own
+    ],
+)
+def test_chat_finish_strings_map_to_the_vocabulary_and_keep_the_raw_string(tmp_path: Path, raw: str, reason: dict[str, str]) -> None:
+    result = replay(tmp_path, CHAT, sse(chat({"content": "x"}), chat({}, raw), "[DONE]"))
+    assert last(result, "finish") == reason and reason["kind"] in FINISH_VOCABULARY
+    assert result.report()["warnings"] == []
+
+
+def test_an_error_after_a_finish_wins_and_keeps_its_usage(tmp_path: Path) -> None:
+    """OpenRouter: ``length``, then an error chunk carrying usage. The error wins (the provider
+    says the response failed); the usage still reaches the stream, before the finish."""
+    error = {"id": "gen-1", "object": "chat.completion.chunk", "error": {"code": 502, "message": "Upstream error"},
+             "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}],
+             "usage": {"prompt_tokens": 11, "completion_tokens": 20}}
+    result = replay(tmp_path, CHAT, sse(chat({"content": "partial"}), chat({}, "length"), error, "[DONE]"))
+    assert [c["type"] for c in result.chunks][-2:] == ["usage", "finish"]
+    assert last(result, "usage") == {"input_tokens": 11, "output_tokens": 20}
+    assert last(result, "finish") == {"kind": "error", "message": "Upstream error", "code": "502"}
+    assert blocks(result) == [{"type": "text", "text": "partial"}]
+
+
+def test_openrouter_reasoning_details_are_merged_kept_and_sent_back(tmp_path: Path) -> None:
+    first = {"type": "reasoning.text", "text": "Think", "signature": None, "format": "anthropic-claude-v1", "index": 0}
+    result = replay(tmp_path, CHAT, sse(
+        chat({"reasoning": "Think", "reasoning_details": [first]}),
+        chat({"reasoning": "ing.", "reasoning_details": [{"type": "reasoning.text", "text": "ing.", "index": 0}]}),
+        chat({"reasoning_details": [{"type": "reasoning.text", "text": "", "signature": "sig==", "index": 0},
+                                    {"type": "reasoning.encrypted", "data": "ENC", "index": 1}]}),
+        chat({"content": "Done."}, "stop"), "[DONE]"))
+    details = [{"type": "reasoning.text", "text": "Thinking.", "signature": "sig==", "format": "anthropic-claude-v1", "index": 0},
+               {"type": "reasoning.encrypted", "data": "ENC", "index": 1}]
+    assert blocks(result)[0] == {"type": "reasoning", "text": "Thinking.", "provider_data": {"openai-chat": {"reasoning_details": details}}}
+    assert_nothing_lost(result)
+    history: ModelRequest = {"model": "m", "messages": [{"role": "assistant", "content": blocks(result)}]}  # type: ignore[typeddict-item]
+    assert OpenAIChatAdapter().build_body(history)["messages"][0]["reasoning_details"] == details
+
+
+def test_deepseek_reasoning_content_goes_back_only_with_tool_calls() -> None:
+    call = {"type": "tool-call", "id": "c1", "name": "f", "arguments": "{}"}
+    history: ModelRequest = {"model": "m", "messages": [
+        {"role": "assistant", "content": [{"type": "reasoning", "text": "plan"}, {"type": "text", "text": "A"}]},
+        {"role": "assistant", "content": [{"type": "reasoning", "text": "think"}, call]},  # type: ignore[list-item]
+        # Another provider's signed thought is not this API's reasoning to replay.
+        {"role": "assistant", "content": [{"type": "reasoning", "text": "signed", "provider_data": {"anthropic": {"signature": "s"}}}, call]},  # type: ignore[list-item]
+    ]}
+    sent = OpenAIChatAdapter().build_body(history)["messages"]
+    assert "reasoning_content" not in sent[0]
+    assert sent[1]["reasoning_content"] == "think"
+    assert "reasoning_content" not in sent[2]
+
+
+def test_an_unknown_field_is_reported_by_show(tmp_path: Path) -> None:
+    result = replay(tmp_path, CHAT, sse(chat({"content": "Hi", "audio": {"transcript": "Hi"}}, citations=["https://x"]), chat({}, "stop"), "[DONE]"))
+    assert result.report()["warnings"] == ["skipped chunk.citations", "skipped delta.audio"]
+
+
+# --------------------------------------------------------------------------- Anthropic
+
+
+def _anthropic_stream(*blocks_and_deltas: tuple[dict[str, Any], list[dict[str, Any]]], stop: str = "end_turn") -> str:
+    events: list[Any] = [{"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [], "usage": {"input_tokens": 9, "output_tokens": 1}}}]
+    for index, (block, deltas) in enumerate(blocks_and_deltas):
+        events.append({"type": "content_block_start", "index": index, "content_block": block})
+        events += [{"type": "content_block_delta", "index": index, "delta": d} for d in deltas]
+        events.append({"type": "content_block_stop", "index": index})
+    events += [{"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": 30}}, {"type": "message_stop"}]
+    return sse(*events, named=True)
+
+
+def test_anthropic_server_tools_citations_redacted_and_signed_thinking_are_kept_and_sent_back(tmp_path: Path) -> None:
+    use = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}
+    found = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [{"type": "web_search_result", "url": "https://a.test", "title": "A", "encrypted_content": "E1"}]}
+    citation = {"type": "web_search_result_location", "url": "https://a.test", "title": "A", "encrypted_index": "I1", "cited_text": "sunny"}
+    result = replay(tmp_path, ANTHROPIC, _anthropic_stream(
+        ({"type": "thinking", "thinking": "", "signature": ""}, [{"type": "thinking_delta", "thinking": "Search it."}, {"type": "signature_delta", "signature": "SIG1"}]),
+        ({"type": "redacted_thinking", "data": "REDACTED1"}, []),
+        (use, [{"type": "input_json_delta", "partial_json": '{"query": '}, {"type": "input_json_delta", "partial_json": '"weather"}'}]),
+        (found, []),
+        ({"type": "text", "text": ""}, [{"type": "citations_delta", "citation": citation}, {"type": "text_delta", "text": "It is sunny."}]),
+    ))
+    kept = blocks(result)
+    assert kept == [
+        {"type": "reasoning", "text": "Search it.", "provider_data": {"anthropic": {"signature": "SIG1"}}},
+        {"type": "reasoning", "text": "", "provider_data": {"anthropic": {"block": {"type": "redacted_thinking", "data": "REDACTED1"}}}},
+        {"type": "text", "text": "", "provider_data": {"anthropic": {"block": {**use, "input": {"query": "weather"}}}}},
+        {"type": "text", "text": "", "provider_data": {"anthropic": {"block": found}}},
+        {"type": "text", "text": "It is sunny.", "provider_data": {"anthropic": {"citations": [citation]}}},
+    ]
+    assert not [b for b in kept if b["type"] == "tool-call"], "a server-run tool is not the loop's to call"
+    assert_nothing_lost(result)
+    history: ModelRequest = {"model": "m", "messages": [{"role": "assistant", "content": kept}]}  # type: ignore[typeddict-item]
+    assert AnthropicMessagesAdapter().build_body(history)["messages"][0]["content"] == [
+        {"type": "thinking", "thinking": "Search it.", "signature": "SIG1"},
+        {"type": "redacted_thinking", "data": "REDACTED1"},
+        {**use, "input": {"query": "weather"}},
+        found,
+        {"type": "text", "text": "It is sunny.", "citations": [citation]},
+    ]
+
+
+def test_anthropic_refusal_and_unknown_stop_reasons(tmp_path: Path) -> None:
+    text = ({"type": "text", "text": ""}, [{"type": "text_delta", "text": "No."}])
+    refused = replay(tmp_path, ANTHROPIC, _anthropic_stream(text, stop="refusal"))
+    assert last(refused, "finish") == {"kind": "refusal", "message": "the model declined to answer (stop_reason refusal)"}
+    paused = replay(tmp_path, ANTHROPIC, _anthropic_stream(text, stop="pause_turn"))
+    assert last(paused, "finish") == {"kind": "stop", "raw": "pause_turn"}
+
+
+def test_an_unsigned_thought_is_not_sent_to_anthropic() -> None:
+    history: ModelRequest = {"model": "m", "messages": [{"role": "assistant", "content": [{"type": "reasoning", "text": "t"}, {"type": "text", "text": "A"}]}]}
+    assert AnthropicMessagesAdapter().build_body(history)["messages"][0]["content"] == [{"type": "text", "text": "A"}]
+
+
+# --------------------------------------------------------------------------- OpenAI Responses
+
+
+def test_responses_refusal_events_make_a_refusal(tmp_path: Path) -> None:
+    item = {"type": "message", "id": "msg_1", "role": "assistant", "content": []}
+    done = {**item, "content": [{"type": "refusal", "refusal": "Sorry, no."}]}
+    result = replay(tmp_path, RESPONSES, sse(
+        {"type": "response.output_item.added", "output_index": 0, "item": item},
+        {"type": "response.refusal.delta", "output_index": 0, "content_index": 0, "delta": "Sorry, "},
+        {"type": "response.refusal.delta", "output_index": 0, "content_index": 0, "delta": "no."},
+        {"type": "response.refusal.done", "output_index": 0, "content_index": 0, "refusal": "Sorry, no."},
+        {"type": "response.output_item.done", "output_index": 0, "item": done},
+        {"type": "response.completed", "response": {"status": "completed", "output": [done], "usage": {"input_tokens": 5, "output_tokens": 3}}},
+        named=True))
+    assert blocks(result) == [{"type": "text", "text": "Sorry, no.", "provider_data": {"openai-responses": {"refusal": True, "id": "msg_1"}}}]
+    assert last(result, "finish") == {"kind": "refusal", "message": "Sorry, no."}
+    assert_nothing_lost(result)
+
+
+def test_responses_encrypted_reasoning_items_come_back_in_order(tmp_path: Path) -> None:
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAA-enc"}
+    call = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f", "arguments": '{"a": 1}', "status": "completed"}
+    result = replay(tmp_path, RESPONSES, sse(
+        {"type": "response.output_item.added", "output_index": 0, "item": {**reasoning, "encrypted_content": None}},
+        {"type": "response.output_item.done", "output_index": 0, "item": reasoning},
+        {"type": "response.output_item.added", "output_index": 1, "item": {**call, "arguments": ""}},
+        {"type": "response.function_call_arguments.delta", "output_index": 1, "delta": '{"a": 1}'},
+        {"type": "response.output_item.done", "output_index": 1, "item": call},
+        {"type": "response.completed", "response": {"status": "completed", "usage": {"input_tokens": 5, "output_tokens": 3}}},
+        named=True))
+    kept = blocks(result)
+    assert kept == [
+        {"type": "reasoning", "text": "", "provider_data": {"openai-responses": {"item": reasoning}}},
+        {"type": "tool-call", "id": "call_1", "name": "f", "arguments": '{"a": 1}', "provider_data": {"openai-responses": {"id": "fc_1"}}},
+    ]
+    history: ModelRequest = {"model": "m", "messages": [{"role": "assistant", "content": kept}]}  # type: ignore[typeddict-item]
+    assert OpenAIResponsesAdapter().build_body(history)["input"] == [
+        reasoning, {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": '{"a": 1}', "id": "fc_1"}]
+
+
+# --------------------------------------------------------------------------- Gemini
+
+
+def gemini(*parts: dict[str, Any], finish: str | None = None, usage: dict[str, Any] | None = None, **extra: Any) -> str:
+    candidate: dict[str, Any] = {"content": {"parts": list(parts), "role": "model"}, "index": 0}
+    if finish:
+        candidate["finishReason"] = finish
+    body: dict[str, Any] = {"candidates": [candidate], "modelVersion": "gemini-2.5-flash", "responseId": "r1", **extra}
+    if usage is not None:
+        body["usageMetadata"] = usage
+    return "data: " + json.dumps(body) + "\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ("STOP", {"kind": "stop"}),
+        ("MAX_TOKENS", {"kind": "max-tokens"}),
+        *[(r, {"kind": "content-filter", "raw": r}) for r in ("SAFETY", "RECITATION", "LANGUAGE", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY")],
+        ("MALFORMED_FUNCTION_CALL", {"kind": "error", "message": "the provider ended the response with MALFORMED_FUNCTION_CALL",
+                                     "code": "MALFORMED_FUNCTION_CALL", "raw": "MALFORMED_FUNCTION_CALL"}),
+        ("OTHER", {"kind": "stop", "raw": "OTHER"}),
+        ("FINISH_REASON_UNSPECIFIED", {"kind": "stop", "raw": "FINISH_REASON_UNSPECIFIED"}),
+    ],
+)
+def test_gemini_finish_reasons(tmp_path: Path, raw: str, reason: dict[str, str]) -> None:
+    result = replay(tmp_path, GEMINI, gemini({"text": "x"}, finish=raw))
+    assert last(result, "finish") == reason
+
+
+def test_gemini_usage_fields_and_the_last_event_wins(tmp_path: Path) -> None:
+    early = {"promptTokenCount": 15, "totalTokenCount": 15}
+    final = {"promptTokenCount": 40, "candidatesTokenCount": 8, "thoughtsTokenCount": 21, "cachedContentTokenCount": 32, "totalTokenCount": 69}
+    result = replay(tmp_path, GEMINI, gemini({"text": "a"}, usage=early) + gemini({"text": "b"}, finish="STOP", usage=final))
+    assert last(result, "usage") == {"input_tokens": 40, "output_tokens": 8, "cache_read_tokens": 32, "reasoning_tokens": 21}
+
+
+def test_gemini_signatures_keep_their_part_boundaries_and_their_alphabet(tmp_path: Path) -> None:
+    standard = base64.b64encode(b"\xfb\xff\xfe signed").decode()
+    urlsafe = base64.urlsafe_b64encode(b"\xfe\xfb\xff other").decode()
+    assert "+" in standard or "/" in standard
+    result = replay(tmp_path, GEMINI, gemini({"text": "Thinking ", "thought": True}, {"text": "hard.", "thought": True})
+                    + gemini({"functionCall": {"name": "f", "args": {"q": "x"}}, "thoughtSignature": standard},
+                             {"functionCall": {"name": "f", "args": {"q": "y"}}})
+                    + gemini({"text": "Done"}, {"text": "", "thoughtSignature": urlsafe}, finish="STOP"))
+    kept = blocks(result)
+    assert kept == [
+        {"type": "reasoning", "text": "Thinking hard."},
+        {"type": "tool-call", "id": "r1_call_0", "name": "f", "arguments": '{"q":"x"}', "provider_data": {"gemini": {"thoughtSignature": standard}}},
+        {"type": "tool-call", "id": "r1_call_1", "name": "f", "arguments": '{"q":"y"}'},
+        {"type": "text", "text": "Done"},
+        {"type": "text", "text": "", "provider_data": {"gemini": {"thoughtSignature": urlsafe}}},  # a signed part joins nothing
+    ]
+    assert last(result, "finish") == {"kind": "tool-calls"}  # Gemini says STOP after function calls too
+    history: ModelRequest = {"model": "m", "messages": [
+        {"role": "assistant", "content": kept},  # type: ignore[typeddict-item]
+        {"role": "user", "content": [{"type": "tool-result", "tool_call_id": "r1_call_0", "content": [{"type": "text", "text": "1"}], "is_error": False}]},
+        {"role": "user", "content": [{"type": "tool-result", "tool_call_id": "r1_call_1", "content": [{"type": "text", "text": "2"}], "is_error": True}]},
+    ]}
+    assert GeminiAdapter().build_body(history)["contents"] == [
+        {"role": "model", "parts": [
+            {"functionCall": {"name": "f", "args": {"q": "x"}}, "thoughtSignature": standard},  # the unsigned thought is not sent
+            {"functionCall": {"name": "f", "args": {"q": "y"}}},
+            {"text": "Done"},
+            {"text": "", "thoughtSignature": urlsafe},
+        ]},
+        # Both answers in one content, by name (the calls had no id).
+        {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {"output": "1"}}},
+                                   {"functionResponse": {"name": "f", "response": {"error": "2"}}}]},
+    ]
+
+
+def test_a_blocked_gemini_prompt_is_a_content_filter_finish(tmp_path: Path) -> None:
+    body = "data: " + json.dumps({"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}, "usageMetadata": {"promptTokenCount": 12, "totalTokenCount": 12}}) + "\r\n\r\n"
+    result = replay(tmp_path, GEMINI, body)
+    assert last(result, "finish") == {"kind": "content-filter", "message": "the prompt was blocked (PROHIBITED_CONTENT)", "raw": "PROHIBITED_CONTENT"}
+    assert last(result, "usage") == {"input_tokens": 12, "output_tokens": 0}
+
+
+def test_gemini_errors_in_the_stream_and_over_http(tmp_path: Path) -> None:
+    failed = replay(tmp_path, GEMINI, gemini({"text": "par"}, usage={"promptTokenCount": 3}) + "data: " + json.dumps({"error": {"code": 503, "message": "overloaded", "status": "UNAVAILABLE"}}) + "\r\n\r\n")
+    assert [c["type"] for c in failed.chunks][-3:] == ["block-end", "usage", "finish"]
+    assert last(failed, "finish") == {"kind": "error", "message": "overloaded", "code": "UNAVAILABLE"}
+    limited = replay(tmp_path, GEMINI, json.dumps({"error": {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED"}}), "application/json", status=429)
+    assert (limited.error_status, limited.error_code) == (429, "RESOURCE_EXHAUSTED")
+
+
+def test_a_gemini_stream_without_a_finish_reason_is_truncated(tmp_path: Path) -> None:
+    with pytest.raises(CassetteError, match="truncated SSE: event stream ended before a candidate's finishReason"):
+        replay(tmp_path, GEMINI, gemini({"text": "cut"}))
+
+
+def test_a_whole_gemini_response_and_its_code_execution_parts(tmp_path: Path) -> None:
+    code = {"executableCode": {"language": "PYTHON", "code": "print(2+2)"}}
+    output = {"codeExecutionResult": {"outcome": "OUTCOME_OK", "output": "4\n"}}
+    body = {"candidates": [{"content": {"parts": [code, output, {"text": "It prints 4."}], "role": "model"}, "finishReason": "STOP"}],
+            "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": 6}}
+    result = replay(tmp_path, GEMINI_WHOLE, json.dumps(body), "application/json", request={"contents": []})
+    assert blocks(result) == [
+        {"type": "text", "text": "", "provider_data": {"gemini": {"part": code}}},
+        {"type": "text", "text": "", "provider_data": {"gemini": {"part": output}}},
+        {"type": "text", "text": "It prints 4."},
+    ]
+    assert not result.streaming and last(result, "finish") == {"kind": "stop"}
+
+
+# --------------------------------------------------------------------------- Bedrock
+
+
+def frame(event: str, payload: dict[str, Any]) -> bytes:
+    return encode_frame({":event-type": event, ":content-type": "application/json", ":message-type": "event"}, json.dumps(payload).encode())
+
+
+def bedrock_stream(*middle: bytes, stop: str = "end_turn", usage: bool = True) -> bytes:
+    out = frame("messageStart", {"role": "assistant"}) + b"".join(middle) + frame("messageStop", {"stopReason": stop})
+    if usage:
+        out += frame("metadata", {"usage": {"inputTokens": 20, "outputTokens": 9, "cacheReadInputTokens": 5, "cacheWriteInputTokens": 2}, "metrics": {"latencyMs": 1}})
+    return out
+
+
+def delta(index: int, payload: dict[str, Any]) -> bytes:
+    return frame("contentBlockDelta", {"contentBlockIndex": index, "delta": payload})
+
+
+def test_bedrock_reasoning_tool_use_and_usage(tmp_path: Path) -> None:
+    body = bedrock_stream(
+        delta(0, {"reasoningContent": {"text": "Check "}}), delta(0, {"reasoningContent": {"text": "it."}}), delta(0, {"reasoningContent": {"signature": "SIGB"}}),
+        frame("contentBlockStop", {"contentBlockIndex": 0}),
+        delta(1, {"reasoningContent": {"redactedContent": "UkVE"}}), frame("contentBlockStop", {"contentBlockIndex": 1}),
+        frame("contentBlockStart", {"contentBlockIndex": 2, "start": {"toolUse": {"toolUseId": "tu_1", "name": "f"}}}),
+        delta(2, {"toolUse": {"input": '{"city":'}}), delta(2, {"toolUse": {"input": ' "Paris"}'}}),
+        frame("contentBlockStop", {"contentBlockIndex": 2}), stop="tool_use")
+    result = replay(tmp_path, BEDROCK, body, "application/vnd.amazon.eventstream", request={"messages": []})
+    kept = blocks(result)
+    assert kept == [
+        {"type": "reasoning", "text": "Check it.", "provider_data": {"bedrock": {"signature": "SIGB"}}},
+        {"type": "reasoning", "text": "", "provider_data": {"bedrock": {"redactedContent": "UkVE"}}},
+        {"type": "tool-call", "id": "tu_1", "name": "f", "arguments": '{"city": "Paris"}'},
+    ]
+    assert last(result, "usage") == {"input_tokens": 20, "output_tokens": 9, "cache_read_tokens": 5, "cache_write_tokens": 2}
+    assert last(result, "finish") == {"kind": "tool-calls"}
+    assert_nothing_lost(result)
+    history: ModelRequest = {"model": "m", "messages": [{"role": "assistant", "content": kept}]}  # type: ignore[typeddict-item]
+    assert BedrockConverseAdapter().build_body(history)["messages"][0]["content"] == [
+        {"reasoningContent": {"reasoningText": {"text": "Check it.", "signature": "SIGB"}}},
+        {"reasoningContent": {"redactedContent": "UkVE"}},
+        {"toolUse": {"toolUseId": "tu_1", "name": "f", "input": {"city": "Paris"}}},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ("end_turn", {"kind": "stop"}), ("stop_sequence", {"kind": "stop"}), ("max_tokens", {"kind": "max-tokens"}),
+        ("guardrail_intervened", {"kind": "content-filter", "raw": "guardrail_intervened"}),
+        ("content_filtered", {"kind": "content-filter", "raw": "content_filtered"}),
+        ("model_context_window_exceeded", {"kind": "max-tokens", "raw": "model_context_window_exceeded"}),
+        ("malformed_tool_use", {"kind": "error", "message": "the provider ended the response with malformed_tool_use", "code": "malformed_tool_use", "raw": "malformed_tool_use"}),
+        ("something_new", {"kind": "stop", "raw": "something_new"}),
+    ],
+)
+def test_bedrock_stop_reasons(tmp_path: Path, raw: str, reason: dict[str, str]) -> None:
+    result = replay(tmp_path, BEDROCK, bedrock_stream(delta(0, {"text": "x"}), stop=raw), "application/vnd.amazon.eventstream", request={})
+    assert last(result, "finish") == reason
+
+
+def test_a_bedrock_exception_frame_after_the_stop_wins_and_keeps_the_usage(tmp_path: Path) -> None:
+    exception = encode_frame({":exception-type": "throttlingException", ":content-type": "application/json", ":message-type": "exception"},
+                             b'{"message": "Too many requests"}')
+    body = bedrock_stream(delta(0, {"text": "Hi"}), usage=True) + exception
+    ok = replay(tmp_path, BEDROCK, body, "application/vnd.amazon.eventstream", request={})
+    assert last(ok, "finish") == {"kind": "stop"}, "metadata is terminal: a frame after it is not read"
+    body = frame("messageStart", {"role": "assistant"}) + delta(0, {"text": "Hi"}) + frame("messageStop", {"stopReason": "end_turn"}) + exception
+    failed = replay(tmp_path, BEDROCK, body, "application/vnd.amazon.eventstream", request={})
+    assert last(failed, "finish") == {"kind": "error", "message": "Too many requests", "code": "throttlingException"}
+
+
+def test_bedrock_http_errors_carry_the_amzn_error_type(tmp_path: Path) -> None:
+    result = replay(tmp_path, BEDROCK, '{"message":"Too many tokens"}', "application/json", status=429, request={},
+                    headers={"x-amzn-ErrorType": "ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/"})
+    assert (result.error_status, result.error_code) == (429, "ThrottlingException")
+    assert isinstance(asyncio.run(_error(tmp_path)), RateLimitError)  # what the loop sees: retryable
+
+
+async def _error(tmp_path: Path) -> ProviderError:
+    from cassettes.model import CassetteModel
+
+    try:
+        async for _ in CassetteModel(tmp_path / "c.yaml", pace=False).stream({"model": "m", "messages": []}):
+            pass
+    except ProviderError as exc:
+        return exc
+    raise AssertionError("no error")
+
+
+def test_a_corrupted_bedrock_frame_is_a_one_line_cassette_error(tmp_path: Path) -> None:
+    good = bedrock_stream(delta(0, {"text": "Hi"}))
+    broken = good[:30] + bytes([good[30] ^ 0xFF]) + good[31:]  # flips a byte: the CRC no longer holds
+    with pytest.raises(CassetteError, match="interaction 1: malformed event stream"):
+        replay(tmp_path, BEDROCK, broken, "application/vnd.amazon.eventstream", request={})
+    with pytest.raises(CassetteError, match="truncated event stream: the body ends mid-frame"):
+        replay(tmp_path, BEDROCK, good[:-5], "application/vnd.amazon.eventstream", request={})
+
+
+def test_gemini_stream_without_alt_sse_is_one_json_array(tmp_path: Path) -> None:
+    events = [{"candidates": [{"content": {"parts": [{"text": "Hel"}], "role": "model"}}]},
+              {"candidates": [{"content": {"parts": [{"text": "lo"}], "role": "model"}, "finishReason": "STOP"}],
+               "usageMetadata": {"promptTokenCount": 4, "candidatesTokenCount": 2}}]
+    url = GEMINI.replace("?alt=sse", "")
+    result = replay(tmp_path, url, json.dumps(events), "application/json", request={"contents": []})
+    assert result.streaming and blocks(result) == [{"type": "text", "text": "Hello"}]
+    assert last(result, "usage") == {"input_tokens": 4, "output_tokens": 2}
+    assert_nothing_lost(result)
+
+
+def test_groq_server_tools_are_kept_not_reported(tmp_path: Path) -> None:
+    executed = [{"index": 0, "type": "search", "arguments": '{"query": "x"}', "output": "results"}]
+    result = replay(tmp_path, CHAT, sse(chat({"executed_tools": executed}), chat({"content": "Found."}, "stop"), "[DONE]"))
+    assert blocks(result) == [{"type": "text", "text": "Found.", "provider_data": {"openai-chat": {"executed_tools": executed}}}]
+    assert_nothing_lost(result)
