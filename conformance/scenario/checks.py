@@ -30,6 +30,9 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
 * ``STEERING`` — steering logged in a turn that ends normally is followed by a model step
   (STEER-2, CONT-1); steering added by an ``agent/step-end`` or continuation listener joins that
   turn (CONT-2);
+* ``DISPOSAL`` — an agent is disposed only by ``dispose()`` (or the world's close), never by a
+  failure (ERR-1); disposed while running it goes ``running -> disposed`` directly (DISP-5); a
+  waiter released by the disposal waits for the driver to close its turn (IDLE-4);
 * ``problems`` — what the world itself saw go wrong (an actor or listener that raised, a fake
   model called past its script, an agent that never settled).
 """
@@ -484,8 +487,9 @@ def _finishes(turn: dict[str, Any]) -> dict[int, str]:
 
 def _maxtok_check(view: TraceView) -> Violation | None:
     for agent in view.agents:
+        # The world's close disposes the agent when close() gets to it: its disposed status says when.
         disposals = [e["_i"] for e in view.ops(agent, "dispose")]
-        disposals += [e["_i"] for e in view.of_kind("world/closing")]
+        disposals += [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "disposed"]
         for t in view.turns(agent):
             if not t["ended"]:
                 continue
@@ -574,6 +578,37 @@ def _steering_check(view: TraceView) -> Violation | None:
     return None
 
 
+def _disposal_check(view: TraceView) -> Violation | None:
+    closing = [e["_i"] for e in view.of_kind("world/closing")]
+    for agent in view.agents:
+        disposes = sorted([e["_i"] for e in view.ops(agent, "dispose")] + closing)
+        statuses = view.of_kind("agent/status", agent=agent)
+        for e in statuses:
+            if e.get("status") == "disposed" and not any(i < e["_i"] for i in disposes):
+                return Violation(f"agent {agent}: disposed although nothing disposed it (ERR-1: a failure ends "
+                                 "the turn, never the loop)", e["_i"], ("ERR-1", "LOOP-1"))
+        for d in disposes:
+            before = [e for e in statuses if e["_i"] < d]
+            if not before or before[-1].get("status") != "running":
+                continue
+            after = [e for e in statuses if e["_i"] > d]
+            if after and after[0].get("status") != "disposed":
+                return Violation(f"agent {agent}: disposed while running, its status went running -> "
+                                 f"{after[0].get('status')} before disposed (DISP-5)", after[0]["_i"], ("DISP-5", "STATUS-1"))
+        log = view.log(agent)
+        for rel in view.of_kind("waiter/released", agent=agent):
+            if rel.get("status") != "disposed" or not rel.get("precise"):
+                continue
+            turns = view.turns(agent, int(rel.get("log_len", 0)))
+            if turns and not turns[-1]["ended"]:  # a turn was open when the waiter was released ...
+                started = turns[-1]
+                if any(e["type"] == "turn/end" and e["_i"] > started["_i"] for e in log):  # ... and closed later
+                    return Violation(f"when_idle() {rel.get('waiter')!r} was released by the disposal of agent {agent} "
+                                     f"before its driver closed turn {started['turn']} and exited (IDLE-4)", rel["_i"],
+                                     ("IDLE-4",))
+    return None
+
+
 def _problems_check(view: TraceView) -> Violation | None:
     for e in view.of_kind("problem"):
         rules = tuple(e.get("rules") or ())
@@ -595,6 +630,8 @@ ORACLES: tuple[LoopCheck, ...] = (
               ("MAXTOK-1", "MAXTOK-2", "MAXTOK-3", "MAXTOK-4", "MAXTOK-5", "DISP-1")),
     LoopCheck("TOOLS", _tools_check, "tool calls in order, contained, aborted", ("TOOL-1", "TOOL-3", "TOOL-5", "ERR-7")),
     LoopCheck("STEERING", _steering_check, "steering reaches the model", ("STEER-2", "CONT-1", "CONT-2")),
+    LoopCheck("DISPOSAL", _disposal_check, "only dispose() disposes, directly, and its waiters wait for the driver",
+              ("ERR-1", "LOOP-1", "DISP-5", "STATUS-1", "IDLE-4")),
     LoopCheck("problems", _problems_check, "the world saw nothing go wrong"),
 )
 """The always-on oracles (see the module docstring)."""

@@ -102,6 +102,7 @@ class World:
         self._elements: dict[str, int] = {}  # listener / actor name -> times it acted
         self._optional: set[str] = set()
         self._settles = 0
+        self._injections: list[asyncio.Future[Any]] = []
         # The observers come first on the bus, so an event is in the timeline before any
         # scenario listener reacts to it (and a diagram shows cause before effect).
         for name in ev.OBSERVED:
@@ -359,6 +360,7 @@ class World:
 
         task = self._op(by, "inject", h, start, on, text=ev.texts(text))
         if task is not None:
+            self._injections.append(task)  # work the world started: settled before it closes
 
             def retrieve(done: asyncio.Future[Any]) -> None:
                 if not done.cancelled() and done.exception() is not None:
@@ -577,9 +579,11 @@ class World:
             simulator.observe("actor/error", actor=name, error=_describe(exc))
             self.problem(f"actor:{name}", f"raised {_describe(exc)}")
 
-    def pending_actors(self) -> list[asyncio.Task[Any]]:
-        """Actor tasks started so far that have not finished (waiter watchers excluded)."""
-        return [t for t in self._tasks if not t.done() and not t.get_name().startswith("waiter-")]
+    def pending_actors(self) -> list[asyncio.Future[Any]]:
+        """Actor tasks started so far that have not finished (waiter watchers excluded), and the
+        injections the world started that are still in flight."""
+        return [*(t for t in self._tasks if not t.done() and not t.get_name().startswith("waiter-")),
+                *(t for t in self._injections if not t.done())]
 
     # ------------------------------------------------------------------ the run
 

@@ -268,3 +268,24 @@ def test_every_oracle_names_rule_ids_of_the_catalogue() -> None:
 
     for oracle in ck.ORACLES:
         assert all(r in RULES_BY_ID for r in oracle.rules), oracle.name
+
+
+def test_only_dispose_disposes_directly_and_its_waiters_wait_for_the_driver() -> None:
+    failed = [_op("send", "A"), _status("running"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}),
+              {"kind": "agent/error", "agent": "a", "turn": 1, "step": 0, "error": "boom"}, _status("disposed"),
+              _log(1, "turn/end", turn=1, reason={"kind": "disposed"})]
+    found = _check("DISPOSAL", failed)
+    assert found is not None and "ERR-1" in found.rules and found.at == 4
+    via_idle = [_op("send", "A"), _status("running"), _op("dispose", status="running"), _status("idle"), _status("disposed")]
+    found = _check("DISPOSAL", via_idle)
+    assert found is not None and found.rules[0] == "DISP-5"
+    early = [_op("send", "A"), _op("when_idle", waiter="w"), _status("running"),
+             _log(0, "turn/start", turn=1, trigger={"kind": "message"}), _op("dispose", status="running"), _status("disposed"),
+             {"kind": "waiter/released", "waiter": "w", "agent": "a", "status": "disposed", "log_len": 1, "precise": True},
+             _log(1, "turn/end", turn=1, reason={"kind": "disposed"})]
+    found = _check("DISPOSAL", early)
+    assert found is not None and found.rules == ("IDLE-4",)
+    late = [*early[:6], early[7], {**early[6], "log_len": 2}]
+    assert _check("DISPOSAL", late) is None
+    closed = [_op("send", "A"), _status("running"), {"kind": "world/closing"}, _status("disposed")]
+    assert _check("DISPOSAL", closed) is None
