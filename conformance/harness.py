@@ -41,7 +41,10 @@ class Kit:
         self.timeout = TIMEOUT
         self._poked = asyncio.Event()
         self.model: FakeModel = world.model(name=MODEL, default=respond.text("ok"), max_calls=MAX_CALLS)
-        world.on(None, lambda _event: self._poked.set())
+        world.on(None, lambda _event: self._poked.set())  # the fakes' model and tool events
+        if not world.scenario.observe:  # and what the world does not record
+            for event in ("session/event", "agent/status"):
+                self.service.on(event, lambda *_args: self._poked.set())
         self.agents: list[AgentHandle] = []
         self.notes: list[tuple[Any, ...]] = []
         self.check_invariants = True
@@ -210,7 +213,7 @@ def rule_scenario(body: Body, name: str = "rule-test") -> Scenario:
             raise
         await kit.close()
 
-    return Scenario(name=name, agents=(), models=(), body=run, settle=False)
+    return Scenario(name=name, agents=(), models=(), body=run, settle=False, observe=False)
 
 
 def run_scenario(impl: Implementation, body: Body, schedule: str = "fifo") -> None:

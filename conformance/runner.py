@@ -185,6 +185,7 @@ def run_suite(
         "--import-mode=importlib",
         "--loopkit-schedules", str(schedule_count),
         "-q",
+        "--tb=native",  # one line is reported: pytest's source-annotated tracebacks cost seconds
     ]
     plugins: list[object] = [collector := _Collector()]
     if isinstance(impl_spec, str) and impl_spec:

@@ -437,13 +437,37 @@ ScriptEntry: TypeAlias = (
 # --------------------------------------------------------------------------- the model
 
 
+def _copy(value: Any) -> Any:
+    """A deep copy of plain data (dicts, lists, tuples of JSON values), fast; anything else
+    through ``copy.deepcopy``."""
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    if kind is dict:
+        return {k: _copy(v) for k, v in value.items()}
+    if kind is list:
+        return [_copy(v) for v in value]
+    if kind is tuple:
+        return tuple(_copy(v) for v in value)
+    return copy.deepcopy(value)
+
+
+def _chunk_copy(chunk: Any) -> Any:
+    """A chunk's own copy: flat fields shared (immutable), nested blocks and reasons copied."""
+    out = dict(chunk)
+    for key, value in out.items():
+        if type(value) is dict:
+            out[key] = _copy(value)
+    return out
+
+
 def _snapshot(request: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key in sorted(request):
         if key == "signal":
             continue
         try:
-            out[key] = copy.deepcopy(request[key])
+            out[key] = _copy(request[key])
         except Exception:  # not copyable: keep a description, never the live object
             out[key] = f"<{type(request[key]).__name__}>"
     return out
@@ -542,6 +566,19 @@ class FakeModel:
 
     # ---------------------------------------------------------------- adapter
 
+    def _prepared(self, response: Response) -> tuple[list[v.Chunk], _Faults]:
+        """The chunks and fault positions of ``response``, built once per response value when
+        no tool call needs an id from this model's counter."""
+        cached = response.__dict__.get("_prepared")
+        if cached is not None:
+            return cached
+        needs_ids = any(isinstance(p, BlockPart) and p.kind == "tool-call" and p.id is None for p in response.parts)
+        chunks = response.build(self._next_tool_id)
+        prepared = (chunks, _Faults(response, chunks))
+        if not needs_ids:
+            object.__setattr__(response, "_prepared", prepared)
+        return prepared
+
     def stream(self, request: ModelRequest) -> AsyncIterator[v.Chunk]:
         """Record the request and return the stream of the next scripted response."""
         snapshot = _snapshot(request)
@@ -589,8 +626,7 @@ class FakeModel:
             assert entry is not None
             response = await _resolve_entry(entry, request)
             signal = request.get("signal")
-            chunks = response.build(self._next_tool_id)
-            faults = _Faults(response, chunks)
+            chunks, faults = self._prepared(response)
             i = 0
             while True:
                 if i < len(chunks) or faults.pending(i):
@@ -601,7 +637,10 @@ class FakeModel:
                         ):
                             break
                     if (signal is None or not signal.aborted) and i < len(chunks):
-                        await wait_abortable(signal, delay=delay)
+                        if delay == 0:  # the common case: one bare suspension, inline
+                            await asyncio.sleep(0)
+                        elif delay is not None:
+                            await wait_abortable(signal, delay=delay)
                     if signal is not None and signal.aborted:
                         outcome = "aborted"
                         if response.abort_mode == "raise":
@@ -619,10 +658,10 @@ class FakeModel:
                         raise faults.raise_at[1]
                 if i >= len(chunks):
                     break
-                chunk = chunks[i]
+                chunk = _chunk_copy(chunks[i])  # the consumer's own copy: a cached list is shared
                 i += 1
                 if chunk.get("type") == "finish":
-                    outcome = chunk["reason"]["kind"]  # type: ignore[typeddict-item]
+                    outcome = chunk["reason"]["kind"]
                 yield chunk
             if outcome == "closed":
                 outcome = "ended"

@@ -168,7 +168,9 @@ class Scenario:
     The world builds, in order: the models, the tools, the agents, the listeners, the actors;
     then runs ``body`` (when there is one), waits for the actors, settles the agents (waits for
     quiescence, aborting a step that hangs) and closes the service. ``settle=False`` skips the
-    settling (the rule tests close the service themselves). ``source`` says where the scenario
+    settling (the rule tests close the service themselves); ``observe=False`` keeps the
+    implementation's notifications and log out of the timeline (the rule tests read the log
+    through the adapter; what they do not record costs nothing). ``source`` says where the scenario
     came from (``{"yaml": text, "path": ...}`` or ``{"python": "module:attr"}``): a race cassette
     stores it, so the scenario travels with the cassette.
     """
@@ -184,6 +186,7 @@ class Scenario:
     limits: Limits = Limits()
     body: Body | None = field(default=None, compare=False)
     settle: bool = True
+    observe: bool = True
     source: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     @property

@@ -105,9 +105,10 @@ class World:
         self._injections: list[asyncio.Future[Any]] = []
         # The observers come first on the bus, so an event is in the timeline before any
         # scenario listener reacts to it (and a diagram shows cause before effect).
-        for name in ev.OBSERVED:
-            self.service.on(name, self._notification_observer(name))
-        self.service.on("session/event", self._log_observer)
+        if scenario.observe:
+            for name in ev.OBSERVED:
+                self.service.on(name, self._notification_observer(name))
+            self.service.on("session/event", self._log_observer)
         simulator.on_observe(self._notify)
 
     # ------------------------------------------------------------------ building
