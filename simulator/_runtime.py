@@ -876,9 +876,14 @@ def _collect_unretrieved(
     return out
 
 
-_UNCLOSABLE: deque[Any] = deque(maxlen=10_000)
-"""Coroutines of finished runs that ignore ``GeneratorExit``: kept referenced, so the garbage
-collector never resumes them inside a later run (bounded: pathological code only)."""
+def _close_leftovers(loop: SimLoop) -> None:
+    """Close the coroutine of every task still pending (one that ignores ``GeneratorExit``
+    stays suspended: nothing more can be done for it)."""
+    for task in [t for t in loop._tasks if not t.done()]:
+        try:
+            task.get_coro().close()
+        except BaseException:  # it ignored GeneratorExit, or raised while closing
+            pass
 
 
 def _cleanup(loop: SimLoop) -> None:
@@ -888,7 +893,8 @@ def _cleanup(loop: SimLoop) -> None:
         loop._stopping = False
         loop._max_time = None
         loop._vary = False
-        leftover = [t for t in loop._tasks if not t.done()]
+        leftover: list[Any] | None = [t for t in loop._tasks if not t.done()]
+        gathered: Any = None
         if leftover:
             for t in leftover:
                 t.cancel()
@@ -902,19 +908,12 @@ def _cleanup(loop: SimLoop) -> None:
             fut = loop.create_task(loop.shutdown_asyncgens(), name="shutdown_asyncgens")
             fut.add_done_callback(_on_main_done)
             _drive_any(loop)
-        # A task that would not be cancelled (it swallows CancelledError) is closed now: left
-        # alive, its coroutine would be finalised by the garbage collector in the middle of a
-        # later run and run code there. What it does while closing is not observed.
+        # A task that would not be cancelled (it swallows CancelledError) is closed now, while
+        # this run's loop is still the running one: its finally blocks run here, unobserved,
+        # rather than when the garbage collector gets to it, perhaps inside a later run.
         loop._recording = False
-        for t in loop._tasks:
-            if not t.done():
-                coro = t.get_coro()
-                try:
-                    coro.close()
-                except RuntimeError:  # it ignored GeneratorExit: it can never be finalised
-                    _UNCLOSABLE.append(coro)
-                except BaseException:  # it raised while closing: it is closed
-                    pass
+        leftover = gathered = None  # no reference of ours may keep a stubborn task alive
+        _close_leftovers(loop)
         for t in loop._tasks:
             if t.done() and not t.cancelled() and getattr(t, "_log_traceback", False):
                 t._log_traceback = False

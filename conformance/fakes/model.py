@@ -60,9 +60,12 @@ __all__ = ["FakeModel", "Response", "ScriptEntry", "respond"]
 OnAbort: TypeAlias = Literal["finish", "return", "raise"]
 
 
-def _observe(kind: str, **data: Any) -> None:
-    """Record an observable event in the running simulation's timeline (a no-op outside one)."""
-    simulator.observe(kind, **data)
+def _observe(loop: Any, kind: str, **data: Any) -> None:
+    """Record an observable event in the timeline of the simulation ``loop`` belongs to, when it
+    is still the running one (a no-op outside one: a stream finalised by the garbage collector
+    during a later run must not write into that run)."""
+    if loop is not None and simulator.current_loop() is loop:
+        simulator.observe(kind, **data)
 
 
 # --------------------------------------------------------------------------- response model
@@ -600,8 +603,10 @@ class FakeModel:
             )
             self.exhausted.append(error)
         self._next += 1
+        loop = simulator.current_loop()
         if self.observe:
             _observe(
+                loop,
                 "model/request",
                 model=self.name,
                 call=call,
@@ -609,7 +614,7 @@ class FakeModel:
             )
         if self.on_request is not None:
             self.on_request()
-        return self._play(request, call, entry, error)
+        return self._play(request, call, entry, error, loop)
 
     async def _play(
         self,
@@ -617,6 +622,7 @@ class FakeModel:
         call: int,
         entry: ScriptEntry | None,
         error: ScriptExhausted | None,
+        loop: Any,
     ) -> AsyncIterator[v.Chunk]:
         outcome = "closed"
         try:
@@ -675,7 +681,7 @@ class FakeModel:
         finally:
             self.outcomes.append(outcome)
             if self.observe:
-                _observe("model/done", model=self.name, call=call, outcome=outcome)
+                _observe(loop, "model/done", model=self.name, call=call, outcome=outcome)
 
 
 def _finished(chunks: Sequence[Mapping[str, Any]]) -> bool:

@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Se
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+import simulator
 from reference_loop import vocabulary as v
 from reference_loop.abort import AbortError, AbortSignal
 from reference_loop.protocols import ToolContext, ToolError, ToolSchema
@@ -299,6 +300,7 @@ class FakeTool:
         ctx: Mapping[str, Any] = context if isinstance(context, Mapping) else {}
         signal: AbortSignal | None = ctx.get("signal") if self.abort_aware else None
         loop = asyncio.get_running_loop()
+        sim_loop = simulator.current_loop()
         record = ToolCall(
             tool=self._name,
             index=len(self.calls) + 1,
@@ -311,7 +313,7 @@ class FakeTool:
         if self._sink is not None:
             self._sink.append(record)
         if self.observe:
-            _observe("tool/start", tool=self._name, call_id=record.call_id, index=record.index)
+            _observe(sim_loop, "tool/start", tool=self._name, call_id=record.call_id, index=record.index)
         try:
             outcome = self._pick(record.index)
             if self.hook is not None:
@@ -370,7 +372,7 @@ class FakeTool:
             record.ended = asyncio.get_running_loop().time()
             if self.observe:
                 extra = {"error": record.error} if record.error is not None else {}
-                _observe("tool/done", tool=self._name, call_id=record.call_id, outcome=record.outcome, **extra)
+                _observe(sim_loop, "tool/done", tool=self._name, call_id=record.call_id, outcome=record.outcome, **extra)
 
 
 def _reason(signal: AbortSignal | None) -> str:

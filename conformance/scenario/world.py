@@ -80,7 +80,8 @@ class World:
     """The implementation's service plus the fakes, driven and observed (see module docstring)."""
 
     def __init__(self, scenario: Scenario, impl: Implementation, *, persistence: object | None = None) -> None:
-        if simulator.current_loop() is None:
+        self._loop = simulator.current_loop()
+        if self._loop is None:
             raise RuntimeError("a World lives inside a simulation (run it with conformance.scenario.engine)")
         self.scenario = scenario
         self.impl = impl
@@ -206,13 +207,19 @@ class World:
     # ------------------------------------------------------------------ observing
 
     def _notification_observer(self, name: str) -> Callable[..., None]:
+        loop = self._loop
+
         def observe(*args: Any) -> None:
-            simulator.observe(name, **self.fields(name, args))
+            # An implementation's leftover code finalised during a later run writes nothing there.
+            if simulator.current_loop() is loop:
+                simulator.observe(name, **self.fields(name, args))
 
         observe.__qualname__ = f"observe:{name}"
         return observe
 
     def _log_observer(self, session: Any, event: Mapping[str, Any]) -> None:
+        if simulator.current_loop() is not self._loop:
+            return
         agent = self._sessions.get(getattr(session, "id", None) or "", None)
         simulator.observe("log", agent=agent, **ev.compact_log(event))
 
