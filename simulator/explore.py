@@ -18,6 +18,7 @@ from simulator.result import RunResult
 from simulator.schedule import Choice, Schedule
 from simulator.strategies.base import Strategy
 from simulator.strategies.dfs import DFSStrategy
+from simulator.strategies.dpor import DPORStrategy
 from simulator.strategies.fifo import FifoStrategy
 from simulator.strategies.pct import PCTStrategy
 from simulator.strategies.random import RandomStrategy
@@ -33,7 +34,8 @@ def default_is_failure(result: RunResult) -> bool:
 
 
 def make_strategy(strategy: str | Strategy | None, **options: Any) -> Strategy:
-    """A strategy object from a name (``fifo``, ``random``, ``pct``, ``dfs``) or as is."""
+    """A strategy object from a name (``fifo``, ``random``, ``pct``, ``dfs``, ``dpor``) or as
+    is."""
     if strategy is None:
         return FifoStrategy()
     if isinstance(strategy, Strategy):
@@ -43,6 +45,7 @@ def make_strategy(strategy: str | Strategy | None, **options: Any) -> Strategy:
         "random": RandomStrategy,
         "pct": PCTStrategy,
         "dfs": DFSStrategy,
+        "dpor": DPORStrategy,
     }
     try:
         return table[strategy](**options)
@@ -73,8 +76,10 @@ class ExploreResult:
     ``runs``: schedules run; ``failures``: how many failed; ``first_failure``: the first failing
     run (its ``.schedule`` replays it); ``first_failure_run``: 1-based number of schedules run
     up to and including it; ``distinct_schedules`` / ``distinct_timelines``: distinct choice
-    sequences / observable timelines seen; ``exhausted``: a systematic search covered its whole
-    (reduced) tree.
+    sequences / observable timelines seen; ``exhausted``: a systematic search (dfs, dpor)
+    covered its whole (reduced) tree; ``budget_hit``: a systematic search stopped at the
+    budget with schedules left; ``classes``: for a systematic search, the runs that explored a
+    new class of interleavings (the others were cut short as redundant by its sleep sets).
     """
 
     strategy: str
@@ -85,6 +90,8 @@ class ExploreResult:
     distinct_schedules: int = 0
     distinct_timelines: int = 0
     exhausted: bool = False
+    budget_hit: bool = False
+    classes: int | None = None
     wall_s: float = 0.0
     outcomes: dict[str, int] = field(default_factory=dict)
 
@@ -106,7 +113,9 @@ class ExploreResult:
         if self.first_failure_run is not None:
             s += f"; first failure at schedule {self.first_failure_run}"
         if self.exhausted:
-            s += "; search exhausted"
+            s += f"; exhausted ({self.classes} classes)" if self.classes is not None else "; search exhausted"
+        elif self.budget_hit:
+            s += f"; budget hit ({self.runs} schedules, {self.classes} classes so far)"
         return s
 
 
@@ -130,20 +139,21 @@ def explore(
     unretrieved task exception). ``stop_on_failure`` stops at the first failure. ``track``
     counts distinct schedules and timelines (costs a little per run). ``workers > 1`` splits
     the seeds across forked processes (random/pct only). Other keyword arguments go to
-    :func:`simulator.run`.
+    :func:`simulator.run`. A systematic search (``dfs``, ``dpor``) reports ``exhausted`` with
+    the number of ``classes`` it explored, or ``budget_hit`` when the budget ran out first.
     """
     is_failure = is_failure or default_is_failure
     strat = make_strategy(strategy)
-    if workers > 1 and not isinstance(strat, DFSStrategy):
+    systematic = bool(getattr(strat, "systematic", False))
+    if workers > 1 and not systematic:
         return _explore_parallel(main, strat, budget, seed, is_failure, stop_on_failure, track,
                                  workers, run_kwargs)
     res = ExploreResult(strategy=strat.name)
     sched_seen: set[Any] = set()
     tl_seen: set[str] = set()
-    dfs = strat if isinstance(strat, DFSStrategy) else None
     t0 = time.perf_counter()
     for i in range(budget):
-        if dfs is not None and dfs.exhausted:
+        if systematic and getattr(strat, "exhausted", False):
             break
         r = run(main, strategy=strat, seed=seed + i, **run_kwargs)
         res.runs += 1
@@ -160,7 +170,11 @@ def explore(
             if stop_on_failure:
                 break
     res.wall_s = time.perf_counter() - t0
-    res.exhausted = bool(dfs is not None and dfs.exhausted)
+    if systematic:
+        res.exhausted = bool(getattr(strat, "exhausted", False))
+        res.budget_hit = not res.exhausted and res.runs >= budget
+        classes = getattr(strat, "classes", None)
+        res.classes = int(classes) if classes is not None else None
     res.distinct_schedules = len(sched_seen)
     res.distinct_timelines = len(tl_seen)
     return res
