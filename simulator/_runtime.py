@@ -216,16 +216,52 @@ def touch(key: int, write: int = 1) -> None:
             fp[key] = fp.get(key, 0) | write
 
 
-def _traced(orig: Any, write: int, offset: int = 0) -> Callable[..., Any]:
-    """``orig`` (a method) that first records an access to its object (``id + offset``)."""
+def obj_key(loop: SimLoop, obj: Any) -> int:
+    """The footprint key of an object: its stable name when the run created it (the same in
+    every run with the same causal history, which sleep sets compare across runs), else its
+    ``id`` (an object from outside the run is the same object in every run)."""
+    k = loop._tr_names.get(id(obj))
+    return k if k is not None else id(obj)
+
+
+def cancel_key(key: int) -> int:
+    """The key of a task's cancellation request, next to the key of its completion."""
+    return key - 1 if key < 0 else key + 1
+
+
+def name_object(obj: Any) -> None:
+    """Give an object created in a traced run its stable name: after the event creating it
+    and how many things that event created before it (negative: never an id or pseudo-key)."""
+    loop = _CURRENT
+    if loop is not None:
+        tr = loop._tr
+        if tr is not None:
+            k = loop._tr_k
+            loop._tr_k = k + 1
+            loop._tr_names[id(obj)] = -2 * tr.name(("o", loop._tr_sid, k))
+            loop._tr_keep.append(obj)  # alive until the run ends: its id is not reused
+
+
+def touch_object(obj: Any, write: int, cancel: bool = False) -> None:
+    """Record an access to ``obj`` (its completion, or with ``cancel`` its cancellation
+    request) by the running traced callback."""
+    loop = _CURRENT
+    if loop is not None:
+        fp = loop._tr_fp
+        if fp is not None:
+            k = loop._tr_names.get(id(obj))
+            if k is None:
+                k = id(obj)
+            if cancel:
+                k = k - 1 if k < 0 else k + 1
+            fp[k] = fp.get(k, 0) | write
+
+
+def _traced(orig: Any, write: int, cancel: bool = False) -> Callable[..., Any]:
+    """``orig`` (a method) that first records an access to its object."""
 
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        loop = _CURRENT
-        if loop is not None:
-            fp = loop._tr_fp
-            if fp is not None:
-                key = id(self) + offset
-                fp[key] = fp.get(key, 0) | write
+        touch_object(self, write, cancel)
         return orig(self, *args, **kwargs)
 
     method.__name__ = getattr(orig, "__name__", "method")
@@ -246,11 +282,8 @@ def traced_add_done_callback(orig: Any) -> Callable[..., Any]:
     TaskGroup, wait) only moves a callback that is dependent on nothing it does not write."""
 
     def add_done_callback(self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        loop = _CURRENT
-        if loop is not None:
-            fp = loop._tr_fp
-            if fp is not None and not _is_glue(fn):
-                fp[id(self)] = 1
+        if not _is_glue(fn):
+            touch_object(self, 1)
         return orig(self, fn, *args, **kwargs)
 
     return add_done_callback
@@ -279,9 +312,9 @@ TracedFuture: type[asyncio.Future[Any]] = _traced_class(asyncio.Future, "TracedF
 #: cancellation request (``id + 1``, read by each of its steps, written by ``cancel()``), so a
 #: ``cancel()`` conflicts with the task's next step but not with a done-callback being added.
 TracedTask: type[asyncio.Task[Any]] = _traced_class(asyncio.Task, "TracedTask", {
-    "cancel": _traced(asyncio.Task.cancel, 1, 1),
-    "uncancel": _traced(asyncio.Task.uncancel, 1, 1),
-    "cancelling": _traced(asyncio.Task.cancelling, 0, 1),
+    "cancel": _traced(asyncio.Task.cancel, 1, True),
+    "uncancel": _traced(asyncio.Task.uncancel, 1, True),
+    "cancelling": _traced(asyncio.Task.cancelling, 0, True),
 })
 _Future = asyncio.Future
 
@@ -403,6 +436,8 @@ class SimLoop(base_events.BaseEventLoop):
         #: running now (``None`` outside a traced callback: touches are then dropped)
         self._tr: Tracer | None = None
         self._tr_fp: dict[int, int] | None = None
+        self._tr_names: dict[int, int] = {}
+        self._tr_keep: list[Any] = []
 
     # -- clock ----------------------------------------------------------------------------
     def time(self) -> float:
@@ -459,6 +494,8 @@ class SimLoop(base_events.BaseEventLoop):
         the main task exists; the run then uses :meth:`_drive_traced`."""
         self._tr = tracer
         tracer.events = []
+        self._tr_names = {}
+        self._tr_keep = []
         self._tr_sid = 0  # the name of the event running now (0: none, before the first)
         self._tr_pos = -1  # its position in tracer.events
         self._tr_k = 0  # origins / timers it created so far
@@ -494,7 +531,8 @@ class SimLoop(base_events.BaseEventLoop):
         fp = self._tr_fp
         if fp is not None and args and isinstance(args[0], _Future):
             # a future's done-callbacks being scheduled: the running callback completed it
-            fp[id(args[0])] = 1
+            k = obj_key(self, args[0])
+            fp[k] = 1
         return h
 
     def _call_at_traced(  # type: ignore[override]
@@ -529,13 +567,15 @@ class SimLoop(base_events.BaseEventLoop):
         return self._now
 
     def _create_future_traced(self) -> asyncio.Future[Any]:
-        return TracedFuture(loop=self)
+        fut = TracedFuture(loop=self)
+        name_object(fut)
+        return fut
 
     def _timer_cancelled_traced(self, handle: Any) -> None:
         fp = self._tr_fp
         if fp is not None:
             fp[TIMERS] = fp.get(TIMERS, 0)
-            fp[id(handle)] = 1
+            fp[getattr(handle, "_sid", 0) * -2 - 1] = 1  # the timer (a key of its own)
         if handle._scheduled:
             self._timer_cancelled_count += 1
 
@@ -584,6 +624,8 @@ class SimLoop(base_events.BaseEventLoop):
         else:
             task = cls(coro, loop=self, name=name, context=context)
         self._tasks.append(task)
+        if self._tr is not None:
+            name_object(task)
         return task
 
     def call_exception_handler(self, context: dict[str, Any]) -> None:
@@ -1060,11 +1102,11 @@ class SimLoop(base_events.BaseEventLoop):
         args = h._args
         glue = False
         if isinstance(owner, _Task):
-            fp[id(owner) + 1] = 0  # the step reads the task's cancellation request
+            fp[cancel_key(obj_key(self, owner))] = 0  # the step reads the cancellation request
             if tr.user:
                 fp[USER] = 1
             if args and isinstance(args[0], _Future):
-                fp[id(args[0])] = 0  # a wake-up reads the future that woke it
+                fp[obj_key(self, args[0])] = 0  # a wake-up reads the future that woke it
         else:
             glue = _is_glue(cb)
             if not glue and tr.user:
@@ -1085,19 +1127,19 @@ class SimLoop(base_events.BaseEventLoop):
             # of the object a bound-method callback belongs to (TaskGroup, Timeout, ...).
             fp = {k: w for k, w in fp.items() if w}
             if args and isinstance(args[0], _Future):
-                fp.setdefault(id(args[0]), 0)
+                fp.setdefault(obj_key(self, args[0]), 0)
             if owner is not None:
-                fp[id(owner)] = 1
+                fp[obj_key(self, owner)] = 1
         elif isinstance(owner, _Task):
             waiter = owner._fut_waiter
             if waiter is not None:
-                fp[id(waiter)] = 1  # it now waits on this future (a done-callback was added)
+                fp[obj_key(self, waiter)] = 1  # it now waits on it (a done-callback was added)
             if owner.done():
-                fp[id(owner)] = 1
-        if isinstance(h, events.TimerHandle):
+                fp[obj_key(self, owner)] = 1
+        if isinstance(h, _TracedTimer):
             fp[CLOCK] = 1
             fp[TIMERS] = 1
-            fp[id(h)] = 1
+            fp[h._sid * -2 - 1] = 1
         trace.append((esid, psid, dep, fp, node))
 
 
@@ -1320,6 +1362,7 @@ def _cleanup(loop: SimLoop) -> None:
         for attr in _INSTANCE_HOOKS:
             loop.__dict__.pop(attr, None)
         loop._tr = None
+        loop._tr_keep = []
         loop._strategy = None
 
 

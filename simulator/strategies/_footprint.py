@@ -29,29 +29,36 @@ _MISSING = object()
 T = TypeVar("T")
 
 
-def _record(key: int, write: int) -> None:
-    loop = _runtime._CURRENT
-    if loop is not None:
-        fp = loop._tr_fp
-        if fp is not None:
-            fp[key] = fp.get(key, 0) | write
+_record = _runtime.touch_object
+
+
+def _wrap_init(orig: Callable[..., Any]) -> Callable[..., Any]:
+    """``__init__`` that also gives the new object its stable name (see
+    ``simulator._runtime.name_object``)."""
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        orig(self, *args, **kwargs)
+        _runtime.name_object(self)
+
+    __init__.__wrapped__ = orig  # type: ignore[attr-defined]
+    return __init__
 
 
 def _wrap(orig: Callable[..., Any], write: int) -> Callable[..., Any]:
     if inspect.iscoroutinefunction(orig):
 
         async def amethod(self: Any, *args: Any, **kwargs: Any) -> Any:
-            _record(id(self), write)
+            _record(self, write)
             try:
                 return await orig(self, *args, **kwargs)
             finally:
-                _record(id(self), write)  # the step the method returns in (after a wake-up)
+                _record(self, write)  # the step the method returns in (after a wake-up)
 
         wrapped: Callable[..., Any] = amethod
     else:
 
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            _record(id(self), write)
+            _record(self, write)
             return orig(self, *args, **kwargs)
 
         wrapped = method
@@ -96,6 +103,8 @@ def install() -> None:
     if _SAVED:
         return
     for cls, methods in _TABLE:
+        _SAVED.append((cls, "__init__", cls.__dict__.get("__init__", _MISSING)))
+        setattr(cls, "__init__", _wrap_init(cls.__init__))
         for name, write in methods.items():
             orig = getattr(cls, name, None)
             if orig is None:
@@ -122,17 +131,20 @@ def uninstall() -> None:
 
 
 def access(obj: Any, *, write: bool = True) -> None:
-    """Declare that the running step reads (``write=False``) or writes ``obj`` (any object,
-    by identity). For ``DPORStrategy(shared="declared")``: state that two tasks both touch,
-    at least one of them writing, must be declared (here or with :func:`shared`); no-op
-    outside a traced run."""
-    _record(id(obj), W if write else R)
+    """Declare that the running step reads (``write=False``) or writes ``obj``, by identity.
+    For ``DPORStrategy(shared="declared")``: state that two tasks both touch, at least one of
+    them writing, must be declared (here or with :func:`shared`). The object must be the same
+    in every run (created before the run), or created in the run and passed to
+    :func:`shared` when created (which names it after its creation, the same in every run).
+    No-op outside a traced run."""
+    _record(obj, W if write else R)
 
 
 def _tracked(cls: type, name: str, reads: Iterable[str], writes: Iterable[str]) -> type:
     ns: dict[str, Any] = {"__module__": __name__, "__slots__": (),
                           "__doc__": f"A {cls.__name__} whose reads and writes are declared "
-                                     "shared (see simulator.shared)."}
+                                     "shared (see simulator.shared).",
+                          "__init__": _wrap_init(cls.__init__)}
     for meth in reads:
         ns[meth] = _wrap(getattr(cls, meth), R)
     for meth in writes:
@@ -163,15 +175,15 @@ SharedSet = _tracked(set, "SharedSet", _SET_READS, _SET_WRITES)
 
 
 def shared(value: T) -> T:
-    """A copy of ``value`` (a list, dict or set) whose every read and write is declared
-    shared state: ``counter = simulator.shared([0])``. Use it in place of the original; it
-    behaves the same (a subclass). For other objects, call :func:`access` where they are
-    read or written."""
+    """Declare shared state. A list, dict or set comes back as a copy whose every read and
+    write is recorded: ``counter = simulator.shared([0])`` (use it in place of the original;
+    it is a subclass and behaves the same). Any other object comes back as is, named for
+    :func:`access`, which its readers and writers then call."""
     if isinstance(value, list):
         return SharedList(value)  # type: ignore[return-value]
     if isinstance(value, dict):
         return SharedDict(value)  # type: ignore[return-value]
     if isinstance(value, set):
         return SharedSet(value)  # type: ignore[return-value]
-    raise TypeError(f"simulator.shared() takes a list, dict or set, not {type(value).__name__} "
-                    "(declare other state with simulator.access(obj, write=...))")
+    _runtime.name_object(value)
+    return value
