@@ -273,7 +273,7 @@ class MiniAgent:
     loop: plain asyncio, so every runtime runs it unmodified).
 
     ``send`` queues a prompt for the driver; ``cancel`` clears the queue and stops the running
-    turn; ``when_idle`` returns a future released on the next idle transition. Status changes
+    turn; ``when_idle`` returns an event set on the next idle transition. Status changes
     call the listeners synchronously (an event bus). The bug: when a synchronous
     status('running') listener cancels the turn about to start and queues a replacement, the
     driver settles idle unconditionally, releasing ``when_idle()`` waiters while the
@@ -285,7 +285,7 @@ class MiniAgent:
         self.queue: list[str] = []
         self.ran: list[str] = []
         self.listeners: list[Callable[[str], None]] = []
-        self.waiters: list[asyncio.Future[None]] = []
+        self.waiters: list[asyncio.Event] = []
         self.wake = asyncio.Event()
         self.cancelled = False
         self.closed = False
@@ -299,13 +299,14 @@ class MiniAgent:
         self.cancelled = True
         self.wake.set()
 
-    def when_idle(self) -> asyncio.Future[None]:
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    def when_idle(self) -> asyncio.Event:
+        """An event set on the next idle transition (at once when idle with nothing queued)."""
+        waiter = asyncio.Event()
         if self.status == "idle" and not self.queue:
-            fut.set_result(None)
+            waiter.set()
         else:
-            self.waiters.append(fut)
-        return fut
+            self.waiters.append(waiter)
+        return waiter
 
     def close(self) -> None:
         self.closed = True
@@ -316,8 +317,7 @@ class MiniAgent:
         if status == "idle":
             waiters, self.waiters = self.waiters, []
             for w in waiters:
-                if not w.done():
-                    w.set_result(None)
+                w.set()
         for listener in list(self.listeners):
             listener(status)
 
@@ -378,7 +378,7 @@ class AgentRace:
 
     async def caller(self) -> None:
         self.agent.send("A")
-        await self.agent.when_idle()
+        await self.agent.when_idle().wait()
         agent = self.agent
         self.ok = agent.status == "idle" and not agent.queue
         agent.close()
@@ -411,3 +411,48 @@ async def _agent_race_main() -> bool:
 def agent_race() -> Program:
     """The agent race as one program (every runtime but frontrun, which takes the workers)."""
     return _agent_race_main
+
+
+# -- worker form (frontrun interleaves the worker coroutines it is given) ----------------
+
+
+class Counter:
+    """The race programs' shared state, for explorers that take (setup, workers, invariant)."""
+
+    def __init__(self) -> None:
+        self.value = 0
+        self.lock = asyncio.Lock()
+
+
+def _race_worker(i: int, awaits: int, staggered: bool, locked: bool) -> Callable[[Counter], Coroutine[Any, Any, None]]:
+    async def worker(state: Counter) -> None:
+        if staggered:
+            # The same stagger as _race_main: worker i starts i * awaits loop steps later.
+            for _ in range(i * awaits):
+                await asyncio.sleep(0)
+        if locked:
+            async with state.lock:
+                v = state.value
+                for _ in range(awaits):
+                    await asyncio.sleep(0)
+                state.value = v + 1
+        else:
+            v = state.value
+            for _ in range(awaits):
+                await asyncio.sleep(0)
+            state.value = v + 1
+
+    return worker
+
+
+def race_workers(program: Program) -> tuple[Callable[[], Any], list[Callable[[Any], Any]], Callable[[Any], bool]] | None:
+    """The (setup, workers, invariant) form of a race program made by :func:`race` or of the
+    agent race; None for other programs."""
+    if program is _agent_race_main:
+        return AgentRace, [AgentRace.driver, AgentRace.caller, AgentRace.user], check_agent_race
+    func = getattr(program, "func", None)
+    if func is not _race_main:
+        return None
+    tasks, awaits, staggered, locked, _raise = program.args  # type: ignore[attr-defined]
+    workers = [_race_worker(i, awaits, staggered, locked) for i in range(tasks)]
+    return Counter, workers, lambda state: state.value == tasks

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import heapq
+import sys
 import threading
 import traceback
 import types
@@ -257,11 +258,19 @@ def touch_object(obj: Any, write: int, cancel: bool = False) -> None:
             fp[k] = fp.get(k, 0) | write
 
 
+#: asyncio functions whose reads of their children's state are bookkeeping: gather checks
+#: ``child.done()`` (3.12+) only to choose between scheduling its done-callback now and
+#: registering it, and either way the same callback runs (see traced_add_done_callback)
+_AGGREGATORS = frozenset(("gather", "_gather"))
+_getframe = sys._getframe
+
+
 def _traced(orig: Any, write: int, cancel: bool = False) -> Callable[..., Any]:
     """``orig`` (a method) that first records an access to its object."""
 
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        touch_object(self, write, cancel)
+        if write or _getframe(1).f_code.co_name not in _AGGREGATORS:
+            touch_object(self, write, cancel)
         return orig(self, *args, **kwargs)
 
     method.__name__ = getattr(orig, "__name__", "method")
