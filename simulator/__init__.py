@@ -38,8 +38,8 @@ from simulator.explore import (
     shrink,
 )
 from simulator.result import RunResult
-from simulator.strategies.dpor import access, shared
 from simulator.schedule import Choice, Schedule, load_schedule, save_schedule
+from simulator.strategies.dpor import access, shared
 
 __all__ = [
     "Choice",

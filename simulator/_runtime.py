@@ -1061,13 +1061,13 @@ class SimLoop(base_events.BaseEventLoop):
                             result = "budget"
                             break
                         continue
-                    g = groups[i]
+                    g = groups[i]  # type: ignore[assignment]
                     h = g.popleft()
                     if not g:
                         del groups[i]
                     choices.append((i, n, h._callback, h._args, False))
                 else:
-                    g = groups[0]
+                    g = groups[0]  # type: ignore[assignment]
                     h = g.popleft()
                     if not g:
                         groups.popleft()

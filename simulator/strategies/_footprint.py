@@ -104,7 +104,7 @@ def install() -> None:
         return
     for cls, methods in _TABLE:
         _SAVED.append((cls, "__init__", cls.__dict__.get("__init__", _MISSING)))
-        setattr(cls, "__init__", _wrap_init(cls.__init__))
+        cls.__init__ = _wrap_init(cls.__dict__.get("__init__") or cls.__init__)  # type: ignore[misc]
         for name, write in methods.items():
             orig = getattr(cls, name, None)
             if orig is None:
@@ -144,7 +144,7 @@ def _tracked(cls: type, name: str, reads: Iterable[str], writes: Iterable[str]) 
     ns: dict[str, Any] = {"__module__": __name__, "__slots__": (),
                           "__doc__": f"A {cls.__name__} whose reads and writes are declared "
                                      "shared (see simulator.shared).",
-                          "__init__": _wrap_init(cls.__init__)}
+                          "__init__": _wrap_init(cls.__dict__["__init__"])}
     for meth in reads:
         ns[meth] = _wrap(getattr(cls, meth), R)
     for meth in writes:
@@ -180,10 +180,10 @@ def shared(value: T) -> T:
     it is a subclass and behaves the same). Any other object comes back as is, named for
     :func:`access`, which its readers and writers then call."""
     if isinstance(value, list):
-        return SharedList(value)  # type: ignore[return-value]
+        return SharedList(value)
     if isinstance(value, dict):
-        return SharedDict(value)  # type: ignore[return-value]
+        return SharedDict(value)
     if isinstance(value, set):
-        return SharedSet(value)  # type: ignore[return-value]
+        return SharedSet(value)
     _runtime.name_object(value)
     return value
