@@ -266,3 +266,14 @@ def test_sharper_random_on_the_agent_race() -> None:
     assert res.hit_rate > 0.5
     pct = simulator.explore(prog, strategy=PCTStrategy(), budget=100, stop_on_failure=False, track=False)
     assert pct.failures > 0
+
+
+def test_a_dpor_failure_replays_and_shrinks_untraced() -> None:
+    # A traced run schedules exactly as an untraced one: its schedule replays strictly on the
+    # plain driver, and shrinks to one deviation.
+    prog = declared_lost_update(3, 2, True)
+    res = simulator.explore(prog, strategy=DPORStrategy(shared="declared"), budget=100)
+    assert res.first_failure is not None
+    again = simulator.replay(prog, res.first_failure.schedule)
+    assert again.failed and again.timeline == res.first_failure.timeline
+    assert simulator.shrink(prog, res.first_failure.schedule).after["deviations"] == 1
