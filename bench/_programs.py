@@ -62,8 +62,14 @@ class Collector:
 COLLECTOR = Collector()
 
 
+#: How the race program makes its shared counter: ``list`` for every runtime, except that
+#: loopkit's dpor row with ``shared="declared"`` sets ``simulator.shared`` (the declaration
+#: of the one piece of state the tasks share; the benchmark's own log is not part of it).
+SHARED: Callable[[list[int]], list[int]] = list
+
+
 async def _race_main(tasks: int, awaits: int, staggered: bool, locked: bool, raise_on_hit: bool) -> None:
-    shared = [0]
+    shared = SHARED([0])
     log: list[int] = []
     lock = asyncio.Lock()
 
@@ -251,3 +257,202 @@ async def _set_iteration_main() -> list[str]:
 
 def set_iteration() -> Program:
     return _set_iteration_main
+
+
+# -- the agent race: a plain-asyncio agent with the window-2 bug ---------------------------
+
+AGENT_CHUNKS = 2  # model chunks per turn (each one await)
+
+
+class AgentRaceFailure(AssertionError):
+    """when_idle() was released while the replacement prompt was still queued (window 2)."""
+
+
+class MiniAgent:
+    """A minimal agent loop with the seed's window-2 bug (independent of loopkit's reference
+    loop: plain asyncio, so every runtime runs it unmodified).
+
+    ``send`` queues a prompt for the driver; ``cancel`` clears the queue and stops the running
+    turn; ``when_idle`` returns an event set on the next idle transition. Status changes
+    call the listeners synchronously (an event bus). The bug: when a synchronous
+    status('running') listener cancels the turn about to start and queues a replacement, the
+    driver settles idle unconditionally, releasing ``when_idle()`` waiters while the
+    replacement is still queued (the fix checks the queue first).
+    """
+
+    def __init__(self) -> None:
+        self.status = "idle"
+        self.queue: list[str] = []
+        self.ran: list[str] = []
+        self.listeners: list[Callable[[str], None]] = []
+        self.waiters: list[asyncio.Event] = []
+        self.wake = asyncio.Event()
+        self.cancelled = False
+        self.closed = False
+
+    def send(self, prompt: str) -> None:
+        self.queue.append(prompt)
+        self.wake.set()
+
+    def cancel(self) -> None:
+        self.queue.clear()
+        self.cancelled = True
+        self.wake.set()
+
+    def when_idle(self) -> asyncio.Event:
+        """An event set on the next idle transition (at once when idle with nothing queued)."""
+        waiter = asyncio.Event()
+        if self.status == "idle" and not self.queue:
+            waiter.set()
+        else:
+            self.waiters.append(waiter)
+        return waiter
+
+    def close(self) -> None:
+        self.closed = True
+        self.wake.set()
+
+    def _set_status(self, status: str) -> None:
+        self.status = status
+        if status == "idle":
+            waiters, self.waiters = self.waiters, []
+            for w in waiters:
+                w.set()
+        for listener in list(self.listeners):
+            listener(status)
+
+    async def drive(self) -> None:
+        """The driver: park until something is queued, run one turn, repeat until closed."""
+        while True:
+            while not self.queue:
+                if self.closed:
+                    return
+                self.wake.clear()
+                await self.wake.wait()
+            self.cancelled = False
+            self._set_status("running")
+            if self.cancelled:
+                # Window 2: a running listener cancelled the turn about to start.
+                self.cancelled = False
+                self._set_status("idle")  # BUG: the replacement it queued is still waiting
+                continue
+            prompt = self.queue.pop(0)
+            for _ in range(AGENT_CHUNKS):  # the model streams its reply
+                await asyncio.sleep(0)
+                if self.cancelled:
+                    break
+            if self.cancelled:
+                self.cancelled = False
+            else:
+                self.ran.append(prompt)
+            if not self.queue:
+                self._set_status("idle")
+
+
+class AgentRace:
+    """The state of one agent-race run and its three actors (worker coroutines).
+
+    The caller sends A and waits for idle; a moment later the user types a correction B: if
+    A's turn is running the UI cancels it and sends B (the mid-turn path, correct), otherwise
+    the UI's synchronous status listener swaps B in when the turn starts (window 2, where the
+    bug releases ``when_idle()`` early). In asyncio's own order the driver starts A's turn
+    before the user types, so the run passes; only a schedule where the user's step runs
+    before the driver's wake-up fails. ``ok`` is the invariant: when ``when_idle()`` resolved,
+    the agent was idle with nothing queued.
+    """
+
+    def __init__(self) -> None:
+        self.agent = MiniAgent()
+        self.drafts: list[str] = []
+        self.ok = True
+        self.agent.listeners.append(self._on_status)
+
+    def _on_status(self, status: str) -> None:
+        # The UI's listener: a correction typed before the turn started replaces the turn.
+        if status == "running" and self.drafts:
+            self.agent.cancel()
+            self.agent.send(self.drafts.pop())
+
+    async def driver(self) -> None:
+        await self.agent.drive()
+
+    async def caller(self) -> None:
+        self.agent.send("A")
+        await self.agent.when_idle().wait()
+        agent = self.agent
+        self.ok = agent.status == "idle" and not agent.queue
+        agent.close()
+
+    async def user(self) -> None:
+        await asyncio.sleep(0)  # the user types a correction a moment later
+        if self.agent.status == "running":
+            self.agent.cancel()  # mid-turn: stop A, then send the correction
+            self.agent.send("B")
+        else:
+            self.drafts.append("B")  # not started yet: the running listener swaps it in
+
+
+def check_agent_race(state: AgentRace) -> bool:
+    """The invariant, for explorers that check one after the workers finish (frontrun)."""
+    return state.ok
+
+
+async def _agent_race_main() -> bool:
+    state = AgentRace()
+    await asyncio.gather(state.driver(), state.caller(), state.user())
+    COLLECTOR.hits.append(not state.ok)
+    COLLECTOR.logs.append(())
+    COLLECTOR.ends.append(_REAL_CLOCK[0]())
+    if not state.ok:
+        raise AgentRaceFailure("when_idle() released while the replacement was still queued")
+    return True
+
+
+def agent_race() -> Program:
+    """The agent race as one program (every runtime but frontrun, which takes the workers)."""
+    return _agent_race_main
+
+
+# -- worker form (frontrun interleaves the worker coroutines it is given) ----------------
+
+
+class Counter:
+    """The race programs' shared state, for explorers that take (setup, workers, invariant)."""
+
+    def __init__(self) -> None:
+        self.value = 0
+        self.lock = asyncio.Lock()
+
+
+def _race_worker(i: int, awaits: int, staggered: bool, locked: bool) -> Callable[[Counter], Coroutine[Any, Any, None]]:
+    async def worker(state: Counter) -> None:
+        if staggered:
+            # The same stagger as _race_main: worker i starts i * awaits loop steps later.
+            for _ in range(i * awaits):
+                await asyncio.sleep(0)
+        if locked:
+            async with state.lock:
+                v = state.value
+                for _ in range(awaits):
+                    await asyncio.sleep(0)
+                state.value = v + 1
+        else:
+            v = state.value
+            for _ in range(awaits):
+                await asyncio.sleep(0)
+            state.value = v + 1
+
+    return worker
+
+
+def race_workers(program: Program) -> tuple[Callable[[], Any], list[Callable[[Any], Any]], Callable[[Any], bool]] | None:
+    """The (setup, workers, invariant) form of a race program made by :func:`race` or of the
+    agent race; None for other programs."""
+    if program is _agent_race_main:
+        return AgentRace, [AgentRace.driver, AgentRace.caller, AgentRace.user], check_agent_race
+    func = getattr(program, "func", None)
+    if func is not _race_main:
+        return None
+    tasks, awaits, staggered, locked, _raise = program.args  # type: ignore[attr-defined]
+    workers = [_race_worker(i, awaits, staggered, locked) for i in range(tasks)]
+    return Counter, workers, lambda state: state.value == tasks

@@ -1,6 +1,6 @@
 """Side-by-side benchmark: loopkit's deterministic runtime against the Python simulation
-peers on PyPI (simloom, simloop, seedloop) and looptime, with plain ``asyncio.run`` as
-the yardstick measured in the same run (issue 5).
+peers on PyPI (simloom, simloop, seedloop, detangle, frontrun) and looptime, with plain
+``asyncio.run`` as the yardstick measured in the same run (issues 5 and 15).
 
     python bench/peers.py              # moderate configuration, one rich table
     python bench/peers.py --quick      # small budgets (development)
@@ -13,6 +13,7 @@ not installed are skipped with a note. Rows:
 1. race exploration   2. throughput (1 and 2 processes)   3. queue-pipeline overhead
 4. virtual-time scale 5. systematic search                6. shrinking
 7. the hangs (in subprocesses, with a wall-clock cap)     8. determinism across PYTHONHASHSEED
+9. the agent race: schedules and wall time to the first failure
 """
 
 from __future__ import annotations
@@ -194,7 +195,7 @@ def _virtual_rows(b: Bench, section: str, case: str, make: Callable[[float], Pro
     base = _median_seconds(lambda: b.baseline.run_once(make(REAL_SCALE)), repeats)
     b.add(Row(section, case, b.baseline.name, "fifo", {"ms": base * 1e3}, f"{base * 1e3:.1f} ms", 1.0,
               note="delays scaled by 1e-7 so timers stay real"))
-    for rt in [*b.runtimes]:
+    for rt in [r for r in b.runtimes if r.runs_programs]:
         program = make(rt.scale)
         try:
             rt.run_once(program)  # warm-up (imports, first-loop costs)
@@ -213,7 +214,9 @@ def bench_scale(b: Bench) -> None:
     for count in b.config.sleeper_counts:
         for distinct in (False, True):
             case = f"{count} sleepers, {'distinct' if distinct else 'same'} deadline{'s' if distinct else ''}"
-            repeats = b.config.repeats if count <= 1000 else max(3, b.config.repeats // 2)
+            # 3,000 sleepers: fewer repeats (simloom needs seconds per run), but at least 5, so
+            # one run slowed by another process on the machine does not decide the median
+            repeats = b.config.repeats if count <= 1000 else max(5, b.config.repeats // 2)
             _virtual_rows(b, "4 scale", case,
                           lambda scale, c=count, d=distinct: _programs.sleepers(c, distinct=d, scale=scale),  # type: ignore[misc]
                           repeats)
@@ -228,21 +231,25 @@ def bench_systematic(b: Bench) -> None:
             case = f"{_case_name(tasks, awaits, True)}{' locked' if locked else ''}"
             program = _programs.race(tasks, awaits, staggered=True, locked=locked)
             for rt in b.runtimes:
-                COLLECTOR.clear()
-                start = time.perf_counter()
-                figures = rt.systematic(program, b.config.systematic_budget)
-                elapsed = time.perf_counter() - start
-                if figures is None:
-                    continue
-                distinct = len(set(COLLECTOR.logs))
-                verdict = "exhausted" if figures.exhaustive else f"budget hit ({b.config.systematic_budget})"
-                # Ratio: cost per schedule over one asyncio.run of the (unlocked) program.
-                base = b.asyncio_run_s.get(_case_name(tasks, awaits, True))
-                b.add(Row("5 systematic", case, rt.name, "systematic",
-                          {"schedules": figures.schedules, "exhaustive": figures.exhaustive, "distinct_interleavings": distinct,
-                           "seconds": elapsed},
-                          f"{figures.schedules} schedules, {verdict}, {distinct} distinct, {elapsed * 1e3:.0f} ms",
-                          _ratio(elapsed / max(figures.schedules, 1), base)))
+                for variant in rt.systematic_variants:
+                    COLLECTOR.clear()
+                    start = time.perf_counter()
+                    figures = rt.systematic(program, b.config.systematic_budget, variant)
+                    elapsed = time.perf_counter() - start
+                    if figures is None:
+                        continue
+                    distinct = len(set(COLLECTOR.logs))
+                    verdict = "exhausted" if figures.exhaustive else f"budget hit ({b.config.systematic_budget})"
+                    if figures.exhaustive and figures.classes is not None:
+                        verdict += f" ({figures.classes} classes)"
+                    # Ratio: cost per schedule over one asyncio.run of the (unlocked) program.
+                    base = b.asyncio_run_s.get(_case_name(tasks, awaits, True))
+                    seen = f"{distinct} distinct, " if COLLECTOR.logs else ""
+                    b.add(Row("5 systematic", case, rt.name, variant,
+                              {"schedules": figures.schedules, "exhaustive": figures.exhaustive, "classes": figures.classes,
+                               "distinct_interleavings": distinct, "seconds": elapsed},
+                              f"{figures.schedules} schedules, {verdict}, {seen}{elapsed * 1e3:.0f} ms",
+                              _ratio(elapsed / max(figures.schedules, 1), base)))
 
 
 # -- 6. shrinking ----------------------------------------------------------------------------
@@ -288,7 +295,7 @@ def _all_runtimes() -> dict[str, Runtime]:
 def bench_hangs(b: Bench) -> None:
     cap = b.config.hang_cap
     for case in HANG_CASES:
-        for rt in [b.baseline, *b.runtimes]:
+        for rt in [b.baseline, *(r for r in b.runtimes if r.runs_programs)]:
             start = time.perf_counter()
             try:
                 proc = subprocess.run(
@@ -326,7 +333,7 @@ HASH_SEEDS = ("1", "2")
 
 
 def bench_determinism(b: Bench) -> None:
-    for rt in [b.baseline, *b.runtimes]:
+    for rt in [b.baseline, *(r for r in b.runtimes if r.runs_programs)]:
         results = []
         for hash_seed in HASH_SEEDS:
             env = {**os.environ, "PYTHONHASHSEED": hash_seed}
@@ -366,6 +373,50 @@ def _fingerprint_child(runtime: str) -> None:
     digest, behaviour = found[0], found[1]
     flagged = bool(found[2]) if len(found) > 2 else False
     print(json.dumps({"digest": digest, "behaviour": behaviour, "flagged": flagged}, default=repr))
+
+
+# -- 9. the agent race ---------------------------------------------------------------------------
+
+AGENT_CAMPAIGNS = 20
+AGENT_BUDGET = 500
+
+
+def bench_agent(b: Bench) -> None:
+    """Schedules and wall time to the first failure of the agent race (bench/_programs.py:
+    a plain-asyncio agent with the window-2 bug; asyncio's own order passes), median over
+    20 campaigns with disjoint seeds (a deterministic search runs once: every campaign is
+    the same)."""
+    program = _programs.agent_race()
+    case = "agent race (window 2)"
+    base = _median_seconds(lambda: PlainAsyncio().run_once(program), 5)
+    COLLECTOR.clear()
+    PlainAsyncio().run_once(program)
+    b.add(Row("9 agent race", case, b.baseline.name, "fifo", {"fails": False, "ms_per_run": base * 1e3},
+              f"fails=no  {base * 1e3:.2f} ms/run", 1.0))
+    for rt in b.runtimes:
+        for strategy in rt.race_strategies:
+            deterministic = strategy in ("dfs", "dpor")
+            rt.first_failure(program, strategy, 0, AGENT_BUDGET)  # warm-up
+            results = [rt.first_failure(program, strategy, c, AGENT_BUDGET)
+                       for c in range(1 if deterministic else AGENT_CAMPAIGNS)]
+            found = [r for r in results if r is not None and r.schedules is not None]
+            if not results or results[0] is None:
+                continue
+            if len(found) * 2 <= len(results):
+                b.add(Row("9 agent race", case, rt.name, strategy, {"median_schedules": None, "median_ms": None,
+                          "found": len(found), "campaigns": len(results)},
+                          f"not found within {AGENT_BUDGET} schedules in {len(results) - len(found)} of {len(results)} campaigns"))
+                continue
+            # Campaigns that never found it count as the budget + 1 (past every found one).
+            scheds = sorted(r.schedules if r is not None and r.schedules is not None else AGENT_BUDGET + 1 for r in results)
+            secs = sorted(r.seconds if r is not None and r.seconds is not None else float("inf") for r in results)
+            med_s = statistics.median(scheds)
+            med_t = statistics.median(secs)
+            how = "1 search (deterministic)" if deterministic else f"median of {len(results)} campaigns"
+            b.add(Row("9 agent race", case, rt.name, strategy,
+                      {"median_schedules": med_s, "median_ms": med_t * 1e3, "found": len(found), "campaigns": len(results),
+                       "schedules": scheds},
+                      f"first failure: {med_s:g} schedules / {med_t * 1e3:.2f} ms ({how})", _ratio(med_t, base)))
 
 
 # -- goals ------------------------------------------------------------------------------------
@@ -424,9 +475,21 @@ def goals(b: Bench) -> dict[str, dict[str, Any]]:
     rows = b.find("5 systematic", f"{_case_name(2, 1, True)} locked")
     lk_rows = [r for r in rows if r.runtime == "loopkit" and r.figures["exhaustive"]]
     peer_rows = [r for r in rows if r.runtime != "loopkit" and r.figures["exhaustive"]]
-    lk_n = lk_rows[0].figures["schedules"] if lk_rows else None
-    goal("systematic_exhaust_2_task_staggered", lk_n, min((r.figures["schedules"] for r in peer_rows), default=None),
-         lk_n is not None and lk_n <= 10)
+    lk_n = min((r.figures["schedules"] for r in lk_rows), default=None)
+    peer_n = min((r.figures["schedules"] for r in peer_rows), default=None)
+    goal("systematic_exhaust_2_task_staggered", lk_n, peer_n,
+         lk_n is not None and lk_n <= 2 and (peer_n is None or lk_n <= peer_n))
+
+    # Issue 15: exhaust the (unlocked) 3-task staggered program, with the reduction, in fewer
+    # schedules than any peer that exhausts it (frontrun's DPOR among them).
+    rows = b.find("5 systematic", _case_name(3, 2, True))
+    lk_rows = [r for r in rows if r.runtime == "loopkit" and r.figures["exhaustive"] and r.figures.get("classes")]
+    peer_rows = [r for r in rows if r.runtime != "loopkit" and r.figures["exhaustive"]]
+    best = min(lk_rows, key=lambda r: r.figures["schedules"], default=None)
+    peer_n = min((r.figures["schedules"] for r in peer_rows), default=None)
+    lk_v = f"{best.figures['schedules']} ({best.strategy}, {best.figures['classes']} classes)" if best else None
+    goal("systematic_exhaust_3_task_staggered", lk_v, peer_n,
+         best is not None and (peer_n is None or best.figures["schedules"] < peer_n))
 
     limits: tuple[tuple[str, str, str | None, float], ...] = (
         ("queue_pipeline_vs_asyncio", "3 overhead", "queue pipeline (10 tasks, 100 items)", 1.5),
@@ -464,6 +527,20 @@ def goals(b: Bench) -> dict[str, dict[str, Any]]:
          lk_row[0].figures["detected"] if lk_row else None,
          any(r.figures.get("detected") for r in rows if r.runtime not in ("loopkit", "asyncio.run")),
          bool(lk_row) and lk_row[0].figures["behaviour_differs"] and lk_row[0].figures["detected"])
+
+    # Issue 15: the agent race found by loopkit's random search in a median of at most 2
+    # schedules, and in less wall time than any peer's best strategy.
+    rows = b.find("9 agent race")
+    lk_row = [r for r in rows if r.runtime == "loopkit" and r.strategy == "random" and r.figures.get("median_schedules") is not None]
+    peer_ms = [r.figures["median_ms"] for r in rows
+               if r.runtime not in ("loopkit", "asyncio.run") and r.figures.get("median_ms") is not None]
+    lk_s = lk_row[0].figures["median_schedules"] if lk_row else None
+    lk_ms = lk_row[0].figures["median_ms"] if lk_row else None
+    best_peer_ms = min(peer_ms, default=None)
+    goal("agent_race_first_failure_schedules_ms", [lk_s, lk_ms] if lk_row else None,
+         [min((r.figures["median_schedules"] for r in rows if r.runtime not in ("loopkit", "asyncio.run")
+               and r.figures.get("median_schedules") is not None), default=None), best_peer_ms],
+         lk_s is not None and lk_s <= 2 and lk_ms is not None and (best_peer_ms is None or lk_ms < best_peer_ms))
     return out
 
 
@@ -533,6 +610,7 @@ SECTIONS: dict[str, Callable[[Bench], None]] = {
     "shrink": bench_shrink,
     "hangs": bench_hangs,
     "determinism": bench_determinism,
+    "agent": bench_agent,
 }
 
 
@@ -582,7 +660,7 @@ def main(argv: list[str] | None = None) -> int:
     b.notes.append("gc is left as each runtime configures it (no gc.freeze); medians over repeats; 'vs asyncio.run' is "
                    "wall time over plain asyncio.run's (throughput rows: rate over its rate)")
     sections = [s for s in args.only.split(",") if s] or list(SECTIONS)
-    if {"shrink", "systematic"} & set(sections) and "race" not in sections:
+    if {"shrink", "systematic", "agent"} & set(sections) and "race" not in sections:
         sections.insert(0, "race")  # their ratios use the race rows' asyncio.run figures
     for name in SECTIONS:
         if name in sections:

@@ -15,8 +15,9 @@ import inspect
 import time
 from typing import Any
 
+import _programs
 from _programs import COLLECTOR, Program
-from peers_runtimes import Runtime, ShrinkFigures, SystematicFigures
+from peers_runtimes import FirstFailure, Runtime, ShrinkFigures, SystematicFigures
 
 #: API the benchmark looked for and did not find (printed as a note, listed in the report).
 MISSING: set[str] = set()
@@ -42,6 +43,10 @@ class Loopkit(Runtime):
     # "random-uniform" is random with switch_bias=0 (a uniform pick at every choice point):
     # the baseline issue 5 asks PCT to beat; the default "random" is biased towards switching.
     strategies = ("random", "random-uniform", "pct", "random-wide")
+    # dfs; dpor in its default (conservative) mode; dpor with shared="declared", for which the
+    # race program declares its one shared counter (_programs.SHARED = simulator.shared).
+    systematic_variants = ("dfs", "dpor", "dpor shared=declared")
+    race_strategies = ("random", "pct", "dfs", "dpor")
 
     def available(self) -> bool:
         try:
@@ -85,34 +90,34 @@ class Loopkit(Runtime):
 
     # -- systematic search ------------------------------------------------------------
 
-    def systematic(self, program: Program, budget: int) -> SystematicFigures | None:
+    def systematic(self, program: Program, budget: int, variant: str = "dfs") -> SystematicFigures | None:
         import simulator
 
+        name, _, option = variant.partition(" ")
+        kwargs = dict(kv.split("=", 1) for kv in option.split()) if option else {}
         try:
-            dfs = _strategy("dfs", **_kwargs_for("dfs", budget=budget))
+            strategy = _strategy(name, **kwargs)
         except (ImportError, LookupError):
-            MISSING.add("simulator.strategies.dfs (systematic search)")
+            MISSING.add(f"simulator.strategies.{name} (systematic search)")
             return None
-        explore = getattr(simulator, "explore", None)
-        if explore is not None:
-            result = explore(program, strategy=dfs, budget=budget, **_stop_kwargs(explore))
-            schedules = _first_attr(result, ("runs", "schedules", "count"), None)
-            exhaustive = _first_attr(result, ("exhausted", "exhaustive", "complete"), None)
-            if schedules is not None and exhaustive is not None:
-                return SystematicFigures(int(schedules), bool(exhaustive))
-        # Without an explorer that reports exhaustion: drive the dfs strategy run by run
-        # until it says it is done.
-        schedules = 0
-        while schedules < budget:
-            simulator.run(program, strategy=dfs, seed=schedules)
-            schedules += 1
-            done = _first_attr(dfs, ("exhausted", "done", "finished"), None)
-            if done is None:
-                MISSING.add("a way to tell that dfs has exhausted the space (dfs.exhausted)")
-                return None
-            if done:
-                return SystematicFigures(schedules, True)
-        return SystematicFigures(schedules, False)
+        declared = kwargs.get("shared") == "declared"
+        if declared:
+            _programs.SHARED = simulator.shared
+        try:
+            result = simulator.explore(program, strategy=strategy, budget=budget, stop_on_failure=False)
+        finally:
+            _programs.SHARED = list
+        return SystematicFigures(int(result.runs), bool(result.exhausted), result.classes)
+
+    def first_failure(self, program: Program, strategy: str, campaign: int, budget: int) -> FirstFailure | None:
+        import simulator
+
+        COLLECTOR.clear()
+        start = time.perf_counter()
+        result = simulator.explore(program, strategy=strategy, budget=budget, seed=campaign * 1000, track=False)
+        if result.first_failure_run is None:
+            return FirstFailure(None, None)
+        return FirstFailure(result.first_failure_run, COLLECTOR.ends[result.first_failure_run - 1] - start)
 
     # -- shrinking ----------------------------------------------------------------------
 
@@ -182,19 +187,6 @@ def _first_attr(obj: Any, names: tuple[str, ...], default: Any) -> Any:
             value = getattr(obj, name)
             return value() if callable(value) and not inspect.isclass(value) and name in ("ok",) else value
     return default
-
-
-def _kwargs_for(module: str, **wanted: Any) -> dict[str, Any]:
-    mod = importlib.import_module(f"simulator.strategies.{module}")
-    cls = next(obj for obj in vars(mod).values()
-               if inspect.isclass(obj) and obj.__module__ == mod.__name__ and obj.__name__.endswith("Strategy"))
-    params = inspect.signature(cls).parameters
-    return {k: v for k, v in wanted.items() if k in params}
-
-
-def _stop_kwargs(explore: Any) -> dict[str, Any]:
-    params = inspect.signature(explore).parameters
-    return {"stop_on_failure": False} if "stop_on_failure" in params else {}
 
 
 _ = COLLECTOR  # the programs fill it; re-exported for symmetry with peers_runtimes

@@ -1,4 +1,5 @@
-"""One adapter per runtime: plain asyncio, loopkit, simloom, simloop, seedloop, looptime.
+"""One adapter per runtime: plain asyncio, loopkit, simloom, simloop, seedloop, looptime,
+detangle and frontrun.
 
 Each adapter drives its runtime through that runtime's own public campaign APIs (its
 explorer, its systematic search, its shrinker, its determinism check) the way a user would,
@@ -43,6 +44,16 @@ class ShrinkFigures:
 class SystematicFigures:
     schedules: int
     exhaustive: bool
+    classes: int | None = None  # equivalence classes explored (partial-order reduction)
+
+
+@dataclass
+class FirstFailure:
+    """One campaign on a failing program: schedules run up to and including the first failing
+    one (None: not found within the budget) and the wall time until it ended."""
+
+    schedules: int | None
+    seconds: float | None
 
 
 def installed(module: str) -> bool:
@@ -59,6 +70,8 @@ class Runtime:
     strategies: tuple[str, ...] = ()
     # The scale its virtual-time programs run at (1.0: virtual time; REAL_SCALE: real time).
     scale = 1.0
+    # Whether it runs a whole program (rows 3, 4, 7, 8); frontrun only interleaves workers.
+    runs_programs = True
 
     def available(self) -> bool:
         return installed(self.module)
@@ -80,7 +93,16 @@ class Runtime:
         """One run under the runtime's default mode (the overhead and scale rows)."""
         raise NotImplementedError
 
-    def systematic(self, program: Program, budget: int) -> SystematicFigures | None:
+    #: the systematic searches this runtime offers (rows of section 5), by name
+    systematic_variants: tuple[str, ...] = ("systematic",)
+    #: the strategies row 9 (the agent race) runs
+    race_strategies: tuple[str, ...] = ()
+
+    def systematic(self, program: Program, budget: int, variant: str = "systematic") -> SystematicFigures | None:
+        return None
+
+    def first_failure(self, program: Program, strategy: str, campaign: int, budget: int) -> FirstFailure | None:
+        """Run one campaign (seeds derived from ``campaign``) until the first failure."""
         return None
 
     def shrink(self, program: Program) -> ShrinkFigures | None:
@@ -152,6 +174,15 @@ class Simloom(Runtime):
     name = "simloom"
     module = "simloom"
     strategies = ("random", "pct")
+    race_strategies = ("random", "pct")
+
+    def first_failure(self, program: Program, strategy: str, campaign: int, budget: int) -> FirstFailure | None:
+        import simloom
+
+        COLLECTOR.clear()
+        start = time.perf_counter()
+        found = simloom.explore(program, runs=budget, scheduler=self._spec(strategy), start_seed=campaign * 1000)
+        return _from_collector(start, found.first_failure is not None)
 
     def _spec(self, strategy: str) -> str:
         # pct:auto measures the program's step count in a probe run and sizes the horizon
@@ -175,7 +206,7 @@ class Simloom(Runtime):
 
         return simloom.run(program, seed=0).value
 
-    def systematic(self, program: Program, budget: int) -> SystematicFigures | None:
+    def systematic(self, program: Program, budget: int, variant: str = "systematic") -> SystematicFigures | None:
         import simloom
 
         # Delay bound 3: the figure the issue quotes (417 schedules for the 2-task program).
@@ -333,4 +364,119 @@ class Looptime(Runtime):
             return runner.run(program())
 
 
-PEERS: tuple[Runtime, ...] = (Simloom(), Simloop(), Seedloop(), Looptime())
+def _from_collector(start: float, found: bool) -> FirstFailure:
+    # The agent-race program appends one entry per run it finished (the failing one included)
+    # before it raises, so the first hit's index is the number of schedules to the failure.
+    first = next((i for i, h in enumerate(COLLECTOR.hits) if h), None)
+    if first is None or not found:
+        return FirstFailure(None, None)
+    return FirstFailure(first + 1, COLLECTOR.ends[first] - start)
+
+
+# -- detangle ----------------------------------------------------------------------------
+
+
+class Detangle(Runtime):
+    name = "detangle"
+    module = "detangle"
+    # detangle's own strategies: a uniform random walk, PCT (its default depth 3) and its
+    # default `auto` portfolio (FIFO, PCT depth 2, random, PCT 3, PCT 1, one run each in turn).
+    strategies = ("random", "pct", "auto")
+    race_strategies = ("random", "pct", "auto")
+    systematic_variants = ("dfs max_delays=2",)
+
+    def campaign(self, program: Program, runs: int, strategy: str, processes: int = 1) -> int | None:
+        import detangle
+
+        if processes > 1:
+            return None  # no multi-process explorer
+        # The race programs record the lost update instead of raising: every run is made.
+        detangle.explore(program, runs=runs, strategy=strategy, seed=0, shrink=False, database=False)
+        return runs
+
+    def run_once(self, program: Program) -> Any:
+        import detangle
+
+        return detangle.run(program)
+
+    def systematic(self, program: Program, budget: int, variant: str = "systematic") -> SystematicFigures | None:
+        import detangle
+
+        # Its delay-bounded DFS at its default bound (2 deviations).
+        stats = detangle.explore(program, runs=budget, strategy=detangle.DFS(max_delays=2), shrink=False, database=False)
+        return SystematicFigures(stats.runs, bool(stats.exhausted))
+
+    def first_failure(self, program: Program, strategy: str, campaign: int, budget: int) -> FirstFailure | None:
+        import detangle
+
+        COLLECTOR.clear()
+        start = time.perf_counter()
+        try:
+            detangle.explore(program, runs=budget, strategy=strategy, seed=campaign * 1000, shrink=False, database=False)
+        except detangle.BugFound:
+            return _from_collector(start, True)
+        return FirstFailure(None, None)
+
+    def hang_probe(self, program: Program) -> str:
+        import detangle
+
+        try:
+            detangle.run(program)
+        except BaseException as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return "completed"
+
+
+# -- frontrun ----------------------------------------------------------------------------
+
+
+class Frontrun(Runtime):
+    name = "frontrun"
+    module = "frontrun"
+    # frontrun interleaves the worker coroutines it is given (at every await), so it takes the
+    # race as (setup, workers, invariant): _programs.race_workers. It has no whole-program
+    # runner, so it has no rows for the sections that run a program (1-4, 6-8).
+    strategies = ()
+    # Its random strategy (the async shuffler) is not run: on the agent race every one of its
+    # schedules times out (5 s each) with the driver parked on the agent's asyncio.Event.
+    race_strategies = ("dpor",)
+    systematic_variants = ("dpor",)
+    runs_programs = False
+
+    def systematic(self, program: Program, budget: int, variant: str = "systematic") -> SystematicFigures | None:
+        import frontrun
+
+        form = _programs.race_workers(program)
+        if form is None:
+            return None
+        setup, workers, invariant = form
+        # Defaults (preemption_bound=2), every interleaving (stop_on_first=False), within the
+        # same schedule budget as the others.
+        result = asyncio.run(frontrun.explore(setup=setup, workers=workers, invariant=invariant, stop_on_first=False,
+                                              max_executions=budget, reproduce_on_failure=0))
+        return SystematicFigures(result.num_explored, result.num_explored < budget)
+
+    def first_failure(self, program: Program, strategy: str, campaign: int, budget: int) -> FirstFailure | None:
+        import frontrun
+
+        form = _programs.race_workers(program)
+        if form is None:
+            return None
+        setup, workers, invariant = form
+        start = time.perf_counter()
+        if strategy == "dpor":
+            result = asyncio.run(frontrun.explore(setup=setup, workers=workers, invariant=invariant,
+                                                  max_executions=budget, reproduce_on_failure=0))
+        else:
+            result = asyncio.run(frontrun.explore(setup=setup, workers=workers, invariant=invariant, strategy="random",
+                                                  max_attempts=budget, seed=campaign * 1000))
+        seconds = time.perf_counter() - start
+        if result.property_holds is not False:
+            return FirstFailure(None, None)
+        return FirstFailure(result.num_explored, seconds)
+
+    def run_once(self, program: Program) -> Any:
+        raise NotImplementedError("frontrun explores worker coroutines; it has no whole-program runner")
+
+
+PEERS: tuple[Runtime, ...] = (Simloom(), Simloop(), Seedloop(), Looptime(), Detangle(), Frontrun())

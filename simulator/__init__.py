@@ -11,6 +11,7 @@ Entry points::
     simulator.replay(main, schedule, strict=True)             # re-run a recorded schedule
     simulator.shrink(main, schedule, is_failure=...)          # minimise a failing schedule
     simulator.check_determinism(target, ...)                  # run twice, diff the timelines
+    simulator.shared([0]); simulator.access(obj, write=True)  # declare shared state (dpor)
 
 See docs/simulator.md.
 """
@@ -38,6 +39,7 @@ from simulator.explore import (
 )
 from simulator.result import RunResult
 from simulator.schedule import Choice, Schedule, load_schedule, save_schedule
+from simulator.strategies.dpor import access, shared
 
 __all__ = [
     "Choice",
@@ -50,6 +52,7 @@ __all__ = [
     "ShrinkResult",
     "SimLoop",
     "SimulationError",
+    "access",
     "check_determinism",
     "current_loop",
     "current_timeline",
@@ -60,6 +63,7 @@ __all__ = [
     "replay",
     "run",
     "save_schedule",
+    "shared",
     "shrink",
     "timeline_length",
 ]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import heapq
+import sys
 import threading
 import traceback
 import types
@@ -189,6 +190,175 @@ def _describe_future(fut: Any) -> str:
     return f"{type(fut).__name__} (callbacks: {', '.join(cbs) or 'none'})"
 
 
+
+# --------------------------------------------------------------------------------------------
+# Dependency tracing (partial-order reduction; docs/simulator.md, "DPOR")
+#
+# A traced run (``SimLoop._use_tracing``, asked for by the dpor strategy) records, for every
+# callback it runs, an *event*: a stable name, the process (origin) it belongs to, the event it
+# structurally follows (the previous event of its origin, or the event that created the origin
+# or timer), and its *footprint*: ``{key: 0 (read) | 1 (write)}`` over the asyncio objects it
+# touched (keys are ``id()``s, plus the pseudo-keys below). Nothing here runs in FIFO or in
+# untraced exploring runs: tracing swaps in its own driver and scheduling methods.
+
+#: pseudo-keys (object ids are 16-byte aligned addresses, never this small)
+CLOCK = 1  # the virtual clock: read by loop.time(), written by a timer firing
+TIMERS = 2  # the timer queue (which timer is earliest): read by call_at, written by a fire
+USER = 3  # plain Python state, in conservative mode: every callback running user code writes it
+_FP = dict[int, int]
+
+
+def touch(key: int, write: int = 1) -> None:
+    """Record that the running (traced) callback reads (``write=0``) or writes ``key``."""
+    loop = _CURRENT
+    if loop is not None:
+        fp = loop._tr_fp
+        if fp is not None:
+            fp[key] = fp.get(key, 0) | write
+
+
+def obj_key(loop: SimLoop, obj: Any) -> int:
+    """The footprint key of an object: its stable name when the run created it (the same in
+    every run with the same causal history, which sleep sets compare across runs), else its
+    ``id`` (an object from outside the run is the same object in every run)."""
+    k = loop._tr_names.get(id(obj))
+    return k if k is not None else id(obj)
+
+
+def cancel_key(key: int) -> int:
+    """The key of a task's cancellation request, next to the key of its completion."""
+    return key - 1 if key < 0 else key + 1
+
+
+def name_object(obj: Any) -> None:
+    """Give an object created in a traced run its stable name: after the event creating it
+    and how many things that event created before it (negative: never an id or pseudo-key)."""
+    loop = _CURRENT
+    if loop is not None:
+        tr = loop._tr
+        if tr is not None:
+            k = loop._tr_k
+            loop._tr_k = k + 1
+            loop._tr_names[id(obj)] = -2 * tr.name(("o", loop._tr_sid, k))
+            loop._tr_keep.append(obj)  # alive until the run ends: its id is not reused
+
+
+def touch_object(obj: Any, write: int, cancel: bool = False) -> None:
+    """Record an access to ``obj`` (its completion, or with ``cancel`` its cancellation
+    request) by the running traced callback."""
+    loop = _CURRENT
+    if loop is not None:
+        fp = loop._tr_fp
+        if fp is not None:
+            k = loop._tr_names.get(id(obj))
+            if k is None:
+                k = id(obj)
+            if cancel:
+                k = k - 1 if k < 0 else k + 1
+            fp[k] = fp.get(k, 0) | write
+
+
+#: asyncio functions whose reads of their children's state are bookkeeping: gather checks
+#: ``child.done()`` (3.12+) only to choose between scheduling its done-callback now and
+#: registering it, and either way the same callback runs (see traced_add_done_callback)
+_AGGREGATORS = frozenset(("gather", "_gather"))
+_getframe = sys._getframe
+
+
+def _traced(orig: Any, write: int, cancel: bool = False) -> Callable[..., Any]:
+    """``orig`` (a method) that first records an access to its object."""
+
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if write or _getframe(1).f_code.co_name not in _AGGREGATORS:
+            touch_object(self, write, cancel)
+        return orig(self, *args, **kwargs)
+
+    method.__name__ = getattr(orig, "__name__", "method")
+    method.__qualname__ = getattr(orig, "__qualname__", method.__name__)
+    return method
+
+
+def _is_glue(fn: Any) -> bool:
+    """Whether a callback is asyncio's own code (gather's, TaskGroup's, ... bookkeeping)."""
+    mod = getattr(fn, "__module__", None) or getattr(getattr(fn, "func", None), "__module__", "")
+    return isinstance(mod, str) and mod.startswith("asyncio")
+
+
+def traced_add_done_callback(orig: Any) -> Callable[..., Any]:
+    """``add_done_callback`` that writes the future's completion state, unless the callback is
+    asyncio's own: registering user code (a task's wake-up included) before or after the
+    future completes decides where that code runs; registering asyncio's bookkeeping (gather,
+    TaskGroup, wait) only moves a callback that is dependent on nothing it does not write."""
+
+    def add_done_callback(self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        if not _is_glue(fn):
+            touch_object(self, 1)
+        return orig(self, fn, *args, **kwargs)
+
+    return add_done_callback
+
+
+# A future's completion state: read by done()/result()/awaiting it, written by resolving or
+# cancelling it and by adding a done-callback (the order of callbacks is the order of wake-ups).
+_FUTURE_READS = ("done", "cancelled", "result", "exception", "__await__", "__iter__")
+_FUTURE_WRITES = ("set_result", "set_exception", "cancel", "remove_done_callback")
+
+
+def _traced_class(base: type, name: str, extra: dict[str, Any]) -> type:
+    ns: dict[str, Any] = {"__module__": __name__}
+    for meth in _FUTURE_READS:
+        ns[meth] = _traced(getattr(base, meth), 0)
+    for meth in _FUTURE_WRITES:
+        ns[meth] = _traced(getattr(base, meth), 1)
+    ns["add_done_callback"] = traced_add_done_callback(base.add_done_callback)  # type: ignore[attr-defined]
+    ns.update(extra)
+    return type(name, (base,), ns)
+
+
+#: ``loop.create_future()`` in a traced run
+TracedFuture: type[asyncio.Future[Any]] = _traced_class(asyncio.Future, "TracedFuture", {})
+#: ``loop.create_task()`` in a traced run. A task has two keys: its completion (``id``) and its
+#: cancellation request (``id + 1``, read by each of its steps, written by ``cancel()``), so a
+#: ``cancel()`` conflicts with the task's next step but not with a done-callback being added.
+TracedTask: type[asyncio.Task[Any]] = _traced_class(asyncio.Task, "TracedTask", {
+    "cancel": _traced(asyncio.Task.cancel, 1, True),
+    "uncancel": _traced(asyncio.Task.uncancel, 1, True),
+    "cancelling": _traced(asyncio.Task.cancelling, 0, True),
+})
+_Future = asyncio.Future
+
+
+class _Group(deque):  # type: ignore[type-arg]
+    """An origin's ready callbacks, in a traced run: its stable name (``sid``), the trace
+    position of the event that created it (``cpos``), how many of its callbacks ran (``n``)
+    and the trace position of the last one (``last``)."""
+
+    __slots__ = ("cpos", "last", "n", "sid")
+
+
+class Tracer:
+    """What a traced run reports to (owned by the strategy, kept across its runs).
+
+    ``name(key)`` interns a causal name (a tuple of earlier names) to a small int, the same in
+    every run that reaches the same causal history: an origin is named after the event that
+    created it (and how many origins that event created before it), an event after its origin
+    and its position in it, a timer after the event that set it. ``events`` receives one
+    ``(name, origin name, structural predecessor position, footprint, choice index or -1)``
+    per callback run. ``user``: callbacks running user code write :data:`USER` (conservative
+    about plain Python state)."""
+
+    def __init__(self, *, user: bool = True) -> None:
+        self.user = user
+        self.names: dict[tuple[Any, ...], int] = {}
+        self.events: list[tuple[int, int, int, _FP, int]] = []
+
+    def name(self, key: tuple[Any, ...]) -> int:
+        n = self.names.get(key)
+        if n is None:
+            n = self.names[key] = len(self.names) + 1
+        return n
+
+
 # --------------------------------------------------------------------------------------------
 # The loop
 
@@ -206,8 +376,17 @@ class _SimTimer(events.TimerHandle):
         return w < ow or (w == ow and self._seq < other._seq)
 
 
+class _TracedTimer(_SimTimer):
+    """A timer of a traced run: its stable name and the trace position of its creator."""
+
+    __slots__ = ("_cpos", "_sid")
+
+
 class SimLoop(base_events.BaseEventLoop):
     """A deterministic asyncio event loop with virtual time. Create it through :func:`run`."""
+
+    #: the class of the tasks ``create_task`` makes (a tracing subclass when traced)
+    _task_class: type[asyncio.Task[Any]] = _Task
 
     def __init__(
         self,
@@ -263,6 +442,12 @@ class SimLoop(base_events.BaseEventLoop):
         self._stalled_for = 0
         #: task -> step index it last ran at; maintained only when a strategy asks for it
         self._last_run: dict[Any, int] | None = None
+        #: dependency tracing (``_use_tracing``): the tracer, and the footprint of the callback
+        #: running now (``None`` outside a traced callback: touches are then dropped)
+        self._tr: Tracer | None = None
+        self._tr_fp: dict[int, int] | None = None
+        self._tr_names: dict[int, int] = {}
+        self._tr_keep: list[Any] = []
 
     # -- clock ----------------------------------------------------------------------------
     def time(self) -> float:
@@ -312,6 +497,107 @@ class SimLoop(base_events.BaseEventLoop):
         self._fifo = True
         self.call_soon = self._call_soon_fifo  # type: ignore[method-assign]
 
+    # -- tracing (dpor) ---------------------------------------------------------------------
+    def _use_tracing(self, tracer: Tracer) -> None:
+        """Traced runs: origins and timers get stable names, every callback run becomes an
+        event with a footprint (see :class:`Tracer`). Called by a strategy's ``begin``, before
+        the main task exists; the run then uses :meth:`_drive_traced`."""
+        self._tr = tracer
+        tracer.events = []
+        self._tr_names = {}
+        self._tr_keep = []
+        self._tr_sid = 0  # the name of the event running now (0: none, before the first)
+        self._tr_pos = -1  # its position in tracer.events
+        self._tr_k = 0  # origins / timers it created so far
+        self._task_class = TracedTask
+        self.call_soon = self._call_soon_traced  # type: ignore[method-assign]
+        self.call_at = self._call_at_traced  # type: ignore[method-assign]
+        self.time = self._time_traced  # type: ignore[method-assign]
+        self.create_future = self._create_future_traced  # type: ignore[method-assign]
+        self._timer_handle_cancelled = self._timer_cancelled_traced  # type: ignore[method-assign]
+
+    def _new_group(self) -> _Group:
+        tr = self._tr
+        assert tr is not None
+        k = self._tr_k
+        self._tr_k = k + 1
+        g = _Group()
+        g.sid = tr.name((self._tr_sid, k))
+        g.cpos = self._tr_pos
+        g.n = 0
+        g.last = -1
+        return g
+
+    def _call_soon_traced(
+        self, callback: Callable[..., Any], *args: Any, context: contextvars.Context | None = None
+    ) -> events.Handle:
+        h = _Handle(callback, args, self, context)
+        g = self._cur_group
+        if g is None or self._wide:
+            g = self._cur_group = self._new_group()
+            self._groups.append(g)
+        g.append(h)
+        self._nready += 1
+        fp = self._tr_fp
+        if fp is not None and args and isinstance(args[0], _Future):
+            # a future's done-callbacks being scheduled: the running callback completed it
+            k = obj_key(self, args[0])
+            fp[k] = 1
+        return h
+
+    def _call_at_traced(  # type: ignore[override]
+        self, when: float, callback: Callable[..., Any], *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> events.TimerHandle:
+        tr = self._tr
+        assert tr is not None
+        t = _TracedTimer(when, callback, args, self, context)
+        self._timer_seq = seq = self._timer_seq + 1
+        t._seq = seq
+        heapq.heappush(self._scheduled, (when, seq, t))
+        t._scheduled = True
+        k = self._tr_k
+        self._tr_k = k + 1
+        t._sid = tr.name(("t", self._tr_sid, k))
+        t._cpos = self._tr_pos
+        fp = self._tr_fp
+        if fp is not None:
+            # Reads the clock (call_later) and the timer queue. Timers with different deadlines
+            # commute; equal deadlines fire in creation order, hence the per-deadline key.
+            fp[CLOCK] = fp.get(CLOCK, 0)
+            fp[TIMERS] = fp.get(TIMERS, 0)
+            dk = hash(("deadline", when)) | 1 << 62  # never an object id
+            fp[dk] = 1
+        return t
+
+    def _time_traced(self) -> float:
+        fp = self._tr_fp
+        if fp is not None and CLOCK not in fp:
+            fp[CLOCK] = 0
+        return self._now
+
+    def _create_future_traced(self) -> asyncio.Future[Any]:
+        fut = TracedFuture(loop=self)
+        name_object(fut)
+        return fut
+
+    def _timer_cancelled_traced(self, handle: Any) -> None:
+        fp = self._tr_fp
+        if fp is not None:
+            fp[TIMERS] = fp.get(TIMERS, 0)
+            fp[getattr(handle, "_sid", 0) * -2 - 1] = 1  # the timer (a key of its own)
+        if handle._scheduled:
+            self._timer_cancelled_count += 1
+
+    def option_sids(self) -> list[int]:
+        """Traced runs: the stable name of each option's origin (the timer option's: the
+        timer's), the same in every run that reaches this choice point."""
+        sids = [g.sid for g in self._groups]
+        t = self._timer_option()
+        if t is not None:
+            sids.append(t._sid)
+        return sids
+
     def call_soon_threadsafe(  # type: ignore[override]
         self, callback: Callable[..., Any], *args: Any, context: contextvars.Context | None = None
     ) -> events.Handle:
@@ -342,11 +628,14 @@ class SimLoop(base_events.BaseEventLoop):
             else:
                 self._cb_tasks += 1
                 name = f"cb-task-{self._cb_tasks}"
+        cls = self._task_class
         if context is None:
-            task = _Task(coro, loop=self, name=name)
+            task = cls(coro, loop=self, name=name)
         else:
-            task = _Task(coro, loop=self, name=name, context=context)
+            task = cls(coro, loop=self, name=name, context=context)
         self._tasks.append(task)
+        if self._tr is not None:
+            name_object(task)
         return task
 
     def call_exception_handler(self, context: dict[str, Any]) -> None:
@@ -700,6 +989,170 @@ class SimLoop(base_events.BaseEventLoop):
         return result
 
 
+    def _drive_traced(self, choose: Callable[[int], int], max_steps: int) -> str:
+        """:meth:`_drive` for traced runs (every choice recorded): the same scheduling, plus
+        one event per callback run (see :class:`Tracer`)."""
+        groups = self._groups
+        sched = self._scheduled
+        choices = self._choices
+        vary = self._vary
+        window = self._window
+        steps = self._steps
+        limit = steps + max_steps
+        track = self._last_run
+        tr = self._tr
+        assert tr is not None
+        trace = tr.events
+        name = tr.name
+        run_event = self._run_traced
+        batch_left = 0
+        result = "stopped"
+        try:
+            while True:
+                if batch_left <= 0:
+                    if self._stopping:
+                        break
+                    if not self._nready:
+                        end = self._advance_clock()
+                        if end is not None:
+                            result = end
+                            break
+                    now = self._now
+                    while sched and sched[0][0] <= now:
+                        t = _heappop(sched)[2]
+                        if t._cancelled:
+                            self._timer_cancelled_count -= 1
+                            continue
+                        t._scheduled = False
+                        g = _Group((t,))
+                        g.sid, g.cpos, g.n, g.last = t._sid, t._cpos, 0, -1
+                        groups.append(g)
+                        self._nready += 1
+                    batch_left = self._nready
+                    if not batch_left:
+                        continue
+                ng = len(groups)
+                topt = None
+                if vary and sched:
+                    while sched and sched[0][2]._cancelled:
+                        _heappop(sched)
+                        self._timer_cancelled_count -= 1
+                    if sched and sched[0][0] - self._now <= window:
+                        topt = sched[0][2]
+                node = -1
+                if ng > 1 or topt is not None:
+                    n = ng + 1 if topt is not None else ng
+                    node = len(choices)
+                    i = choose(n)
+                    if topt is not None and i == ng:
+                        t = _heappop(sched)[2]
+                        t._scheduled = False
+                        choices.append((i, n, t._callback, t._args, True))
+                        if t._when > self._now:
+                            self._now = t._when
+                        self._cur_group = None
+                        if track is not None:
+                            track[handle_task(t)] = steps
+                        # fired early, the timer is the first (and only) event of its origin,
+                        # named as if it had come due: the same event either way
+                        run_event(t, t._sid, 0, t._cpos, node)
+                        steps += 1
+                        if steps >= limit:
+                            self._budget_reason = "steps"
+                            result = "budget"
+                            break
+                        continue
+                    g = groups[i]  # type: ignore[assignment]
+                    h = g.popleft()
+                    if not g:
+                        del groups[i]
+                    choices.append((i, n, h._callback, h._args, False))
+                else:
+                    g = groups[0]  # type: ignore[assignment]
+                    h = g.popleft()
+                    if not g:
+                        groups.popleft()
+                self._nready -= 1
+                batch_left -= 1
+                idx = g.n
+                g.n = idx + 1
+                prev = g.last
+                g.last = len(trace)
+                dep = prev if prev >= 0 else g.cpos
+                if h._cancelled:
+                    trace.append((name((g.sid, idx)), g.sid, dep, {}, node))
+                    continue
+                self._cur_group = None
+                if track is not None:
+                    track[getattr(h._callback, "__self__", None)] = steps
+                run_event(h, g.sid, idx, dep, node)
+                steps += 1
+                if steps >= limit:
+                    self._budget_reason = "steps"
+                    result = "budget"
+                    break
+        finally:
+            self._steps = steps
+            self._cur_group = None
+            self._tr_fp = None
+        return result
+
+    def _run_traced(self, h: Any, psid: int, idx: int, dep: int, node: int) -> None:
+        """Run one callback as a traced event. The footprint starts with what the handle says
+        (the task it steps, the future it was called with, a timer's clock and queue) and
+        collects what the callback touches while it runs (``touch``, the traced futures,
+        tasks, primitives and scheduling methods)."""
+        tr = self._tr
+        assert tr is not None
+        trace = tr.events
+        esid = tr.name((psid, idx))
+        fp: dict[int, int] = {}
+        cb = h._callback
+        owner = getattr(cb, "__self__", None)
+        args = h._args
+        glue = False
+        if isinstance(owner, _Task):
+            fp[cancel_key(obj_key(self, owner))] = 0  # the step reads the cancellation request
+            if tr.user:
+                fp[USER] = 1
+            if args and isinstance(args[0], _Future):
+                fp[obj_key(self, args[0])] = 0  # a wake-up reads the future that woke it
+        else:
+            glue = _is_glue(cb)
+            if not glue and tr.user:
+                fp[USER] = 1
+        self._tr_fp = fp
+        self._tr_sid = esid
+        self._tr_pos = len(trace)
+        self._tr_k = 0
+        try:
+            h._run()
+        finally:
+            self._tr_fp = None
+        if glue:
+            # asyncio's own callbacks touch only asyncio objects. What they read is their own
+            # bookkeeping (gather's done-callbacks read the aggregate and each other's
+            # children; which of them completes the aggregate is not observable), so only
+            # their writes count, plus a read of the future they were called for and a write
+            # of the object a bound-method callback belongs to (TaskGroup, Timeout, ...).
+            fp = {k: w for k, w in fp.items() if w}
+            if args and isinstance(args[0], _Future):
+                fp.setdefault(obj_key(self, args[0]), 0)
+            if owner is not None:
+                fp[obj_key(self, owner)] = 1
+        elif isinstance(owner, _Task):
+            waiter = owner._fut_waiter
+            if waiter is not None:
+                fp[obj_key(self, waiter)] = 1  # it now waits on it (a done-callback was added)
+            if owner.done():
+                fp[obj_key(self, owner)] = 1
+        if isinstance(h, _TracedTimer):
+            fp[CLOCK] = 1
+            fp[TIMERS] = 1
+            fp[h._sid * -2 - 1] = 1
+        trace.append((esid, psid, dep, fp, node))
+
+
 def _on_main_done(fut: Any) -> None:
     fut.get_loop()._stopping = True
 
@@ -789,6 +1242,8 @@ def run(
             try:
                 if choose is None:
                     state = loop._drive_fifo(loop._max_steps)
+                elif loop._tr is not None:
+                    state = loop._drive_traced(choose, loop._max_steps)
                 else:
                     state = loop._drive(choose, True, loop._max_steps)
             except BaseException:
@@ -931,8 +1386,17 @@ def _cleanup(loop: SimLoop) -> None:
         loop._sources._loop = None
         loop._last_run = None
         loop._cur_group = None
-        loop.__dict__.pop("call_soon", None)
+        for attr in _INSTANCE_HOOKS:
+            loop.__dict__.pop(attr, None)
+        loop._tr = None
+        loop._tr_keep = []
         loop._strategy = None
+
+
+#: methods a run may override on the loop instance (FIFO, tracing): dropped at cleanup, which
+#: also breaks the loop <-> bound method reference cycles
+_INSTANCE_HOOKS = ("call_soon", "call_at", "time", "create_future", "_timer_handle_cancelled",
+                   "_task_class")
 
 
 def _drive_any(loop: SimLoop) -> None:

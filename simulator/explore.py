@@ -19,6 +19,7 @@ from simulator.result import RunResult
 from simulator.schedule import Choice, Schedule
 from simulator.strategies.base import Strategy
 from simulator.strategies.dfs import DFSStrategy
+from simulator.strategies.dpor import DPORStrategy
 from simulator.strategies.fifo import FifoStrategy
 from simulator.strategies.pct import PCTStrategy
 from simulator.strategies.random import RandomStrategy
@@ -34,7 +35,8 @@ def default_is_failure(result: RunResult) -> bool:
 
 
 def make_strategy(strategy: str | Strategy | None, **options: Any) -> Strategy:
-    """A strategy object from a name (``fifo``, ``random``, ``pct``, ``dfs``) or as is."""
+    """A strategy object from a name (``fifo``, ``random``, ``pct``, ``dfs``, ``dpor``) or as
+    is."""
     if strategy is None:
         return FifoStrategy()
     if isinstance(strategy, Strategy):
@@ -44,6 +46,7 @@ def make_strategy(strategy: str | Strategy | None, **options: Any) -> Strategy:
         "random": RandomStrategy,
         "pct": PCTStrategy,
         "dfs": DFSStrategy,
+        "dpor": DPORStrategy,
     }
     try:
         return table[strategy](**options)
@@ -74,8 +77,10 @@ class ExploreResult:
     ``runs``: schedules run; ``failures``: how many failed; ``first_failure``: the first failing
     run (its ``.schedule`` replays it); ``first_failure_run``: 1-based number of schedules run
     up to and including it; ``distinct_schedules`` / ``distinct_timelines``: distinct choice
-    sequences / observable timelines seen; ``exhausted``: a systematic search covered its whole
-    (reduced) tree.
+    sequences / observable timelines seen; ``exhausted``: a systematic search (dfs, dpor)
+    covered its whole (reduced) tree; ``budget_hit``: a systematic search stopped at the
+    budget with schedules left; ``classes``: for a systematic search, the runs that explored a
+    new class of interleavings (the others were cut short as redundant by its sleep sets).
     """
 
     strategy: str
@@ -86,6 +91,8 @@ class ExploreResult:
     distinct_schedules: int = 0
     distinct_timelines: int = 0
     exhausted: bool = False
+    budget_hit: bool = False
+    classes: int | None = None
     wall_s: float = 0.0
     outcomes: dict[str, int] = field(default_factory=dict)
 
@@ -117,7 +124,9 @@ class ExploreResult:
         if self.first_failure_run is not None:
             s += f"; first failure at schedule {self.first_failure_run}"
         if self.exhausted:
-            s += "; search exhausted"
+            s += f"; exhausted ({self.classes} classes)" if self.classes is not None else "; search exhausted"
+        elif self.budget_hit:
+            s += f"; budget hit ({self.runs} schedules, {self.classes} classes so far)"
         return s
 
 
@@ -142,7 +151,9 @@ def explore(
     ``strategy``: ``"random"``, ``"pct"``, ``"dfs"``, ``"fifo"``, ``"hypothesis"`` or a strategy
     object. Run ``i`` uses seed ``seed + i`` (the strategy's stream and the program's sources);
     ``hypothesis`` draws every choice from one hypothesis search (``seed`` seeds it) and ``dfs``
-    walks one tree (the same seed every run), stopping early when exhausted.
+    walks one tree (the same seed every run), stopping early when exhausted; ``dpor`` likewise
+    with partial-order reduction. A systematic search (``dfs``, ``dpor``) reports ``exhausted``
+    with the number of ``classes`` it explored, or ``budget_hit`` when the budget ran out first.
     ``is_failure(result)`` decides failure (default: not completed, or an unretrieved task
     exception). ``stop_on_failure`` stops at the first failure. ``track`` counts distinct
     schedules and timelines (costs a little per run). ``progress(n)`` is told of every ``n``
@@ -155,23 +166,27 @@ def explore(
     if strategy == "hypothesis":
         return _explore_hypothesis(main, budget, seed, is_failure, stop_on_failure, track, tick, run_kwargs)
     strat = make_strategy(strategy)
-    if workers > 1 and not isinstance(strat, DFSStrategy):
+    systematic = bool(getattr(strat, "systematic", False))
+    if workers > 1 and not systematic:
         return _explore_parallel(main, strat, budget, seed, is_failure, stop_on_failure, track,
                                  workers, tick, run_kwargs)
     res = ExploreResult(strategy=strat.name)
     seen = _Seen(track)
-    dfs = strat if isinstance(strat, DFSStrategy) else None
     t0 = time.perf_counter()
     for i in range(budget):
-        if dfs is not None and dfs.exhausted:
+        if systematic and getattr(strat, "exhausted", False):
             break
-        r = run(main, strategy=strat, seed=seed if dfs is not None else seed + i, **run_kwargs)
+        r = run(main, strategy=strat, seed=seed if systematic else seed + i, **run_kwargs)
         failed = _count(res, r, is_failure, seen)
         tick(1)
         if failed and stop_on_failure:
             break
     res.wall_s = time.perf_counter() - t0
-    res.exhausted = bool(dfs is not None and dfs.exhausted)
+    if systematic:
+        res.exhausted = bool(getattr(strat, "exhausted", False))
+        res.budget_hit = not res.exhausted and res.runs >= budget
+        classes = getattr(strat, "classes", None)
+        res.classes = int(classes) if classes is not None else None
     seen.into(res)
     return res
 

@@ -85,7 +85,7 @@ def rules(
 def run(
     scenario: str = typer.Argument(..., metavar="SCENARIO", help="A scenario file (.yaml) or MODULE:ATTR of a Python scenario."),
     impl: str = typer.Option("reference", "--impl", metavar="MODULE:ATTR", help=IMPL_HELP),
-    strategy: str = typer.Option("fifo", "--strategy", help="fifo, random, pct or dfs (one schedule)."),
+    strategy: str = typer.Option("fifo", "--strategy", help="fifo, random, pct, dfs or dpor (one schedule)."),
     seed: int = typer.Option(0, "--seed", help="The run's seed (sources and strategy)."),
     trace: Path | None = typer.Option(None, "--trace", metavar="FILE", help="Write the trace as JSON here."),  # noqa: B008
     diagram: Path | None = typer.Option(None, "--diagram", metavar="FILE", help="Write a sequence diagram: .html page or Mermaid text."),  # noqa: B008
@@ -145,7 +145,7 @@ def _print_verdict(report: Any) -> None:
 def explore(
     scenario: str = typer.Argument(..., metavar="SCENARIO", help="A scenario file (.yaml) or MODULE:ATTR."),
     impl: str = typer.Option("reference", "--impl", metavar="MODULE:ATTR", help=IMPL_HELP),
-    strategy: str = typer.Option("random", "--strategy", help="random, pct, dfs or hypothesis."),
+    strategy: str = typer.Option("random", "--strategy", help="random, pct, dfs, dpor or hypothesis."),
     budget: int = typer.Option(200, "--budget", help="Schedules (examples for hypothesis) to try at most."),
     seed: int = typer.Option(0, "--seed", help="First seed; run i uses seed + i."),
     workers: int = typer.Option(1, "--workers", help="Processes (disjoint seeds; random and pct)."),
@@ -174,7 +174,8 @@ def explore(
         rate = found.runs / found.wall_s if found.wall_s > 0 else 0.0
         unit = "examples" if strategy == "hypothesis" else "schedules"
         typer.echo(f"{found.runs} {unit} explored ({strategy}, seed {seed}, {found.workers} worker(s), "
-                   f"{found.wall_s:.2f}s, {rate:,.0f}/s)" + ("; the search tree is exhausted" if found.exhausted else ""))
+                   f"{found.wall_s:.2f}s, {rate:,.0f}/s)" + (f"; exhausted ({found.classes} classes)" if found.exhausted and found.classes is not None
+                      else "; the search tree is exhausted" if found.exhausted else ""))
         if found.guarantee is not None:
             g = found.guarantee
             typer.echo(f"pct guarantee: a bug of depth <= {g['depth']} ({g['tasks']} tasks, {g['choice_points']} "

@@ -20,7 +20,7 @@ from conformance.adapter import Implementation
 from simulator.errors import ExploreError
 from simulator.result import RunResult
 from simulator.schedule import Schedule
-from simulator.strategies import DFSStrategy, PCTStrategy, RandomStrategy
+from simulator.strategies import DFSStrategy, DPORStrategy, PCTStrategy, RandomStrategy
 from simulator.strategies.base import Strategy
 
 from .checks import ORACLES, LoopCheck, Verdict, compile_check, judge
@@ -29,8 +29,10 @@ from .tape import Recording, Tape
 from .trace import Trace
 from .world import ScenarioSetupError, World
 
-STRATEGIES = ("random", "pct", "dfs", "hypothesis")
-RUN_STRATEGIES = ("fifo", "random", "pct", "dfs")
+STRATEGIES = ("random", "pct", "dfs", "dpor", "hypothesis")
+RUN_STRATEGIES = ("fifo", "random", "pct", "dfs", "dpor")
+SYSTEMATIC = ("dfs", "dpor", "hypothesis")
+"""Strategies that search one tree (or one example database): one process, one seed."""
 PCT_DEPTH = 2
 Progress = Callable[[int], None]
 
@@ -141,6 +143,8 @@ def make_strategy(name: str, *, pct_horizon: int | None = None, pct_depth: int =
         return PCTStrategy(depth=pct_depth, horizon=pct_horizon)
     if name == "dfs":
         return DFSStrategy()
+    if name == "dpor":
+        return DPORStrategy()
     raise ValueError(f"unknown strategy {name!r} (choose from {', '.join(RUN_STRATEGIES)})")
 
 
@@ -181,6 +185,8 @@ class Exploration:
     found_at: int | None = None
     failure: RunReport | None = None
     exhausted: bool = False
+    classes: int | None = None
+    """For a systematic search: the classes of interleavings it explored."""
     wall_s: float = 0.0
     pct_horizon: int | None = None
     guarantee: dict[str, Any] | None = None
@@ -226,7 +232,7 @@ def explore(
         raise ValueError(f"unknown strategy {strategy!r} (choose from {', '.join(STRATEGIES)})")
     out = Exploration(strategy, budget, seed, workers)
     t0 = time.perf_counter()
-    if strategy in ("dfs", "hypothesis") and workers > 1:
+    if strategy in SYSTEMATIC and workers > 1:
         out.notes.append(f"{strategy} searches one tree: ran on 1 process (--workers ignored)")
         out.workers = 1
     shape = probe(scenario, impl)  # a setup error surfaces here, before any search or fork
@@ -235,8 +241,8 @@ def explore(
     searched: str | Strategy = strategy
     if strategy in ("random", "pct"):
         searched = _Fresh(strategy, out.pct_horizon)
-    elif strategy == "dfs":
-        searched = DFSStrategy()
+    elif strategy in ("dfs", "dpor"):
+        searched = make_strategy(strategy) or DFSStrategy()
     checks = checks_of(scenario)
 
     def failed(result: RunResult) -> bool:
@@ -249,9 +255,10 @@ def explore(
     )
     out.runs = found.runs
     out.exhausted = found.exhausted
+    out.classes = found.classes
     if found.first_failure is not None:
         out.found_at = found.first_failure_run
-        out.failing_seed = seed if strategy in ("dfs", "hypothesis") else seed + (found.first_failure_run or 1) - 1
+        out.failing_seed = seed if strategy in SYSTEMATIC else seed + (found.first_failure_run or 1) - 1
         # The failing run again, recorded (deviations for the diagram) under its own schedule.
         out.failure = run_one(scenario, impl, schedule=found.first_failure.schedule)
         if out.failure.ok:  # pragma: no cover - a run is a pure function of its schedule

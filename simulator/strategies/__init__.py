@@ -1,10 +1,11 @@
-"""Scheduling strategies, one module each: ``fifo``, ``random``, ``pct``, ``dfs``, ``replay``,
-``hypothesis`` (driven by ``data.draw``)."""
+"""Scheduling strategies, one module each: ``fifo``, ``random``, ``pct``, ``dfs``, ``dpor``,
+``replay``, ``hypothesis`` (driven by ``data.draw``)."""
 
 from __future__ import annotations
 
 from simulator.strategies.base import Strategy
 from simulator.strategies.dfs import DFSStrategy
+from simulator.strategies.dpor import DPORStrategy
 from simulator.strategies.fifo import FifoStrategy
 from simulator.strategies.pct import PCTStrategy
 from simulator.strategies.random import RandomStrategy
@@ -12,6 +13,7 @@ from simulator.strategies.replay import ReplayStrategy
 
 __all__ = [
     "DFSStrategy",
+    "DPORStrategy",
     "FifoStrategy",
     "PCTStrategy",
     "RandomStrategy",

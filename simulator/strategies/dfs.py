@@ -46,7 +46,11 @@ class _Node:
 
 
 class DFSStrategy(Strategy):
+    """Systematic depth-first search (see the module docstring); ``classes`` counts the runs
+    that were not cut short as redundant."""
+
     name = "dfs"
+    systematic = True
 
     def __init__(self, *, max_deviations: int | None = None, reduction: bool = True) -> None:
         self.max_deviations = max_deviations
@@ -59,6 +63,11 @@ class DFSStrategy(Strategy):
         self._dev = 0
         self._sleep: dict[str, str] = {}
         self._redundant = False
+
+    @property
+    def classes(self) -> int:
+        """Interleavings explored (runs not cut short by the sleep sets)."""
+        return self.runs - self.redundant_runs
 
     def begin(self, loop: SimLoop, seed: int) -> None:
         if self.exhausted:

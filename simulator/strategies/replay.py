@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 THEN = ("diverge", "fifo", "seed")
 
 #: strategies whose schedules carry no seed-driven continuation (replayed FIFO after the tape)
-_UNSEEDED = ("fifo", "replay", "dfs", "hypothesis")
+_UNSEEDED = ("fifo", "replay", "dfs", "dpor", "hypothesis")
 
 
 class ReplayStrategy(Strategy):
