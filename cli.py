@@ -51,6 +51,7 @@ def _register_subcommands() -> None:
     for module_name in (
         "conformance.commands",
         "conformance.scenario.commands",
+        "conformance.hunt.commands",
         "conformance.mutants.commands",
         "cassettes.commands",
     ):

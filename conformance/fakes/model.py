@@ -41,7 +41,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import hashlib
 import inspect
+import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -455,6 +457,16 @@ def _copy(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
+def history_digest(messages: Any) -> str:
+    """A short digest of a request's messages (canonical JSON): what an oracle compares with the
+    history the session log derives (LOG-7) without storing the whole history in the timeline."""
+    try:
+        text = json.dumps(messages, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return "unserialisable"
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
 def _chunk_copy(chunk: Any) -> Any:
     """A chunk's own copy: flat fields shared (immutable), nested blocks and reasons copied."""
     out = dict(chunk)
@@ -611,6 +623,7 @@ class FakeModel:
                 model=self.name,
                 call=call,
                 messages=len(snapshot.get("messages", ())),
+                history=history_digest(snapshot.get("messages", ())),
             )
         if self.on_request is not None:
             self.on_request()

@@ -309,10 +309,14 @@ def _ran(turns: list[dict[str, Any]], text: Any) -> list[dict[str, Any]]:
 
 
 def _first_run_index(turns: list[dict[str, Any]], text: Any) -> int | None:
-    """The timeline index of the first user/steering message carrying ``text``."""
+    """Where ``text`` first started to run: the ``turn/start`` of the first turn whose prompt it
+    is (a turn's prompts are taken when it starts: a cancel after its ``turn/start`` governs the
+    started turn, CANCEL-1), or the first steering message carrying it."""
     for t in turns:
         for e in t["events"]:
-            if e["type"] in ("user/message", "steering/message") and ev.texts(e["data"].get("content")) == text:
+            if e["type"] == "user/message" and ev.texts(e["data"].get("content")) == text:
+                return int(t["_i"])
+            if e["type"] == "steering/message" and ev.texts(e["data"].get("content")) == text:
                 return int(e["_i"])
     return None
 
@@ -457,6 +461,8 @@ def _batching_check(view: TraceView) -> Violation | None:
         for t in turns:
             if t["trigger"] != "message":
                 continue  # an idle inject's one-shot turn drains nothing
+            if t["reason"] == "error" and not t["prompts"]:
+                continue  # ERR-11: a throwing turn/start listener consumed the batch unwritten
             begin = t["_i"]
             for s in queued:
                 if s["_i"] > begin:
@@ -503,7 +509,10 @@ def _maxtok_check(view: TraceView) -> Violation | None:
                                  ("MAXTOK-2", "MAXTOK-1"))
             if any(e["type"] == "error" for e in t["events"]) and reason not in ("error", "disposed", "aborted"):
                 return Violation(f"{where} logged an error but ends {reason} (MAXTOK-3)", t["end_i"], ("MAXTOK-3", "ERR-2"))
-            if any(i < t["end_i"] for i in disposals) and reason != "disposed":
+            # An idle inject's one-shot turn is written whole by inject() itself, and INJ-2 gives
+            # its shape (it ends completed): disposing while it is written may end it either way.
+            allowed = ("disposed", "completed") if t["trigger"] == "injection" else ("disposed",)
+            if any(i < t["end_i"] for i in disposals) and reason not in allowed:
                 return Violation(f"{where} closed after dispose() but ends {reason} (DISP-1)", t["end_i"],
                                  ("DISP-1", "MAXTOK-3"))
             for e in t["events"]:
@@ -609,6 +618,196 @@ def _disposal_check(view: TraceView) -> Violation | None:
     return None
 
 
+_SHAPE = (("turn/start", "agent/turn-start", "turn"), ("step/start", "agent/step-start", "step"),
+          ("step/end", "agent/step-end", "step"), ("turn/end", "agent/turn-end", "turn"))
+
+
+def _shape_check(view: TraceView) -> Violation | None:
+    """LOOP-4/LOOP-5: a boundary is appended to the log before its notification is emitted."""
+    for agent in view.agents:
+        logged: dict[tuple[str, Any, Any], int] = {}
+        for e in view.log(agent):
+            data = e["data"]
+            logged.setdefault((e["type"], data.get("turn"), data.get("step")), e["_i"])
+        for log_type, note, _level in _SHAPE:
+            for n in view.of_kind(note, agent=agent):
+                key = (log_type, n.get("turn"), n.get("step") if log_type.startswith("step") else None)
+                at = logged.get(key)
+                if at is None or at > n["_i"]:
+                    what = "was never logged" if at is None else "was logged after it"
+                    return Violation(f"agent {agent}: {note} for turn {n.get('turn')}"
+                                     + (f" step {n.get('step')}" if log_type.startswith("step") else "")
+                                     + f" was emitted, but its {log_type} {what} (LOOP-4, LOOP-5)", n["_i"],
+                                     ("LOOP-5",) if log_type.startswith("step") else ("LOOP-4",))
+    return None
+
+
+def _one_failure_check(view: TraceView) -> Violation | None:
+    """ERR-9: once a turn recorded a failure, a later one is not written to the log."""
+    for agent in view.agents:
+        for t in view.turns(agent):
+            errors = [e for e in t["events"] if e["type"] == "error"]
+            if len(errors) > 1:
+                return Violation(f"agent {agent}: turn {t['turn']} logged {len(errors)} error events: the first "
+                                 "failure wins, a later one is not logged (ERR-9)", errors[1]["_i"], ("ERR-9",))
+    return None
+
+
+def _inject_check(view: TraceView) -> Violation | None:
+    """INJ-2: an idle ``inject()`` of plain text on a live agent never raises into the caller."""
+    for agent in view.agents:
+        injects = [e for e in view.of_kind("op", agent=agent) if e.get("op") == "inject" and e.get("status") != "disposed"]
+        if not injects:
+            continue
+        for err in view.of_kind("op/error", agent=agent):
+            if err.get("op") != "inject" or str(err.get("error", "")).startswith(("NotImplementedError", "AgentDisposed")):
+                continue
+            if any(i["_i"] < err["_i"] and i.get("by") == err.get("by") for i in injects):
+                return Violation(f"agent {agent}: inject() of plain text raised into the caller ({err.get('error')}): "
+                                 "a failure of the injection is contained and reported through agent/error (INJ-2)",
+                                 err["_i"], ("INJ-2",))
+    return None
+
+
+def _closed_check(view: TraceView) -> Violation | None:
+    """LOG-2: every event notified through ``session/event`` is in the log; SVC-6: a disposed
+    agent (every agent, once the service is closed) is no longer registered."""
+    closed = view.of_kind("world/closed")
+    if not closed:
+        return None
+    end = closed[-1]
+    for agent, length in (end.get("logs") or {}).items():
+        notified = len(view.log(agent))
+        if length < notified:
+            return Violation(f"agent {agent}: {notified} session events were notified but the log holds {length}: an "
+                             "event is pushed before session/event listeners hear of it, so a throwing listener "
+                             "leaves it in the log (LOG-2)", end["_i"], ("LOG-2",))
+    registered = list(end.get("registered") or ())
+    if registered:
+        return Violation(f"agents {registered} are still registered after the service closed (SVC-6: disposal "
+                         "removes an agent from the registry)", end["_i"], ("SVC-6", "SVC-7"))
+    return None
+
+
+def _agent_models(view: TraceView) -> dict[str, str]:
+    """Model name -> the one agent using it (models several agents share are left out)."""
+    users: dict[str, set[str]] = {}
+    for e in view.of_kind("agent/created"):
+        users.setdefault(str(e.get("model")), set()).add(str(e.get("agent")))
+    return {m: next(iter(a)) for m, a in users.items() if len(a) == 1}
+
+
+def _cancel_step_check(view: TraceView) -> Violation | None:
+    """CANCEL-1/CANCEL-STEP/CANCEL-CONT: after a ``cancel()`` while a turn is open, that turn makes
+    no further model call (its marker stops the next step and the continuation)."""
+    models = _agent_models(view)
+    if not models:
+        return None
+    requests: dict[str, list[int]] = {}
+    for e in view.of_kind("model/request"):
+        agent = models.get(str(e.get("model")))
+        if agent is not None:
+            requests.setdefault(agent, []).append(e["_i"])
+    for agent, calls in requests.items():
+        for c in view.ops(agent, "cancel"):
+            if c.get("status") != "running":
+                continue
+            turn = next((t for t in view.turns(agent) if t["_i"] < c["_i"] and (t["end_i"] is None or t["end_i"] > c["_i"])), None)
+            if turn is None:
+                continue
+            end = turn["end_i"] if turn["end_i"] is not None else len(view.timeline)
+            later = [i for i in calls if c["_i"] < i < end]
+            if later:
+                return Violation(f"agent {agent}: the model was called again in turn {turn['turn']} after a cancel() "
+                                 "(a cancelled turn runs no further step)", later[0], ("CANCEL-1", "CANCEL-CONT", "CANCEL-STEP"))
+    return None
+
+
+def _steps(turn: dict[str, Any]) -> dict[int, list[Event]]:
+    out: dict[int, list[Event]] = {}
+    for e in turn["events"]:
+        step = e["data"].get("step")
+        if isinstance(step, int) and step > 0:
+            out.setdefault(step, []).append(e)
+    return out
+
+
+def _assembly_check(view: TraceView) -> Violation | None:
+    """ASM-1/ASM-3/MAXTOK-5/FINISH-1: a step's message is its blocks' ``block-end`` blocks in index
+    order (a max-tokens step's without tool calls); a failed step logs no message."""
+    for agent in view.agents:
+        for t in view.turns(agent):
+            for step, events in _steps(t).items():
+                chunks = [e["data"].get("chunk") or {} for e in events if e["type"] == "assistant/chunk"]
+                messages = [e for e in events if e["type"] == "assistant/message"]
+                finish = next((c.get("reason", {}).get("kind") for c in chunks if c.get("type") == "finish"), None)
+                where = f"agent {agent}: turn {t['turn']} step {step}"
+                if finish == "error" and messages:
+                    return Violation(f"{where} finished error but logged an assistant/message (FINISH-1)",
+                                     messages[0]["_i"], ("FINISH-1",))
+                if not messages or finish in ("error", "aborted") or not chunks:
+                    continue
+                started = {c.get("index") for c in chunks if c.get("type") == "block-start"}
+                ended: dict[Any, Any] = {}
+                for c in chunks:
+                    if c.get("type") == "block-end" and c.get("index") not in ended:
+                        ended[c.get("index")] = c.get("block")
+                if started - set(ended):
+                    continue  # a block that never closed is assembled from deltas (ASM-2): not compared
+                expected = [ended[i] for i in sorted(ended, key=lambda i: (not isinstance(i, int), i))]
+                if finish == "max-tokens":
+                    expected = [b for b in expected if not (isinstance(b, Mapping) and b.get("type") == "tool-call")]
+                got = list(messages[0]["data"].get("content") or [])
+                if got != expected:
+                    return Violation(f"{where}: the assistant/message is not the step's block-end blocks in index "
+                                     "order (ASM-1, ASM-3)", messages[0]["_i"], ("ASM-1", "ASM-3", "MAXTOK-5"))
+    return None
+
+
+def derive(events: Sequence[Event]) -> list[dict[str, Any]]:
+    """LOG-7's derived history of a log (the spec's rules, restated for the oracle)."""
+    out: list[dict[str, Any]] = []
+    for e in events:
+        kind, data = e["type"], e["data"]
+        if kind == "user/message":
+            out.append({"role": "user", "content": list(data.get("content") or [])})
+        elif kind == "assistant/message":
+            out.append({"role": "assistant", "content": list(data.get("content") or [])})
+        elif kind == "tool/result":
+            out.append({"role": "user", "content": [{"type": "tool-result", "tool_call_id": data.get("call_id"),
+                                                     "content": list(data.get("content") or []),
+                                                     "is_error": bool(data.get("is_error"))}]})
+        elif kind in ("steering/message", "context/message"):
+            tag = "steering" if kind == "steering/message" else "context"
+            source = data.get("source") if isinstance(data.get("source"), Mapping) else {}
+            out.append({"role": "user", "content": [{"type": "text", "text": f'<{tag} source="{source.get("kind", "user")}">'},
+                                                    *(data.get("content") or []),
+                                                    {"type": "text", "text": f"</{tag}>"}]})
+    return out
+
+
+def _history_check(view: TraceView) -> Violation | None:
+    """LOG-7/INJ-3/STEER-2: a model request's messages are the history its agent's log derives."""
+    from conformance.fakes.model import history_digest
+
+    models = _agent_models(view)
+    for e in view.of_kind("model/request"):
+        agent = models.get(str(e.get("model")))
+        if agent is None or "history" not in e:
+            continue
+        log = [x for x in view.log(agent) if x["_i"] < e["_i"]]
+        # The request was assembled somewhere between its step's start and the call (an
+        # agent/request waterfall may await while context is injected): any prefix of the log
+        # in that stretch may be the one it was built from.
+        starts = [k for k, x in enumerate(log) if x["type"] == "step/start"]
+        first = starts[-1] if starts else 0
+        if not any(history_digest(derive(log[:k])) == e["history"] for k in range(len(log), first - 1, -1)):
+            return Violation(f"agent {agent}: model request #{e.get('call')} does not carry the history its log "
+                             "derives (LOG-7: user, assistant and tool-result messages, steering and context "
+                             "wrapped, at their positions)", e["_i"], ("LOG-7", "INJ-3", "STEER-2"))
+    return None
+
+
 def _problems_check(view: TraceView) -> Violation | None:
     for e in view.of_kind("problem"):
         rules = tuple(e.get("rules") or ())
@@ -632,9 +831,26 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("STEERING", _steering_check, "steering reaches the model", ("STEER-2", "CONT-1", "CONT-2")),
     LoopCheck("DISPOSAL", _disposal_check, "only dispose() disposes, directly, and its waiters wait for the driver",
               ("ERR-1", "LOOP-1", "DISP-5", "STATUS-1", "IDLE-4")),
+    LoopCheck("SHAPE", _shape_check, "boundaries are logged before they are notified", ("LOOP-4", "LOOP-5")),
+    LoopCheck("ERR-9", _one_failure_check, "the first failure of a turn wins", ("ERR-9",)),
+    LoopCheck("INJ-2", _inject_check, "an idle inject() never raises a contained failure", ("INJ-2",)),
+    LoopCheck("CLOSED", _closed_check, "what was notified was logged; closed agents are unregistered",
+              ("LOG-2", "SVC-6")),
+    LoopCheck("CANCEL-1", _cancel_step_check, "a cancelled turn calls the model no more",
+              ("CANCEL-1", "CANCEL-CONT", "CANCEL-STEP")),
     LoopCheck("problems", _problems_check, "the world saw nothing go wrong"),
 )
 """The always-on oracles (see the module docstring)."""
+
+PLAIN_ORACLES: tuple[LoopCheck, ...] = (
+    LoopCheck("ASSEMBLY", _assembly_check, "a step's message is what its blocks' block-end say",
+              ("ASM-1", "ASM-3", "MAXTOK-5", "FINISH-1")),
+    LoopCheck("HISTORY", _history_check, "a model request carries the derived history",
+              ("LOG-7", "INJ-3", "STEER-2")),
+)
+"""Oracles that hold when no listener rewrites a step's message (``agent/step-result``) or a
+model request (``agent/request``): declared scenarios (YAML, generated, the hunt's) rewrite
+nothing, a Python body might."""
 
 
 # --------------------------------------------------------------------------- scenario checks

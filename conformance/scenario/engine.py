@@ -23,7 +23,7 @@ from simulator.schedule import Schedule
 from simulator.strategies import DFSStrategy, DPORStrategy, PCTStrategy, RandomStrategy
 from simulator.strategies.base import Strategy
 
-from .checks import ORACLES, LoopCheck, Verdict, compile_check, judge
+from .checks import ORACLES, PLAIN_ORACLES, LoopCheck, Verdict, compile_check, judge
 from .model import Scenario
 from .tape import Recording, Tape
 from .trace import Trace
@@ -82,8 +82,10 @@ def failure_key(trace: Trace) -> tuple[str, ...]:
 
 
 def checks_of(scenario: Scenario) -> list[LoopCheck]:
-    """The oracles, then the scenario's own checks."""
-    return [*ORACLES, *(compile_check(c) for c in scenario.checks)]
+    """The oracles (with the plain-world ones when no Python body could rewrite messages or
+    requests), then the scenario's own checks."""
+    plain = PLAIN_ORACLES if scenario.body is None else ()
+    return [*ORACLES, *plain, *(compile_check(c) for c in scenario.checks)]
 
 
 def main_of(scenario: Scenario, impl: Implementation) -> Callable[[], Coroutine[Any, Any, None]]:

@@ -4,8 +4,8 @@ Every notification of the implementation's bus (``agent/status``, ``agent/queued
 flattened into plain fields (``{"agent": "a", "status": "running"}``) so that one ``where``
 filter means the same thing for a listener (YAML ``listeners[].where``), for an actor triggered
 ``after`` an event, and for a check reading the trace. Session events are recorded compactly as
-``log`` entries (assistant chunks keep only their type, and a finish its kind: the payload is the
-model's, not the loop's).
+``log`` entries (assistant chunks keep their type and index, a finish its kind, a block-end its
+block: the deltas are the model's, not the loop's).
 """
 
 from __future__ import annotations
@@ -39,9 +39,18 @@ WATERFALLS: dict[str, tuple[str, ...]] = {
     "tools/execute": (),
 }
 
+#: Points of the world itself a listener may act at, synchronously, as the timeline event is
+#: observed: right after an agent was created (before its driver first ran), as a fake tool call
+#: starts (inside the call), as a fake model call starts.
+WORLD_POINTS: dict[str, tuple[str, ...]] = {
+    "agent/created": ("agent", "model"),
+    "tool/start": ("tool", "call_id", "index"),
+    "model/request": ("model", "call", "messages"),
+}
+
 #: Every event a listener may be registered on (``session/flush(session)`` is awaited by the loop
 #: after each turn, LOOP-4).
-LISTENABLE = (*NOTIFICATIONS, *WATERFALLS, "session/event", "session/flush")
+LISTENABLE = (*NOTIFICATIONS, *WATERFALLS, "session/event", "session/flush", *WORLD_POINTS)
 
 
 def texts(content: Any) -> str:
@@ -89,9 +98,13 @@ def compact_log(event: Mapping[str, Any]) -> dict[str, Any]:
     if event.get("type") == "assistant/chunk" and isinstance(data.get("chunk"), Mapping):
         chunk = data["chunk"]
         compact: dict[str, Any] = {"type": chunk.get("type")}
+        if "index" in chunk:
+            compact["index"] = chunk.get("index")
         reason = chunk.get("reason")
         if chunk.get("type") == "finish" and isinstance(reason, Mapping):
             compact["reason"] = {"kind": reason.get("kind")}  # what the max-tokens oracles read
+        elif chunk.get("type") == "block-end":
+            compact["block"] = chunk.get("block")  # what the assembly oracle compares with
         data["chunk"] = compact
     return {"seq": event.get("seq"), "type": event.get("type"), "data": jsonable(data)}
 

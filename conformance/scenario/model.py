@@ -101,8 +101,8 @@ class Listener:
 
 @dataclass(frozen=True)
 class Actor:
-    """A caller: runs ``do`` in order as its own task, ``at`` a virtual time or ``after`` an
-    observed event (a timeline kind, filtered by ``where``). ``optional`` as for listeners."""
+    """A caller: runs ``do`` in order as its own task, ``at`` a virtual time or ``after`` the
+    ``nth`` observed event of a timeline kind matching ``where``. ``optional`` as for listeners."""
 
     do: tuple[Action, ...]
     name: str = ""
@@ -110,6 +110,7 @@ class Actor:
     after: str | None = None
     where: Mapping[str, Any] | None = None
     optional: bool = False
+    nth: int = 1
 
 
 @dataclass(frozen=True)

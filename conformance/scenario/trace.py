@@ -9,10 +9,10 @@ strategy and seed, in any process.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from simulator.errors import ScheduleError
 from simulator.result import RunResult
 from simulator.schedule import Schedule
 
@@ -33,12 +33,13 @@ def us(seconds: float) -> int:
     return round(seconds * 1_000_000)
 
 
-def timeline_event(raw: Mapping[str, Any]) -> Event:
-    """A runtime timeline entry (``{"t": seconds, "kind", ...}``) as a trace event (its values
-    made JSON-safe only when the trace is written: the world observes plain data)."""
-    event = dict(raw)
-    event["t_us"] = us(float(event.pop("t", 0.0)))
-    return event
+def _adopt(timeline: list[dict[str, Any]]) -> list[Event]:
+    """The run's own timeline entries as trace events, converted in place (a trace is built from
+    every run, and copying each event of each run cost more than the oracles reading them)."""
+    for event in timeline:
+        if "t" in event:
+            event["t_us"] = round(event.pop("t") * 1_000_000)
+    return timeline
 
 
 @dataclass
@@ -58,7 +59,7 @@ class Trace:
     error: str | None
     virtual_time_us: int
     steps: int
-    schedule: dict[str, Any]
+    schedule_source: Schedule = field(repr=False)
     timeline: list[Event]
     failures: list[dict[str, Any]] = field(default_factory=list)
     untriggered: list[str] = field(default_factory=list)
@@ -78,13 +79,21 @@ class Trace:
             error=result.error_text(),
             virtual_time_us=us(result.virtual_time),
             steps=result.steps,
-            schedule=jsonable(result.schedule.to_dict()),
-            timeline=[timeline_event(e) for e in result.timeline],
+            schedule_source=result.schedule,
+            timeline=_adopt(result.timeline),
             untriggered=sorted({str(e.get("name")) for e in result.timeline if e.get("kind") == "untriggered"}),
             pending=[{"task": p["task"], "coro": p["coro"]} for p in result.pending],
             unretrieved=[{"task": u["task"], "error": u["error"]} for u in result.unretrieved],
             result=result,
         )
+
+    @property
+    def schedule(self) -> dict[str, Any]:
+        """The schedule as JSON data (made when first asked for: most runs never are)."""
+        cached = self.__dict__.get("_schedule")
+        if cached is None:
+            cached = self.__dict__["_schedule"] = jsonable(self.schedule_source.to_dict())
+        return cached
 
     @property
     def ok(self) -> bool:
@@ -114,7 +123,7 @@ class Trace:
 
     def schedule_object(self) -> Schedule:
         """The schedule as a ``simulator.Schedule`` (for replay)."""
-        return Schedule.from_dict(self.schedule, source=f"trace of {self.scenario!r}")
+        return self.schedule_source
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -149,6 +158,8 @@ class Trace:
         if not isinstance(data, dict) or data.get("format") != TRACE_FORMAT:
             raise ValueError(f"trace: not a loopkit trace (expected format {TRACE_FORMAT!r})")
         try:
-            return cls(**{k: data[k] for k in data if k != "format"})
-        except TypeError as exc:
+            fields = {k: data[k] for k in data if k not in ("format", "schedule")}
+            schedule = Schedule.from_dict(data.get("schedule"), source="trace")
+            return cls(**fields, schedule_source=schedule)
+        except (TypeError, ScheduleError) as exc:
             raise ValueError(f"trace: malformed ({exc})") from None

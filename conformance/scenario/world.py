@@ -174,6 +174,9 @@ class World:
         except Exception as exc:
             raise ScenarioSetupError(f"{self.impl.name}: create({agent_id!r}) raised {_describe(exc)}") from exc
         self.adopt(agent_id, handle)
+        # The window right after creation, before the driver first runs (CANCEL-W0): listeners
+        # on ``agent/created`` act inside this call.
+        simulator.observe("agent/created", agent=agent_id, model=model)
         return handle
 
     def adopt(self, agent_id: str, handle: AgentHandle) -> None:
@@ -364,7 +367,12 @@ class World:
         agent_id = self._id_of(h)
 
         def start() -> asyncio.Future[Any]:
-            return asyncio.ensure_future(_as_coro(h.inject(text)))
+            # INJ-4: a coroutine, another awaitable, or a plain call that returned. A coroutine
+            # becomes the task itself, so a task cancelled before it starts closes it.
+            result = h.inject(text)
+            if inspect.iscoroutine(result):
+                return asyncio.ensure_future(result)
+            return asyncio.ensure_future(_as_coro(result))
 
         task = self._op(by, "inject", h, start, on, text=ev.texts(text))
         if task is not None:
@@ -489,10 +497,10 @@ class World:
             self._optional.add(name)
         seen = [0]
 
-        def react(args: tuple[Any, ...]) -> None:
+        def fire(fields: Callable[[], Mapping[str, Any]]) -> None:
             if self._elements[name] and not always:
                 return
-            if where and not ev.matches(self.fields(event, args), where):
+            if where and not ev.matches(fields(), where):
                 return
             seen[0] += 1
             if seen[0] < nth:
@@ -502,7 +510,16 @@ class World:
             for action in listener.do:
                 self.do(action, name, on=event)
 
-        if event in ev.WATERFALLS:
+        def react(args: tuple[Any, ...]) -> None:
+            fire(lambda: self.fields(event, args))
+
+        if event in ev.WORLD_POINTS:
+
+            def observed(fields: dict[str, Any]) -> None:
+                fire(lambda: fields)
+
+            self.on(event, observed)
+        elif event in ev.WATERFALLS:
             after = listener.when == "after"
 
             async def waterfall(*args: Any) -> Any:
@@ -556,18 +573,23 @@ class World:
             self.at(actor.at, act, name=name)
         else:
             assert actor.after is not None
-            self.after(actor.after, act, where=actor.where, name=name)
+            self.after(actor.after, act, where=actor.where, name=name, nth=actor.nth)
 
     def at(self, t: float, fn: Callable[..., Any], *, name: str) -> None:
         """Run ``fn`` (sync or async) as a task named ``actor:<name>`` at virtual time ``t``."""
         delay = t - asyncio.get_running_loop().time()
         self._spawn_task(self._run_actor(name, fn, delay), f"actor:{name}")
 
-    def after(self, kind: str, fn: Callable[..., Any], *, where: Mapping[str, Any] | None = None, name: str) -> None:
-        """Start ``fn`` as a task once an event of ``kind`` matching ``where`` was observed."""
+    def after(self, kind: str, fn: Callable[..., Any], *, where: Mapping[str, Any] | None = None, name: str,
+              nth: int = 1) -> None:
+        """Start ``fn`` as a task once the ``nth`` event of ``kind`` matching ``where`` was observed."""
         self._elements.setdefault(name, 0)
+        seen = [0]
 
         def fire(_event: dict[str, Any]) -> None:
+            seen[0] += 1
+            if seen[0] < nth:
+                return
             dispose()
             self._spawn_task(self._run_actor(name, fn, None), f"actor:{name}")
 
@@ -606,10 +628,10 @@ class World:
             self.model(spec.script, name=spec.name, default=spec.default)
         for tool in sc.tools:
             self.add_tool(build_tool(tool))
-        for agent in sc.agents:
-            self.agent(agent.id, model=agent.model, system_prompt=agent.system_prompt)
         for i, listener in enumerate(sc.listeners):
             self.install(listener, i)
+        for agent in sc.agents:
+            self.agent(agent.id, model=agent.model, system_prompt=agent.system_prompt)
         if sc.body is not None:
             await sc.body(self)
         await self.finish()
@@ -682,6 +704,12 @@ class World:
                              f"although the agent settled (status {h.status if h is not None else '?'})",
                              rules=("IDLE-2",))
 
+    def _registered(self, agent_id: str) -> bool:
+        try:
+            return self.service.get(agent_id) is not None
+        except Exception:  # a failing lookup: nothing to say about the registry
+            return False
+
     async def close(self) -> None:
         """Close the service (it disposes the agents); idempotent."""
         if self.closed:
@@ -693,7 +721,12 @@ class World:
         except TimeoutError:
             self.problem("quiescence", "service.close() did not finish", rules=("SVC-7",))
         self._sample()
-        simulator.observe("world/closed", agents={k: h.status for k, h in self.agents.items()})
+        # What the oracles compare with the observed run: the final logs' lengths (LOG-2: an
+        # event notified but never pushed), and the agents still registered (SVC-6).
+        registered = [k for k in self.agents if self._registered(k)]
+        simulator.observe("world/closed", agents={k: h.status for k, h in self.agents.items()},
+                          logs={k: len(h.session.events) for k, h in self.agents.items()},
+                          registered=registered)
 
 
 def build_tool(spec: ToolSpec) -> FakeTool:

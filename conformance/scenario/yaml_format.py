@@ -40,7 +40,8 @@ import yaml
 
 from conformance.fakes import Outcome, Response, fails, hangs, respond, returns
 from conformance.fakes.errors import FakeError
-from conformance.fakes.model import BlockPart
+from conformance.fakes.model import BlockPart, RawPart
+from reference_loop.vocabulary import CHUNK_TYPES
 
 from . import checks as ck
 from . import events as ev
@@ -65,12 +66,12 @@ from .yaml_reader import Node, parse
 
 TOP = ("name", "description", "limits", "agents", "model", "models", "tools", "listeners",
        "actors", "checks")
-RESPONSE_KINDS = ("text", "reasoning", "tool_call", "blocks", "error", "raises", "hang", "empty", "aborted")
+RESPONSE_KINDS = ("text", "reasoning", "tool_call", "blocks", "chunks", "error", "raises", "hang", "empty", "aborted")
 RESPONSE_MODIFIERS = ("deltas", "code", "usage", "finish", "truncate", "delay", "between",
                       "hang_after", "raise_after", "on_abort")
 FINISH_KINDS = ("stop", "tool-calls", "max-tokens", "aborted", "error")
 LISTENER_FIELDS = ("name", "on", "where", "nth", "times", "when", "hold", "optional", "do")
-ACTOR_FIELDS = ("name", "at", "after", "optional", "do")
+ACTOR_FIELDS = ("name", "at", "after", "nth", "optional", "do")
 EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     "agent/status": ("agent", "status"),
     "agent/queued": ("agent", "text", "steering", "source"),
@@ -87,6 +88,7 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     "agent/turn-continuation": ("agent", "turn", "decision"),
     "tools/execute": ("agent", "name", "call_id"),
     "session/flush": ("agent",),
+    **ev.WORLD_POINTS,
 }
 """Every event a listener may be registered on, and the fields its ``where`` may filter on."""
 
@@ -234,6 +236,18 @@ def _response(node: Node) -> Response:
                 raise block.error("a block is one of: text, reasoning, tool_call")
             (bkind, bnode), = bf.items()
             response = response + (_tool_call(bnode) if bkind == "tool_call" else getattr(respond, bkind)(bnode.string()))
+    elif kind == "chunks":
+        # Raw chunks, streamed verbatim (a malformed or unusual stream: deltas after block-end,
+        # blocks closing out of order); the scenario is responsible for the adapter contract.
+        chunks = []
+        for item in value.items():
+            if not item.is_map() or item.keys(tuple(k for k, _ in item.entries())).get("type") is None:
+                raise item.error("a chunk is a mapping with a 'type'")
+            chunk = item.value()
+            if chunk["type"] not in CHUNK_TYPES:
+                raise item.error(f"unknown chunk type {chunk['type']!r} (expected one of: {', '.join(sorted(CHUNK_TYPES))})")
+            chunks.append(chunk)
+        response = respond.chunks(*chunks)
     elif kind == "error":
         response = respond.error(value.string(), code)
     elif kind == "raises":
@@ -456,8 +470,11 @@ def _actor(node: Node, agents: list[str]) -> Actor:
             a = af.keys(("event", "where"), required=("event",))
             after = a["event"].string()
             where = a["where"].scalars() if "where" in a else None
+    if "nth" in f and after is None:
+        raise f["nth"].error("nth goes with after: (act on the n-th matching event)")
     return Actor(do=_actions(f["do"], agents, ACTOR_VERBS), name=f["name"].string() if "name" in f else "",
-                 at=at, after=after, where=where, optional=_optional(f))
+                 at=at, after=after, where=where, optional=_optional(f),
+                 nth=f["nth"].integer(minimum=1) if "nth" in f else 1)
 
 
 def _check_names(listeners: tuple[Listener, ...], listener_nodes: list[Node], actors: tuple[Actor, ...],
@@ -621,9 +638,17 @@ def response_out(r: Response) -> Any:
     """One response as its YAML value (see the format above)."""
     if r.gates or r.hooks:
         raise Undumpable("a response with a gate or a hook has no YAML form")
+    raw = [p.chunk for p in r.parts if isinstance(p, RawPart)]
+    if raw and len(raw) == len(r.parts) and r.raise_at is None and r.hang_at is None and r.usage_value is None:
+        out_raw: dict[str, Any] = {"chunks": [dict(c) for c in raw]}
+        if r.first:
+            out_raw["delay"] = r.first
+        if r.between:
+            out_raw["between"] = r.between
+        return out_raw
     blocks = [b for b in r.parts if isinstance(b, BlockPart)]
     if len(blocks) != len(r.parts):
-        raise Undumpable("a response with raw chunks has no YAML form")
+        raise Undumpable("a response mixing raw chunks and blocks has no YAML form")
     unset = object()
     finish: Any = r.finish_value if "finish_value" in r._fields_set else unset
     out: dict[str, Any] = {}
@@ -800,6 +825,8 @@ def _actor_out(actor: Actor) -> dict[str, Any]:
         out["at"] = actor.at
     else:
         out["after"] = {"event": actor.after, **({"where": dict(actor.where)} if actor.where else {})}
+        if actor.nth != 1:
+            out["nth"] = actor.nth
     if actor.optional:
         out["optional"] = True
     out["do"] = [_action_out(a) for a in actor.do]

@@ -18,6 +18,7 @@ from conformance.fakes import (
     UnusedResponses,
     respond,
 )
+from conformance.fakes.model import history_digest
 from reference_loop import vocabulary as v
 from reference_loop.abort import AbortController, AbortError
 from reference_loop.protocols import ModelAdapter, ModelRequest
@@ -517,6 +518,8 @@ def test_observed_events_show_model_activity() -> None:
             pass
 
     result = simulator.run(main)
+    digests = [e.pop("history") for e in result.timeline if e["kind"] == "model/request"]
+    assert digests == [history_digest(request()["messages"])] * 2  # what the model was asked (LOG-7)
     assert result.timeline == [
         {"t": 0.0, "kind": "model/request", "model": "m", "call": 1, "messages": 1},
         {"t": 1.0, "kind": "model/done", "model": "m", "call": 1, "outcome": "stop"},

@@ -1,0 +1,253 @@
+"""``loopkit hunt`` and ``loopkit hunt merge``: window exploration from the command line.
+
+Exit codes as ``loopkit conformance``: 0 nothing found, 1 an oracle failed in some window (or,
+with ``--baseline``, a difference from the ``--against`` implementation that the baseline does
+not list), 2 bad input (one line on stderr), 130 interrupted (the report written is marked
+``interrupted``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+IMPL_HELP = "Implementation: MODULE:ATTR (an Implementation or a factory), 'reference' (default) or 'mutant:NAME'."
+BASELINE_FORMAT = "loopkit-hunt-baseline/1"
+
+app = typer.Typer(help="Find races nobody wrote a scenario for: every window a caller can act in.",
+                  no_args_is_help=False, add_completion=False)
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(2)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from conformance.impl import ImplError
+    from simulator.errors import SimulationError
+
+    from ..scenario.model import ScenarioError
+    from ..scenario.race import RaceCassetteError
+    from ..scenario.world import ScenarioSetupError
+    from .pool import PoolError
+    from .report import ReportError
+    from .shards import ShardError
+
+    return (ImplError, ScenarioError, ScenarioSetupError, RaceCassetteError, PoolError, ReportError, ShardError,
+            SimulationError, OSError, KeyError)
+
+
+def _impl(spec: str) -> Any:
+    from conformance.impl import resolve
+
+    return resolve(None if spec == "reference" else spec)
+
+
+def _baseline(path: Path) -> set[str]:
+    from .report import ReportError
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except json.JSONDecodeError as exc:
+        raise ReportError(f"{path}:{exc.lineno}: not JSON ({exc.msg})") from None
+    if not isinstance(data, dict) or data.get("format") != BASELINE_FORMAT or not isinstance(
+            data.get("differences"), list):
+        raise ReportError(f"{path}: not a hunt baseline (expected format {BASELINE_FORMAT!r} and a "
+                          "'differences' list)")
+    return {str(d) for d in data["differences"]}
+
+
+def _write_json(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def print_report(rep: dict[str, Any], out: Path | None, impl: str, new_differences: list[dict[str, Any]]) -> None:
+    """The coverage table, the findings and the differences, for a terminal."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False, soft_wrap=True)
+    table = Table(title=f"hunt of {rep['impl']}" + (f" (shard {rep['shard']})" if rep["shard"] else ""),
+                  title_justify="left")
+    for col in ("window kind", "enumerated", "run", "distinct traces"):
+        table.add_column(col, justify="left" if col == "window kind" else "right")
+    for kind, row in rep["coverage"].items():
+        table.add_row(kind, str(row["enumerated"]), str(row["run"]), str(row["distinct"]))
+    t = rep["totals"]
+    table.add_row("[bold]all[/]", str(t["windows"]), str(t["run"]), str(t["distinct"]))
+    console.print(table)
+    console.print(f"{t['workloads']} workload(s); {t['explored']} window(s) explored, {t['schedules']} schedules")
+    for f in rep["findings"]:
+        console.print(f"[bold red]FOUND[/] {f['signature']} in {f['windows']} window(s) "
+                      f"({', '.join(f['workloads'])})")
+        console.print(f"  {f['message']}")
+        for ex in f["examples"]:
+            line = f"  window: {ex['window']}"
+            if ex.get("cassette") and out is not None:
+                line += f"\n  replay: loopkit replay {out / ex['cassette']} --impl {impl} --diagram race.html"
+            console.print(line)
+    if rep["differences"]:
+        console.print(f"{len(rep['differences'])} kind(s) of difference from {rep['config']['against']} "
+                      f"({len(new_differences)} not in the baseline):")
+        for d in rep["differences"][:20]:
+            mark = "new " if d in new_differences else ""
+            console.print(f"  {mark}{d['signature']}: {d['windows']} window(s), e.g. {d['first']}")
+    if rep["interrupted"]:
+        console.print("[yellow]interrupted[/]: the report covers what ran before the stop")
+    elif not rep["findings"]:
+        console.print(f"ok: no oracle failed in {t['windows']} windows")
+
+
+@app.callback(invoke_without_command=True)
+def hunt(
+    ctx: typer.Context,
+    impl: str = typer.Option("reference", "--impl", metavar="MODULE:ATTR", help=IMPL_HELP),
+    workloads: str = typer.Option("", "--workloads", metavar="A,B", help="Only these workloads (default: all)."),
+    depth: int = typer.Option(2, "--depth", help="Actions per window: every sequence of 1..DEPTH verbs."),
+    nth: int = typer.Option(3, "--nth", help="Occurrences of each point to open a window at."),
+    workers: int = typer.Option(0, "--workers", help="Processes (default: one per CPU)."),
+    shard: str = typer.Option("", "--shard", metavar="I/N", help="Run the I-th of N parts (merge with 'hunt merge')."),
+    against: str = typer.Option("", "--against", metavar="IMPL", help="Also report where traces differ from IMPL."),
+    baseline: Path | None = typer.Option(None, "--baseline", metavar="FILE", help="Known differences (with --against): only others fail."),  # noqa: B008
+    write_baseline: Path | None = typer.Option(None, "--write-baseline", metavar="FILE", help="Write the differences found as a baseline."),  # noqa: B008
+    seed: int = typer.Option(0, "--seed", help="The seed of every window's random and pct runs."),
+    random_runs: int = typer.Option(2, "--random", help="Seeded random schedules per explored window."),
+    pct_runs: int = typer.Option(2, "--pct", help="PCT schedules per explored window."),
+    dfs_runs: int = typer.Option(4, "--dfs", help="Bounded dfs schedules per explored window."),
+    cassettes: int = typer.Option(1, "--cassettes", help="Race cassettes per failure and workload."),
+    out: Path = typer.Option(Path("hunt-report"), "--out", metavar="DIR", help="Where report.json and the cassettes go."),  # noqa: B008
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON report on stdout instead of the table."),
+) -> None:
+    """Open every window a caller can act in (after each notification, inside each waterfall,
+    flush and tool call, between chunks, after creation), do every sequence of actions there,
+    explore the schedules of each new trace, and judge by the contract's oracles alone."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from conformance.interrupts import Interrupts
+
+    from . import driver, search, shards
+
+    if depth < 1 or nth < 1 or min(random_runs, pct_runs, dfs_runs) < 0 or cassettes < 1 or workers < 0:
+        raise _fail("--depth, --nth and --cassettes must be at least 1; --random, --pct, --dfs, --workers at least 0")
+    if baseline is not None and not against:
+        raise _fail("--baseline needs --against")
+    try:
+        part = shards.parse(shard) if shard else None
+        known = _baseline(baseline) if baseline is not None else None
+        implementation = _impl(impl)
+        other = _impl(against) if against else None
+        names = tuple(n.strip() for n in workloads.split(",") if n.strip())
+        from .workloads import by_name
+
+        by_name(list(names))  # an unknown workload is bad input
+        config = search.Config(workloads=names, depth=depth, nth=nth, dfs=dfs_runs, random=random_runs,
+                               pct=pct_runs, seed=seed, cassettes=cassettes, against=against or None)
+        n = workers or (os.cpu_count() or 1)
+        with Interrupts() as stop, _progress() as tick:
+            result = driver.hunt(implementation, impl, config, against=other, workers=n, shard=part, out=out,
+                                 progress=tick, should_stop=lambda: stop.requested)
+        rep = result.report
+        text = _dumps(rep)
+        _write_json(out / "report.json", text)
+        new = [d for d in rep["differences"] if known is None or d["signature"] not in known]
+        if write_baseline is not None:
+            _write_json(write_baseline, json.dumps({"format": BASELINE_FORMAT, "differences": sorted(
+                d["signature"] for d in rep["differences"])}, indent=2) + "\n")
+    except _user_errors() as exc:
+        raise _fail(_one_line(exc)) from None
+    except ValueError as exc:
+        raise _fail(_one_line(exc)) from None
+    if as_json:
+        sys.stdout.write(text)
+    else:
+        print_report(rep, out, impl, new if known is not None else [])
+        typer.echo(f"report: {out / 'report.json'}")
+    if rep["interrupted"]:
+        raise typer.Exit(stop.exit_code if stop.requested else 130)
+    failed = bool(rep["findings"]) or (known is not None and bool(new))
+    raise typer.Exit(1 if failed else 0)
+
+
+def _dumps(rep: dict[str, Any]) -> str:
+    from .report import dumps
+
+    return dumps(rep)
+
+
+class _progress:
+    """A rich progress bar per phase on a terminal's stderr (nothing elsewhere)."""
+
+    def __enter__(self) -> Any:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            console=Console(stderr=True), transient=True, disable=not sys.stderr.isatty())
+        self.bar.__enter__()
+        self.tasks: dict[str, Any] = {}
+        labels = {"plain": "windows (plain order)", "explore": "new traces explored", "cassettes": "race cassettes"}
+
+        def tick(phase: str, done: int, total: int) -> None:
+            if phase not in self.tasks:
+                self.tasks[phase] = self.bar.add_task(labels.get(phase, phase), total=total)
+            self.bar.update(self.tasks[phase], completed=done, total=total)
+
+        return tick
+
+    def __exit__(self, *exc: Any) -> None:
+        self.bar.__exit__(*exc)
+
+
+@app.command("merge")
+def merge(
+    reports: list[Path] = typer.Argument(..., metavar="REPORT...", help="The report.json of every shard."),  # noqa: B008
+    out: Path = typer.Option(Path("hunt-report"), "--out", metavar="DIR", help="Where the merged report.json goes."),  # noqa: B008
+    as_json: bool = typer.Option(False, "--json", help="Print the merged JSON report on stdout."),
+) -> None:
+    """Join the reports of ``--shard 1/N`` .. ``N/N`` into what one machine reports."""
+    from . import report
+
+    try:
+        merged = report.merge([(str(p), report.load(p)) for p in reports])
+        text = report.dumps(merged)
+        _write_json(out / "report.json", text)
+    except _user_errors() as exc:
+        raise _fail(_one_line(exc)) from None
+    if as_json:
+        sys.stdout.write(text)
+    else:
+        print_report(merged, None, merged["impl"], [])
+        missing = sorted(set(merged["planned"]) - {s["name"] for s in merged["workloads"]})
+        if missing:
+            typer.echo(f"incomplete: no report covers workload(s) {', '.join(missing)}")
+        typer.echo(f"report: {out / 'report.json'}")
+    if merged["findings"]:
+        raise typer.Exit(1)
+    raise typer.Exit(2 if not merged["complete"] and not merged["interrupted"] else 0)
+
+
+def register(root: typer.Typer) -> None:
+    """Add ``hunt`` (and ``hunt merge``) to the CLI."""
+    root.add_typer(app, name="hunt")

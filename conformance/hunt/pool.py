@@ -1,0 +1,131 @@
+"""Units of hunt work run on forked worker processes, results returned in unit order.
+
+The work (the plans, the implementation) is set up in the parent before the fork and inherited;
+only unit numbers travel to the workers and small results come back, so the result is the same
+whatever the number of workers and whatever order the units finish in. A worker that dies is a
+:class:`PoolError` naming the unit it was running; workers die with the parent, ignore SIGINT
+(the parent decides), and stop taking units when ``should_stop()`` says so (the results then
+lack the units never run: ``None`` in their place).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import signal
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+R = TypeVar("R")
+
+
+class PoolError(Exception):
+    """A worker failed or died (one-line message naming the unit)."""
+
+
+_JOB: tuple[Callable[[Any], Any], Sequence[Any]] | None = None
+
+
+def _die_with_parent() -> None:
+    try:
+        from simulator.supervise import die_with_parent  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:  # pragma: no cover - older simulator
+        return
+    die_with_parent()
+
+
+def _worker(tasks: Any, results: Any) -> None:
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # What the parent built (plans, the implementation, imported modules) lives as long as the
+    # worker: out of the collector's sight, full collections stay cheap and pages stay shared.
+    gc.freeze()
+    assert _JOB is not None
+    fn, units = _JOB
+    while True:
+        i = tasks.get()
+        if i is None:
+            break
+        results.put(("start", i, os.getpid()))
+        try:
+            results.put(("done", i, fn(units[i])))
+        except BaseException as exc:  # reported by the parent, naming the unit
+            line = traceback.format_exception_only(type(exc), exc)[-1].strip()
+            results.put(("error", i, line))
+            break
+
+
+def run(fn: Callable[[Any], R], units: Sequence[Any], *, workers: int = 1,
+        done: Callable[[int, R], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        describe: Callable[[Any], str] = str) -> list[R | None]:
+    """``[fn(u) for u in units]`` on ``workers`` processes; ``done(i, result)`` as each ends."""
+    stop = should_stop or (lambda: False)
+    out: list[R | None] = [None] * len(units)
+    if workers <= 1 or len(units) <= 1:
+        for i, unit in enumerate(units):
+            if stop():
+                break
+            out[i] = fn(unit)
+            if done is not None:
+                done(i, out[i])  # type: ignore[arg-type]
+        return out
+    import multiprocessing as mp
+
+    global _JOB
+    ctx = mp.get_context("fork")
+    tasks, results = ctx.SimpleQueue(), ctx.SimpleQueue()
+    _JOB = (fn, units)
+    count = min(workers, len(units))
+    procs = [ctx.Process(target=_worker, args=(tasks, results), daemon=True) for _ in range(count)]
+    running: dict[int, int] = {}  # pid -> unit
+    finished = 0
+    sent = 0
+    try:
+        for p in procs:
+            p.start()
+        for _ in range(count * 2):  # two units in flight per worker keep them all busy
+            if sent < len(units):
+                tasks.put(sent)
+                sent += 1
+        while finished < sent:
+            while not results.empty():
+                what, i, payload = results.get()
+                if what == "start":
+                    running[payload] = i
+                    continue
+                if what == "error":
+                    raise PoolError(f"{describe(units[i])}: {payload}")
+                out[i] = payload
+                finished += 1
+                if done is not None:
+                    done(i, payload)
+                if sent < len(units) and not stop():
+                    tasks.put(sent)
+                    sent += 1
+            for p in procs:
+                if not p.is_alive() and p.exitcode not in (0, None):
+                    time.sleep(0.05)
+                    if not results.empty():
+                        break
+                    unit = running.get(p.pid or -1)
+                    where = f" while running {describe(units[unit])}" if unit is not None else ""
+                    raise PoolError(f"a worker died (exit code {p.exitcode}){where}")
+            time.sleep(0.002)
+    finally:
+        _JOB = None
+        for _ in procs:
+            with contextlib.suppress(Exception):
+                tasks.put(None)
+        for p in procs:
+            p.join(timeout=0.5)
+            if p.is_alive():
+                p.terminate()
+                p.join(timeout=2)
+    return out
+
+
+__all__ = ["PoolError", "run"]

@@ -1,0 +1,136 @@
+"""The hunt's report: canonical JSON (the same hunt gives the same bytes), a coverage table, and
+the findings grouped by failure signature.
+
+A report is assembled from per-workload sections alone (:func:`assemble`), so the report of a
+shard and the merge of all shards' reports (:func:`merge`) go through the same code as a
+one-machine hunt, and give the same bytes. Nothing in it depends on the wall clock, the number
+of workers or ``PYTHONHASHSEED``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+FORMAT = "loopkit-hunt/1"
+KINDS = ("notification", "log", "waterfall", "flush", "world")
+"""Window kinds, in the coverage table's order."""
+
+
+class ReportError(ValueError):
+    """A hunt report cannot be read or merged (one-line message naming the file)."""
+
+
+def _coverage(sections: Iterable[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for section in sections:
+        for kind, row in section["coverage"].items():
+            acc = out.setdefault(kind, {"enumerated": 0, "run": 0, "distinct": 0})
+            for k in acc:
+                acc[k] += int(row[k])
+    return {k: out[k] for k in (*KINDS, *sorted(set(out) - set(KINDS))) if k in out}
+
+
+def _grouped(sections: list[dict[str, Any]], key: str, limit: int) -> list[dict[str, Any]]:
+    groups: dict[str, dict[str, Any]] = {}
+    for section in sections:
+        for item in section[key]:
+            sig = item["signature"]
+            g = groups.get(sig)
+            if g is None:
+                g = groups[sig] = {"signature": sig, "windows": 0, "workloads": [], "first": item["window"],
+                                   "examples": []}
+                for k in ("checks", "rules", "message", "reference", "impl"):
+                    if k in item:
+                        g[k] = item[k]
+            g["windows"] += 1
+            if section["name"] not in g["workloads"]:
+                g["workloads"].append(section["name"])
+            if len(g["examples"]) < limit:
+                example = {"window": item["window"]}
+                if item.get("cassette"):
+                    example["cassette"] = item["cassette"]
+                g["examples"].append(example)
+    return sorted(groups.values(), key=lambda g: (-g["windows"], g["signature"]))
+
+
+def assemble(*, impl: str, config: dict[str, Any], sections: list[dict[str, Any]], shard: str | None,
+             planned: list[str], stopped: str | None = None) -> dict[str, Any]:
+    """The report of the workload ``sections`` (in plan order) of a hunt over ``planned``;
+    ``stopped`` says why it ended early (``"interrupted"``, ``"first finding"``), if it did."""
+    sections = sorted(sections, key=lambda s: s["order"])
+    findings = _grouped(sections, "findings", max(1, int(config.get("cassettes", 1))))
+    differences = _grouped(sections, "differences", 3)
+    totals = {
+        "workloads": len(sections),
+        "windows": sum(s["windows"] for s in sections),
+        "run": sum(s["run"] for s in sections),
+        "distinct": sum(s["distinct"] for s in sections),
+        "explored": sum(s["explored"] for s in sections),
+        "schedules": sum(s["schedules"] for s in sections),
+        "failing_windows": sum(len(s["findings"]) for s in sections),
+        "findings": len(findings),
+        "differences": len(differences),
+    }
+    return {
+        "format": FORMAT,
+        "impl": impl,
+        "config": config,
+        "shard": shard,
+        "planned": planned,
+        "stopped": stopped,
+        "complete": stopped is None and {s["name"] for s in sections} == set(planned),
+        "totals": totals,
+        "coverage": _coverage(sections),
+        "findings": findings,
+        "differences": differences,
+        "workloads": sections,
+    }
+
+
+def dumps(report: dict[str, Any]) -> str:
+    """Canonical JSON text (sorted keys, two-space indent, a final newline)."""
+    return json.dumps(report, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    """A hunt report from a file (raises :class:`ReportError`)."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ReportError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    except json.JSONDecodeError as exc:
+        raise ReportError(f"{p}:{exc.lineno}: not JSON ({exc.msg})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ReportError(f"{p}: not a hunt report (expected format {FORMAT!r})")
+    for key in ("impl", "config", "workloads", "planned"):
+        if key not in data:
+            raise ReportError(f"{p}: a hunt report without {key!r}")
+    return data
+
+
+def merge(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """One report from shard reports ``[(path, report), ...]`` of one hunt: what one machine
+    running the whole hunt reports (``complete`` once every planned workload is there)."""
+    if not reports:
+        raise ReportError("nothing to merge")
+    path0, first = reports[0]
+    sections: dict[str, dict[str, Any]] = {}
+    stopped: str | None = None
+    for path, r in reports:
+        for key in ("impl", "config", "planned"):
+            if r[key] != first[key]:
+                raise ReportError(f"{path}: another hunt than {path0} ({key} differs)")
+        for s in r["workloads"]:
+            if s["name"] in sections and sections[s["name"]] != s:
+                raise ReportError(f"{path}: workload {s['name']!r} also in another report, with other results")
+            sections[s["name"]] = s
+        stopped = stopped or r.get("stopped")
+    return assemble(impl=first["impl"], config=first["config"], sections=list(sections.values()), shard=None,
+                    planned=first["planned"], stopped=stopped)
+
+
+__all__ = ["FORMAT", "KINDS", "ReportError", "assemble", "dumps", "load", "merge"]

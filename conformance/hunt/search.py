@@ -1,0 +1,243 @@
+"""The hunt's search, in three phases over the windows of each workload.
+
+1. *Plain*: every window runs once in plain asyncio (FIFO) order, judged by the oracles. It
+   either fails there, or was not reached (its point never came), or leaves a trace signature.
+2. *Explore*: the first window of each distinct signature of a workload (the others would
+   search the same schedule space) has its schedules explored: a bounded dfs (at most one
+   deviation from FIFO), then seeded random and pct runs; the first failing one is kept.
+3. *Cassettes*: the first failing windows of each failure signature of a workload are
+   shrunk into race cassettes.
+
+Every function here is a pure function of its arguments (the seeds of a window come from the
+hunt's seed, its workload and its index), so the units of work can run on any worker, in any
+order, on any machine, and the result is the same. The dedup of phase 2 spans one workload: a
+shard takes whole workloads (see :mod:`.shards`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from conformance.adapter import Implementation
+from simulator.schedule import Schedule
+from simulator.strategies import DFSStrategy, PCTStrategy, RandomStrategy
+
+from ..scenario import engine, race
+from ..scenario.model import Scenario
+from ..scenario.trace import Trace
+from ..scenario.yaml_format import dump
+from . import observable
+from . import windows as win
+from .workloads import Workload
+
+
+@dataclass(frozen=True)
+class Config:
+    """What a hunt covers and how hard it searches each window."""
+
+    workloads: tuple[str, ...] = ()
+    """The workloads by name (empty: every one the implementation's features allow)."""
+    depth: int = 2
+    nth: int = 3
+    verbs: tuple[str, ...] = win.VERBS
+    """The actions windows are made of (``inject`` only where the implementation has it)."""
+    modes: tuple[str, ...] = win.MODES
+    dfs: int = 4
+    """Schedules of the bounded dfs after its first (FIFO) one: at most one deviation each."""
+    random: int = 2
+    pct: int = 2
+    seed: int = 0
+    cassettes: int = 1
+    """Race cassettes per failure signature and workload (the first windows that show it)."""
+    against: str | None = None
+    """The implementation (spec) traces are compared with, window by window (``None``: none)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"workloads": list(self.workloads), "depth": self.depth, "nth": self.nth, "verbs": list(self.verbs),
+                "modes": list(self.modes),
+                "dfs": self.dfs, "random": self.random, "pct": self.pct, "seed": self.seed,
+                "cassettes": self.cassettes, "against": self.against}
+
+
+@dataclass
+class WorkloadPlan:
+    """The windows of one workload, in their stable order, and its groups (the index ranges of
+    the windows acting at one point)."""
+
+    workload: Workload
+    windows: list[win.Window] = field(default_factory=list)
+    groups: list[tuple[int, int]] = field(default_factory=list)
+
+    def scenario(self, index: int) -> Scenario:
+        return self.windows[index].scenario(self.workload.scenario)
+
+
+def verbs_for(impl: Implementation, verbs: tuple[str, ...] = win.VERBS) -> list[str]:
+    """The window verbs of ``verbs`` that ``impl`` supports (``inject`` needs the ``injection``
+    feature)."""
+    features = set(getattr(impl, "features", ()))
+    return [v for v in verbs if v != "inject" or "injection" in features]
+
+
+def plan(workloads: tuple[Workload, ...], impl: Implementation, config: Config) -> list[WorkloadPlan]:
+    """Every window of every workload ``impl`` can run, from a probe run of each."""
+    features = set(getattr(impl, "features", ()))
+    unknown = [v for v in config.verbs if v not in win.VERBS]
+    if unknown:
+        raise ValueError(f"unknown action {unknown[0]!r} (choose from {', '.join(win.VERBS)})")
+    verbs = verbs_for(impl, config.verbs)
+    out: list[WorkloadPlan] = []
+    for workload in workloads:
+        if not workload.features <= features:
+            continue
+        wp = WorkloadPlan(workload)
+        for point in win.points(workload, win.probe(workload, impl), config.nth):
+            start = len(wp.windows)
+            wp.windows += list(win.enumerate_windows(workload, [point], verbs, config.depth, config.modes))
+            if len(wp.windows) > start:
+                wp.groups.append((start, len(wp.windows)))
+        out.append(wp)
+    return out
+
+
+# --------------------------------------------------------------------------- phase 1: plain runs
+
+
+_OWN = re.compile(r'"(W|hw)\d+"')
+
+
+def signature(trace: Trace) -> str:
+    """What the implementation did in a window's plain-order run, for "is it a new trace": the
+    timeline without times, without the window's own calls and markers, its texts and waiter
+    names made anonymous (``send; send`` and ``send`` may well do the same)."""
+    keep = [{k: v for k, v in e.items() if k not in ("t_us", "t")} for e in trace.timeline
+            if e.get("kind") not in ("listener", "actor/run")
+            and not (e.get("by") == "window" and e.get("kind") in ("op", "op/error"))]
+    text = _OWN.sub(r'"\1"', json.dumps(keep, sort_keys=True, default=str))
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def reached(trace: Trace) -> bool:
+    """Whether the window's point came (its listener or actor acted)."""
+    return "window" not in trace.untriggered
+
+
+def failure_of(report: engine.RunReport) -> dict[str, Any]:
+    """The failure of a failing run, as the report states it (its schedule kept for phase 3)."""
+    t = report.trace
+    checks = sorted({f["check"] for f in t.failures}) or [f"outcome:{t.outcome}"]
+    return {
+        "checks": checks,
+        "rules": sorted({r for f in t.failures for r in f.get("rules", [])}),
+        "message": t.failures[0]["message"] if t.failures else str(t.error),
+        "strategy": t.strategy,
+        "seed": t.seed,
+        "schedule": t.schedule_object().to_json(),
+    }
+
+
+@dataclass
+class Plain:
+    """Phase 1 of one window."""
+
+    reached: bool
+    signature: str
+    failure: dict[str, Any] | None = None
+    difference: dict[str, Any] | None = None
+
+
+def plain(wp: WorkloadPlan, start: int, end: int, impl: Implementation,
+          against: Implementation | None = None) -> list[Plain]:
+    """Phase 1 of windows ``start..end`` of one workload (and their run on ``against``)."""
+    out = []
+    for index in range(start, end):
+        sc = wp.scenario(index)
+        rep = engine.run_one(sc, impl)
+        result = Plain(reached(rep.trace), signature(rep.trace), None if rep.ok else failure_of(rep))
+        if against is not None:
+            other = engine.run_one(sc, against)
+            result.difference = observable.difference(other.trace, rep.trace, reached(other.trace), result.reached)
+        out.append(result)
+    return out
+
+
+def distinct(results: list[Plain | None]) -> list[int]:
+    """The windows phase 2 explores: the first reached, passing window of each signature."""
+    seen: set[str] = set()
+    out = []
+    for index, r in enumerate(results):
+        if r is None or not r.reached or r.signature in seen:
+            continue
+        seen.add(r.signature)
+        if r.failure is None:
+            out.append(index)
+    return out
+
+
+def signatures(results: list[Plain]) -> int:
+    """Distinct traces among the reached windows."""
+    return len({r.signature for r in results if r.reached})
+
+
+# --------------------------------------------------------------------------- phase 2: schedules
+
+
+def window_seed(config: Config, workload: str, index: int) -> int:
+    """The base seed of a window's random and pct runs."""
+    return zlib.crc32(f"{config.seed}:{workload}:{index}".encode())
+
+
+def explore(wp: WorkloadPlan, index: int, impl: Implementation, config: Config) -> tuple[int, dict[str, Any] | None]:
+    """Phase 2 of one window: ``(schedules run, first failure or None)``."""
+    sc = wp.scenario(index)
+    runs = 0
+    if config.dfs:
+        dfs = DFSStrategy(max_deviations=1)
+        for _ in range(config.dfs + 1):
+            if dfs.exhausted:
+                break
+            rep = engine.run_one(sc, impl, dfs, 0)
+            runs += 1
+            if not rep.ok:
+                return runs, failure_of(rep)
+    seed = window_seed(config, wp.workload.name, index)
+    for i in range(config.random):
+        rep = engine.run_one(sc, impl, RandomStrategy(), seed + i)
+        runs += 1
+        if not rep.ok:
+            return runs, failure_of(rep)
+    for i in range(config.pct):
+        rep = engine.run_one(sc, impl, PCTStrategy(seed=seed + i, horizon=64), seed + i)
+        runs += 1
+        if not rep.ok:
+            return runs, failure_of(rep)
+    return runs, None
+
+
+# --------------------------------------------------------------------------- phase 3: cassettes
+
+
+def cassette(wp: WorkloadPlan, index: int, failure: dict[str, Any], impl: Implementation,
+             impl_spec: str) -> race.RaceCassette:
+    """The shrunk race cassette of a failing window (its scenario inline)."""
+    sc = wp.scenario(index)
+    sc = sc.with_source({"yaml": dump(sc)})
+    failing = engine.run_one(sc, impl, schedule=Schedule.from_json(failure["schedule"]))
+    shrunk = engine.shrink(sc, impl, failing)
+    found = engine.Exploration(str(failure["strategy"]), 0, int(failure["seed"] or 0), 1, runs=1,
+                               failing_seed=failure["seed"], found_at=1, failure=failing)
+    return race.build(sc, impl_spec, found, shrunk)
+
+
+def signature_of(failure: dict[str, Any]) -> str:
+    """A failure's signature: the checks that failed and the rules they name."""
+    return f"{'+'.join(failure['checks'])} [{', '.join(failure['rules'])}]"
+
+
+__all__ = ["Config", "Plain", "WorkloadPlan", "cassette", "distinct", "explore", "failure_of", "plain", "plan",
+           "reached", "signature", "signature_of", "signatures", "verbs_for", "window_seed"]

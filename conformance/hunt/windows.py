@@ -1,0 +1,229 @@
+"""Windows: the points of a run where a caller can act, and what it does there.
+
+A :class:`Point` is a place in a workload's run: right after a notification (``agent/status``
+split by status, ``session/event`` by event type), before or after a waterfall's ``next()``,
+inside ``session/flush``, inside a tool call, at a model call, right after an agent was created
+(before its driver first ran); and which occurrence of it (``nth``). A :class:`Window` is a
+point, a sequence of caller actions (``send``, ``steer``, ``inject``, ``cancel``, ``abort``,
+``dispose``, ``when_idle``; a listener may also ``raise``, as a failing plugin does), and how
+they are done: synchronously by a listener at the point (``listener``), or by an actor started
+there, as its own task (``actor``), whose landing the schedule decides.
+
+Windows are enumerated from a probe run of each workload on the implementation (the points it
+actually reaches, up to ``nth`` occurrences), in a stable order, and named stably::
+
+    two-prompts: after agent/status(idle)#1: send; cancel
+    tool: actor after tool call#1: abort
+    reply: before agent/turn-continuation next()#1: cancel; send
+
+A window is ordinary scenario data: its scenario is the workload's plus one listener or actor
+named ``window``, so a failing window is a race cassette like any other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from itertools import product
+from typing import Any
+
+import simulator
+from conformance.adapter import Implementation
+
+from ..scenario import events as ev
+from ..scenario.engine import main_of
+from ..scenario.model import Action, Actor, Listener, Scenario
+from .workloads import Workload
+
+VERBS = ("send", "steer", "inject", "cancel", "abort", "dispose", "when_idle", "raise")
+"""The actions a window may do: a caller's, and ``raise`` (the listener throws, as a plugin
+might: last in a sequence, and only where a listener acts)."""
+
+MODES = ("listener", "actor")
+
+_WATERFALL_PROBES = (*ev.WATERFALLS, "session/flush")
+
+
+@dataclass(frozen=True)
+class Point:
+    """A place in a run: ``on`` an event (with a ``where`` qualifier), ``when`` before or after a
+    waterfall's ``next()``, its ``nth`` occurrence."""
+
+    on: str
+    where: tuple[tuple[str, Any], ...] = ()
+    when: str = "before"
+    nth: int = 1
+
+    @property
+    def kind(self) -> str:
+        """``notification``, ``log``, ``waterfall``, ``flush`` or ``world``."""
+        if self.on == "session/event":
+            return "log"
+        if self.on == "session/flush":
+            return "flush"
+        if self.on in ev.WATERFALLS:
+            return "waterfall"
+        if self.on in ev.WORLD_POINTS:
+            return "world"
+        return "notification"
+
+    @property
+    def label(self) -> str:
+        qual = dict(self.where)
+        inner = ", ".join(str(v) for k, v in self.where if k != "agent")
+        agent = f" of {qual['agent']}" if "agent" in qual else ""
+        n = f"#{self.nth}"
+        if self.on == "session/event":
+            return f"after session/event({inner}){agent}{n}"
+        if self.on == "session/flush":
+            return f"inside session/flush{agent}{n}"
+        if self.on in ev.WATERFALLS:
+            return f"{self.when} {self.on} next(){agent}{n}"
+        if self.on == "tool/start":
+            return f"inside tool call{n}"
+        if self.on == "model/request":
+            return f"at model call{agent}{n}"
+        if self.on == "agent/created":
+            return f"after creation of {qual.get('agent', '?')}"
+        return f"after {self.on}({inner}){agent}{n}" if inner else f"after {self.on}{agent}{n}"
+
+    @property
+    def actor_after(self) -> tuple[str, dict[str, Any]] | None:
+        """The timeline kind and filter an actor triggered at this point waits for (``None``
+        where the point is not observed in the timeline: waterfalls and flushes)."""
+        if self.kind in ("waterfall", "flush"):
+            return None
+        if self.on == "session/event":
+            return "log", dict(self.where)
+        return self.on, dict(self.where)
+
+
+@dataclass(frozen=True)
+class Window:
+    """A point, the actions done there, and how (see the module docstring)."""
+
+    workload: str
+    point: Point
+    actions: tuple[str, ...]
+    mode: str = "listener"
+
+    @property
+    def name(self) -> str:
+        how = "actor " if self.mode == "actor" else ""
+        return f"{self.workload}: {how}{self.point.label}: {'; '.join(self.actions)}"
+
+    @property
+    def group(self) -> str:
+        """The windows sharing a workload and a point: searched together, on one worker."""
+        return f"{self.workload}: {self.point.label}"
+
+    def scenario(self, base: Scenario) -> Scenario:
+        """The workload's scenario with this window's listener or actor added."""
+        agent = dict(self.point.where).get("agent")
+        actions = tuple(_action(verb, i + 1, agent) for i, verb in enumerate(self.actions))
+        if self.mode == "listener":
+            element = Listener(on=self.point.on, do=actions, name="window", where=dict(self.point.where),
+                               nth=self.point.nth, when=self.point.when)  # type: ignore[arg-type]
+            return replace(base, description=self.name, listeners=(*base.listeners, element))
+        after = self.point.actor_after
+        assert after is not None
+        actor = Actor(do=actions, name="window", after=after[0], where=after[1] or None, nth=self.point.nth)
+        return replace(base, description=self.name, actors=(*base.actors, actor))
+
+
+def _action(verb: str, k: int, agent: str | None) -> Action:
+    if verb in ("send", "steer", "inject"):
+        return Action(verb, agent, text=f"W{k}")
+    if verb in ("cancel", "abort"):
+        return Action(verb, agent, reason="hunt")
+    if verb == "when_idle":
+        return Action(verb, agent, name=f"hw{k}")
+    if verb == "raise":
+        return Action(verb, agent, message="window listener failed")
+    return Action(verb, agent)
+
+
+def sequences(verbs: Sequence[str], depth: int, mode: str = "listener") -> list[tuple[str, ...]]:
+    """Every sequence of 1..``depth`` verbs, shortest first (``raise`` ends a listener's
+    sequence: nothing after it runs; an actor cannot throw into the loop)."""
+    out: list[tuple[str, ...]] = []
+    for n in range(1, depth + 1):
+        for seq in product(verbs, repeat=n):
+            if "raise" in seq and (mode == "actor" or seq.index("raise") != n - 1):
+                continue
+            out.append(seq)
+    return out
+
+
+# --------------------------------------------------------------------------- enumeration
+
+
+def probe(workload: Workload, impl: Implementation) -> list[dict[str, Any]]:
+    """The timeline of the workload's FIFO run, with every waterfall and flush marked."""
+    listeners = tuple(Listener(on=on, do=(), name=f"probe:{on}", times="always", optional=True)
+                      for on in _WATERFALL_PROBES)
+    sc = replace(workload.scenario, listeners=(*workload.scenario.listeners, *listeners))
+    result = simulator.run(main_of(sc, impl), max_steps=sc.limits.max_steps, max_time=sc.limits.max_time,
+                           scenario=sc.name)
+    if result.error is not None and not isinstance(result.error, AssertionError):
+        from ..scenario.world import ScenarioSetupError
+
+        if isinstance(result.error, ScenarioSetupError):
+            raise result.error
+    return list(result.timeline)
+
+
+def points(workload: Workload, timeline: list[dict[str, Any]], max_nth: int = 3) -> list[Point]:
+    """The points a probe timeline reached, up to ``max_nth`` occurrences each, in order of first
+    appearance."""
+    multi = len(workload.scenario.agents) > 1
+    counts: dict[tuple[str, tuple[tuple[str, Any], ...], str], int] = {}
+    order: list[tuple[str, tuple[tuple[str, Any], ...], str]] = []
+
+    def seen(on: str, where: Mapping[str, Any], when: str = "before") -> None:
+        key = (on, tuple(sorted(where.items())), when)
+        if key not in counts:
+            counts[key] = 0
+            order.append(key)
+        counts[key] += 1
+
+    for e in timeline:
+        kind = e.get("kind")
+        agent = {"agent": e.get("agent")} if multi and isinstance(e.get("agent"), str) else {}
+        if kind == "agent/status":
+            seen("agent/status", {"status": e.get("status"), **agent})
+        elif kind in ev.OBSERVED:
+            seen(str(kind), agent)
+        elif kind == "log":
+            seen("session/event", {"type": e.get("type"), **agent})
+        elif kind == "listener" and str(e.get("name", "")).startswith("probe:"):
+            on = str(e.get("on"))
+            seen(on, {})
+            if on in ev.WATERFALLS:
+                seen(on, {}, "after")
+        elif kind == "tool/start":
+            seen("tool/start", {})
+        elif kind == "model/request":
+            seen("model/request", {"model": e.get("model")} if multi else {})
+        elif kind == "agent/created":
+            seen("agent/created", {"agent": e.get("agent")})
+    out: list[Point] = []
+    for on, where, when in order:
+        cap = 1 if on == "agent/created" else max_nth
+        for nth in range(1, min(counts[(on, where, when)], cap) + 1):
+            out.append(Point(on, where, when, nth))
+    return out
+
+
+def enumerate_windows(workload: Workload, pts: list[Point], verbs: Sequence[str], depth: int,
+                      modes: Sequence[str] = MODES) -> Iterator[Window]:
+    """Every window of ``workload`` at ``pts`` within the bounds, in a stable order."""
+    seqs = {mode: sequences(verbs, depth, mode) for mode in modes}
+    for point in pts:
+        for mode in modes:
+            if mode == "actor" and point.actor_after is None:
+                continue
+            for actions in seqs[mode]:
+                if point.on == "agent/created" and "raise" in actions:
+                    continue  # the world's own setup, not the implementation, would fail
+                yield Window(workload.name, point, actions, mode)

@@ -1,0 +1,123 @@
+"""The base workloads the hunt opens windows in: small, ordinary uses of an agent loop.
+
+Each is a :class:`~conformance.scenario.model.Scenario` of the one scenario model: a caller
+(actor ``caller``) queues the workload's prompts at time 0, registers a waiter ``done`` and
+awaits it; models answer ``ok`` past their scripts (a window's own prompts cost model calls
+too). Failing plugins are not workloads: a window's listener may ``raise`` at any point.
+``features`` names the optional feature a
+workload needs (the hunt skips those the implementation does not declare).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from conformance.fakes import Response, fails, respond, returns
+
+from ..scenario.model import (
+    Action,
+    Actor,
+    AgentSpec,
+    Limits,
+    Listener,
+    ModelSpec,
+    Scenario,
+    ToolSpec,
+)
+
+LIMITS = Limits(idle_timeout=30.0, max_time=600.0)
+OK = respond.text("ok")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A base workload: its scenario and the optional features it needs."""
+
+    name: str
+    scenario: Scenario
+    features: frozenset[str] = frozenset()
+
+
+def _caller(*prompts: str, agent: str | None = None, name: str = "caller", waiter: str = "done") -> Actor:
+    do = [Action("send", agent=agent, text=p) for p in prompts]
+    do += [Action("when_idle", agent=agent, name=waiter), Action("wait_idle", name=waiter)]
+    return Actor(tuple(do), name=name, at=0.0)
+
+
+def _scenario(name: str, script: tuple[Response, ...], *, tools: tuple[ToolSpec, ...] = (),
+              listeners: tuple[Listener, ...] = (), actors: tuple[Actor, ...] | None = None,
+              description: str = "") -> Scenario:
+    return Scenario(
+        name=f"hunt-{name}",
+        description=description,
+        models=(ModelSpec("fake", script, OK),),
+        tools=tools,
+        listeners=listeners,
+        actors=actors if actors is not None else (_caller("A"),),
+        limits=LIMITS,
+    )
+
+
+TOOL = ToolSpec("lookup", returns("found"))
+FAILING_TOOL = ToolSpec("lookup", fails("no such page", code="E_TOOL"))
+
+
+def workloads() -> tuple[Workload, ...]:
+    """The hunt's base workloads, in their stable order."""
+    call = respond.tool_call("lookup", {"q": "x"}, id="c1")
+    second = respond.tool_call("lookup", {"q": "y"}, id="c2")
+    out = [
+        Workload("reply", _scenario("reply", (respond.text("the reply"),), description="a plain reply")),
+        Workload("tool", _scenario("tool", (call, respond.text("done")), tools=(TOOL,), description="a tool call")),
+        Workload("two-step", _scenario("two-step", (call, second, respond.text("done")), tools=(TOOL,),
+                                       description="a two-step tool turn")),
+        Workload("failing-tool", _scenario("failing-tool", (call, respond.text("done")), tools=(FAILING_TOOL,),
+                                           description="a tool that fails")),
+        Workload("max-tokens", _scenario("max-tokens", (respond.text("a long answer that is cut").truncate(2),),
+                                         description="a step cut at max-tokens")),
+        Workload("max-tokens-tools", _scenario(
+            "max-tokens-tools", ((respond.text("calling") + call).finish("max-tokens"), respond.text("done")),
+            tools=(TOOL,), description="a max-tokens step with a tool call that must not run")),
+        Workload("model-error", _scenario("model-error", (respond.error("overloaded", "OVERLOADED"),),
+                                          description="a model error")),
+        Workload("two-prompts", _scenario("two-prompts", (respond.text("one"), respond.text("two")),
+                                          actors=(_caller("A", "B"),), description="two queued prompts")),
+        Workload("steer", _scenario(
+            "steer", (respond.text("thinking").timing(first=1.0), respond.text("steered")),
+            actors=(_caller("A"), Actor((Action("steer", text="S"),), name="steerer", after="model/request",
+                                        where={"call": 1})),
+            description="a steer during a step")),
+        Workload("two-agents", Scenario(
+            name="hunt-two-agents", description="two agents on one service",
+            agents=(AgentSpec("a"), AgentSpec("b", model="fake-b")),
+            models=(ModelSpec("fake", (respond.text("for a"),), OK), ModelSpec("fake-b", (respond.text("for b"),), OK)),
+            actors=(_caller("A", agent="a", name="caller"), _caller("B", agent="b", name="caller-b", waiter="done-b")),
+            limits=LIMITS)),
+        Workload("out-of-order", _scenario("out-of-order", (respond.chunks(
+            {"type": "block-start", "index": 0, "block_type": "text"},
+            {"type": "block-start", "index": 1, "block_type": "reasoning"},
+            {"type": "reasoning-delta", "index": 1, "text": "think"},
+            {"type": "block-end", "index": 1, "block": {"type": "reasoning", "text": "think"}},
+            {"type": "text-delta", "index": 0, "text": "part"},
+            {"type": "block-end", "index": 0, "block": {"type": "text", "text": "FULL"}},
+            {"type": "text-delta", "index": 0, "text": " late"},
+            {"type": "finish", "reason": {"kind": "stop"}}),), description="blocks closing out of order")),
+        Workload("inject", _scenario(
+            "inject", (respond.text("one").timing(first=1.0), respond.text("two")),
+            actors=(_caller("A"), Actor((Action("inject", text="C", wait=True),), name="injector", at=0.5),
+                    Actor((Action("inject", text="D", wait=True),), name="idle-injector", at=5.0)),
+            description="context injected during a turn and while idle"), features=frozenset({"injection"})),
+    ]
+    return tuple(out)
+
+
+def by_name(names: list[str] | None = None) -> tuple[Workload, ...]:
+    """The workloads named (all of them when ``names`` is empty); unknown names raise ``KeyError``."""
+    every = workloads()
+    if not names:
+        return every
+    table = {w.name: w for w in every}
+    unknown = [n for n in names if n not in table]
+    if unknown:
+        raise KeyError(f"unknown workload {unknown[0]!r} (choose from {', '.join(table)})")
+    return tuple(table[n] for n in names)

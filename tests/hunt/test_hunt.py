@@ -1,0 +1,147 @@
+"""The hunt end to end on small bounds: it finds a mutant by itself, its cassette replays, the
+reference passes, shards merge into the one-machine report, and the bytes do not depend on the
+hash seed or the number of workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.hunt import driver, pool, report, search
+from conformance.impl import resolve
+from conformance.scenario import race
+
+ROOT = Path(__file__).resolve().parents[2]
+REF = resolve(None)
+SMALL = search.Config(workloads=("reply", "two-prompts"), depth=2, nth=1, verbs=("send", "cancel", "when_idle"),
+                      dfs=1, random=1, pct=1)
+TINY = search.Config(workloads=("reply",), depth=1, nth=1, verbs=("send", "cancel", "when_idle"), dfs=1, random=1,
+                     pct=0)
+
+
+@pytest.fixture(scope="module")
+def whole() -> dict[str, Any]:
+    return driver.hunt(REF, "reference", SMALL).report
+
+
+def test_the_reference_passes_a_small_hunt_and_its_coverage_adds_up(whole: dict[str, Any]) -> None:
+    rep = whole
+    assert rep["findings"] == [] and rep["complete"] and rep["stopped"] is None
+    t = rep["totals"]
+    assert t["windows"] == sum(row["enumerated"] for row in rep["coverage"].values()) > 100
+    assert 0 < t["distinct"] <= t["run"] <= t["windows"]
+    assert t["explored"] <= t["distinct"]
+    assert t["schedules"] >= t["windows"] + t["explored"]
+    assert [s["name"] for s in rep["workloads"]] == ["reply", "two-prompts"]
+
+
+def test_the_hunt_finds_a_mutant_nobody_wrote_a_scenario_for(tmp_path: Path) -> None:
+    impl = resolve("mutant:waiters-after-status")
+    result = driver.hunt(impl, "mutant:waiters-after-status", TINY, out=tmp_path)
+    rep = result.report
+    assert rep["findings"], "the hunt must find a when_idle() released after the idle listeners ran"
+    finding = rep["findings"][0]
+    assert "IDLE-2" in finding["rules"]
+    cassette = tmp_path / finding["examples"][0]["cassette"]
+    assert cassette.exists() and cassette in result.cassettes
+    record = race.load(cassette)
+    assert not race.replay(record, impl).ok  # the race replays on the mutant
+    assert race.replay(record, REF).ok  # and the reference passes it
+
+
+def test_first_stops_at_the_first_finding() -> None:
+    impl = resolve("mutant:waiters-after-status")
+    rep = driver.hunt(impl, "m", TINY, first=True).report
+    assert rep["stopped"] == "first finding" and not rep["complete"] and rep["findings"]
+
+
+def test_against_itself_reports_no_difference_and_a_mutant_differs() -> None:
+    cfg = search.Config(workloads=("reply",), depth=1, nth=1, verbs=("send", "cancel", "when_idle"), dfs=0,
+                        random=0, pct=0, against="reference")
+    rep = driver.hunt(REF, "reference", cfg, against=REF).report
+    assert rep["differences"] == []
+    mutant = resolve("mutant:waiters-after-status")
+    rep = driver.hunt(mutant, "m", cfg, against=REF).report
+    assert rep["differences"], "a when_idle() released at another moment is a visible difference"
+    assert all("reference" in d and "impl" in d for d in rep["differences"])
+
+
+@pytest.fixture(scope="module")
+def parts() -> list[dict[str, Any]]:
+    return [driver.hunt(REF, "reference", SMALL, shard=(i, 2), workers=2).report for i in (1, 2)]
+
+
+def test_shards_on_two_workers_merge_into_exactly_the_one_machine_report(
+        whole: dict[str, Any], parts: list[dict[str, Any]]) -> None:
+    assert all(not p["complete"] for p in parts)
+    assert [p["shard"] for p in parts] == ["1/2", "2/2"]
+    assert sorted(s["name"] for p in parts for s in p["workloads"]) == ["reply", "two-prompts"]
+    merged = report.merge([(f"shard{i}", p) for i, p in enumerate(parts)])
+    assert report.dumps(merged) == report.dumps(whole)
+    assert report.dumps(report.merge([("b", parts[1]), ("a", parts[0])])) == report.dumps(whole)
+
+
+def test_same_seed_same_bytes_whatever_the_hash_seed(tmp_path: Path) -> None:
+    code = ("import sys; from conformance.hunt import driver, report, search; from conformance.impl import resolve; "
+            "cfg = search.Config(workloads=('two-prompts',), depth=1, nth=1, verbs=('send', 'cancel'), dfs=1, "
+            "random=1, pct=1); "
+            "sys.stdout.write(report.dumps(driver.hunt(resolve('mutant:idle-ignores-queue'), 'm', cfg).report))")
+    outs = []
+    for hashseed in ("1", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": hashseed}
+        proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        outs.append(proc.stdout)
+    assert outs[0] == outs[1]
+    assert json.loads(outs[0])["format"] == report.FORMAT
+
+
+def test_merge_refuses_reports_of_another_hunt(parts: list[dict[str, Any]]) -> None:
+    a = parts[0]
+    b = dict(parts[1], config={**a["config"], "seed": 9})
+    with pytest.raises(report.ReportError, match="another hunt"):
+        report.merge([("a.json", a), ("b.json", b)])
+
+
+def test_report_load_names_the_file_and_the_problem(tmp_path: Path) -> None:
+    bad = tmp_path / "r.json"
+    bad.write_text("{nope")
+    with pytest.raises(report.ReportError, match=r"r\.json:1: not JSON"):
+        report.load(bad)
+    bad.write_text('{"format": "other"}')
+    with pytest.raises(report.ReportError, match="not a hunt report"):
+        report.load(bad)
+
+
+def _dies(unit: int) -> int:
+    if unit == 3:
+        os._exit(7)
+    return unit * 2
+
+
+def _raises(unit: int) -> int:
+    if unit == 2:
+        raise ValueError("broken unit")
+    return unit
+
+
+def test_pool_results_come_back_in_unit_order() -> None:
+    assert pool.run(lambda u: u * 2, list(range(10)), workers=1) == [u * 2 for u in range(10)]
+    assert pool.run(_dies, [0, 1, 2], workers=2) == [0, 2, 4]
+
+
+def test_a_worker_that_dies_is_an_error_naming_its_unit() -> None:
+    with pytest.raises(pool.PoolError, match=r"died \(exit code 7\) while running unit 3"):
+        pool.run(_dies, list(range(6)), workers=2, describe=lambda u: f"unit {u}")
+
+
+def test_a_unit_that_raises_is_an_error_naming_it() -> None:
+    with pytest.raises(pool.PoolError, match="unit 2: ValueError: broken unit"):
+        pool.run(_raises, list(range(5)), workers=2, describe=lambda u: f"unit {u}")

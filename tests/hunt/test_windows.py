@@ -1,0 +1,114 @@
+"""Windows: points found by a probe, stable names, exhaustive enumeration within the bounds."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.hunt import search, shards
+from conformance.hunt import windows as win
+from conformance.hunt.workloads import by_name, workloads
+from conformance.impl import resolve
+
+REF = resolve(None)
+
+
+def test_the_base_workloads_of_the_issue_are_there() -> None:
+    names = {w.name for w in workloads()}
+    assert {"reply", "tool", "two-step", "max-tokens", "model-error", "two-prompts", "steer", "two-agents"} <= names
+
+
+def test_unknown_workload_is_a_key_error_naming_the_choices() -> None:
+    with pytest.raises(KeyError, match=r"unknown workload 'nope'.*reply"):
+        by_name(["nope"])
+
+
+def test_points_of_a_plain_reply_cover_every_kind_of_window() -> None:
+    reply = by_name(["reply"])[0]
+    pts = win.points(reply, win.probe(reply, REF), 3)
+    labels = [p.label for p in pts]
+    assert "after creation of a" in labels  # before the driver first ran
+    assert "after agent/status(running)#1" in labels
+    assert "after agent/status(idle)#1" in labels
+    assert "after session/event(turn/start)#1" in labels
+    assert "after session/event(assistant/chunk)#3" in labels  # between stream chunks
+    assert "before agent/turn-continuation next()#1" in labels
+    assert "after agent/turn-continuation next()#1" in labels
+    assert "inside session/flush#1" in labels
+    assert "at model call#1" in labels
+    assert {p.kind for p in pts} == {"notification", "log", "waterfall", "flush", "world"}
+    assert all(p.nth <= 3 for p in pts)
+    assert len(labels) == len(set(labels))
+
+
+def test_a_tool_workload_has_a_window_inside_the_tool_call() -> None:
+    tool = by_name(["tool"])[0]
+    labels = [p.label for p in win.points(tool, win.probe(tool, REF), 1)]
+    assert "inside tool call#1" in labels
+    assert "before tools/execute next()#1" in labels
+
+
+def test_sequences_are_every_product_up_to_the_depth_shortest_first() -> None:
+    seqs = win.sequences(("send", "cancel"), 2)
+    assert seqs == [("send",), ("cancel",), ("send", "send"), ("send", "cancel"), ("cancel", "send"),
+                    ("cancel", "cancel")]
+    assert len(win.sequences(win.VERBS, 2)) == 8 + 7 * 7 + 7  # raise only last
+    assert ("send", "raise") in win.sequences(win.VERBS, 2) and ("raise", "send") not in win.sequences(win.VERBS, 2)
+    assert all("raise" not in seq for seq in win.sequences(win.VERBS, 2, "actor"))  # an actor cannot throw
+
+
+def test_window_names_are_stable_and_say_where_and_what() -> None:
+    w = win.Window("two-prompts", win.Point("agent/status", (("status", "idle"),), nth=1), ("send", "cancel"))
+    assert w.name == "two-prompts: after agent/status(idle)#1: send; cancel"
+    a = win.Window("tool", win.Point("tool/start"), ("abort",), "actor")
+    assert a.name == "tool: actor inside tool call#1: abort"
+    f = win.Window("reply", win.Point("agent/turn-continuation", when="before"), ("cancel", "send"))
+    assert f.name == "reply: before agent/turn-continuation next()#1: cancel; send"
+
+
+def test_waterfall_and_flush_points_have_no_actor_windows() -> None:
+    reply = by_name(["reply"])[0]
+    wp = search.plan((reply,), REF, search.Config(depth=1, nth=1))[0]
+    for w in wp.windows:
+        if w.point.kind in ("waterfall", "flush"):
+            assert w.mode == "listener"
+    modes = {(w.point.label, w.mode) for w in wp.windows}
+    assert ("after agent/status(idle)#1", "actor") in modes
+
+
+def test_the_plan_is_exhaustive_within_the_bounds() -> None:
+    reply = by_name(["reply"])[0]
+    pts = win.points(reply, win.probe(reply, REF), 3)
+    wp = search.plan((reply,), REF, search.Config(depth=2, nth=3))[0]
+    verbs = search.verbs_for(REF)
+    listener, actor = len(win.sequences(verbs, 2)), len(win.sequences(verbs, 2, "actor"))
+    created = sum(1 for s in win.sequences(verbs, 2) if "raise" in s)  # not thrown into the world's setup
+    expected = sum(listener + (0 if p.actor_after is None else actor) - (created if p.on == "agent/created" else 0)
+                   for p in pts)
+    assert len(wp.windows) == expected
+    assert len({w.name for w in wp.windows}) == len(wp.windows)
+
+
+def test_a_window_is_ordinary_scenario_data() -> None:
+    reply = by_name(["reply"])[0]
+    wp = search.plan((reply,), REF, search.Config(depth=1, nth=1))[0]
+    listener = next(w for w in wp.windows if w.mode == "listener")
+    sc = listener.scenario(reply.scenario)
+    assert [lst.name for lst in sc.listeners][-1] == "window"
+    actor = next(w for w in wp.windows if w.mode == "actor")
+    assert [a.name for a in actor.scenario(reply.scenario).actors][-1] == "window"
+
+
+def test_shard_spec_parsing() -> None:
+    assert shards.parse("2/3") == (2, 3)
+    for bad in ("0/2", "3/2", "x", "1/0", "1-2"):
+        with pytest.raises(shards.ShardError, match="--shard"):
+            shards.parse(bad)
+
+
+def test_shards_take_whole_workloads_largest_first() -> None:
+    # 50 -> 1; 30 -> 2; 20 -> 2 (30 < 50); 10 -> 1 (50 = 50: the lower shard)
+    assert shards.assign([10, 50, 30, 20], 2) == [1, 1, 2, 2]
+    owner = shards.assign([10, 50, 30, 20], 2)
+    loads = [sum(s for s, o in zip([10, 50, 30, 20], owner, strict=True) if o == k) for k in (1, 2)]
+    assert sorted(loads) == [50, 60]
+    assert shards.assign([5, 5], 3) == [1, 2]
