@@ -108,8 +108,10 @@ def print_report(rep: dict[str, Any], out: Path | None, impl: str, new_differenc
         for d in rep["differences"][:20]:
             mark = "new " if d in new_differences else ""
             console.print(f"  {mark}{d['signature']}: {d['windows']} window(s), e.g. {d['first']}")
-    if rep["interrupted"]:
+    if rep["stopped"] == "interrupted":
         console.print("[yellow]interrupted[/]: the report covers what ran before the stop")
+    elif rep["stopped"]:
+        console.print(f"stopped at the {rep['stopped']} ({t['run']} of {t['windows']} windows run)")
     elif not rep["findings"]:
         console.print(f"ok: no oracle failed in {t['windows']} windows")
 
@@ -121,6 +123,8 @@ def hunt(
     workloads: str = typer.Option("", "--workloads", metavar="A,B", help="Only these workloads (default: all)."),
     depth: int = typer.Option(2, "--depth", help="Actions per window: every sequence of 1..DEPTH verbs."),
     nth: int = typer.Option(3, "--nth", help="Occurrences of each point to open a window at."),
+    verbs: str = typer.Option("", "--verbs", metavar="A,B", help="Only these actions (default: send, steer, inject, cancel, abort, dispose, when_idle, raise)."),  # noqa: E501
+    first: bool = typer.Option(False, "--first", "-x", help="Stop at the first finding."),
     workers: int = typer.Option(0, "--workers", help="Processes (default: one per CPU)."),
     shard: str = typer.Option("", "--shard", metavar="I/N", help="Run the I-th of N parts (merge with 'hunt merge')."),
     against: str = typer.Option("", "--against", metavar="IMPL", help="Also report where traces differ from IMPL."),
@@ -156,12 +160,14 @@ def hunt(
         from .workloads import by_name
 
         by_name(list(names))  # an unknown workload is bad input
-        config = search.Config(workloads=names, depth=depth, nth=nth, dfs=dfs_runs, random=random_runs,
-                               pct=pct_runs, seed=seed, cassettes=cassettes, against=against or None)
+        actions = tuple(v.strip() for v in verbs.split(",") if v.strip()) or search.Config().verbs
+        config = search.Config(workloads=names, depth=depth, nth=nth, verbs=actions, dfs=dfs_runs,
+                               random=random_runs, pct=pct_runs, seed=seed, cassettes=cassettes,
+                               against=against or None)
         n = workers or (os.cpu_count() or 1)
         with Interrupts() as stop, _progress() as tick:
             result = driver.hunt(implementation, impl, config, against=other, workers=n, shard=part, out=out,
-                                 progress=tick, should_stop=lambda: stop.requested)
+                                 progress=tick, should_stop=lambda: stop.requested, first=first)
         rep = result.report
         text = _dumps(rep)
         _write_json(out / "report.json", text)
@@ -178,8 +184,8 @@ def hunt(
     else:
         print_report(rep, out, impl, new if known is not None else [])
         typer.echo(f"report: {out / 'report.json'}")
-    if rep["interrupted"]:
-        raise typer.Exit(stop.exit_code if stop.requested else 130)
+    if rep["stopped"] == "interrupted":
+        raise typer.Exit(stop.exit_code)
     failed = bool(rep["findings"]) or (known is not None and bool(new))
     raise typer.Exit(1 if failed else 0)
 
@@ -245,7 +251,7 @@ def merge(
         typer.echo(f"report: {out / 'report.json'}")
     if merged["findings"]:
         raise typer.Exit(1)
-    raise typer.Exit(2 if not merged["complete"] and not merged["interrupted"] else 0)
+    raise typer.Exit(2 if not merged["complete"] and not merged["stopped"] else 0)
 
 
 def register(root: typer.Typer) -> None:

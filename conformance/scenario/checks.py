@@ -461,8 +461,11 @@ def _batching_check(view: TraceView) -> Violation | None:
         for t in turns:
             if t["trigger"] != "message":
                 continue  # an idle inject's one-shot turn drains nothing
-            if t["reason"] == "error" and not t["prompts"]:
-                continue  # ERR-11: a throwing turn/start listener consumed the batch unwritten
+            if t["reason"] == "error":
+                # The batch was taken when the turn started; a failure while its messages were
+                # written (a throwing turn/start or user/message listener, ERR-1, ERR-11) consumes
+                # what was not written yet.
+                continue
             begin = t["_i"]
             for s in queued:
                 if s["_i"] > begin:
@@ -472,6 +475,8 @@ def _batching_check(view: TraceView) -> Violation | None:
                 first = _first_run_index(turns, s.get("text"))
                 if first is not None and first < begin:
                     continue  # it ran in an earlier turn
+                if any(u["reason"] == "error" and s["_i"] < u["_i"] < begin for u in turns):
+                    continue  # an earlier turn took it and failed before writing it (ERR-11)
                 end = t["end_i"] if t["end_i"] is not None else len(view.timeline)
                 if first is None or first > end:
                     took = ", ".join(t["prompts"]) or "none"
@@ -590,6 +595,10 @@ def _steering_check(view: TraceView) -> Violation | None:
 def _disposal_check(view: TraceView) -> Violation | None:
     closing = [e["_i"] for e in view.of_kind("world/closing")]
     for agent in view.agents:
+        for e in view.ops(agent, "send", "steer", "inject"):  # the calls that did not raise
+            if e.get("status") == "disposed":
+                return Violation(f"agent {agent}: {e.get('op')}() on the disposed agent returned without raising "
+                                 "(DISP-3)", e["_i"], ("DISP-3",))
         disposes = sorted([e["_i"] for e in view.ops(agent, "dispose")] + closing)
         statuses = view.of_kind("agent/status", agent=agent)
         for e in statuses:
@@ -829,8 +838,9 @@ ORACLES: tuple[LoopCheck, ...] = (
               ("MAXTOK-1", "MAXTOK-2", "MAXTOK-3", "MAXTOK-4", "MAXTOK-5", "DISP-1")),
     LoopCheck("TOOLS", _tools_check, "tool calls in order, contained, aborted", ("TOOL-1", "TOOL-3", "TOOL-5", "ERR-7")),
     LoopCheck("STEERING", _steering_check, "steering reaches the model", ("STEER-2", "CONT-1", "CONT-2")),
-    LoopCheck("DISPOSAL", _disposal_check, "only dispose() disposes, directly, and its waiters wait for the driver",
-              ("ERR-1", "LOOP-1", "DISP-5", "STATUS-1", "IDLE-4")),
+    LoopCheck("DISPOSAL", _disposal_check,
+              "only dispose() disposes, directly; input to a disposed agent raises; its waiters wait for the driver",
+              ("ERR-1", "LOOP-1", "DISP-3", "DISP-5", "STATUS-1", "IDLE-4")),
     LoopCheck("SHAPE", _shape_check, "boundaries are logged before they are notified", ("LOOP-4", "LOOP-5")),
     LoopCheck("ERR-9", _one_failure_check, "the first failure of a turn wins", ("ERR-9",)),
     LoopCheck("INJ-2", _inject_check, "an idle inject() never raises a contained failure", ("INJ-2",)),
