@@ -109,7 +109,7 @@ def _simulating() -> bool:
     return loop is not None and not _blocking_allowed and loop._thread_id == threading.get_ident()
 
 
-class allow_blocking:  # noqa: N801 - used like a function: ``with simulator.allow_blocking():``
+class allow_blocking:  # lower case: used like a function, ``with simulator.allow_blocking():``
     """Suspend the blocking-call escapes (``time.sleep``, sockets, ``select``, subprocesses, ...)
     inside its block, for code that blocks on purpose: an adapter that speaks to a child process
     over pipes wraps its own spawning and pipe I/O in it. Re-entrant; threads stay escapes."""
@@ -166,7 +166,7 @@ def _install_blocking_guards() -> None:
         real = getattr(socket.socket, method, None)
         if real is not None:
             setattr(socket.socket, method, _guard(real, f"socket.{method}()"))
-    subprocess.Popen.__init__ = _guard(subprocess.Popen.__init__, "subprocess.Popen()")  # run, call, check_output
+    subprocess.Popen.__init__ = _guard(subprocess.Popen.__init__, "subprocess.Popen()")  # type: ignore[method-assign]  # run, call, check_output
 
 
 def _guard_exit(real: Callable[..., Any], call: str) -> Callable[..., Any]:

@@ -13,6 +13,8 @@ failing run. The file is canonical: the same exploration gives the same bytes.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -187,10 +189,17 @@ def _mapping(fields: dict[str, Any], key: str) -> dict[str, Any]:
 def save(cassette: RaceCassette, path: str | Path) -> None:
     """Write a cassette (creating its directory)."""
     p = Path(path)
+    text = cassette.to_yaml()
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(cassette.to_yaml(), encoding="utf-8")
+        # Written aside then renamed: a run killed mid-write leaves the old file or none, never
+        # half a cassette.
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, p)
     except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
         raise RaceCassetteError(f"{p}: cannot write ({exc.strerror or exc})") from None
 
 
