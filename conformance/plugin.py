@@ -275,7 +275,8 @@ def _worker_setup(config: pytest.Config) -> None:
 
     die_with_parent()
     state = config.getoption("--loopkit-state")
-    if state and threading.current_thread() is threading.main_thread():
+    (Path(state) / f"pid-{os.getpid()}").touch()  # the runner ends its workers once done
+    if threading.current_thread() is threading.main_thread():
 
         def on_interrupt(_signum: int, _frame: FrameType | None) -> None:
             stop = Path(state) / "stop"

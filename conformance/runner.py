@@ -182,8 +182,20 @@ class _Collector:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        if not self.collected:
-            self.collected = [nodeid for nodeid in ids if self.rules_of(nodeid)]
+        if not self.collected:  # every test of conformance.tests checks a rule
+            self.collected = list(ids)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        # Every result is in: end the workers now. xdist's own shutdown waits seconds for
+        # each worker to wind down, which is most of a short run and of an interrupt's delay.
+        # The pids are of this process's own children, not yet reaped: they cannot have been
+        # reused by another process.
+        with contextlib.suppress(OSError):
+            for name in os.listdir(self.state):
+                if name.startswith("pid-"):
+                    with contextlib.suppress(OSError, ValueError):
+                        os.kill(int(name[4:]), signal.SIGKILL)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -439,6 +451,7 @@ def run_suite(
         "--rootdir", str(package_root),
         "-p", "no:cacheprovider",
         "-p", "no:logging",  # an implementation logging megabytes is not kept in memory
+        "-p", "no:hypothesispytest",  # its summary imports hypothesis: seconds, after every run
         "--import-mode=importlib",
         "--loopkit-schedules", str(schedule_count),
         "--loopkit-timeout", str(timeout),
@@ -492,13 +505,14 @@ def run_suite(
         run.interrupted = interrupts.signum
         reason = _stop_reason(collector, max_hangs, workers, run.interrupted is not None, code, output.getvalue())
         order = collector.collected or list(collector.results)
+        ordered = set(order)
         for nodeid in order:
             result = collector.results.get(nodeid)
             if result is None:
                 result = TestResult(short_id(nodeid), collector.rules_of(nodeid), "not-run",
                                     f"not run: {reason}", nodeid=nodeid)
             run.results.append(result)
-        run.results += [r for n, r in collector.results.items() if n not in set(order)]
+        run.results += [r for n, r in collector.results.items() if n not in ordered]
         if not run.complete and run.interrupted is None:
             run.stopped = reason
         return run
