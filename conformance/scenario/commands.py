@@ -1,6 +1,7 @@
 """``loopkit rules | run | explore | replay``: the rule catalogue and race reproduction.
 
-Exit codes: ``run`` 0 when every check holds, 1 when one fails; ``explore`` 1 when it found a
+Exit codes: ``run`` 0 when every check holds and every element of the scenario fired (its
+actors ran, its listeners and ``after:`` triggers fired, unless marked ``optional``), 1 otherwise; ``explore`` 1 when it found a
 failing schedule (and wrote a race cassette), 0 when the budget ran out clean; ``replay`` 0 when
 the checks hold, 1 when they fail, 2 when the schedule diverges. Bad input everywhere (a missing
 or malformed file, an unknown rule id, a bad ``--impl``) is one line on stderr and exit 2.
@@ -111,8 +112,28 @@ def run(
             typer.echo(f"diagram ({kind}): {diagram}")
     except _user_errors() as exc:
         raise _fail(_one_line(exc)) from None
-    _print_verdict(report)
-    raise typer.Exit(0 if report.ok else 1)
+    unfired = _unfired(report)
+    if report.ok and unfired:
+        t = report.trace
+        typer.echo(f"FAILED: scenario {t.scenario!r} ({t.strategy}, seed {t.seed}): never fired: {', '.join(unfired)} "
+                   "(the checks hold, but the run did not do what the scenario describes; mark an element "
+                   "'optional: true' if that is expected)")
+    else:
+        _print_verdict(report)
+    raise typer.Exit(0 if report.ok and not unfired else 1)
+
+
+def _unfired(report: Any) -> list[str]:
+    """The scenario's elements (actors, listeners, ``after:`` triggers) that never acted, and are
+    not marked optional: a check that holds vacuously must not read as a pass. The optional
+    ones are printed as notes."""
+    required, optional = [], []
+    for event in report.trace.timeline:
+        if event.get("kind") == "untriggered":
+            (optional if event.get("optional") else required).append(repr(str(event.get("name"))))
+    if optional:
+        typer.echo(f"note: optional element(s) never fired: {', '.join(optional)}")
+    return required
 
 
 def _print_timeline(report: Any) -> None:

@@ -27,7 +27,7 @@ from simulator.schedule import Schedule
 
 from .engine import Exploration, RunReport, Shrunk, run_one
 from .model import Scenario, ScenarioError, from_source
-from .yaml_reader import parse
+from .yaml_reader import mixed_up, parse
 
 FORMAT = "loopkit-race/1"
 FIELDS = ("format", "name", "impl", "found", "scenario", "schedule", "shrink", "failure",
@@ -139,6 +139,9 @@ def load(path: str | Path) -> RaceCassette:
         raise RaceCassetteError(f"{p}: cannot read ({type(exc).__name__}: {exc})") from None
     try:
         root = parse(text, p)
+        mix_up = mixed_up(root, "race", p)
+        if mix_up is not None:
+            raise mix_up
         f = root.keys(FIELDS, required=("format", "name", "impl", "scenario", "schedule", "failure"))
         if f["format"].value() != FORMAT:
             raise f["format"].error(f"not a race cassette (expected format {FORMAT!r})")

@@ -61,7 +61,7 @@ from .model import (
     ScenarioError,
     ToolSpec,
 )
-from .yaml_reader import Node, parse
+from .yaml_reader import Node, mixed_up, parse
 
 TOP = ("name", "description", "limits", "agents", "model", "models", "tools", "listeners",
        "actors", "checks")
@@ -89,6 +89,9 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     "session/flush": ("agent",),
 }
 """Every event a listener may be registered on, and the fields its ``where`` may filter on."""
+
+STATUSES = ("idle", "running", "disposed")
+"""The values of ``agent/status``."""
 
 MAX_SECONDS = 1e9
 """The largest virtual time a scenario may name (about 31 years): anything larger is a typo."""
@@ -119,6 +122,9 @@ def load_file(path: str | Path) -> Scenario:
 def load_text(text: str, *, origin: str = "<scenario>", path: str | None = None, line_offset: int = 0) -> Scenario:
     """Validate YAML scenario text into a :class:`Scenario` (``origin`` names it in errors)."""
     root = parse(text, origin, line_offset=line_offset)
+    mix_up = mixed_up(root, "scenario", path or origin)
+    if mix_up is not None:
+        raise mix_up
     source: dict[str, Any] = {"yaml": text}
     if path is not None:
         source["path"] = path
@@ -418,6 +424,9 @@ def _listener(node: Node, agents: list[str]) -> Listener:
             raise f["where"].error(f"{event} has no field {key!r} (fields: {', '.join(EVENT_FIELDS[event])})")
     if "agent" in where and where["agent"] not in agents:
         raise f["where"].error(f"unknown agent {where['agent']!r}")
+    if event == "agent/status" and "status" in where and where["status"] not in STATUSES:
+        # A typo here is a listener that never fires, and a scenario that passes vacuously.
+        raise f["where"].error(f"unknown status {where['status']!r} (expected one of: {', '.join(STATUSES)})")
     hold = 0.0
     if "hold" in f:
         if event != "session/flush":
