@@ -127,7 +127,8 @@ def _unfired(report: Any) -> list[str]:
     """The scenario's elements (actors, listeners, ``after:`` triggers) that never acted, and are
     not marked optional: a check that holds vacuously must not read as a pass. The optional
     ones are printed as notes."""
-    required, optional = [], []
+    required: list[str] = []
+    optional: list[str] = []
     for event in report.trace.timeline:
         if event.get("kind") == "untriggered":
             (optional if event.get("optional") else required).append(repr(str(event.get("name"))))
