@@ -431,10 +431,10 @@ def run_suite(
         label = spec or "reference"
         if workers is None:  # the kit's own implementations are trusted to run in this process
             workers = 0 if trusted(spec) else DEFAULT_WORKERS
-        if workers > 0:
+        if not trusted(spec):  # a spin or an exit while building a service must not take us along
             isolated_preflight(spec, timeout)
         impl = _resolve(spec)
-        if workers == 0:
+        if trusted(spec):
             preflight(impl)
     else:
         impl, label = impl_spec, str(getattr(impl_spec, "name", "implementation"))

@@ -119,6 +119,55 @@ def _kill_self() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+class _DyingAgent:
+    """An agent whose driver task dies of an uncaught exception at the first send, while
+    ``when_idle()`` never resolves: what a wait then reports must name the death."""
+
+    def __init__(self, agent: Any) -> None:
+        self._agent = agent
+        self.task: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._agent, name)
+
+    @property
+    def status(self) -> str:
+        return "running" if self.task is not None else self._agent.status
+
+    def send(self, content: Any, source: Any = None) -> None:
+        import asyncio
+
+        async def drive() -> None:
+            await asyncio.sleep(0)
+            raise RuntimeError("driver exploded")
+
+        self.task = asyncio.get_running_loop().create_task(drive())
+
+    def when_idle(self) -> Any:
+        import asyncio
+
+        if self.task is None:
+            return self._agent.when_idle()
+        return asyncio.get_running_loop().create_future()  # never resolved: the driver is dead
+
+
+class _DyingService(_Service):
+    def _wrap(self, agent: Any) -> Any:
+        if agent is None:
+            return None
+        return self._agents.setdefault(id(agent), _DyingAgent(agent))  # type: ignore[arg-type]
+
+    def driver_task(self, agent: Any) -> Any:
+        return getattr(agent, "task", None)
+
+
+class Dying(ReferenceImplementation):
+    """The reference, whose agents' driver task dies at the first send."""
+
+    def create_service(self, *, persistence: object | None = None) -> Any:
+        return _DyingService(super().create_service(persistence=persistence), lambda: None, None)
+
+
 spin = Hostile("spin", on_send=_spin)
 hang = Hostile("hang", on_send=_hang)
 exits = Hostile("exit", on_send=lambda: sys.exit(3))
@@ -131,10 +180,12 @@ threads = Hostile("thread", on_send=_thread)
 spin_in_create = Hostile("spin-in-create", on_create=_spin)
 exit_in_create = Hostile("exit-in-create", on_create=lambda: os._exit(0))
 spin_in_close = Hostile("spin-in-close", on_close=_spin)
+dies = Dying(name="driver-dies")
 
 ALL = {
     "spin": spin, "hang": hang, "exits": exits, "os_exit": os_exit, "kill_self": kill_self,
     "print_flood": print_flood, "sockets": sockets, "sleeps": sleeps, "threads": threads,
     "spin_in_create": spin_in_create, "exit_in_create": exit_in_create, "spin_in_close": spin_in_close,
+    "dies": dies,
 }
 """Every hostile implementation by its attribute name (``--impl hostile_adapters:NAME``)."""
