@@ -153,9 +153,7 @@ def load(path: str | Path) -> RaceCassette:
             scenario = {"python": scenario_node.keys(("python",), required=("python",))["python"].string()}
             scenario_line = 0
         sched_node = f["schedule"]
-        data = sched_node.value()
-        if not isinstance(data, dict):
-            raise sched_node.error("expected a mapping")
+        data = _schedule_fields(sched_node)
         try:
             schedule = Schedule.from_dict({**data, "format": "loopkit-schedule/1"}, source=f"{p}: schedule")
         except ScheduleError as exc:
@@ -171,13 +169,58 @@ def load(path: str | Path) -> RaceCassette:
             schedule=schedule,
             failure=failure,
             shrink=_mapping(f, "shrink"),
-            deviations=list(f["deviations"].value() or []) if "deviations" in f else [],
+            deviations=[_deviation(item) for item in f["deviations"].items()] if "deviations" in f else [],
             trace=_mapping(f, "trace"),
             path=p,
             scenario_line=scenario_line,
         )
     except ScenarioError as exc:
         raise RaceCassetteError(str(exc)) from None
+
+
+SCHEDULE_FIELDS = ("scenario", "strategy", "seed", "mode", "vary_timers", "timer_window", "choices")
+
+
+def _schedule_fields(node: Any) -> dict[str, Any]:
+    """The schedule mapping, each field of its type (``mode: null`` or a NaN ``timer_window``
+    is an error naming the line, not a default silently taken)."""
+    from simulator._runtime import MODES
+
+    f = node.keys(SCHEDULE_FIELDS, required=("choices",))
+    data: dict[str, Any] = {}
+    if "scenario" in f:
+        data["scenario"] = f["scenario"].string()
+    if "strategy" in f:
+        data["strategy"] = f["strategy"].string()
+    if "seed" in f:
+        data["seed"] = f["seed"].integer(minimum=None)
+    if "mode" in f:
+        data["mode"] = f["mode"].choice(MODES)
+    if "vary_timers" in f:
+        data["vary_timers"] = f["vary_timers"].boolean()
+    if "timer_window" in f:
+        window = f["timer_window"].number(minimum=0.0)
+        if window != window or window == float("inf"):
+            raise f["timer_window"].error(f"must be a finite number of seconds, got {window}")
+        data["timer_window"] = window
+    choices = []
+    for item in f["choices"].items():
+        parts = item.items()
+        if len(parts) != 3:
+            raise item.error(f"a choice is [pick, options, label], got {len(parts)} item(s)")
+        pick, count = parts[0].integer(), parts[1].integer(minimum=1)
+        if pick >= count:
+            raise item.error(f"pick {pick} is not one of the {count} options")
+        choices.append([pick, count, parts[2].string()])
+    data["choices"] = choices
+    return data
+
+
+def _deviation(node: Any) -> dict[str, Any]:
+    value = node.value()
+    if not isinstance(value, dict):
+        raise node.error("a deviation is a mapping")
+    return value
 
 
 def _mapping(fields: dict[str, Any], key: str) -> dict[str, Any]:
@@ -253,6 +296,8 @@ def scenario_of(cassette: RaceCassette) -> Scenario:
     except ScenarioError as exc:
         if "yaml" in cassette.scenario:
             raise ScenarioError(f"{exc} (in the cassette's inline scenario)") from None
+        if not str(exc).startswith(origin):  # a Python scenario's error: say which cassette
+            raise ScenarioError(f"{origin}: scenario: {exc}") from None
         raise
 
 

@@ -374,9 +374,9 @@ def _action(node: Node, agents: list[str], allowed: tuple[str, ...]) -> Action:
             if wait and "wait_idle" not in allowed:
                 raise f["wait"].error("an inject in a listener cannot wait (listeners run synchronously "
                                       "inside the emitter)")
-            return Action(verb, _agent_ref(f["agent"], agents) if "agent" in f else None, text=f["text"].string(),
+            return Action(verb, _agent_ref(f["agent"], agents) if "agent" in f else None, text=f["text"].text(),
                           wait=wait)
-        return Action(verb, text=arg.string())
+        return Action(verb, text=arg.text())
     if verb in ("cancel", "abort"):
         if arg.is_map():
             f = arg.keys(("reason", "agent"))

@@ -133,6 +133,14 @@ class Node:
             raise self.error(f"expected a string, got {self.kind}")
         return str(value)
 
+    def text(self) -> str:
+        """A prompt's text: a string only (``send: 5`` or ``send: -1e9`` is a typo until quoted)."""
+        value = self.value() if self.is_scalar() else None
+        if not isinstance(value, str):
+            got = f"the number {value!r}" if isinstance(value, int | float) and not isinstance(value, bool) else self.kind
+            raise self.error(f"expected text (a string; quote it if it is a number), got {got}")
+        return value
+
     def number(self, *, minimum: float | None = 0.0) -> float:
         value = self.value() if self.is_scalar() else None
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -190,8 +198,44 @@ def _too_deep(root: yaml.Node) -> yaml.Node | None:
     return None
 
 
+def _flow_too_deep(text: str) -> int | None:
+    """The 0-based line where ``[``/``{`` flow collections nest deeper than :data:`MAX_DEPTH`, by
+    one scan of the text (quoted strings and comments skipped): the composer would otherwise
+    spend seconds recursing into ``[[[[...`` before failing."""
+    depth = line = 0
+    quote = ""
+    comment = False
+    previous = "\n"
+    for char in text:
+        if char == "\n":
+            line += 1
+            comment = False
+            if quote == "'":  # single-quoted scalars may span lines; plain ones end here
+                pass
+        elif comment:
+            pass
+        elif quote:
+            if char == quote:
+                quote = ""
+        elif char in "\"'" and previous in " \t\n[{,:":
+            quote = char
+        elif char == "#" and previous in " \t\n":
+            comment = True
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return line
+        elif char in "]}" and depth:
+            depth -= 1
+        previous = char
+    return None
+
+
 def parse(text: str, origin: str, *, line_offset: int = 0) -> Node:
     """Compose ``text`` into a :class:`Node` (syntax errors become a one-line ``ScenarioError``)."""
+    deep_line = _flow_too_deep(text)
+    if deep_line is not None:
+        raise ScenarioError(f"{origin}:{deep_line + 1 + line_offset}: nested deeper than {MAX_DEPTH} levels")
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
