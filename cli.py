@@ -31,7 +31,8 @@ class OneLineErrors(TyperGroup):
 
     def main(self, *args: Any, standalone_mode: bool = True, **extra: Any) -> Any:
         try:
-            rv = super().main(*args, **{**extra, "standalone_mode": False})
+            # The program is loopkit, whether started as ``loopkit`` or ``python -m cli``.
+            rv = super().main(*args, **{"prog_name": "loopkit", **extra, "standalone_mode": False})
         except click_errors.NoArgsIsHelpError as exc:  # bare ``loopkit``: the help, as usual
             typer.echo(exc.ctx.get_help() if exc.ctx is not None else "", nl=False)
             rv = exc.exit_code
