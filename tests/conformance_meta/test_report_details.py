@@ -39,8 +39,7 @@ def _failed(test: str, rules: list[str], message: str) -> TestResult:
 
 
 def test_baselined_failure_is_expected_in_json_and_skipped_in_junit() -> None:
-    results = _passing({"CANCEL-W2"}) + [
-        _failed("test_cancel.py::test_window2_cancel_settles_idle[pct-3]", ["CANCEL-W2"], "AssertionError: late")]
+    results = [*_passing({"CANCEL-W2"}), _failed("test_cancel.py::test_window2_cancel_settles_idle[pct-3]", ["CANCEL-W2"], "AssertionError: late")]
     verdict = judge(_run(results), parse("CANCEL-W2\n"))
     assert verdict.ok
     rule = next(r for r in to_json(verdict)["rules"] if r["id"] == "CANCEL-W2")
@@ -58,7 +57,7 @@ def test_baselined_failure_is_expected_in_json_and_skipped_in_junit() -> None:
 
 
 def test_unexcused_failure_is_a_junit_failure_with_its_reproduce_command(tmp_path: Path) -> None:
-    results = _passing({"IDLE-2"}) + [_failed("test_idle.py::test_w[fifo]", ["IDLE-2"], "AssertionError: x\nmore")]
+    results = [*_passing({"IDLE-2"}), _failed("test_idle.py::test_w[fifo]", ["IDLE-2"], "AssertionError: x\nmore")]
     verdict = judge(_run(results))
     write_junit(verdict, str(tmp_path / "j.xml"))
     write_json(verdict, str(tmp_path / "r.json"))
@@ -75,7 +74,7 @@ def test_unexcused_failure_is_a_junit_failure_with_its_reproduce_command(tmp_pat
 
 def test_needs_hook_is_its_own_category() -> None:
     message = "needs hook abort_signal: the adapter gives no way to reach the step's signal"
-    results = _passing({"ABORT-1"}) + [_failed("test_abort.py::test_a[fifo]", ["ABORT-1"], message)]
+    results = [*_passing({"ABORT-1"}), _failed("test_abort.py::test_a[fifo]", ["ABORT-1"], message)]
     verdict = judge(_run(results))
     rule = next(r for r in to_json(verdict)["rules"] if r["id"] == "ABORT-1")
     assert rule["needs_hook"] == "abort_signal" and rule["status"] == "failed"
