@@ -7,10 +7,61 @@ Each part of the kit contributes its subcommands from a ``commands`` module of i
 
 from __future__ import annotations
 
+import sys
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _dist_version
+from typing import Any
 
 import typer
+from typer.core import TyperGroup, TyperOption
+
+try:  # recent typer carries its own copy of click, whose exceptions are not the click package's
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover - older typer, on the click package
+    from click import exceptions as click_errors  # type: ignore[no-redef]
+
+
+class OneLineErrors(TyperGroup):
+    """The command group, with usage errors as one line on stderr instead of a box.
+
+    ``loopkit conformance --bogus`` prints ``error: No such option: --bogus (see 'loopkit
+    conformance --help')`` and exits 2, like every other input error of the kit (typer's rich
+    error panel is several lines, and ``rich_markup_mode=None`` only makes it click's three-line
+    usage text). A Ctrl-C that reaches here is exit 130 with one line."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **extra: Any) -> Any:
+        try:
+            # The program is loopkit, whether started as ``loopkit`` or ``python -m cli``.
+            rv = super().main(*args, **{"prog_name": "loopkit", **extra, "standalone_mode": False})
+        except click_errors.NoArgsIsHelpError as exc:  # bare ``loopkit``: the help, as usual
+            typer.echo(exc.ctx.get_help() if exc.ctx is not None else "", nl=False)
+            rv = exc.exit_code
+        except click_errors.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else "loopkit"
+            message = " ".join(exc.format_message().split())
+            typer.echo(f"error: {message} (see '{where} --help')", err=True)
+            rv = exc.exit_code
+        except click_errors.ClickException as exc:
+            typer.echo(f"error: {' '.join(exc.format_message().split())}", err=True)
+            rv = exc.exit_code
+        except typer.Abort:
+            typer.echo("interrupted", err=True)
+            rv = 130
+        if not standalone_mode:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+# Flags are flags: typer (with click >= 8.2) shows a ``<bool>`` type after every boolean option
+# (``--failures-only <bool>``), as if it took a value.
+_display_type_rich = TyperOption.display_type_rich
+
+
+def _flag_type(self: TyperOption, ctx: Any) -> str | None:
+    return None if self.is_flag else _display_type_rich(self, ctx)
+
+
+TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
 
 app = typer.Typer(
     name="loopkit",
@@ -18,6 +69,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=OneLineErrors,
 )
 
 

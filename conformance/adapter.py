@@ -55,6 +55,15 @@ class SessionHandle(Protocol):
         """The events so far, ``{"type", "seq", "time", "data"}`` each (a copy is fine)."""
         ...
 
+    @property
+    def header(self) -> Mapping[str, Any]:
+        """The session's creation metadata, read-only: ``{"id", "created", "cwd",
+        "parent_session"}`` (``created`` in epoch milliseconds from the sources' clock, so seeded
+        in a simulation; ``cwd`` and ``parent_session`` from ``create_agent(meta=...)``, None for
+        ``create``). A resumed session has the header it was created with. No rule id states it
+        (the suite does not check it); the reference persists it, as the original loop does."""
+        ...
+
     def derive_messages(self) -> list[Message]:
         """The conversation history derived from the log (spec LOG-7)."""
         ...

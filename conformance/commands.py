@@ -1,7 +1,8 @@
 """``loopkit conformance``: check an implementation against every rule and print the verdict.
 
-Exit codes: 0 every applicable rule passes (baseline applied, no stale entries); 1 a rule fails
-or a baseline entry is stale; 2 a usage or setup error (one line on stderr, no traceback).
+Exit codes: 0 every applicable rule passes (baseline applied, no stale entries); 1 a rule fails,
+a baseline entry is stale or the run is incomplete; 2 a usage or setup error (one line on stderr,
+no traceback); 130 interrupted (143 for SIGTERM).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import time
 import typer
 
 from . import schedules
+from .plugin import MAX_HANGS, WALL_TIMEOUT
+from .runner import DEFAULT_WORKERS
 
 
 def _fail(message: str) -> typer.Exit:
@@ -40,7 +43,8 @@ def output_path_error(option: str, path: str) -> str | None:
 def conformance(
     impl: str = typer.Option(
         "reference", "--impl", metavar="MODULE:ATTR",
-        help="Implementation to check: MODULE:ATTR (an Implementation or a factory), 'reference' or 'mutant:NAME'.",
+        help="Implementation to check: MODULE:ATTR (an Implementation or a factory), 'reference' or 'mutant:NAME'. "
+             "Modules are found on sys.path and in the current directory.",
     ),
     rule: list[str] = typer.Option(  # noqa: B008 - typer's idiom
         [], "--rule", metavar="ID", help="Only check this rule id (repeatable)."
@@ -55,37 +59,67 @@ def conformance(
     json_path: str | None = typer.Option(None, "--json", metavar="FILE", help="Write the JSON report here."),
     junit: str | None = typer.Option(None, "--junit", metavar="FILE", help="Write a JUnit XML report here."),
     failures_only: bool = typer.Option(False, "--failures-only", help="List only rules that did not pass."),
+    timeout: float = typer.Option(
+        WALL_TIMEOUT, "--timeout", metavar="SECONDS",
+        help="Wall-clock limit per test, setup and teardown included (every wait is virtual: wall time means a spin); 0 disables.",
+    ),
+    workers: int = typer.Option(
+        DEFAULT_WORKERS, "--workers", metavar="N",
+        help="Worker processes the tests run in (a crash or exit of the implementation fails one test); 0 runs in this process.",
+    ),
+    max_hangs: int = typer.Option(
+        MAX_HANGS, "--max-hangs", metavar="N",
+        help="Stop after N tests exceeded --timeout (the rest is reported not run); 0 never stops.",
+    ),
 ) -> None:
     """Check an implementation against every rule of the agent-loop contract.
 
-    Prints a per-rule table. Exit 0 when every applicable rule passes (baseline applied), 1 when one fails or a baseline entry is stale, 2 on a usage or setup error.
+    Prints a per-rule table. Exit 0 when every applicable rule passes (baseline applied), 1 when one fails, a baseline entry is stale or the run is incomplete, 2 on a usage or setup error, 130 when interrupted (the reports then say "complete": false).
     """
     from .baseline import BaselineError, load
-    from .report import judge, print_table, write_json
+    from .interrupts import Interrupts, echo
+    from .report import judge, print_table, write_json, write_junit
     from .runner import SuiteError, run_suite
 
     for option, path in (("--json", json_path), ("--junit", junit)):
         problem = output_path_error(option, path) if path else None
         if problem:
             raise _fail(problem)
+    if not (timeout >= 0) or timeout == float("inf"):
+        raise _fail(f"--timeout must be a finite number of seconds >= 0, got {timeout}")
+    if workers < 0 or max_hangs < 0:
+        raise _fail("--workers and --max-hangs must be >= 0")
     try:
         expected = load(baseline) if baseline else None
     except BaselineError as exc:
         raise _fail(str(exc)) from None
     started = time.monotonic()
-    try:
-        run = run_suite(None if impl == "reference" else impl, rules=rule, schedule_count=schedule_count, junit=junit)
-    except SuiteError as exc:
-        raise _fail(str(exc)) from None
+    with Interrupts() as stop:
+        try:
+            run = run_suite(None if impl == "reference" else impl, rules=rule, schedule_count=schedule_count,
+                            workers=workers, timeout=timeout, max_hangs=max_hangs, interrupts=stop)
+        except SuiteError as exc:
+            if stop.requested:
+                echo(stop.message(0, "tests"))
+                raise typer.Exit(stop.exit_code) from None
+            raise _fail(str(exc)) from None
     verdict = judge(run, expected)
     print_table(verdict, show_passed=not failures_only)
-    typer.echo(f"{len(run.results)} tests in {time.monotonic() - started:.1f}s")
-    if json_path:
-        try:
-            write_json(verdict, json_path)
-        except OSError as exc:
-            raise _fail(f"cannot write {json_path!r}: {exc.strerror or exc}") from None
+    elapsed = time.monotonic() - started
+    if run.interrupted is not None:
+        echo(stop.message(run.ran, "tests") + f" of {len(run.results)} in {elapsed:.1f}s; "
+             "the report is incomplete and calls no unchecked rule failed")
+    else:
+        echo(f"{len(run.results)} tests in {elapsed:.1f}s" + ("" if run.complete else f" ({run.ran} ran)"))
+    for option, path, write in (("--json", json_path, write_json), ("--junit", junit, write_junit)):
+        if path:
+            try:
+                write(verdict, path)
+            except OSError as exc:
+                raise _fail(f"cannot write {path!r} ({option}): {exc.strerror or exc}") from None
     sys.stdout.flush()
+    if run.interrupted is not None:
+        raise typer.Exit(stop.exit_code)
     raise typer.Exit(0 if verdict.ok else 1)
 
 

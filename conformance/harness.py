@@ -133,10 +133,36 @@ class Kit:
                 await asyncio.wait_for(self._poked.wait(), min(remaining, 5.0))
 
     def why(self) -> str:
-        """A hint for a timeout message."""
+        """A hint for a timeout message: a runaway model, and what each agent's driver task is
+        doing (died of an exception, and where; finished; still running or parked, and where)."""
+        hints: list[str] = []
         if self.model.runaway:
-            return f"; the model was called more than {MAX_CALLS} times (a turn that never stops?)"
-        return ""
+            hints.append(f"the model was called more than {MAX_CALLS} times (a turn that never stops?)")
+        for agent in self.agents:
+            state = self.driver_state(agent)
+            if state:
+                hints.append(f"{agent.id}: {state}")
+        return "".join(f"; {hint}" for hint in hints)
+
+    def driver_state(self, agent: AgentHandle) -> str:
+        """What ``agent``'s driver task (``service.driver_task``) is doing, in words."""
+        try:
+            task = self.service.driver_task(agent)
+        except Exception as exc:  # an adapter without the hook, or a broken one: say so, go on
+            return f"driver_task() raised {type(exc).__name__}: {_first_line(exc)}"
+        if task is None:
+            return ""
+        if not isinstance(task, asyncio.Future):
+            return f"driver_task() returned {type(task).__name__}, not an asyncio task"
+        if task.cancelled():
+            return "its driver task was cancelled"
+        if task.done():
+            died = task.exception()
+            if died is None:
+                return "its driver task has finished"
+            return f"its driver task died of {type(died).__name__}: {_first_line(died)}{_raised_at(died)}"
+        where = _parked_at(task)
+        return f"its driver task is still running, parked {where}" if where else "its driver task is still running"
 
     async def settle(self, seconds: float = 0.5) -> None:
         """Let every runnable task run for a while (virtual time)."""
@@ -186,6 +212,31 @@ class Kit:
             for agent in self.agents:
                 problems = log_violations(self.events(agent))
                 assert not problems, f"log invariant broken for {agent.id}: {problems[0]}"
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else "(no message)"
+
+
+def _raised_at(exc: BaseException) -> str:
+    """`` at FILE:LINE in FUNCTION``: the innermost frame the exception was raised in."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    last = frames[-1]
+    return f" (raised at {last.filename.rsplit('/', 1)[-1]}:{last.lineno} in {last.name})"
+
+
+def _parked_at(task: asyncio.Future[Any]) -> str:
+    """``at FILE:LINE in FUNCTION``: where a suspended task waits (its innermost frame)."""
+    stack = task.get_stack() if isinstance(task, asyncio.Task) else []
+    if not stack:
+        return ""
+    frame = stack[-1]
+    return f"at {frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno} in {frame.f_code.co_name}"
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:

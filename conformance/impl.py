@@ -43,6 +43,8 @@ def resolve(spec: str | None = None) -> Implementation:
         target = refs.resolve(spec)
     except refs.RefError as exc:
         raise ImplError(f"{exc} (--impl {spec})") from exc
+    except SystemExit as exc:  # an import that calls sys.exit() must not end the command (exit 0)
+        raise ImplError(f"--impl {spec}: importing it called sys.exit({exc.code!r})") from None
     return _check(_instantiate(target, spec), spec)
 
 
@@ -54,6 +56,9 @@ def _instantiate(target: Any, spec: str) -> Any:
             return target()
         except Exception as exc:
             raise ImplError(f"--impl {spec}: building the implementation raised {_one_line(exc)}") from exc
+        except SystemExit as exc:  # ``--impl sys:exit`` exited 0 with no report: an error instead
+            raise ImplError(f"--impl {spec}: building the implementation called sys.exit({exc.code!r}) "
+                            "(not an Implementation or a factory of one)") from None
     return target
 
 

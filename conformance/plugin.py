@@ -7,6 +7,8 @@ Options:
 * ``--loopkit-schedules N``: seeded ``random`` and ``pct`` schedules (N of each) that the race
   rules run under besides ``fifo`` (default 3).
 * ``--loopkit-rule ID`` (repeatable): only the tests of these rules.
+* ``--loopkit-timeout SECONDS``: wall-clock limit per rule test, setup and teardown included
+  (default 5; 0 disables); ``--loopkit-max-hangs N``: stop after N tests exceeded it (default 3).
 
 ``pytest --pyargs conformance`` then checks the chosen implementation. Tests of rules whose
 optional feature the implementation does not declare are skipped as ``not-applicable``.
@@ -17,9 +19,16 @@ does nothing outside the rule tests: it only adds options, the ``rule`` marker a
 
 from __future__ import annotations
 
+import argparse
+import logging
+import os
 import signal
+import sys
 import threading
+import traceback
 from collections.abc import Callable, Generator
+from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -30,36 +39,26 @@ from .harness import Body, run_scenario
 from .impl import ImplError, resolve
 
 NOT_APPLICABLE = "not-applicable"
-WALL_TIMEOUT = 60.0
+WALL_TIMEOUT = 5.0
+"""Default wall-clock seconds per rule test (setup, call and teardown together)."""
+MAX_HANGS = 3
+"""Default number of rule tests that may exceed the wall-clock limit before the run stops."""
+GRACE = 0.5
+"""Seconds between the repeated alarms after the first, when a test does not stop."""
+ALARMS = 4
+"""Alarms after which an xdist worker ends itself (the runner restarts it and reports the test)."""
+OUTPUT_LIMIT = 8192
+"""Characters of an implementation's stdout/stderr kept per test when output is bounded."""
+WALL_MESSAGE = "exceeded the wall-clock limit"
+"""The fixed part of a timed-out test's message (the runner counts hangs by it)."""
+
+_real_exit = getattr(os._exit, "__wrapped__", os._exit)  # the simulator guards os._exit in a run
 
 
-class WallTimeout(Exception):
-    """A rule test exceeded its wall-clock limit (the implementation is stuck in a busy loop)."""
+class WallTimeout(BaseException):
+    """A rule test exceeded its wall-clock limit (the implementation never yields: a busy loop).
 
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    # Virtual time makes every wait of the suite cost nothing, so a test that takes long in
-    # wall time is stuck (typically a driver looping without ever suspending). An alarm turns
-    # that into a failure instead of hanging the whole run. Main thread / POSIX only.
-    limit = item.config.getoption("--loopkit-timeout", default=0) or 0
-    armed = bool(rule_ids(item)) and limit > 0 and hasattr(signal, "setitimer") and (
-        threading.current_thread() is threading.main_thread()
-    )
-    if not armed:
-        yield
-        return
-
-    def on_alarm(_signum: int, _frame: object) -> None:
-        raise WallTimeout(f"test exceeded {limit:g}s of wall time (the implementation hangs?)")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, limit)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+    A ``BaseException``, so that an implementation's ``except Exception`` cannot swallow it."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -71,10 +70,228 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--loopkit-rule", action="append", default=[], metavar="ID",
                     help="only run the tests of this rule id (repeatable)")
     group.addoption("--loopkit-timeout", type=float, default=WALL_TIMEOUT, metavar="SECONDS",
-                    help="wall-clock limit per rule test, against implementations that hang (default %(default)s)")
+                    help="wall-clock limit per rule test, setup and teardown included, against "
+                         "implementations that hang (default %(default)s; 0 disables)")
+    group.addoption("--loopkit-max-hangs", type=int, default=MAX_HANGS, metavar="N",
+                    help="stop after N rule tests exceeded the wall-clock limit (default %(default)s; 0: never)")
+    # The runner's own plumbing (hidden): a directory shared with its workers, bounded output.
+    group.addoption("--loopkit-state", default=None, metavar="DIR", help=argparse.SUPPRESS)
+    group.addoption("--loopkit-bound-output", action="store_true", default=False, help=argparse.SUPPRESS)
+
+
+# --------------------------------------------------------------------------- supervision
+#
+# Every wait of the suite runs in virtual time, so a rule test that takes long in *wall* time
+# is an implementation that never yields to the event loop (a busy loop, blocking code the
+# simulator does not catch). A SIGALRM covering the test's whole protocol (setup, call and
+# teardown: a spin in create_service or in a listener firing during close() included) turns
+# that into a failure of the test, naming where the code was spinning. The alarm repeats every
+# GRACE seconds while the test goes on (the implementation may catch the first one); in an
+# xdist worker, after ALARMS alarms the worker ends itself, leaving a note the runner turns
+# into this test's failure. The runner's state directory also counts the hangs of the whole
+# run (across workers) and carries the stop request of an interrupt.
+
+
+class _Bounded:
+    """A text stream keeping the first ``limit`` characters written and counting the rest, so an
+    implementation printing megabytes per call costs no memory (the report shows the head)."""
+
+    encoding = "utf-8"
+
+    def __init__(self, limit: int = OUTPUT_LIMIT) -> None:
+        self.limit = limit
+        self.parts: list[str] = []
+        self.kept = 0
+        self.dropped = 0
+
+    def write(self, text: str) -> int:
+        room = max(self.limit - self.kept, 0)
+        if room:
+            self.parts.append(text[:room])
+            self.kept += min(room, len(text))
+        self.dropped += max(0, len(text) - room)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    def text(self) -> str:
+        return "".join(self.parts) + (f"\n[... {self.dropped} more characters not kept]" if self.dropped else "")
+
+
+def _spinning_in(frame: FrameType | None) -> str:
+    """The innermost frame of the implementation (not the kit, asyncio or pytest) at the alarm."""
+    here = Path(__file__).resolve().parent
+    kit = (str(here), str(here.parent / "simulator"))
+    skip = ("asyncio", "_pytest", "pluggy", "contextlib", "threading")
+    stack = traceback.extract_stack(frame) if frame is not None else []
+    for entry in reversed(stack):
+        path = entry.filename
+        if path.startswith(kit) or any(f"{os.sep}{part}{os.sep}" in path for part in skip):
+            continue
+        return f"{entry.name}() at {Path(path).name}:{entry.lineno}"
+    if stack:
+        return f"{stack[-1].name}() at {Path(stack[-1].filename).name}:{stack[-1].lineno}"
+    return ""
+
+
+class _Supervisor:
+    """The wall-clock supervision, bounded output and safe-point stops: a plugin object, one per
+    pytest process (each xdist worker has its own), acting only on rule tests."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.limit = float(config.getoption("--loopkit-timeout") or 0)
+        self.max_hangs = int(config.getoption("--loopkit-max-hangs") or 0)
+        state = config.getoption("--loopkit-state")
+        self.state = Path(state) if state else None
+        self.worker = hasattr(config, "workerinput")
+        self.bound_output = bool(config.getoption("--loopkit-bound-output"))
+        self.alarms = 0
+        self.alarm_phase = ""
+        self.where = ""
+        self.phase = ""
+        self.nodeid = ""
+        self.output: list[tuple[str, _Bounded]] = []
+
+    # ------------------------------------------------------------------ state shared by workers
+    def stop_reason(self) -> str | None:
+        """Why no further test should start (an interrupt, too many hangs), or ``None``."""
+        if self.state is None:
+            return None
+        if (self.state / "stop").exists():
+            return "interrupted"
+        if self.max_hangs > 0:
+            hangs = sum(1 for name in os.listdir(self.state) if name.startswith("hang-"))
+            if hangs >= self.max_hangs:
+                return f"stopped after {hangs} tests exceeded the wall-clock limit"
+        return None
+
+    def note(self, kind: str, text: str) -> None:
+        if self.state is not None:
+            name = f"{kind}-{os.getpid()}-{abs(hash(self.nodeid)):x}"
+            (self.state / name).write_text(f"{self.nodeid}\n{text}\n", encoding="utf-8")
+
+    # ------------------------------------------------------------------ the alarm
+    def message(self) -> str:
+        return (f"{WALL_MESSAGE} ({self.limit:g}s, --timeout) in {self.alarm_phase or 'the test'}"
+                + (f", spinning in {self.where}" if self.where else "")
+                + ": every wait of the suite is virtual, so wall time means the implementation "
+                  "never yields to the event loop (a busy loop, or blocking code)")
+
+    def on_alarm(self, _signum: int, frame: FrameType | None) -> None:
+        self.alarms += 1
+        if self.alarms == 1:
+            self.alarm_phase = self.phase
+            self.where = _spinning_in(frame)
+            self.note("hang", self.message())
+        if self.worker and self.alarms >= ALARMS:
+            self.note("crash", self.message() + f"; the test did not stop after {ALARMS} alarms, "
+                      "so its worker process was ended")
+            _real_exit(70)
+        signal.setitimer(signal.ITIMER_REAL, GRACE)
+        raise WallTimeout(self.message())
+
+    def _armed(self) -> bool:
+        return self.limit > 0 and hasattr(signal, "setitimer") and (
+            threading.current_thread() is threading.main_thread())
+
+    # ------------------------------------------------------------------ hooks
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+        # A safe point, between two tests: an interrupt or too many hangs stop the run here
+        # (the runner reports the tests that did not run; it never counts them as failed).
+        if not rule_ids(item):
+            return None
+        reason = self.stop_reason()
+        if reason is not None:
+            item.session.shouldstop = reason
+            return True  # not run, no report
+        from _pytest.runner import runtestprotocol
+
+        self.nodeid, self.alarms, self.alarm_phase, self.where, self.phase = item.nodeid, 0, "", "", ""
+        armed = self._armed()
+        previous: Any = None
+        if armed:
+            previous = signal.signal(signal.SIGALRM, self.on_alarm)
+            signal.setitimer(signal.ITIMER_REAL, self.limit)
+        saved = sys.stdout, sys.stderr
+        quiet = logging.NullHandler()
+        if self.bound_output:
+            self.output = [("stdout", _Bounded()), ("stderr", _Bounded())]
+            sys.stdout, sys.stderr = self.output[0][1], self.output[1][1]
+            # The runner turns pytest's log capture off (it keeps every record of every test);
+            # without a handler, warnings would reach logging's last-resort printer instead.
+            logging.getLogger().addHandler(quiet)
+        try:
+            item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+            runtestprotocol(item, nextitem=nextitem, log=True)
+            item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+        finally:
+            if armed:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous)
+            if self.bound_output:
+                sys.stdout, sys.stderr = saved
+                logging.getLogger().removeHandler(quiet)
+            self.nodeid = ""
+        return True
+
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        self.phase = "setup"
+
+    def pytest_runtest_call(self, item: pytest.Item) -> None:
+        self.phase = "call"
+
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        self.phase = "teardown"
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+        outcome = yield
+        report: pytest.TestReport = outcome.get_result()
+        if self.nodeid != item.nodeid:
+            return
+        # The rule ids travel with the report (the runner's controller has no items under xdist).
+        report.user_properties.append(("loopkit_rules", ",".join(rule_ids(item))))
+        if self.alarms and report.when == self.alarm_phase:
+            # Whatever the test then raised (the alarm may have ended the driver task, and the
+            # test timed out waiting for it), the cause is the spin.
+            report.outcome = "failed"
+            report.longrepr = f"WallTimeout: {self.message()}"
+        if report.when == "teardown":
+            for name, stream in self.output:
+                if stream.kept or stream.dropped:
+                    report.sections.append((f"Captured {name} (bounded)", stream.text()))
+            self.output = []
+
+
+def _worker_setup(config: pytest.Config) -> None:
+    """In an xdist worker of the runner: die with the parent whatever ends it, and turn a Ctrl-C
+    (which reaches the whole process group) into a stop at the next test, like the runner."""
+    from simulator.supervise import die_with_parent
+
+    die_with_parent()
+    state = config.getoption("--loopkit-state")
+    (Path(state) / f"pid-{os.getpid()}").touch()  # the runner ends its workers once done
+    if threading.current_thread() is threading.main_thread():
+
+        def on_interrupt(_signum: int, _frame: FrameType | None) -> None:
+            stop = Path(state) / "stop"
+            if stop.exists():
+                raise KeyboardInterrupt
+            stop.touch()
+
+        signal.signal(signal.SIGINT, on_interrupt)
+        signal.signal(signal.SIGTERM, on_interrupt)
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_Supervisor(config), "loopkit-supervisor")
+    if hasattr(config, "workerinput") and config.getoption("--loopkit-state"):
+        _worker_setup(config)
     config.addinivalue_line("markers", "rule(*ids): the spec rule id(s) a conformance test checks")
     unknown = catalogue.unknown_ids(config.getoption("--loopkit-rule") or [])
     if unknown:

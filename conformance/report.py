@@ -1,21 +1,38 @@
-"""Turning a suite run into a verdict: per-rule statuses, the JSON report, the console table.
+"""Turning a suite run into a verdict: per-rule statuses, the JSON and JUnit reports, the table.
 
-The JSON report's shape is fixed (CI and later commands rely on it)::
+The JSON report's shape (CI and later commands rely on it; fields are only ever added)::
 
     {"implementation": str, "kit_version": str,
-     "rules": [{"id", "status": "passed"|"failed"|"not-applicable", "tests": [str], "failures": [str]}],
-     "summary": {"passed": int, "failed": int, "not_applicable": int}}
+     "complete": bool,             # every selected test ran (false: interrupted or stopped)
+     "interrupted": bool, "stopped": str | null,
+     "rules": [{"id", "status": "passed"|"failed"|"not-applicable"|"not-checked",
+                "tests": [str], "failures": [str],          # "TEST_ID: full message"
+                "expected": bool,                           # failed, but excused by the baseline
+                "needs_hook": str | null,                   # failed for want of an adapter hook
+                "failed_tests": [{"test", "schedule", "message", "reproduce", "expected"}]}],
+     "summary": {"passed", "failed", "not_applicable", "not_checked", "expected": int}}
+
+``not-checked`` only appears in an incomplete report of an interrupted run: a rule none of
+whose tests ran then is not called failed. Reports are written atomically (a run killed while
+writing leaves the previous file or none, never half of one).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from . import catalogue
 from .baseline import Baseline
 from .runner import SuiteRun, TestResult
+
+TABLE_LINES = 30
+"""Lines of a failure message shown in the table (the JSON report has it whole)."""
 
 
 @dataclass
@@ -27,6 +44,8 @@ class RuleVerdict:
     tests: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     excused: bool = False
+    failed: list[TestResult] = field(default_factory=list)
+    needs_hook: str | None = None
 
 
 @dataclass
@@ -37,11 +56,19 @@ class Verdict:
     rules: list[RuleVerdict]
     unexcused: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
+    run: SuiteRun | None = None
+    expected_tests: set[str] = field(default_factory=set)
+
+    @property
+    def complete(self) -> bool:
+        """Every selected test ran."""
+        return self.run is None or self.run.complete
 
     @property
     def ok(self) -> bool:
-        """Exit 0 only when nothing failed unexcused and no baseline entry is stale."""
-        return not self.unexcused and not self.stale
+        """Exit 0 only when the run is complete, nothing failed unexcused, and no baseline entry
+        is stale."""
+        return self.complete and not self.unexcused and not self.stale
 
 
 def kit_version() -> str:
@@ -64,29 +91,41 @@ def judge(run: SuiteRun, baseline: Baseline | None = None) -> Verdict:
     wanted = run.selected_rules or [r.id for r in catalogue.RULES]
     verdicts: list[RuleVerdict] = []
     unexcused: list[str] = []
+    expected_tests: set[str] = set()
     for rid in wanted:
         rule = catalogue.RULES_BY_ID[rid]
         results = by_rule.get(rid, [])
         verdict = RuleVerdict(rid, "passed", tests=[r.id for r in results])
         if rule.feature is not None and rule.feature not in features:
             verdict.status = "not-applicable"
-        else:
-            failed = [r for r in results if r.outcome == "failed"]
-            ran = [r for r in results if r.outcome == "passed"]
-            verdict.failures = [f"{r.id}: {r.message}" for r in failed]
-            if failed:
-                verdict.status = "failed"
-            elif not ran:
-                verdict.status = "failed"
-                reasons = sorted({r.message for r in results}) or ["no test checks this rule"]
-                verdict.failures = [f"not checked: {reasons[0]}"]
-            if verdict.status == "failed":
-                if baseline is not None and failed and all(baseline.excuses(r.id, rid) for r in failed):
-                    verdict.excused = True
-                else:
-                    unexcused.append(rid)
+            verdicts.append(verdict)
+            continue
+        failed = [r for r in results if r.outcome == "failed"]
+        ran = [r for r in results if r.outcome == "passed"]
+        not_run = [r for r in results if r.outcome == "not-run"]
+        verdict.failed = failed
+        verdict.failures = [f"{r.id}: {r.message}" for r in failed]
+        verdict.needs_hook = next((r.needs_hook for r in failed if r.needs_hook), None)
+        if failed:
+            verdict.status = "failed"
+        elif not_run and run.interrupted is not None:
+            verdict.status = "not-checked"  # interrupted: no verdict, and not a failure either
+        elif not ran:
+            verdict.status = "failed"
+            reasons = sorted({r.message for r in results}) or ["no test checks this rule"]
+            verdict.failures = [f"not checked: {reasons[0].removeprefix('not run: ')}"]
+        elif not_run:
+            verdict.status = "failed"  # part of it never ran (the run stopped): not a pass
+            verdict.failures = [f"not checked: {len(not_run)} of its tests did not run: "
+                                f"{not_run[0].message.removeprefix('not run: ')}"]
+        if verdict.status == "failed":
+            if baseline is not None and failed and all(baseline.excuses(r.id, rid) for r in failed) and not not_run:
+                verdict.excused = True
+                expected_tests.update(r.id for r in failed)
+            else:
+                unexcused.append(rid)
         verdicts.append(verdict)
-    return Verdict(run.implementation, verdicts, unexcused, _stale(run, verdicts, baseline))
+    return Verdict(run.implementation, verdicts, unexcused, _stale(run, verdicts, baseline), run, expected_tests)
 
 
 def _stale(run: SuiteRun, verdicts: list[RuleVerdict], baseline: Baseline | None) -> list[str]:
@@ -101,25 +140,119 @@ def _stale(run: SuiteRun, verdicts: list[RuleVerdict], baseline: Baseline | None
     return stale
 
 
+def _failed_test(run: SuiteRun | None, result: TestResult, expected: bool) -> dict[str, Any]:
+    return {
+        "test": result.id,
+        "schedule": result.schedule,
+        "message": result.message,
+        "reproduce": run.reproduce(result) if run is not None else "",
+        "expected": expected,
+    }
+
+
 def to_json(verdict: Verdict) -> dict[str, Any]:
-    """The report in its fixed JSON shape."""
-    rules = [{"id": v.id, "status": v.status, "tests": v.tests, "failures": v.failures} for v in verdict.rules]
+    """The report in its JSON shape (see the module docstring)."""
+    rules = [{
+        "id": v.id, "status": v.status, "tests": v.tests, "failures": v.failures,
+        "expected": v.excused, "needs_hook": v.needs_hook,
+        "failed_tests": [_failed_test(verdict.run, r, r.id in verdict.expected_tests) for r in v.failed],
+    } for v in verdict.rules]
     summary = {
         "passed": sum(v.status == "passed" for v in verdict.rules),
         "failed": sum(v.status == "failed" for v in verdict.rules),
         "not_applicable": sum(v.status == "not-applicable" for v in verdict.rules),
+        "not_checked": sum(v.status == "not-checked" for v in verdict.rules),
+        "expected": sum(v.excused for v in verdict.rules),
     }
-    return {"implementation": verdict.implementation, "kit_version": kit_version(), "rules": rules, "summary": summary}
+    run = verdict.run
+    return {
+        "implementation": verdict.implementation, "kit_version": kit_version(),
+        "complete": verdict.complete,
+        "interrupted": bool(run is not None and run.interrupted is not None),
+        "stopped": run.stopped if run is not None else None,
+        "rules": rules, "summary": summary,
+    }
+
+
+def atomic_write(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same directory and a rename."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 def write_json(verdict: Verdict, path: str) -> None:
     """Write the JSON report (sorted keys, stable bytes)."""
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(to_json(verdict), handle, indent=2, sort_keys=True)
-        handle.write("\n")
+    atomic_write(path, json.dumps(to_json(verdict), indent=2, sort_keys=True) + "\n")
 
 
-_STYLE = {"passed": "green", "failed": "red", "not-applicable": "dim"}
+def to_junit(verdict: Verdict) -> str:
+    """The JUnit XML report: one test case per test, its rule ids as properties; baselined
+    failures and tests that did not run are skipped with the reason, not failures."""
+    run = verdict.run
+    results = run.results if run is not None else []
+    suite = ET.Element("testsuite", name=f"loopkit conformance: {verdict.implementation}")
+    counts = {"tests": 0, "failures": 0, "skipped": 0}
+    for r in results:
+        module = r.nodeid.partition("::")[0] or r.id.partition("::")[0]
+        classname = module.removesuffix(".py").replace("/", ".").replace(os.sep, ".")
+        case = ET.SubElement(suite, "testcase", classname=classname, name=r.id.partition("::")[2], time="0")
+        props = ET.SubElement(case, "properties")
+        for rid in r.rules:
+            ET.SubElement(props, "property", name="rule", value=rid)
+        counts["tests"] += 1
+        if r.outcome == "failed" and r.id in verdict.expected_tests:
+            ET.SubElement(case, "skipped", type="expected",
+                          message=f"expected failure (baseline): {r.summary}").text = r.message
+            counts["skipped"] += 1
+        elif r.outcome == "failed":
+            if r.needs_hook:
+                ET.SubElement(props, "property", name="needs_hook", value=r.needs_hook)
+            failure = ET.SubElement(case, "failure", message=r.summary)
+            failure.text = r.message + (f"\nreproduce: {run.reproduce(r)}" if run is not None else "")
+            counts["failures"] += 1
+        elif r.outcome != "passed":
+            ET.SubElement(case, "skipped", message=r.message or r.outcome)
+            counts["skipped"] += 1
+    for key, value in counts.items():
+        suite.set(key, str(value))
+    suite.set("errors", "0")
+    root = ET.Element("testsuites")
+    root.append(suite)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def write_junit(verdict: Verdict, path: str) -> None:
+    """Write the JUnit XML report (atomically)."""
+    atomic_write(path, to_junit(verdict))
+
+
+_STYLE = {"passed": "green", "failed": "red", "not-applicable": "dim", "not-checked": "yellow"}
+
+
+def _cell(verdict: Verdict, v: RuleVerdict) -> str:
+    """The table's failure cell: the first failing test, its schedule, the whole message
+    (wrapped; at most TABLE_LINES lines) and the command that reproduces it."""
+    from rich.markup import escape
+
+    if not v.failed:
+        return escape(v.failures[0]) if v.failures else ""
+    first = v.failed[0]
+    lines = first.message.splitlines()
+    if len(lines) > TABLE_LINES:
+        lines = [*lines[:TABLE_LINES], f"[... {len(lines) - TABLE_LINES} more lines in the JSON report]"]
+    text = f"{first.id} (schedule {first.schedule})\n" + "\n".join(lines)
+    if len(v.failed) > 1:
+        text += f"\n(+{len(v.failed) - 1} more failing tests)"
+    if verdict.run is not None:
+        text += f"\nreproduce: {verdict.run.reproduce(first)}"
+    return escape(text)
 
 
 def print_table(verdict: Verdict, *, console: Any = None, show_passed: bool = True) -> None:
@@ -128,7 +261,7 @@ def print_table(verdict: Verdict, *, console: Any = None, show_passed: bool = Tr
     from rich.table import Table
 
     console = console or Console()
-    table = Table(title=f"loopkit conformance: {verdict.implementation}", show_lines=False)
+    table = Table(title=f"loopkit conformance: {verdict.implementation}", show_lines=True)
     table.add_column("rule", no_wrap=True)
     table.add_column("status", no_wrap=True)
     table.add_column("tests", justify="right")
@@ -136,14 +269,25 @@ def print_table(verdict: Verdict, *, console: Any = None, show_passed: bool = Tr
     for v in verdict.rules:
         if not show_passed and v.status == "passed":
             continue
-        status = f"[{_STYLE[v.status]}]{v.status}[/]" + (" (baseline)" if v.excused else "")
-        table.add_row(v.id, status, str(len(v.tests)), v.failures[0] if v.failures else "")
+        shown = f"needs hook {v.needs_hook}" if v.needs_hook else v.status
+        status = f"[{_STYLE[v.status]}]{shown}[/]" + (" (expected)" if v.excused else "")
+        table.add_row(v.id, status, str(len(v.tests)), _cell(verdict, v))
     console.print(table)
     data = to_json(verdict)["summary"]
     console.print(
         f"passed {data['passed']}, failed {data['failed']}, not applicable {data['not_applicable']}"
-        + (f"; failures expected by the baseline: {sum(v.excused for v in verdict.rules)}" if any(v.excused for v in verdict.rules) else "")
+        + (f", not checked {data['not_checked']}" if data["not_checked"] else "")
+        + (f"; failures expected by the baseline: {data['expected']}" if data["expected"] else "")
     )
+    hooks: dict[str, int] = {}
+    for v in verdict.rules:
+        if v.needs_hook:
+            hooks[v.needs_hook] = hooks.get(v.needs_hook, 0) + 1
+    for hook, count in sorted(hooks.items()):
+        console.print(f"[yellow]needs hook {hook}: {count} rule(s) cannot be checked without it[/]")
+    run = verdict.run
+    if run is not None and run.stopped:
+        console.print(f"[red]incomplete: {run.stopped}[/]")
     for entry in verdict.stale:
         console.print(f"[yellow]stale baseline entry (now passes): {entry}[/]")
     if verdict.unexcused:

@@ -6,7 +6,13 @@ every test and every mutant is killed. Its JSON report has the fixed shape::
 
     {"reference_passed": bool,
      "mutants": [{"name": str, "description": str, "killed": bool, "killed_by": [rule ids]}],
-     "score": float}          # killed / total
+     "score": float,          # killed / total
+     "complete": bool}        # false when interrupted: only the mutants checked by then
+
+The reference and the mutants are the kit's own code, trusted to run in this process (no
+worker processes: 44 suite runs would pay their start-up 44 times); the wall-clock limit per
+test still applies. An interrupt stops the current suite at its next test and the self-check
+after it: the report then lists what was checked, and says it is incomplete.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import catalogue, mutants, schedules
+from .interrupts import Interrupts
 from .runner import SuiteError, SuiteRun, run_suite
 
 
@@ -50,6 +57,10 @@ class SelfCheck:
     reference_failures: list[str]
     mutants: list[MutantOutcome]
     seconds: float = 0.0
+    interrupted: int | None = None
+    """The signal that stopped the self-check early (then ``mutants`` is what was checked)."""
+    total: int = 0
+    """Mutants chosen (``len(mutants)`` unless interrupted)."""
 
     @property
     def score(self) -> float:
@@ -59,9 +70,14 @@ class SelfCheck:
         return sum(m.killed for m in self.mutants) / len(self.mutants)
 
     @property
+    def complete(self) -> bool:
+        """Every chosen mutant (and the reference) was checked."""
+        return self.interrupted is None
+
+    @property
     def ok(self) -> bool:
-        """Exit 0 only when the reference passes and every mutant is killed."""
-        return self.reference_passed and all(m.killed for m in self.mutants)
+        """Exit 0 only when the run is complete, the reference passes and every mutant is killed."""
+        return self.complete and self.reference_passed and all(m.killed for m in self.mutants)
 
 
 def _failed(run: SuiteRun) -> tuple[list[str], list[str]]:
@@ -73,22 +89,25 @@ def _failed(run: SuiteRun) -> tuple[list[str], list[str]]:
     return order, [r.id for r in failed]
 
 
-def check_reference(schedule_count: int = schedules.DEFAULT_SCHEDULES) -> tuple[bool, list[str]]:
+def check_reference(
+    schedule_count: int = schedules.DEFAULT_SCHEDULES, interrupts: Interrupts | None = None
+) -> tuple[bool, list[str]]:
     """Run the suite on the reference: (passed, failing tests with their messages)."""
-    run = run_suite(None, schedule_count=schedule_count)
-    failures = [f"{r.id}: {r.message}" for r in run.results if r.outcome == "failed"]
-    return not failures and bool(run.results), failures
+    run = run_suite(None, schedule_count=schedule_count, interrupts=interrupts)
+    failures = [f"{r.id}: {r.summary}" for r in run.results if r.outcome == "failed"]
+    return not failures and run.complete, failures
 
 
 def check_mutant(
-    name: str, schedule_count: int = schedules.DEFAULT_SCHEDULES, rules: Sequence[str] = ()
+    name: str, schedule_count: int = schedules.DEFAULT_SCHEDULES, rules: Sequence[str] = (),
+    interrupts: Interrupts | None = None,
 ) -> MutantOutcome:
     """Run the suite (optionally only ``rules``) against mutant ``name``."""
     mutant = mutants.MUTANTS[name]
     started = time.monotonic()
     outcome = MutantOutcome(name, mutant.description, list(mutant.rules), killed=False)
     try:
-        run = run_suite(f"mutant:{name}", rules=list(rules), schedule_count=schedule_count)
+        run = run_suite(f"mutant:{name}", rules=list(rules), schedule_count=schedule_count, interrupts=interrupts)
     except SuiteError as exc:
         outcome.killed, outcome.error = True, str(exc)
     else:
@@ -107,23 +126,31 @@ def run_selfcheck(
     *,
     schedule_count: int = schedules.DEFAULT_SCHEDULES,
     progress: Progress | None = None,
+    interrupts: Interrupts | None = None,
 ) -> SelfCheck:
-    """The reference, then each mutant (all by default), through the whole suite."""
+    """The reference, then each mutant (all by default), through the whole suite; stopped
+    early (``interrupted``) when ``interrupts`` says so, with what was checked by then."""
     chosen = list(names or mutants.names())
     unknown = [n for n in chosen if n not in mutants.MUTANTS]
     if unknown:
         raise SuiteError(f"unknown mutant(s): {', '.join(unknown)}")
+    stop = interrupts or Interrupts(signals=())
     started = time.monotonic()
     total = len(chosen) + 1
-    passed, failures = check_reference(schedule_count)
+    passed, failures = check_reference(schedule_count, stop)
     if progress is not None:
         progress("reference", 1, total)
     outcomes: list[MutantOutcome] = []
     for index, name in enumerate(chosen, start=2):
-        outcomes.append(check_mutant(name, schedule_count))
+        if stop.requested:
+            break
+        outcome = check_mutant(name, schedule_count, interrupts=stop)
+        if stop.requested and not outcome.killed:
+            break  # its suite was cut short: no verdict on it
+        outcomes.append(outcome)
         if progress is not None:
             progress(name, index, total)
-    return SelfCheck(passed, failures, outcomes, time.monotonic() - started)
+    return SelfCheck(passed, failures, outcomes, time.monotonic() - started, stop.signum, len(chosen))
 
 
 def to_json(result: SelfCheck) -> dict[str, Any]:
@@ -135,14 +162,15 @@ def to_json(result: SelfCheck) -> dict[str, Any]:
             for m in result.mutants
         ],
         "score": result.score,
+        "complete": result.complete,
     }
 
 
 def write_json(result: SelfCheck, path: str) -> None:
     """Write the JSON report (stable bytes: sorted keys, fixed indentation)."""
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(to_json(result), handle, indent=2, sort_keys=True)
-        handle.write("\n")
+    from .report import atomic_write
+
+    atomic_write(path, json.dumps(to_json(result), indent=2, sort_keys=True) + "\n")
 
 
 def print_table(result: SelfCheck, *, console: Any = None) -> None:

@@ -42,6 +42,20 @@ class SessionPersistence(Protocol):
         ...
 
 
+@runtime_checkable
+class HeaderPersistence(Protocol):
+    """What a backend provides, besides the events, to keep session headers (optional: the
+    service uses it when the backend has it; a resumed session then gets its header back)."""
+
+    def record_header(self, session_id: str, header: dict[str, Any]) -> None:
+        """Take a new session's header (before its first event)."""
+        ...
+
+    async def load_header(self, session_id: str) -> dict[str, Any] | None:
+        """The header a session was created with, or ``None`` when none was kept."""
+        ...
+
+
 def repair(events: list[v.SessionEvent]) -> list[v.SessionEvent]:
     """Events to append so the log's last turn is closed (empty when it already is)."""
     open_turn: int | None = None
@@ -87,9 +101,17 @@ class InMemoryPersistence:
 
     def __init__(self) -> None:
         self._sessions: dict[str, list[v.SessionEvent]] = {}
+        self._headers: dict[str, dict[str, Any]] = {}
 
     def record(self, session_id: str, event: v.SessionEvent) -> None:
         self._sessions.setdefault(session_id, []).append(copy.deepcopy(event))
+
+    def record_header(self, session_id: str, header: dict[str, Any]) -> None:
+        self._headers.setdefault(session_id, copy.deepcopy(header))
+
+    async def load_header(self, session_id: str) -> dict[str, Any] | None:
+        header = self._headers.get(session_id)
+        return copy.deepcopy(header) if header is not None else None
 
     async def flush(self, session_id: str) -> None:
         return None
@@ -110,7 +132,8 @@ class JsonlPersistence:
     """One ``{session_id}.jsonl`` file per session under ``directory`` (one event per line).
 
     Events are buffered on ``record`` and appended to the file on ``flush`` (the end of a turn),
-    so a process that dies mid-turn leaves an unclosed turn that ``load`` repairs.
+    so a process that dies mid-turn leaves an unclosed turn that ``load`` repairs. A new file
+    starts with the session's header line, ``{"header": {...}}`` (files without one still load).
     """
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
@@ -123,6 +146,24 @@ class JsonlPersistence:
 
     def record(self, session_id: str, event: v.SessionEvent) -> None:
         self._pending.setdefault(session_id, []).append(json.dumps(event, sort_keys=True))
+
+    def record_header(self, session_id: str, header: dict[str, Any]) -> None:
+        if self.path(session_id).exists() or session_id in self._pending:
+            return  # a session already on disk keeps the header it was created with
+        self._pending[session_id] = [json.dumps({"header": header}, sort_keys=True)]
+
+    async def load_header(self, session_id: str) -> dict[str, Any] | None:
+        path = self.path(session_id)
+        if not path.exists():
+            return None
+        with path.open(encoding="utf-8") as handle:
+            first = handle.readline()
+        try:
+            doc = json.loads(first)
+        except ValueError:
+            return None
+        header = doc.get("header") if isinstance(doc, dict) else None
+        return header if isinstance(header, dict) else None
 
     async def flush(self, session_id: str) -> None:
         lines = self._pending.pop(session_id, [])
@@ -141,8 +182,11 @@ class JsonlPersistence:
             return None
         events, torn = _read_jsonl(path)
         if torn:  # drop the torn line from the file too, so the repair lands after valid lines
+            header = await self.load_header(session_id)
+            head = [json.dumps({"header": header}, sort_keys=True)] if header is not None else []
             path.write_text(
-                "".join(json.dumps(e, sort_keys=True) + "\n" for e in events), encoding="utf-8"
+                "".join(line + "\n" for line in [*head, *(json.dumps(e, sort_keys=True) for e in events)]),
+                encoding="utf-8",
             )
         fixes = repair(events)
         if fixes:
@@ -169,6 +213,8 @@ def _read_jsonl(path: Path) -> tuple[list[v.SessionEvent], bool]:
                 logger.warning("%s:%d: dropping a torn last line", path, number)
                 return events, True
             raise PersistenceError(f"{path}:{number}: not a JSON event: {exc}") from None
+        if number == 1 and isinstance(event, dict) and "header" in event and "type" not in event:
+            continue  # the header line (load_header reads it)
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             raise PersistenceError(f"{path}:{number}: not a session event: {line[:80]!r}")
         if event.get("seq") != len(events):

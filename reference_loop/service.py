@@ -17,7 +17,7 @@ from .bus import EventBus, Listener
 from .config import ConfigError, read_config
 from .persistence import SessionPersistence
 from .protocols import ModelAdapter, Tool
-from .session import Session
+from .session import Session, make_header
 from .sources import Sources, default_sources
 from .system_prompt import SystemPromptSections
 from .tools import ToolRegistry
@@ -93,7 +93,7 @@ class AgentLoopService:
         """SVC-1: an agent on a fresh session ``{agent_id}-session-{uuid}``."""
         self._check_new(agent_id)
         opts = _options(options)
-        return self._make(agent_id, f"{agent_id}-session-{self.sources.uuid()}", opts, None, ())
+        return self._make(agent_id, f"{agent_id}-session-{self.sources.uuid()}", opts, None, ())  # no cwd
 
     def create_agent(
         self,
@@ -127,8 +127,13 @@ class AgentLoopService:
         events = await self.persistence.load(resume_session_id)
         if events is None:
             raise ServiceError(f"cannot resume: no persisted session {resume_session_id!r}")
+        load_header = getattr(self.persistence, "load_header", None)
+        header = await load_header(resume_session_id) if load_header is not None else None
         self._check_new(agent_id)  # the load awaited: someone may have taken the id meanwhile
-        return self._make(agent_id, resume_session_id, opts, None, events)
+        if header is None:  # a backend (or a log) without headers: what the log itself tells
+            header = {"created": events[0]["time"] if events else int(self.sources.now_ms()),
+                      "cwd": None, "parent_session": None}
+        return self._make(agent_id, resume_session_id, opts, None, events, header)
 
     def _make(
         self,
@@ -137,8 +142,14 @@ class AgentLoopService:
         options: dict[str, Any],
         meta: Mapping[str, Any] | None,
         events: Any,
+        header: Mapping[str, Any] | None = None,
     ) -> ReactLoopAgent:
-        session = Session(session_id, self.bus, self.sources, events)
+        if header is None:  # a new session: its header, kept by the backend for a later resume
+            header = make_header(session_id, self.sources, meta)
+            record_header = getattr(self.persistence, "record_header", None)
+            if record_header is not None:
+                record_header(session_id, dict(header))
+        session = Session(session_id, self.bus, self.sources, events, header)
         agent = self.agent_class(self, agent_id, session, options, meta, on_dispose=self._forget)
         self._agents[agent_id] = agent
         self._created.append(agent)

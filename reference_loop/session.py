@@ -29,8 +29,31 @@ def json_snapshot(value: Any, what: str) -> Any:
         raise SessionValidationError(f"{what} is not JSON-serialisable: {exc}") from None
 
 
+HEADER_FIELDS = ("cwd", "parent_session")
+"""Creation metadata a session header takes from ``create_agent(meta=...)`` (strings or None)."""
+
+
+def make_header(session_id: str, sources: Sources, meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A new session's header: its id, its creation time (the sources' clock, so seeded in a
+    simulation), and the creation metadata of ``meta`` (``cwd``, ``parent_session``: the working
+    directory the session was opened in and the session it was forked from, or None).
+
+    The other keys of ``meta`` stay the agent's own (``agent.meta``), not the session's."""
+    meta = meta or {}
+    header: dict[str, Any] = {"id": session_id, "created": int(sources.now_ms())}
+    for key in HEADER_FIELDS:
+        value = meta.get(key)
+        if value is not None and not isinstance(value, str):
+            raise SessionValidationError(f"session header {key!r} must be a string or None, got {value!r}")
+        header[key] = value
+    return header
+
+
 class Session:
-    """One agent's session log, notifying ``session/event`` on the service's bus."""
+    """One agent's session log, notifying ``session/event`` on the service's bus.
+
+    ``header`` is the session's creation metadata (``make_header``); a resumed session gets the
+    header it was created with back from the persistence backend."""
 
     def __init__(
         self,
@@ -38,6 +61,7 @@ class Session:
         bus: EventBus,
         sources: Sources,
         events: Iterable[Mapping[str, Any]] = (),
+        header: Mapping[str, Any] | None = None,
     ) -> None:
         self._id = session_id
         self._bus = bus
@@ -45,11 +69,20 @@ class Session:
         self._events: list[v.SessionEvent] = []
         for index, event in enumerate(events):
             self._events.append(_loaded_event(event, index, session_id))
+        if header is None:  # built directly (the service passes make_header's): no clock read
+            header = {"created": None, **dict.fromkeys(HEADER_FIELDS)}
+        self._header: dict[str, Any] = json_snapshot(dict(header), f"session {session_id!r} header")
+        self._header["id"] = session_id
 
     @property
     def id(self) -> str:
         """The session id."""
         return self._id
+
+    @property
+    def header(self) -> dict[str, Any]:
+        """The creation metadata ``{"id", "created", "cwd", "parent_session"}`` (a copy)."""
+        return dict(self._header)
 
     @property
     def events(self) -> list[v.SessionEvent]:
@@ -104,13 +137,13 @@ class Session:
 
     def to_json(self) -> str:
         """The log as one JSON document (a snapshot; ``Session.from_json`` reads it back)."""
-        return json.dumps({"id": self._id, "events": self._events}, sort_keys=True)
+        return json.dumps({"id": self._id, "header": self._header, "events": self._events}, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str, bus: EventBus, sources: Sources) -> Session:
         """Rebuild a session written by ``to_json``."""
         doc = json.loads(text)
-        return cls(doc["id"], bus, sources, doc["events"])
+        return cls(doc["id"], bus, sources, doc["events"], doc.get("header"))
 
 
 def derive_messages(events: Iterable[Mapping[str, Any]]) -> list[v.Message]:

@@ -12,6 +12,7 @@ Entry points::
     simulator.shrink(main, schedule, is_failure=...)          # minimise a failing schedule
     simulator.check_determinism(target, ...)                  # run twice, diff the timelines
     simulator.shared([0]); simulator.access(obj, write=True)  # declare shared state (dpor)
+    with simulator.allow_blocking(): ...                      # deliberate blocking I/O in a run
 
 See docs/simulator.md.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from simulator._runtime import (
     SimLoop,
+    allow_blocking,
     current_loop,
     current_timeline,
     observe,
@@ -53,6 +55,7 @@ __all__ = [
     "SimLoop",
     "SimulationError",
     "access",
+    "allow_blocking",
     "check_determinism",
     "current_loop",
     "current_timeline",

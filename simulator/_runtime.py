@@ -81,6 +81,122 @@ def _escape(call: str) -> SimulationError:
 
 
 # --------------------------------------------------------------------------------------------
+# Escapes: blocking calls
+#
+# A call that blocks the thread (a real sleep, a socket, a subprocess, select) inside a
+# simulation stalls the whole simulated world in *wall* time, while virtual time stands still:
+# the program is nondeterministic and slow at once (a ``time.sleep(0.2)`` per send turns a
+# two-second suite into five minutes). They are made errors like threads are, naming the call,
+# so a loop that blocks its event loop fails at the call instead of passing slowly. The guards
+# live on module attributes and classes, never on the loop's hot path: outside a run (or on
+# another thread) each costs one global read and one comparison, then calls the real function.
+
+_blocking_allowed = 0
+"""Depth of :func:`allow_blocking` blocks in force (the checks are off while it is > 0)."""
+
+
+def _blocks(call: str) -> SimulationError:
+    return SimulationError(
+        f"{call} blocks the event loop inside a simulation: it stalls every simulated task in "
+        "wall time while virtual time stands still; await an asyncio equivalent (asyncio.sleep "
+        "is virtual), use a fake, or wrap deliberate blocking I/O in simulator.allow_blocking()"
+    )
+
+
+def _simulating() -> bool:
+    """Whether the calling thread is running a simulation with the blocking checks on."""
+    loop = _CURRENT
+    return loop is not None and not _blocking_allowed and loop._thread_id == threading.get_ident()
+
+
+class allow_blocking:  # lower case: used like a function, ``with simulator.allow_blocking():``
+    """Suspend the blocking-call escapes (``time.sleep``, sockets, ``select``, subprocesses, ...)
+    inside its block, for code that blocks on purpose: an adapter that speaks to a child process
+    over pipes wraps its own spawning and pipe I/O in it. Re-entrant; threads stay escapes."""
+
+    def __enter__(self) -> allow_blocking:
+        global _blocking_allowed
+        _blocking_allowed += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        global _blocking_allowed
+        _blocking_allowed -= 1
+
+
+def _guard(real: Callable[..., Any], call: str) -> Callable[..., Any]:
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        if _simulating():
+            raise _blocks(call)
+        return real(*args, **kwargs)
+
+    guarded.__name__ = getattr(real, "__name__", call)
+    guarded.__qualname__ = getattr(real, "__qualname__", call)
+    guarded.__doc__ = getattr(real, "__doc__", None)
+    guarded.__wrapped__ = real  # type: ignore[attr-defined]
+    return guarded
+
+
+def _install_blocking_guards() -> None:
+    import builtins
+    import os
+    import select
+    import selectors
+    import socket
+    import subprocess
+    import time
+
+    for module, name in ((time, "sleep"), (select, "select"), (socket, "getaddrinfo"),
+                         (socket, "gethostbyname"), (socket, "gethostbyname_ex"),
+                         (socket, "create_connection"), (os, "system"), (os, "fork"),
+                         (os, "wait"), (os, "waitpid"), (builtins, "input")):
+        real = getattr(module, name, None)
+        if real is not None and not hasattr(real, "__wrapped__"):
+            setattr(module, name, _guard(real, f"{module.__name__}.{name}()"))
+    for name in ("poll", "epoll", "devpoll", "kqueue"):
+        real = getattr(select, name, None)
+        if real is not None and not isinstance(real, type):  # the classes stay subclassable
+            setattr(select, name, _guard(real, f"select.{name}()"))
+    for cls_name in ("SelectSelector", "PollSelector", "EpollSelector", "DevpollSelector", "KqueueSelector"):
+        cls = getattr(selectors, cls_name, None)
+        if cls is not None and "select" in vars(cls):
+            cls.select = _guard(vars(cls)["select"], f"selectors.{cls_name}.select()")
+    for method in ("connect", "connect_ex", "accept", "send", "sendall", "sendto", "sendmsg", "sendfile",
+                   "recv", "recv_into", "recvfrom", "recvfrom_into", "recvmsg"):
+        real = getattr(socket.socket, method, None)
+        if real is not None:
+            setattr(socket.socket, method, _guard(real, f"socket.{method}()"))
+    subprocess.Popen.__init__ = _guard(subprocess.Popen.__init__, "subprocess.Popen()")  # type: ignore[method-assign]  # run, call, check_output
+
+
+def _guard_exit(real: Callable[..., Any], call: str) -> Callable[..., Any]:
+    # Ending the process from inside a simulation would end the whole check with the
+    # implementation's exit status (``os._exit(0)`` looked like a clean pass): an error instead.
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        loop = _CURRENT
+        if loop is not None and loop._thread_id == threading.get_ident():
+            raise SimulationError(f"{call} called inside a simulation: the program tried to end "
+                                  "the process (an agent loop must not)")
+        return real(*args, **kwargs)
+
+    guarded.__wrapped__ = real  # type: ignore[attr-defined]
+    return guarded
+
+
+def _install_exit_guards() -> None:
+    import os
+
+    if not hasattr(os._exit, "__wrapped__"):
+        os._exit = _guard_exit(os._exit, "os._exit()")
+    if not hasattr(sys.exit, "__wrapped__"):
+        sys.exit = _guard_exit(sys.exit, "sys.exit()")
+
+
+_install_blocking_guards()
+_install_exit_guards()
+
+
+# --------------------------------------------------------------------------------------------
 # Labels
 
 

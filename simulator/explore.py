@@ -95,6 +95,9 @@ class ExploreResult:
     classes: int | None = None
     wall_s: float = 0.0
     outcomes: dict[str, int] = field(default_factory=dict)
+    interrupted: bool = False
+    """The search was stopped early (``should_stop`` or a KeyboardInterrupt): ``runs`` and any
+    ``first_failure`` are what it had found by then."""
 
     @property
     def found(self) -> bool:
@@ -127,10 +130,13 @@ class ExploreResult:
             s += f"; exhausted ({self.classes} classes)" if self.classes is not None else "; search exhausted"
         elif self.budget_hit:
             s += f"; budget hit ({self.runs} schedules, {self.classes} classes so far)"
+        if self.interrupted:
+            s += "; interrupted"
         return s
 
 
 Progress = Callable[[int], None]
+StopCheck = Callable[[], bool]
 
 
 def explore(
@@ -144,6 +150,7 @@ def explore(
     track: bool = True,
     workers: int = 1,
     progress: Progress | None = None,
+    should_stop: StopCheck | None = None,
     **run_kwargs: Any,
 ) -> ExploreResult:
     """Run ``main`` under up to ``budget`` schedules and report what was found.
@@ -160,27 +167,38 @@ def explore(
     runs done. ``workers > 1`` interleaves the seeds across forked processes (random, pct and
     fifo; see :func:`_explore_parallel`): the first failure reported is the lowest failing seed,
     the one a single process finds. Other keyword arguments go to :func:`simulator.run`.
+
+    Interrupts: ``should_stop()`` is asked before every run, and a ``KeyboardInterrupt`` during
+    one is caught; either way the search returns what it found so far with ``interrupted`` set
+    (the run cut short is not counted), workers included.
     """
     is_failure = is_failure or default_is_failure
     tick = progress or (lambda n: None)
+    stop = should_stop or (lambda: False)
     if strategy == "hypothesis":
-        return _explore_hypothesis(main, budget, seed, is_failure, stop_on_failure, track, tick, run_kwargs)
+        return _explore_hypothesis(main, budget, seed, is_failure, stop_on_failure, track, tick, stop, run_kwargs)
     strat = make_strategy(strategy)
     systematic = bool(getattr(strat, "systematic", False))
     if workers > 1 and not systematic:
         return _explore_parallel(main, strat, budget, seed, is_failure, stop_on_failure, track,
-                                 workers, tick, run_kwargs)
+                                 workers, tick, stop, run_kwargs)
     res = ExploreResult(strategy=strat.name)
     seen = _Seen(track)
     t0 = time.perf_counter()
-    for i in range(budget):
-        if systematic and getattr(strat, "exhausted", False):
-            break
-        r = run(main, strategy=strat, seed=seed if systematic else seed + i, **run_kwargs)
-        failed = _count(res, r, is_failure, seen)
-        tick(1)
-        if failed and stop_on_failure:
-            break
+    try:
+        for i in range(budget):
+            if systematic and getattr(strat, "exhausted", False):
+                break
+            if stop():
+                res.interrupted = True
+                break
+            r = run(main, strategy=strat, seed=seed if systematic else seed + i, **run_kwargs)
+            failed = _count(res, r, is_failure, seen)
+            tick(1)
+            if failed and stop_on_failure:
+                break
+    except KeyboardInterrupt:
+        res.interrupted = True
     res.wall_s = time.perf_counter() - t0
     if systematic:
         res.exhausted = bool(getattr(strat, "exhausted", False))
@@ -219,7 +237,7 @@ def _count(res: ExploreResult, r: RunResult, is_failure: Predicate, seen: _Seen)
 
 
 def _explore_hypothesis(main: Main, budget: int, seed: int, is_failure: Predicate, stop_on_failure: bool,
-                        track: bool, tick: Progress, run_kwargs: dict[str, Any]) -> ExploreResult:
+                        track: bool, tick: Progress, stop: StopCheck, run_kwargs: dict[str, Any]) -> ExploreResult:
     """Every choice drawn from one hypothesis search (no hypothesis shrinking: ``shrink``
     minimises the schedule afterwards, and the budget then counts every run)."""
     from hypothesis import HealthCheck, Phase, given, settings
@@ -234,12 +252,17 @@ def _explore_hypothesis(main: Main, budget: int, seed: int, is_failure: Predicat
     class _Found(Exception):
         pass
 
+    class _Stopped(Exception):
+        pass
+
     @settings(max_examples=budget, database=None, deadline=None, derandomize=False,
               suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
               phases=(Phase.explicit, Phase.generate))
     @hseed(seed)
     @given(st.data())
     def search(data: Any) -> None:
+        if stop():
+            raise _Stopped
         r = run(main, strategy=HypothesisStrategy(data), seed=seed, **run_kwargs)
         failed = _count(res, r, is_failure, seen)
         tick(1)
@@ -251,6 +274,8 @@ def _explore_hypothesis(main: Main, budget: int, seed: int, is_failure: Predicat
         search()
     except _Found:
         pass
+    except (_Stopped, KeyboardInterrupt):
+        res.interrupted = True
     except Exception:
         if res.first_failure is None:  # hypothesis's own report around something else
             raise
@@ -261,18 +286,33 @@ def _explore_hypothesis(main: Main, budget: int, seed: int, is_failure: Predicat
 
 _WORK: Any = None
 
+HALT_GRACE = 1.0
+"""Seconds workers get to report after a stop was asked for, before they are killed."""
+
 
 def _worker(index: int, count: int, shared: Any, results: Any) -> None:
     """Worker ``index`` of ``count``: seeds ``seed + index``, ``seed + index + count``, ... until the
-    budget, or a lower seed failed (``stop_at``); it reports its counts and its first failure."""
+    budget, or a lower seed failed (``stop_at``), or the parent asked to stop (``halt``); it
+    reports its counts and its first failure. It dies with the parent whatever ends it, and
+    ignores SIGINT (a Ctrl-C reaches the whole process group: the parent decides, and asks
+    every worker to report what it has)."""
+    import signal
+
+    from simulator.supervise import die_with_parent
+
+    die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     main, strat, budget, seed, is_failure, stop_on_failure, track, run_kwargs = _WORK
-    done, stop_at, current = shared
+    done, stop_at, current, halt = shared
     res = ExploreResult(strategy=strat.name)
     seen = _Seen(track)
     first: tuple[int, int, str] | None = None
     try:
         for i in range(index, budget, count):
             s = seed + i
+            if halt.value:
+                res.interrupted = True
+                break
             if stop_on_failure and s > stop_at.value:
                 break  # a lower seed already failed: nothing here can be the first failure
             current[index] = s
@@ -290,66 +330,94 @@ def _worker(index: int, count: int, shared: Any, results: Any) -> None:
         results.put({"worker": index, "error": f"seed {current[index]}: {type(exc).__name__}: {exc}"})
         return
     results.put({"worker": index, "runs": res.runs, "failures": res.failures, "outcomes": res.outcomes,
-                 "first": first, "sched": seen.schedules, "tl": seen.timelines})
+                 "first": first, "sched": seen.schedules, "tl": seen.timelines,
+                 "interrupted": res.interrupted})
 
 
 def _explore_parallel(
     main: Main, strat: Strategy, budget: int, seed: int, is_failure: Predicate,
-    stop_on_failure: bool, track: bool, workers: int, tick: Progress, run_kwargs: dict[str, Any],
+    stop_on_failure: bool, track: bool, workers: int, tick: Progress, stop: StopCheck,
+    run_kwargs: dict[str, Any],
 ) -> ExploreResult:
     """Seeds interleaved across forked workers (worker w runs seed + w, seed + w + N, ...). A
     failure at seed s stops the seeds above s but not those below, so the reported failure is
     the lowest failing seed: the one a single process finds. A worker that raises or dies is a
-    :class:`~simulator.errors.ExploreError` naming the seed it was running, never a silent gap."""
+    :class:`~simulator.errors.ExploreError` naming the seed it was running, never a silent gap.
+
+    This is the one worker pool of the kit; its supervision: workers die with the parent
+    (:func:`simulator.supervise.die_with_parent`), ignore SIGINT, and stop at the next seed when
+    ``stop()`` holds or the parent gets a ``KeyboardInterrupt``; their reports are merged into a
+    partial result (``interrupted``), and a worker that has not reported within
+    :data:`HALT_GRACE` seconds is killed (its runs are counted from the shared counter)."""
     import multiprocessing as mp
 
     global _WORK
     ctx = mp.get_context("fork")
     done = ctx.Value("q", 0)
     stop_at = ctx.Value("q", 2**62)
+    halt = ctx.Value("b", 0)
     current = ctx.Array("q", [seed + w for w in range(workers)])
     results = ctx.SimpleQueue()
     _WORK = (main, strat, budget, seed, is_failure, stop_on_failure, track, run_kwargs)
-    procs = [ctx.Process(target=_worker, args=(w, workers, (done, stop_at, current), results), daemon=True)
+    procs = [ctx.Process(target=_worker, args=(w, workers, (done, stop_at, current, halt), results), daemon=True)
              for w in range(workers)]
     t0 = time.perf_counter()
     reports: dict[int, dict[str, Any]] = {}
+    interrupted = False
+    deadline: float | None = None
+
+    def drain() -> None:
+        while not results.empty():
+            report = results.get()
+            reports[report["worker"]] = report
+
     try:
         for p in procs:
             p.start()
         ticked = 0
         while len(reports) < workers:
-            while not results.empty():
-                report = results.get()
-                reports[report["worker"]] = report
-            now = done.value
-            if now > ticked:
-                tick(now - ticked)
-                ticked = now
-            dead = [w for w, p in enumerate(procs) if not p.is_alive() and w not in reports]
-            if dead:
-                time.sleep(0.05)  # a report may still be in the pipe
-                while not results.empty():
-                    report = results.get()
-                    reports[report["worker"]] = report
-                dead = [w for w in dead if w not in reports]
+            try:
+                if not interrupted and stop():
+                    raise KeyboardInterrupt
+                drain()
+                now = done.value
+                if now > ticked:
+                    tick(now - ticked)
+                    ticked = now
+                dead = [w for w, p in enumerate(procs) if not p.is_alive() and w not in reports]
                 if dead:
-                    w = dead[0]
-                    raise ExploreError(f"worker {w} died (exit code {procs[w].exitcode}) while running seed "
-                                       f"{current[w]}")
-            time.sleep(0.01)
+                    time.sleep(0.05)  # a report may still be in the pipe
+                    drain()
+                    dead = [w for w in dead if w not in reports]
+                    if dead and not interrupted:
+                        w = dead[0]
+                        raise ExploreError(f"worker {w} died (exit code {procs[w].exitcode}) while running seed "
+                                           f"{current[w]}")
+                    if dead:
+                        break
+                if deadline is not None and time.monotonic() > deadline:
+                    break  # the stragglers are killed below; their runs come from the counter
+                time.sleep(0.01)
+            except KeyboardInterrupt:
+                if interrupted:  # a second interrupt while waiting for the reports: stop waiting
+                    break
+                interrupted = True
+                halt.value = 1
+                deadline = time.monotonic() + HALT_GRACE
         if done.value > ticked:
             tick(done.value - ticked)
     finally:
         _WORK = None
         for p in procs:
-            if p.is_alive():
+            if p.is_alive() and interrupted:
+                p.kill()  # past the grace period: its runs come from the shared counter
+            elif p.is_alive():
                 p.terminate()
             p.join(timeout=5)
     for report in reports.values():
         if "error" in report:
             raise ExploreError(f"a worker process failed at {report['error']}")
-    res = ExploreResult(strategy=strat.name)
+    res = ExploreResult(strategy=strat.name, interrupted=interrupted)
     seen = _Seen(track)
     first = None
     for report in reports.values():
@@ -361,6 +429,8 @@ def _explore_parallel(
         seen.timelines |= report["tl"]
         if report["first"] is not None and (first is None or report["first"][0] < first[0]):
             first = report["first"]
+    if interrupted:
+        res.runs = max(res.runs, int(done.value))  # killed workers' runs, which sent no report
     res.wall_s = time.perf_counter() - t0
     seen.into(res)
     if first is not None:

@@ -1,7 +1,8 @@
 """``loopkit selfcheck``: prove the suite's strength by running it against every mutant.
 
 Exit codes: 0 the reference passes and every mutant is killed; 1 otherwise; 2 a usage error
-(unknown mutant, unwritable report), one line on stderr.
+(unknown mutant, unwritable report), one line on stderr; 130 interrupted (Ctrl-C: the mutants
+checked so far are reported, the JSON says ``"complete": false``).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def selfcheck(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from conformance.commands import output_path_error
+    from conformance.interrupts import Interrupts, echo
     from conformance.runner import SuiteError
     from conformance.selfcheck import print_table, run_selfcheck, write_json
 
@@ -79,17 +81,24 @@ def selfcheck(
         def advance(label: str, done: int, _total: int) -> None:
             progress.update(task, completed=done, description=f"done: {label}")
 
-        try:
-            result = run_selfcheck(mutant or None, schedule_count=schedule_count, progress=advance)
-        except SuiteError as exc:
-            raise _fail(str(exc)) from None
+        with Interrupts() as stop:
+            try:
+                result = run_selfcheck(mutant or None, schedule_count=schedule_count, progress=advance,
+                                       interrupts=stop)
+            except SuiteError as exc:
+                raise _fail(str(exc)) from None
     print_table(result, console=console)
+    if not result.complete:
+        echo(stop.message(len(result.mutants), f"of {result.total} mutants")
+             + "; the report lists only those (\"complete\": false)")
     if json_path:
         try:
             write_json(result, json_path)
         except OSError as exc:
             raise _fail(f"cannot write {json_path!r}: {exc.strerror or exc}") from None
     sys.stdout.flush()
+    if not result.complete:
+        raise typer.Exit(stop.exit_code)
     raise typer.Exit(0 if result.ok else 1)
 
 

@@ -1,6 +1,7 @@
 """``loopkit rules | run | explore | replay``: the rule catalogue and race reproduction.
 
-Exit codes: ``run`` 0 when every check holds, 1 when one fails; ``explore`` 1 when it found a
+Exit codes: ``run`` 0 when every check holds and every element of the scenario fired (its
+actors ran, its listeners and ``after:`` triggers fired, unless marked ``optional``), 1 otherwise; ``explore`` 1 when it found a
 failing schedule (and wrote a race cassette), 0 when the budget ran out clean; ``replay`` 0 when
 the checks hold, 1 when they fail, 2 when the schedule diverges. Bad input everywhere (a missing
 or malformed file, an unknown rule id, a bad ``--impl``) is one line on stderr and exit 2.
@@ -111,8 +112,29 @@ def run(
             typer.echo(f"diagram ({kind}): {diagram}")
     except _user_errors() as exc:
         raise _fail(_one_line(exc)) from None
-    _print_verdict(report)
-    raise typer.Exit(0 if report.ok else 1)
+    unfired = _unfired(report)
+    if report.ok and unfired:
+        t = report.trace
+        typer.echo(f"FAILED: scenario {t.scenario!r} ({t.strategy}, seed {t.seed}): never fired: {', '.join(unfired)} "
+                   "(the checks hold, but the run did not do what the scenario describes; mark an element "
+                   "'optional: true' if that is expected)")
+    else:
+        _print_verdict(report)
+    raise typer.Exit(0 if report.ok and not unfired else 1)
+
+
+def _unfired(report: Any) -> list[str]:
+    """The scenario's elements (actors, listeners, ``after:`` triggers) that never acted, and are
+    not marked optional: a check that holds vacuously must not read as a pass. The optional
+    ones are printed as notes."""
+    required: list[str] = []
+    optional: list[str] = []
+    for event in report.trace.timeline:
+        if event.get("kind") == "untriggered":
+            (optional if event.get("optional") else required).append(repr(str(event.get("name"))))
+    if optional:
+        typer.echo(f"note: optional element(s) never fired: {', '.join(optional)}")
+    return required
 
 
 def _print_timeline(report: Any) -> None:
@@ -151,8 +173,13 @@ def explore(
     workers: int = typer.Option(1, "--workers", help="Processes (disjoint seeds; random and pct)."),
     out: Path | None = typer.Option(None, "--out", metavar="FILE", help="Race cassette to write (default cassettes/races/NAME.yaml)."),  # noqa: B008
 ) -> None:
-    """Explore schedules; on the first failure shrink it and write a race cassette (exit 1)."""
+    """Explore schedules; on the first failure shrink it and write a race cassette (exit 1).
+
+    Ctrl-C (or SIGTERM) stops the search at the next schedule: it prints how many ran and, if a
+    failure was found by then, writes its cassette unshrunk; exit 130 (143 for SIGTERM)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from conformance.interrupts import Interrupts, echo
 
     from . import engine, race
     from .model import load
@@ -161,43 +188,54 @@ def explore(
         raise _fail(f"unknown strategy {strategy!r} (choose from {', '.join(engine.STRATEGIES)})")
     if budget < 1 or workers < 1:
         raise _fail("--budget and --workers must be at least 1")
-    try:
-        sc = load(scenario)
-        implementation = _impl(impl)
-        columns = (TextColumn(f"[bold]{sc.name}[/] {strategy}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        with Progress(*columns, transient=True, disable=not sys.stderr.isatty()) as bar:
-            task = bar.add_task("explore", total=budget)
-            found = engine.explore(sc, implementation, strategy=strategy, budget=budget, seed=seed,
-                                   workers=workers, progress=lambda n: bar.advance(task, n))
-        for note in found.notes:
-            typer.echo(f"note: {note}")
-        rate = found.runs / found.wall_s if found.wall_s > 0 else 0.0
-        unit = "examples" if strategy == "hypothesis" else "schedules"
-        typer.echo(f"{found.runs} {unit} explored ({strategy}, seed {seed}, {found.workers} worker(s), "
-                   f"{found.wall_s:.2f}s, {rate:,.0f}/s)" + (f"; exhausted ({found.classes} classes)" if found.exhausted and found.classes is not None
-                      else "; the search tree is exhausted" if found.exhausted else ""))
-        if found.guarantee is not None:
-            g = found.guarantee
-            typer.echo(f"pct guarantee: a bug of depth <= {g['depth']} ({g['tasks']} tasks, {g['choice_points']} "
-                       f"choice points) is hit with probability >= 1/{round(1 / g['per_run'])} per run, "
-                       f">= {g['probability']:.1%} over {g['runs']} runs")
-        if found.failure is None:
-            typer.echo(f"ok: no failing schedule for {sc.name!r} on {impl} in {found.runs} {unit}")
-            raise typer.Exit(0)
-        typer.echo(f"FOUND after {found.found_at} {unit} (seed {found.failing_seed}):")
-        for f in found.failure.trace.failures:
-            typer.echo(f"  check {f['check']}: {f['message']}")
-        shrunk = engine.shrink(sc, implementation, found.failure)
-        typer.echo(f"shrunk: {shrunk.before['deviations']} -> {shrunk.after['deviations']} deviation(s) from FIFO, "
-                   f"{shrunk.before['length']} -> {shrunk.after['length']} recorded choices ({shrunk.runs} runs)")
-        record = race.build(sc, impl, found, shrunk)
-        target = out or Path("cassettes") / "races" / f"{_slug(sc.name)}.yaml"
-        race.save(record, target)
-        typer.echo(f"race cassette: {target}   (replay: loopkit replay {target} --impl {impl})")
-    except _user_errors() as exc:
-        raise _fail(_one_line(exc)) from None
-    except ValueError as exc:
-        raise _fail(_one_line(exc)) from None
+    unit = "examples" if strategy == "hypothesis" else "schedules"
+    with Interrupts() as stop:
+        try:
+            sc = load(scenario)
+            implementation = _impl(impl)
+            columns = (TextColumn(f"[bold]{sc.name}[/] {strategy}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+            with Progress(*columns, transient=True, disable=not sys.stderr.isatty()) as bar:
+                task = bar.add_task("explore", total=budget)
+                found = engine.explore(sc, implementation, strategy=strategy, budget=budget, seed=seed,
+                                       workers=workers, progress=lambda n: bar.advance(task, n), should_stop=stop)
+            for note in found.notes:
+                echo(f"note: {note}")
+            rate = found.runs / found.wall_s if found.wall_s > 0 else 0.0
+            echo(f"{found.runs} {unit} explored ({strategy}, seed {seed}, {found.workers} worker(s), "
+                 f"{found.wall_s:.2f}s, {rate:,.0f}/s)" + (f"; exhausted ({found.classes} classes)" if found.exhausted and found.classes is not None
+                    else "; the search tree is exhausted" if found.exhausted else ""))
+            if found.guarantee is not None and not found.interrupted:
+                g = found.guarantee
+                echo(f"pct guarantee: a bug of depth <= {g['depth']} ({g['tasks']} tasks, {g['choice_points']} "
+                     f"choice points) is hit with probability >= 1/{round(1 / g['per_run'])} per run, "
+                     f">= {g['probability']:.1%} over {g['runs']} runs")
+            if found.failure is None:
+                if found.interrupted:
+                    echo(f"{stop.message(found.runs, unit)}: no failing schedule so far for {sc.name!r} on {impl}")
+                    raise typer.Exit(stop.exit_code)
+                echo(f"ok: no failing schedule for {sc.name!r} on {impl} in {found.runs} {unit}")
+                raise typer.Exit(0)
+            echo(f"FOUND after {found.found_at} {unit} (seed {found.failing_seed}):")
+            for f in found.failure.trace.failures:
+                echo(f"  check {f['check']}: {f['message']}")
+            if stop.requested:  # keep the failure as found: shrinking is more runs
+                original = found.failure.trace.schedule_object()
+                shrunk = engine.Shrunk(original, found.failure, original.size(), original.size(), 0)
+            else:
+                shrunk = engine.shrink(sc, implementation, found.failure)
+                echo(f"shrunk: {shrunk.before['deviations']} -> {shrunk.after['deviations']} deviation(s) from FIFO, "
+                     f"{shrunk.before['length']} -> {shrunk.after['length']} recorded choices ({shrunk.runs} runs)")
+            record = race.build(sc, impl, found, shrunk)
+            target = out or Path("cassettes") / "races" / f"{_slug(sc.name)}.yaml"
+            race.save(record, target)
+            echo(f"race cassette: {target}   (replay: loopkit replay {target} --impl {impl})")
+        except _user_errors() as exc:
+            raise _fail(_one_line(exc)) from None
+        except ValueError as exc:
+            raise _fail(_one_line(exc)) from None
+    if stop.requested:
+        echo(stop.message(found.runs, unit) + " (the cassette holds the failure unshrunk)")
+        raise typer.Exit(stop.exit_code)
     raise typer.Exit(1)
 
 

@@ -193,6 +193,8 @@ class Exploration:
     pct_horizon: int | None = None
     guarantee: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    interrupted: bool = False
+    """Stopped early by ``should_stop`` or a Ctrl-C: ``runs`` and ``failure`` are what it had."""
 
 
 class _Fresh(Strategy):
@@ -228,8 +230,10 @@ def explore(
     seed: int = 0,
     workers: int = 1,
     progress: Progress | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> Exploration:
-    """Run up to ``budget`` schedules; stop at the first failing one (see module docstring)."""
+    """Run up to ``budget`` schedules; stop at the first failing one (see module docstring), or
+    when ``should_stop()`` holds (``interrupted``)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r} (choose from {', '.join(STRATEGIES)})")
     out = Exploration(strategy, budget, seed, workers)
@@ -253,9 +257,10 @@ def explore(
 
     found = simulator.explore(
         main_of(scenario, impl), strategy=searched, budget=budget, seed=seed, is_failure=failed,
-        track=False, workers=out.workers, progress=progress, **_run_kwargs(scenario),
+        track=False, workers=out.workers, progress=progress, should_stop=should_stop, **_run_kwargs(scenario),
     )
     out.runs = found.runs
+    out.interrupted = found.interrupted
     out.exhausted = found.exhausted
     out.classes = found.classes
     if found.first_failure is not None:

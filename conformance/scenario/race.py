@@ -13,6 +13,8 @@ failing run. The file is canonical: the same exploration gives the same bytes.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ from simulator.schedule import Schedule
 
 from .engine import Exploration, RunReport, Shrunk, run_one
 from .model import Scenario, ScenarioError, from_source
-from .yaml_reader import parse
+from .yaml_reader import mixed_up, parse
 
 FORMAT = "loopkit-race/1"
 FIELDS = ("format", "name", "impl", "found", "scenario", "schedule", "shrink", "failure",
@@ -137,6 +139,9 @@ def load(path: str | Path) -> RaceCassette:
         raise RaceCassetteError(f"{p}: cannot read ({type(exc).__name__}: {exc})") from None
     try:
         root = parse(text, p)
+        mix_up = mixed_up(root, "race", p)
+        if mix_up is not None:
+            raise mix_up
         f = root.keys(FIELDS, required=("format", "name", "impl", "scenario", "schedule", "failure"))
         if f["format"].value() != FORMAT:
             raise f["format"].error(f"not a race cassette (expected format {FORMAT!r})")
@@ -148,9 +153,7 @@ def load(path: str | Path) -> RaceCassette:
             scenario = {"python": scenario_node.keys(("python",), required=("python",))["python"].string()}
             scenario_line = 0
         sched_node = f["schedule"]
-        data = sched_node.value()
-        if not isinstance(data, dict):
-            raise sched_node.error("expected a mapping")
+        data = _schedule_fields(sched_node)
         try:
             schedule = Schedule.from_dict({**data, "format": "loopkit-schedule/1"}, source=f"{p}: schedule")
         except ScheduleError as exc:
@@ -166,13 +169,58 @@ def load(path: str | Path) -> RaceCassette:
             schedule=schedule,
             failure=failure,
             shrink=_mapping(f, "shrink"),
-            deviations=list(f["deviations"].value() or []) if "deviations" in f else [],
+            deviations=[_deviation(item) for item in f["deviations"].items()] if "deviations" in f else [],
             trace=_mapping(f, "trace"),
             path=p,
             scenario_line=scenario_line,
         )
     except ScenarioError as exc:
         raise RaceCassetteError(str(exc)) from None
+
+
+SCHEDULE_FIELDS = ("scenario", "strategy", "seed", "mode", "vary_timers", "timer_window", "choices")
+
+
+def _schedule_fields(node: Any) -> dict[str, Any]:
+    """The schedule mapping, each field of its type (``mode: null`` or a NaN ``timer_window``
+    is an error naming the line, not a default silently taken)."""
+    from simulator._runtime import MODES
+
+    f = node.keys(SCHEDULE_FIELDS, required=("choices",))
+    data: dict[str, Any] = {}
+    if "scenario" in f:
+        data["scenario"] = f["scenario"].string()
+    if "strategy" in f:
+        data["strategy"] = f["strategy"].string()
+    if "seed" in f:
+        data["seed"] = f["seed"].integer(minimum=None)
+    if "mode" in f:
+        data["mode"] = f["mode"].choice(MODES)
+    if "vary_timers" in f:
+        data["vary_timers"] = f["vary_timers"].boolean()
+    if "timer_window" in f:
+        window = f["timer_window"].number(minimum=0.0)
+        if window != window or window == float("inf"):
+            raise f["timer_window"].error(f"must be a finite number of seconds, got {window}")
+        data["timer_window"] = window
+    choices = []
+    for item in f["choices"].items():
+        parts = item.items()
+        if len(parts) != 3:
+            raise item.error(f"a choice is [pick, options, label], got {len(parts)} item(s)")
+        pick, count = parts[0].integer(), parts[1].integer(minimum=1)
+        if pick >= count:
+            raise item.error(f"pick {pick} is not one of the {count} options")
+        choices.append([pick, count, parts[2].string()])
+    data["choices"] = choices
+    return data
+
+
+def _deviation(node: Any) -> dict[str, Any]:
+    value = node.value()
+    if not isinstance(value, dict):
+        raise node.error("a deviation is a mapping")
+    return value
 
 
 def _mapping(fields: dict[str, Any], key: str) -> dict[str, Any]:
@@ -187,10 +235,17 @@ def _mapping(fields: dict[str, Any], key: str) -> dict[str, Any]:
 def save(cassette: RaceCassette, path: str | Path) -> None:
     """Write a cassette (creating its directory)."""
     p = Path(path)
+    text = cassette.to_yaml()
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(cassette.to_yaml(), encoding="utf-8")
+        # Written aside then renamed: a run killed mid-write leaves the old file or none, never
+        # half a cassette.
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, p)
     except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
         raise RaceCassetteError(f"{p}: cannot write ({exc.strerror or exc})") from None
 
 
@@ -241,6 +296,8 @@ def scenario_of(cassette: RaceCassette) -> Scenario:
     except ScenarioError as exc:
         if "yaml" in cassette.scenario:
             raise ScenarioError(f"{exc} (in the cassette's inline scenario)") from None
+        if not str(exc).startswith(origin):  # a Python scenario's error: say which cassette
+            raise ScenarioError(f"{origin}: scenario: {exc}") from None
         raise
 
 

@@ -62,7 +62,7 @@ from .model import (
     ScenarioError,
     ToolSpec,
 )
-from .yaml_reader import Node, parse
+from .yaml_reader import Node, mixed_up, parse
 
 TOP = ("name", "description", "limits", "agents", "model", "models", "tools", "listeners",
        "actors", "checks")
@@ -91,6 +91,9 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     **ev.WORLD_POINTS,
 }
 """Every event a listener may be registered on, and the fields its ``where`` may filter on."""
+
+STATUSES = ("idle", "running", "disposed")
+"""The values of ``agent/status``."""
 
 MAX_SECONDS = 1e9
 """The largest virtual time a scenario may name (about 31 years): anything larger is a typo."""
@@ -121,6 +124,9 @@ def load_file(path: str | Path) -> Scenario:
 def load_text(text: str, *, origin: str = "<scenario>", path: str | None = None, line_offset: int = 0) -> Scenario:
     """Validate YAML scenario text into a :class:`Scenario` (``origin`` names it in errors)."""
     root = parse(text, origin, line_offset=line_offset)
+    mix_up = mixed_up(root, "scenario", path or origin)
+    if mix_up is not None:
+        raise mix_up
     source: dict[str, Any] = {"yaml": text}
     if path is not None:
         source["path"] = path
@@ -382,9 +388,9 @@ def _action(node: Node, agents: list[str], allowed: tuple[str, ...]) -> Action:
             if wait and "wait_idle" not in allowed:
                 raise f["wait"].error("an inject in a listener cannot wait (listeners run synchronously "
                                       "inside the emitter)")
-            return Action(verb, _agent_ref(f["agent"], agents) if "agent" in f else None, text=f["text"].string(),
+            return Action(verb, _agent_ref(f["agent"], agents) if "agent" in f else None, text=f["text"].text(),
                           wait=wait)
-        return Action(verb, text=arg.string())
+        return Action(verb, text=arg.text())
     if verb in ("cancel", "abort"):
         if arg.is_map():
             f = arg.keys(("reason", "agent"))
@@ -432,6 +438,9 @@ def _listener(node: Node, agents: list[str]) -> Listener:
             raise f["where"].error(f"{event} has no field {key!r} (fields: {', '.join(EVENT_FIELDS[event])})")
     if "agent" in where and where["agent"] not in agents:
         raise f["where"].error(f"unknown agent {where['agent']!r}")
+    if event == "agent/status" and "status" in where and where["status"] not in STATUSES:
+        # A typo here is a listener that never fires, and a scenario that passes vacuously.
+        raise f["where"].error(f"unknown status {where['status']!r} (expected one of: {', '.join(STATUSES)})")
     hold = 0.0
     if "hold" in f:
         if event != "session/flush":

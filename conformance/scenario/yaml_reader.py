@@ -133,6 +133,14 @@ class Node:
             raise self.error(f"expected a string, got {self.kind}")
         return str(value)
 
+    def text(self) -> str:
+        """A prompt's text: a string only (``send: 5`` or ``send: -1e9`` is a typo until quoted)."""
+        value = self.value() if self.is_scalar() else None
+        if not isinstance(value, str):
+            got = f"the number {value!r}" if isinstance(value, int | float) and not isinstance(value, bool) else self.kind
+            raise self.error(f"expected text (a string; quote it if it is a number), got {got}")
+        return value
+
     def number(self, *, minimum: float | None = 0.0) -> float:
         value = self.value() if self.is_scalar() else None
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -171,8 +179,63 @@ class Node:
         return out
 
 
+MAX_DEPTH = 64
+"""Nesting levels a document may have: no scenario or cassette needs more, and deeper input
+(``[[[[...`` 500 levels) would exhaust the recursion of the YAML composer and of every reader."""
+
+
+def _too_deep(root: yaml.Node) -> yaml.Node | None:
+    """The first node nested deeper than :data:`MAX_DEPTH` (an iterative walk), or None."""
+    stack: list[tuple[yaml.Node, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return node
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend((child, depth + 1) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend((child, depth + 1) for pair in node.value for child in pair)
+    return None
+
+
+def _flow_too_deep(text: str) -> int | None:
+    """The 0-based line where ``[``/``{`` flow collections nest deeper than :data:`MAX_DEPTH`, by
+    one scan of the text (quoted strings and comments skipped): the composer would otherwise
+    spend seconds recursing into ``[[[[...`` before failing."""
+    depth = line = 0
+    quote = ""
+    comment = False
+    previous = "\n"
+    for char in text:
+        if char == "\n":
+            line += 1
+            comment = False
+            if quote == "'":  # single-quoted scalars may span lines; plain ones end here
+                pass
+        elif comment:
+            pass
+        elif quote:
+            if char == quote:
+                quote = ""
+        elif char in "\"'" and previous in " \t\n[{,:":
+            quote = char
+        elif char == "#" and previous in " \t\n":
+            comment = True
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return line
+        elif char in "]}" and depth:
+            depth -= 1
+        previous = char
+    return None
+
+
 def parse(text: str, origin: str, *, line_offset: int = 0) -> Node:
     """Compose ``text`` into a :class:`Node` (syntax errors become a one-line ``ScenarioError``)."""
+    deep_line = _flow_too_deep(text)
+    if deep_line is not None:
+        raise ScenarioError(f"{origin}:{deep_line + 1 + line_offset}: nested deeper than {MAX_DEPTH} levels")
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
@@ -181,6 +244,47 @@ def parse(text: str, origin: str, *, line_offset: int = 0) -> Node:
         raise ScenarioError(f"{origin}:{line}: YAML syntax error: {exc.problem or exc.context}") from None
     except yaml.YAMLError as exc:
         raise ScenarioError(f"{origin}: YAML error: {str(exc).splitlines()[0]}") from None
+    except RecursionError:
+        raise ScenarioError(f"{origin}: nested too deeply (more than {MAX_DEPTH} levels)") from None
     if node is None:
         raise ScenarioError(f"{origin}:1: the file is empty")
+    deep = _too_deep(node)
+    if deep is not None:
+        raise ScenarioError(f"{origin}:{deep.start_mark.line + 1 + line_offset}: nested deeper than {MAX_DEPTH} levels")
     return Node(node, "", origin, line_offset)
+
+
+SCENARIO_KEYS = frozenset({"model", "models", "agents", "tools", "listeners", "actors", "checks", "limits"})
+"""Top-level keys only a scenario has."""
+
+
+def document_kind(root: Node) -> str | None:
+    """What a YAML document looks like, to name a mix-up rather than a field: ``"scenario"``,
+    ``"race"`` (a race cassette), ``"llm"`` (a recorded LLM cassette), or ``None``."""
+    if not root.is_map():
+        return None
+    keys = {key for key, _ in root.entries()}
+    if "format" in keys:
+        value = dict(root.entries())["format"].node
+        if isinstance(value, yaml.ScalarNode) and str(value.value).startswith("loopkit-race"):
+            return "race"
+    if "interactions" in keys:
+        return "llm"
+    if keys & SCENARIO_KEYS and "format" not in keys:
+        return "scenario"
+    return None
+
+
+def mixed_up(root: Node, wanted: str, path: str) -> ScenarioError | None:
+    """A one-line error when ``root`` is a document of another kind than ``wanted``."""
+    kind = document_kind(root)
+    if kind is None or kind == wanted:
+        return None
+    hint = {
+        "scenario": f"a scenario, not a race cassette: run it with `loopkit run {path}`, search it with "
+                    f"`loopkit explore {path}`",
+        "race": f"a race cassette, not a scenario: replay it with `loopkit replay {path}`",
+        "llm": f"an LLM cassette, not a {'scenario' if wanted == 'scenario' else 'race cassette'}: read it "
+               f"with `loopkit cassette show {path}`",
+    }[kind]
+    return ScenarioError(f"{root.origin}: this is {hint}")

@@ -85,7 +85,8 @@ def test_selected_rules_pass_on_reference_and_write_reports(tmp_path: Path) -> N
         "test_loop.py::test_burst_is_one_turn[random-0]",
         "test_loop.py::test_burst_is_one_turn[pct-0]",
     ]
-    assert data["summary"] == {"passed": 2, "failed": 0, "not_applicable": 0}
+    assert data["summary"] == {"passed": 2, "failed": 0, "not_applicable": 0, "not_checked": 0, "expected": 0}
+    assert data["complete"] is True and data["interrupted"] is False
     assert "<testsuite" in junit.read_text()
 
 

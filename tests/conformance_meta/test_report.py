@@ -24,14 +24,17 @@ def _all_passing() -> list[TestResult]:
 def test_shape_is_exactly_the_documented_one(tmp_path: Path) -> None:
     verdict = judge(_run(_all_passing(), frozenset({"persistence", "configuration", "injection"})))
     data = to_json(verdict)
-    assert set(data) == {"implementation", "kit_version", "rules", "summary"}
+    assert set(data) == {"implementation", "kit_version", "complete", "interrupted", "stopped", "rules", "summary"}
     assert data["implementation"] == "pkg:fake" and isinstance(data["kit_version"], str)
-    assert set(data["summary"]) == {"passed", "failed", "not_applicable"}
+    assert (data["complete"], data["interrupted"], data["stopped"]) == (True, False, None)
+    assert set(data["summary"]) == {"passed", "failed", "not_applicable", "not_checked", "expected"}
     assert [r["id"] for r in data["rules"]] == [r.id for r in catalogue.RULES]
     for rule in data["rules"]:
-        assert set(rule) == {"id", "status", "tests", "failures"}
+        assert set(rule) == {"id", "status", "tests", "failures", "expected", "needs_hook", "failed_tests"}
         assert rule["status"] == "passed" and rule["failures"] == [] and len(rule["tests"]) == 1
-    assert data["summary"] == {"passed": len(catalogue.RULES), "failed": 0, "not_applicable": 0}
+        assert (rule["expected"], rule["needs_hook"], rule["failed_tests"]) == (False, None, [])
+    assert data["summary"] == {"passed": len(catalogue.RULES), "failed": 0, "not_applicable": 0,
+                               "not_checked": 0, "expected": 0}
     assert verdict.ok
     path = tmp_path / "r.json"
     write_json(verdict, str(path))

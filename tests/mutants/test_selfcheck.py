@@ -43,7 +43,7 @@ def test_one_mutant_end_to_end(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     data = json.loads(report.read_text())
-    assert set(data) == {"reference_passed", "mutants", "score"}
+    assert set(data) == {"reference_passed", "mutants", "score", "complete"}
     assert data["reference_passed"] is True and data["score"] == 1.0
     [mutant] = data["mutants"]
     assert set(mutant) == {"name", "description", "killed", "killed_by"}

@@ -115,7 +115,9 @@ def test_jsonl_round_trip_and_repair_of_unclosed_turn(arun: Any, tmp_path: Path)
         await agent.when_idle()
         path = store.path("s/1")
         assert path.name == "s%2F1.jsonl"
-        lines = path.read_text().splitlines()
+        header, *lines = path.read_text().splitlines()
+        assert json.loads(header) == {"header": {"id": "s/1", "created": agent.session.header["created"],
+                                                 "cwd": None, "parent_session": None}}
         assert [json.loads(line)["type"] for line in lines][:2] == ["turn/start", "user/message"]
         # Simulate a process that died mid-turn: a turn/start and step/start, no end.
         t = json.loads(lines[-1])["time"]

@@ -25,7 +25,7 @@ def test_round_trip_is_byte_identical(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda t: t.replace("format: loopkit-race/1", "format: other"), ":1: format: not a race cassette"),
     (lambda t: t.replace("impl:", "implementation:"), "implementation: unknown field"),
-    (lambda t: t.replace("  choices:", "  choices: 3\n  ignored:"), "schedule: malformed schedule"),
+    (lambda t: t.replace("  choices:", "  choices: 3\n  ignored:"), "schedule.ignored: unknown field"),
     (lambda t: t + "  - [oops\n", "YAML syntax error"),
 ])
 def test_bad_cassettes_fail_in_one_line(tmp_path: Path, edit: object, message: str) -> None:

@@ -1,0 +1,191 @@
+"""Hostile implementations: the reference with one deliberately broken behaviour each.
+
+Each must end ``loopkit conformance`` in a clear per-rule verdict in bounded time (exit 1, or 2
+for a setup error), never exit 0, never hang. Used by ``test_hostile.py`` (a rule subset each)
+and ``bench/hostile.py`` (the whole suite each). Run from this directory:
+``loopkit conformance --impl hostile_adapters:spin``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from conformance.reference_adapter import ReferenceImplementation
+
+Hook = Callable[[], None]
+
+
+class _Agent:
+    """An agent handle whose ``send`` does something hostile first."""
+
+    def __init__(self, agent: Any, hook: Hook) -> None:
+        self._agent = agent
+        self._hook = hook
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._agent, name)
+
+    def send(self, content: Any, source: Any = None) -> None:
+        self._hook()
+        self._agent.send(content, source)
+
+
+class _Service:
+    """A service handle wrapping every agent it makes (and ``close`` when asked)."""
+
+    def __init__(self, service: Any, hook: Hook, on_close: Hook | None) -> None:
+        self._service = service
+        self._hook = hook
+        self._on_close = on_close
+        self._agents: dict[int, _Agent] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._service, name)
+
+    def _wrap(self, agent: Any) -> Any:
+        if agent is None:
+            return None
+        return self._agents.setdefault(id(agent), _Agent(agent, self._hook))
+
+    def create(self, agent_id: str, options: Any = None) -> Any:
+        return self._wrap(self._service.create(agent_id, options))
+
+    def create_agent(self, agent_id: str, session_id: str, meta: Any = None, agent_options: Any = None) -> Any:
+        return self._wrap(self._service.create_agent(agent_id, session_id, meta, agent_options))
+
+    async def resume(self, agent_id: str, resume_session_id: str, agent_options: Any = None) -> Any:
+        return self._wrap(await self._service.resume(agent_id, resume_session_id, agent_options))
+
+    def get(self, agent_id: str) -> Any:
+        return self._wrap(self._service.get(agent_id))
+
+    def driver_task(self, agent: Any) -> Any:
+        return self._service.driver_task(getattr(agent, "_agent", agent))
+
+    async def close(self) -> None:
+        if self._on_close is not None:
+            self._on_close()
+        await self._service.close()
+
+
+class Hostile(ReferenceImplementation):
+    """The reference, with ``on_send`` run in every ``send`` (and ``on_create``/``on_close``)."""
+
+    def __init__(self, name: str, on_send: Hook = lambda: None, on_create: Hook | None = None,
+                 on_close: Hook | None = None) -> None:
+        super().__init__(name=name)
+        self._on_send, self._on_create, self._on_close = on_send, on_create, on_close
+
+    def create_service(self, *, persistence: object | None = None) -> Any:
+        if self._on_create is not None:
+            self._on_create()
+        return _Service(super().create_service(persistence=persistence), self._on_send, self._on_close)
+
+
+def _spin() -> None:
+    while True:  # a busy loop that never yields to the event loop
+        pass
+
+
+def _hang() -> None:
+    threading.Event().wait()  # blocks the thread forever (no simulator escape for this one)
+
+
+def _flood() -> None:
+    sys.stdout.write("x" * 5_000_000 + "\n")
+
+
+def _connect() -> None:
+    with socket.socket() as sock:
+        sock.settimeout(0.2)
+        try:
+            sock.connect(("127.0.0.1", 9))  # the discard port of this machine: nothing listens
+        except OSError:
+            pass
+
+
+def _thread() -> None:
+    threading.Thread(target=lambda: None).start()
+
+
+def _kill_self() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class _DyingAgent:
+    """An agent whose driver task dies of an uncaught exception at the first send, while
+    ``when_idle()`` never resolves: what a wait then reports must name the death."""
+
+    def __init__(self, agent: Any) -> None:
+        self._agent = agent
+        self.task: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._agent, name)
+
+    @property
+    def status(self) -> str:
+        return "running" if self.task is not None else self._agent.status
+
+    def send(self, content: Any, source: Any = None) -> None:
+        import asyncio
+
+        async def drive() -> None:
+            await asyncio.sleep(0)
+            raise RuntimeError("driver exploded")
+
+        self.task = asyncio.get_running_loop().create_task(drive())
+
+    def when_idle(self) -> Any:
+        import asyncio
+
+        if self.task is None:
+            return self._agent.when_idle()
+        return asyncio.get_running_loop().create_future()  # never resolved: the driver is dead
+
+
+class _DyingService(_Service):
+    def _wrap(self, agent: Any) -> Any:
+        if agent is None:
+            return None
+        return self._agents.setdefault(id(agent), _DyingAgent(agent))  # type: ignore[arg-type]
+
+    def driver_task(self, agent: Any) -> Any:
+        return getattr(agent, "task", None)
+
+
+class Dying(ReferenceImplementation):
+    """The reference, whose agents' driver task dies at the first send."""
+
+    def create_service(self, *, persistence: object | None = None) -> Any:
+        return _DyingService(super().create_service(persistence=persistence), lambda: None, None)
+
+
+spin = Hostile("spin", on_send=_spin)
+hang = Hostile("hang", on_send=_hang)
+exits = Hostile("exit", on_send=lambda: sys.exit(3))
+os_exit = Hostile("os-exit", on_send=lambda: os._exit(0))
+kill_self = Hostile("kill-self", on_send=_kill_self)
+print_flood = Hostile("print-flood", on_send=_flood)
+sockets = Hostile("socket", on_send=_connect)
+sleeps = Hostile("sleep", on_send=lambda: time.sleep(0.2))
+threads = Hostile("thread", on_send=_thread)
+spin_in_create = Hostile("spin-in-create", on_create=_spin)
+exit_in_create = Hostile("exit-in-create", on_create=lambda: os._exit(0))
+spin_in_close = Hostile("spin-in-close", on_close=_spin)
+dies = Dying(name="driver-dies")
+
+ALL = {
+    "spin": spin, "hang": hang, "exits": exits, "os_exit": os_exit, "kill_self": kill_self,
+    "print_flood": print_flood, "sockets": sockets, "sleeps": sleeps, "threads": threads,
+    "spin_in_create": spin_in_create, "exit_in_create": exit_in_create, "spin_in_close": spin_in_close,
+    "dies": dies,
+}
+"""Every hostile implementation by its attribute name (``--impl hostile_adapters:NAME``)."""

@@ -1,0 +1,116 @@
+"""Hostile implementations end ``loopkit conformance`` in a clear per-rule verdict, in bounded
+time: exit 1 with a complete table and JSON (2 for a setup error, one line), never exit 0 for a
+broken loop, never a hang. CI-sized: one rule (one test) each, ``--timeout 2``; the whole suite
+per adapter is ``bench/hostile.py``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+RULE = ["--rule", "LOOP-2", "--schedules", "0"]  # one test: test_burst_is_one_turn[fifo]
+
+
+def _conformance(tmp_path: Path, impl: str, *args: str, timeout: float = 90) -> tuple[subprocess.CompletedProcess[str], float]:
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli", "conformance", "--impl", f"hostile_adapters:{impl}", *args],
+        cwd=HERE, capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(HERE.parent.parent), "COLUMNS": "200"},
+    )
+    return proc, time.monotonic() - started
+
+
+# (adapter, workers, what its one failure must say). The escapes fail at the call whatever
+# runs the test, so they run in the command's process (--workers 0: seconds, not a worker's
+# start-up); spinning, blocking and killing the process need the worker supervision.
+FAILING = [
+    ("hang", "1", "exceeded the wall-clock limit (2s, --timeout) in call"),
+    ("kill_self", "1", "the worker process running this test died"),
+    ("exits", "0", "sys.exit() called inside a simulation"),
+    ("os_exit", "0", "os._exit() called inside a simulation"),
+    ("sockets", "0", "socket.connect() blocks the event loop inside a simulation"),
+    ("sleeps", "0", "time.sleep() blocks the event loop inside a simulation"),
+    ("threads", "0", "threading.Thread.start() called inside a simulation"),
+]
+
+
+@pytest.mark.parametrize(("impl", "workers", "says"), FAILING, ids=[name for name, _, _ in FAILING])
+def test_hostile_adapter_fails_its_rule_with_a_complete_report(tmp_path: Path, impl: str, workers: str,
+                                                                says: str) -> None:
+    report = tmp_path / "r.json"
+    proc, seconds = _conformance(tmp_path, impl, *RULE, "--timeout", "2", "--workers", workers,
+                                 "--json", str(report))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    data = json.loads(report.read_text())
+    assert data["complete"] is True and data["interrupted"] is False
+    (rule,) = data["rules"]
+    assert rule["id"] == "LOOP-2" and rule["status"] == "failed"
+    (failed,) = rule["failed_tests"]
+    assert says in failed["message"], failed["message"]
+    assert failed["schedule"] == "fifo"
+    assert failed["reproduce"] == (
+        "pytest --pyargs 'conformance.tests.test_loop::test_burst_is_one_turn[fifo]' "
+        f"--loopkit-impl hostile_adapters:{impl} -p no:cacheprovider -vv")
+    assert "LOOP-2" in proc.stdout and "reproduce:" in proc.stdout
+    assert seconds < 60
+
+
+@pytest.mark.parametrize(("impl", "says"), [
+    ("spin_in_create", "did not finish within 2s of wall time"),
+    ("spin_in_close", "did not finish within 2s of wall time"),
+    ("exit_in_create", "os._exit() called inside a simulation"),
+])
+def test_hostile_setup_is_a_one_line_setup_error(tmp_path: Path, impl: str, says: str) -> None:
+    proc, seconds = _conformance(tmp_path, impl, *RULE, "--timeout", "2", "--workers", "0")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: setup failed: ") and says in lines[0], proc.stderr
+    assert seconds < 30
+
+
+def test_print_flood_is_bounded_and_judged(tmp_path: Path) -> None:
+    # 5 MB per send, kept to a few kilobytes per test: the run's memory stays flat and the
+    # verdict is the reference's (printing breaks no rule).
+    proc, _ = _conformance(tmp_path, "print_flood", "--rule", "LOOP-2", "--rule", "ASM-1", "--schedules", "0",
+                           "--workers", "0")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert len(proc.stdout) + len(proc.stderr) < 100_000
+
+
+def test_the_run_stops_after_max_hangs_and_never_passes(tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    proc, seconds = _conformance(tmp_path, "spin", "--rule", "LOOP-2", "--rule", "ASM-1", "--rule", "ASM-2",
+                                 "--schedules", "0", "--timeout", "1", "--max-hangs", "1", "--workers", "1",
+                                 "--json", str(report))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    data = json.loads(report.read_text())
+    assert data["complete"] is False and "--max-hangs 1" in data["stopped"]
+    assert {r["status"] for r in data["rules"]} == {"failed"}
+    assert any("not checked" in f for r in data["rules"] for f in r["failures"])
+    spun = [t["message"] for r in data["rules"] for t in r["failed_tests"]]
+    assert spun and "exceeded the wall-clock limit (1s, --timeout) in call, spinning in _spin() at " \
+        "hostile_adapters.py" in spun[0]
+    assert "incomplete:" in proc.stdout
+    assert seconds < 60
+
+
+def test_a_dead_driver_task_is_named_when_a_wait_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(HERE))
+    import hostile_adapters
+
+    from conformance.runner import run_suite
+
+    run = run_suite(hostile_adapters.dies, rules=["LOOP-2"], schedule_count=0)
+    (result,) = run.results
+    assert result.outcome == "failed"
+    assert "did not resolve (status running); a: its driver task died of RuntimeError: driver exploded " \
+           "(raised at hostile_adapters.py:" in result.message
