@@ -148,7 +148,7 @@ def test_derived_history(run: Run) -> None:
         def add_context(*_args: object) -> None:
             a.session.append("context/message", {"content": [v.text("ctx")], "source": plugin})
 
-        k.on("agent/turn-start", add_context)
+        k.on("agent/turn-start", add_context, needs="the test appends context from it, inside the turn")
         k.model.push(
             fakes.tool_calls(("c1", "echo", "{}")).hook(lambda: a.steer("nudge"), before=-1),
             fakes.text("bye", usage=(1, 1)),

@@ -58,7 +58,7 @@ def test_dispose_while_running_goes_straight_to_disposed(run: Run, where: str) -
             async def flush(*_args: object) -> None:
                 a.dispose()
 
-            k.on("session/flush", flush)
+            k.on("session/flush", flush, needs="the test disposes during the turn's flush")
         a.send("A")
         if where == "mid-step":
             await k.until(lambda: bool(k.model.requests), "A's model call")
@@ -211,7 +211,7 @@ def test_throwing_idle_listener_cannot_strand_waiter(run: Run) -> None:
     run(scenario)
 
 
-def _slow_flush(k: Kit, log: list[str], seconds: float = 1.0, gate: Gate | None = None) -> None:
+def _slow_flush(k: Kit, log: list[str], seconds: float = 1.0, gate: Gate | None = None, needs: str | None = None) -> None:
     """A session/flush listener taking ``seconds`` (or until ``gate`` opens); ``log`` gets
     start, then end (or cancelled)."""
 
@@ -225,7 +225,7 @@ def _slow_flush(k: Kit, log: list[str], seconds: float = 1.0, gate: Gate | None 
             raise
         log.append("end")
 
-    k.on("session/flush", flush)
+    k.on("session/flush", flush, needs=needs)
 
 
 async def _released_with(k: Kit, waiter: object, snapshot: Callable[[], tuple[list[str], bool]]) -> tuple[list[str], bool]:
@@ -278,7 +278,7 @@ def test_when_idle_called_after_dispose_waits_for_driver_exit(run: Run) -> None:
         a = k.agent()
         flush: list[str] = []
         gate = k.gate()
-        _slow_flush(k, flush, gate=gate)
+        _slow_flush(k, flush, gate=gate, needs="the test disposes while the driver is inside the flush")
         a.send("A")
         await k.until(lambda: flush == ["start"], "the turn's flush")
         task = k.service.driver_task(a)
