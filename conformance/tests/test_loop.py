@@ -400,6 +400,8 @@ def test_burst_during_a_turn_is_the_next_turn(run: Run, schedule: str) -> None:
 
         k.model.push(fakes.text("A").hook(burst), fakes.text("B"))
         a.send("A")
+        # Wait for the two turns themselves: quiescence (when_idle) is IDLE-2's, not this rule's.
+        await k.until(lambda: k.types(a).count("turn/end") == 2, "the burst's turn to end")
         await k.idle(a)
         assert k.prompts(a) == [["A"], ["B1", "B2", "B3"]]
         starts = k.events(a, "turn/start")
