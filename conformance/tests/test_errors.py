@@ -151,15 +151,15 @@ def test_throwing_step_end_after_good_step(run: Run) -> None:
 
 @pytest.mark.rule("ERR-3")
 def test_throwing_step_end_after_second_good_step(run: Run) -> None:
-    # Step 2 succeeds and would continue (steering was drained after it, CONT-1), but its
-    # agent/step-end listener throws: the turn ends error and step 3 never runs.
+    # Step 2 succeeds and would continue (it had a tool call, CONT-1), but its agent/step-end
+    # listener throws: the turn ends error and step 3 never runs.
     async def scenario(k: Kit) -> None:
         k.tool("echo")
         a = k.agent()
         k.on("agent/step-end", _throwing("agent/step-end", nth=2))
         k.model.push(
             fakes.tool_calls(("c1", "echo", "{}")),
-            fakes.text("second").hook(lambda: a.steer("more")),
+            fakes.tool_calls(("c2", "echo", "{}")),
             fakes.text("third"),
         )
         a.send("one")

@@ -96,6 +96,7 @@ def test_result_keyed_on_model_call_id(run: Run) -> None:
         k.model.push(fakes.tool_calls(("c1", "echo", "{}")))
         a.send("hi")
         await k.idle(a)
+        assert k.calls("tools/execute") == 1, "the tools/execute listener never ran"
         assert [e["data"]["call_id"] for e in k.events(a, "tool/result")] == ["c1"]
 
     run(scenario)
@@ -217,6 +218,7 @@ def test_result_keyed_on_model_call_id_when_listener_short_circuits(run: Run) ->
         k.model.push(fakes.tool_calls(("c1", "echo", "{}"), ("c2", "echo", "{}")))
         a.send("hi")
         await k.idle(a)
+        assert k.calls("tools/execute") == 2, "the tools/execute listener never ran"
         assert [e["data"]["call_id"] for e in k.events(a, "tool/result")] == ["c1", "c2"]
         assert len(echo.calls) == 1, "the short-circuited call never reached the tool"
         ids = [b["tool_call_id"] for m in k.model.requests[1]["messages"] for b in m["content"] if b.get("type") == "tool-result"]
