@@ -595,3 +595,43 @@ def test_cancel_from_inside_the_step(run: Run, schedule: str, where: str) -> Non
             assert len(tool.calls) == 1
 
     run(scenario)
+
+
+@pytest.mark.rule("CANCEL-1")
+@pytest.mark.parametrize("waterfall", ["agent/request", "agent/step-result"])
+def test_cancel_while_a_step_waterfall_runs(run: Run, schedule: str, waterfall: str) -> None:
+    # "With the caller's reason in every window": the cancel lands while a slow agent/request
+    # or agent/step-result listener is still running; the turn ends aborted with that reason,
+    # nothing of the step is dispatched and a later prompt runs normally.
+    async def scenario(k: Kit) -> None:
+        echo = k.tool("echo")
+        a = await _parked(k)
+        entered = asyncio.Event()
+
+        async def slow(*args: object) -> object:
+            if not entered.is_set():  # the first step only
+                entered.set()
+                await asyncio.sleep(5.0)
+            return await args[-1]()  # type: ignore[operator]
+
+        k.on(waterfall, slow, needs="the cancel lands while it runs")
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")))
+        a.send("A")
+        await asyncio.wait_for(entered.wait(), k.timeout)
+        a.cancel("during " + waterfall)
+        await k.idle(a)
+        assert k.reasons(a) == [aborted("during " + waterfall)]
+        assert echo.calls == [], "nothing of the cancelled step is dispatched"
+        await _runs_alone_and_completes_after(k, a, "B")
+
+    run(scenario)
+
+
+async def _runs_alone_and_completes_after(k: Kit, a: AgentHandle, prompt: str) -> None:
+    """``prompt``, sent after an earlier turn, runs alone in a turn that completes."""
+    before = len(k.reasons(a))
+    a.send(prompt)
+    await k.idle(a)
+    await k.until(lambda: len(k.reasons(a)) == before + 1, f"{prompt}'s turn to end")
+    assert k.prompts(a)[-1] == [prompt]
+    assert k.reasons(a)[-1] == COMPLETED, LATER_COMPLETES

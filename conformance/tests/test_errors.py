@@ -391,6 +391,9 @@ def _assert_reported_before_turn_start(k: Kit, agent: AgentHandle) -> None:
     errors = k.noted("agent/error")
     assert errors, "the failure before turn/start was not reported through agent/error"
     assert all(step == 0 for _turn, step, _exc in errors), f"reported with step 0: {errors}"
+    assert all(isinstance(turn, int) and isinstance(exc, Exception) for turn, _step, exc in errors), (
+        f"agent/error(agent, turn, step, error) carries a turn number and the error: {errors}"
+    )
     users = [t for e in k.events(agent, "user/message") for t in texts(e["data"]["content"])]
     assert "bad" not in users, "the failed prompt opened nothing (no user/message)"
     assert len(k.events(agent, "turn/start")) == len(k.events(agent, "turn/end")), "no turn is owed"
@@ -617,14 +620,17 @@ class _Capture(logging.Handler):
         self.records.append(record)
 
 
-def _warnings_naming(k: Kit, capture: _Capture, agent_id: str, turn: int) -> list[str]:
+def _warnings_naming(k: Kit, capture: _Capture, agent_id: str, turn: int | None) -> list[str]:
     """The captured warnings of the implementation's logger (or a child of it) that name the
-    agent and the turn (its number as a word of its own: "turn 2", "turn=2", "#2"...)."""
+    agent and the turn (its number as a word of its own: "turn 2", "turn=2", "#2"...; any
+    number for ``turn=None``)."""
     root = k.impl.logger_name
+    number = r"\d+" if turn is None else str(turn)
     out: list[str] = []
     for record in capture.records:
         message = record.getMessage()
-        if (record.name == root or record.name.startswith(root + ".")) and agent_id in message and re.search(rf"(?<![\w.]){turn}(?![\w.])", message):
+        ours = record.name == root or record.name.startswith(root + ".")
+        if ours and agent_id in message and re.search(rf"(?<![\w.]){number}(?![\w.])", message):
             out.append(message)
     return out
 
@@ -676,5 +682,54 @@ def test_contained_model_and_flush_failures_are_warned(run: Run) -> None:
 
         named = await _warned_turn_two(k, "logged-agent", arrange)
         assert len(named) >= 2, f"expected a warning naming the agent and turn 2 per contained failure: {named}"
+
+    run(scenario)
+
+
+@pytest.mark.rule("ERR-4")
+@pytest.mark.parametrize("ending", ["failure", "disposal"])
+def test_throwing_step_end_listener_while_closing_an_open_step(run: Run, ending: str) -> None:
+    # The step is still open when the turn closes (its model failed, or the agent was disposed
+    # in it), so closing appends its step/end, and that append throws: the turn still balances
+    # (one step/end, one turn/end), nothing follows, and the loop (or the disposal) goes on.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.on("session/event", lambda _s, e: boom() if e["type"] == "step/end" else None)
+        k.model.push(respond.raises("model failed") if ending == "failure" else respond.hang())
+        a.send("one")
+        if ending == "disposal":
+            await k.until(lambda: bool(k.model.requests), "the model call")
+            a.dispose()
+        await k.idle(a)
+        types = k.types(a)
+        assert types.count("step/end") == 1 and types.count("turn/end") == 1, types
+        _nothing_after_turn_end(k, a)
+        if ending == "failure":
+            assert _error_kinds(k, a) == ["error"]
+            a.send("two")
+            await k.idle(a)
+            assert k.prompts(a)[-1] == ["two"], "the loop stays alive"
+        else:
+            assert k.reasons(a) == [{"kind": "disposed"}]
+
+    run(scenario)
+
+
+@pytest.mark.rule("ERR-12")
+def test_failure_before_turn_start_is_warned(run: Run) -> None:
+    # A failure with no turn opened (ERR-8's example) is contained too: warned, naming the
+    # agent and a turn number (which one, for a turn that never opened, the spec leaves open).
+    async def scenario(k: Kit) -> None:
+        logger = logging.getLogger(k.impl.logger_name)
+        capture = _Capture()
+        logger.addHandler(capture)
+        try:
+            a = k.agent("early-agent")
+            _queue_unserialisable(k, a, "bad")
+            await k.idle(a)
+        finally:
+            logger.removeHandler(capture)
+        named = _warnings_naming(k, capture, "early-agent", None)
+        assert named, f"the failure before turn/start was not warned naming the agent and a turn: {[r.getMessage() for r in capture.records]}"
 
     run(scenario)

@@ -558,3 +558,162 @@ def test_adapter_gets_rewritten_messages_and_tools(run: Run) -> None:
             assert request["model"] == MODEL
 
     run(scenario)
+
+
+@pytest.mark.rule("LOOP-4", "LOOP-5")
+def test_notifications_and_waterfalls_carry_agent_turn_and_step(run: Run) -> None:
+    # Spec 0b: notifications pass the agent first, then the turn (and step) they are about;
+    # the agent/* waterfalls take (agent, turn[, step], value, next); tools/execute takes the
+    # execution {call_id, name, arguments, agent, signal}. Two agents, so "the agent" is each
+    # one's own object (whatever object the implementation passes, the same one for all of an
+    # agent's events and another for the other agent's).
+    async def scenario(k: Kit) -> None:
+        k.tool("echo")
+        seen: list[tuple[Any, ...]] = []
+
+        def note(name: str) -> Callable[..., Any]:
+            def listener(*args: Any) -> None:
+                seen.append((name, *args))
+
+            return listener
+
+        def through(name: str) -> Callable[..., Any]:
+            async def listener(*args: Any) -> Any:
+                seen.append((name, *args[:-1]))
+                return await args[-1]()
+
+            return listener
+
+        for name in ("agent/turn-start", "agent/turn-end", "agent/step-start", "agent/step-end", "agent/stream-chunk"):
+            k.on(name, note(name))
+        for name in ("agent/request", "agent/step-result", "agent/turn-continuation", "tools/execute"):
+            k.on(name, through(name))
+        k.model.push(fakes.tool_calls(("c1", "echo", '{"x": 1}')), fakes.text("done"), fakes.text("other"))
+        a = k.agent("first")
+        a.send("hi")
+        await k.idle(a)
+        b = k.agent("second")
+        b.send("hi")
+        await k.idle(b)
+        executions = [s[1] for s in seen if s[0] == "tools/execute"]
+        assert len(executions) == 1
+        execution = executions[0]
+        assert set(execution) >= {"call_id", "name", "arguments", "agent", "signal"}, execution
+        assert (execution["call_id"], execution["name"], execution["arguments"]) == ("c1", "echo", {"x": 1})
+        agent_of = execution["agent"]
+        others = [s for s in seen if s[0] != "tools/execute"]
+        firsts = [s[1] for s in others]
+        assert all(x is not None for x in firsts), "every notification and waterfall passes the agent first"
+        mine = [s for s in others if s[1] is agent_of]
+        theirs = [s for s in others if s[1] is not agent_of]
+        assert theirs and all(s[1] is theirs[0][1] for s in theirs), "one object per agent"
+        assert [s[2:] for s in mine if s[0] == "agent/turn-start"] == [(1,)]
+        for name in ("agent/step-start", "agent/step-end"):
+            assert [s[2:] for s in mine if s[0] == name] == [(1, 1), (1, 2)], name
+        for name in ("agent/request", "agent/step-result", "agent/stream-chunk"):
+            assert sorted({s[2:4] for s in mine if s[0] == name}) == [(1, 1), (1, 2)], name
+        ends = [s[2:] for s in mine if s[0] == "agent/turn-end"]
+        assert ends == [(1, COMPLETED)]
+        continuations = [s[2:] for s in mine if s[0] == "agent/turn-continuation"]
+        assert continuations == [(1, True), (1, False)], "(agent, turn, default decision, next)"
+        chunks = [s[4] for s in mine if s[0] == "agent/stream-chunk"]
+        assert chunks == [e["data"]["chunk"] for e in k.events(a, "assistant/chunk")]
+        requests = [s[4] for s in mine if s[0] == "agent/request"]
+        assert all(r["model"] == MODEL and r["messages"] for r in requests)
+        results = [s[4] for s in mine if s[0] == "agent/step-result"]
+        assert [r["content"] for r in results] == [e["data"]["content"] for e in k.events(a, "assistant/message")]
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOOP-5")
+def test_every_step_assembles_the_system_prompt_before_its_request(run: Run) -> None:
+    # "system prompt assembled, agent/request waterfall": the system-prompt waterfall runs in
+    # each step, before that step's agent/request.
+    async def scenario(k: Kit) -> None:
+        order: list[str] = []
+
+        async def assembly(*args: Any) -> Any:
+            order.append("system-prompt")
+            return await args[-1]()
+
+        async def request(*args: Any) -> Any:
+            order.append("agent/request")
+            return await args[-1]()
+
+        k.on("system-prompt", assembly)
+        k.on("agent/request", request)
+        k.tool("echo")
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")), fakes.text("done"))
+        a = k.agent(system_prompt="Mine")
+        a.send("hi")
+        await k.idle(a)
+        assert order == ["system-prompt", "agent/request"] * 2
+        assert all(r.get("system") == "Mine" for r in k.model.requests), "a pass-through assembly changes nothing"
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOOP-5")
+def test_step_events_carry_their_turn_and_step(run: Run) -> None:
+    # The data of section 0's table: every event of a step names its turn and step, and carries
+    # the fields the table gives it.
+    async def scenario(k: Kit) -> None:
+        k.tool("echo")
+        a = k.agent()
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")).usage(1, 2), fakes.text("done", usage=(3, 4)), fakes.text("two", usage=(5, 6)))
+        a.send("one")
+        await k.idle(a)
+        a.send("two")
+        await k.idle(a)
+        fields = {
+            "step/start": {"turn", "step"}, "step/end": {"turn", "step"},
+            "assistant/chunk": {"turn", "step", "chunk"}, "assistant/message": {"turn", "step", "content"},
+            "usage": {"turn", "step", "usage"},
+            "tool/call": {"turn", "step", "call_id", "name", "arguments"},
+            "tool/result": {"turn", "step", "call_id", "content", "is_error"},
+        }
+        placed = []
+        turn = step = 0
+        for event in k.events(a):
+            kind, data = event["type"], event["data"]
+            if kind == "turn/start":
+                turn, step = data["turn"], 0
+            elif kind == "step/start":
+                step = data["step"]
+            if kind in fields:
+                assert fields[kind] <= set(data), f"{kind} lacks {fields[kind] - set(data)}: {data}"
+                placed.append((kind, data["turn"], data["step"]) == (kind, turn, step))
+        assert placed and all(placed), "an event names another turn or step than the one it lies in"
+        assert [(e["data"]["turn"], e["data"]["step"]) for e in k.events(a, "usage")] == [(1, 1), (1, 2), (2, 1)]
+        assert [(e["data"]["turn"], e["data"]["step"]) for e in k.events(a, "assistant/message")] == [(1, 1), (1, 2), (2, 1)]
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOOP-10")
+def test_unknown_model_name_fails_with_no_adapter(run: Run) -> None:
+    # Spec 0b: an unknown model name fails the step with code NO_ADAPTER, whether it comes from
+    # the agent's options or from a rewriting agent/request listener; nothing is streamed.
+    async def scenario(k: Kit) -> None:
+        a = k.agent("unknown", model="no-such-model")
+        a.send("hi")
+        await k.idle(a)
+        b = k.agent("rerouted")
+
+        async def reroute(agent: object, turn: int, step: int, request: dict, next: object) -> object:
+            value = await next()  # type: ignore[operator]
+            return {**value, "model": "nowhere"} if agent is not a else value
+
+        k.on("agent/request", reroute)
+        b.send("hi")
+        await k.idle(b)
+        for agent in (a, b):
+            (reason,) = k.reasons(agent)
+            assert reason["kind"] == "error" and reason.get("code") == "NO_ADAPTER", reason
+            (error,) = k.events(agent, "error")
+            assert error["data"].get("code") == "NO_ADAPTER" and error["data"]["step"] == 1
+            assert k.events(agent, "assistant/chunk") == []
+        assert k.model.requests == []
+
+    run(scenario)

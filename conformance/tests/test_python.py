@@ -221,3 +221,32 @@ def test_same_seed_same_bytes_with_failures_and_timing(impl: Implementation) -> 
         first = _busy_transcript(impl, schedule)
         assert first == _busy_transcript(impl, schedule), f"two runs under {schedule} differ"
         assert "busy-session-" in first and '"time":' in first
+
+
+@pytest.mark.rule("PY-1")
+def test_cancelling_driver_task_during_the_flush(run: Run) -> None:
+    # The driver's task is cancelled while it awaits the turn's flush (the turn already
+    # closed): the cancellation is not contained as a flush failure, the agent ends disposed,
+    # and the closed turn is not closed again (one turn/end, nothing after it).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        flushing = asyncio.Event()
+
+        async def flush(*_args: object) -> None:
+            flushing.set()
+            await asyncio.sleep(10.0)
+
+        k.on("session/flush", flush, needs="the driver is cancelled while it awaits the flush")
+        a.send("A")
+        await asyncio.wait_for(flushing.wait(), k.timeout)
+        task = k.service.driver_task(a)
+        assert task is not None, "the adapter must expose the driver task (ServiceHandle.driver_task)"
+        task.cancel()
+        await k.until(task.done, "the driver task to end")
+        await k.settle()
+        assert a.status == "disposed"
+        assert k.types(a)[-1] == "turn/end" and k.types(a).count("turn/end") == 1, k.types(a)
+        assert k.reasons(a) == [COMPLETED]
+        await k.idle(a)
+
+    run(scenario)

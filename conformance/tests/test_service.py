@@ -9,6 +9,7 @@ import pytest
 from conformance import fakes
 from conformance.fakes import FakeModel, respond
 from conformance.harness import MODEL, Kit
+from conformance.invariants import log_violations
 
 from ._support import COMPLETED, Run, Watch, boom, request_texts
 
@@ -333,5 +334,41 @@ def test_close_disposes_busy_idle_and_queued_agents(run: Run) -> None:
             await watch.wait()
         assert k.reasons(busy) == [{"kind": "disposed"}]
         assert len(k.reasons(queued)) == len(k.events(queued, "turn/start")), "balanced"
+
+    run(scenario)
+
+
+@pytest.mark.rule("SVC-3", "LOG-4")
+def test_resume_of_a_log_whose_last_turn_never_closed(run: Run) -> None:
+    # The first service is still inside a turn (a step open, the model streaming) when a second
+    # service resumes the session, as after a process that died mid-turn. The resumed log is
+    # balanced (LOG-4: its open step and turn closed; the spec's reason for that is
+    # interrupted), its history is the first log's, and the next turn numbers after it.
+    async def scenario(k: Kit) -> None:
+        store = k.impl.new_persistence()
+        first = k.impl.create_service(persistence=store)
+        first.register_model(MODEL, FakeModel([fakes.text("one-reply"), respond.hang()], default=respond.text("ok")))
+        a = first.create_agent("epsilon", "sess-open", agent_options={"model": MODEL})
+        a.send("one")
+        await k.idle(a)
+        a.send("two")
+        await k.until(lambda: sum(e["type"] == "step/start" for e in a.session.events) == 2, "the second turn's step")
+        history = a.session.derive_messages()
+
+        second = k.impl.create_service(persistence=store)
+        model = FakeModel(default=respond.text("ok"))
+        second.register_model(MODEL, model)
+        b = await second.resume("epsilon-resumed", "sess-open", agent_options={"model": MODEL})
+        events = [dict(e) for e in b.session.events]
+        assert log_violations(events, allow_open_turn=False) == [], log_violations(events)
+        turn_two_end = [e["data"]["reason"] for e in events if e["type"] == "turn/end" and e["data"]["turn"] == 2]
+        assert turn_two_end == [{"kind": "interrupted"}], turn_two_end
+        assert b.session.derive_messages() == history
+        b.send("three")
+        await k.idle(b)
+        assert [e["data"]["turn"] for e in b.session.events if e["type"] == "turn/start"] == [1, 2, 3]
+        assert request_texts(model.requests[0])[-1] == "three"
+        await second.close()
+        await first.close()
 
     run(scenario)
