@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -359,7 +360,7 @@ def test_resume_of_a_log_whose_last_turn_never_closed(run: Run) -> None:
         model = FakeModel(default=respond.text("ok"))
         second.register_model(MODEL, model)
         b = await second.resume("epsilon-resumed", "sess-open", agent_options={"model": MODEL})
-        events = [dict(e) for e in b.session.events]
+        events: list[dict[str, Any]] = [dict(e) for e in b.session.events]
         assert log_violations(events, allow_open_turn=False) == [], log_violations(events)
         turn_two_end = [e["data"]["reason"] for e in events if e["type"] == "turn/end" and e["data"]["turn"] == 2]
         assert turn_two_end == [{"kind": "interrupted"}], turn_two_end
