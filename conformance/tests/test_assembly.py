@@ -135,11 +135,14 @@ def test_unclosed_blocks_reach_the_next_request(run: Run) -> None:
             v.reasoning_delta(0, "hard"),
             v.tool_call_delta(1, "c7", '{"n"', name="echo"),
             v.tool_call_delta(1, "c7", ": 7}"),
+            v.text_delta(2, "said "),  # no block-start either: a text block from its deltas
+            v.text_delta(2, "so"),
+            v.reasoning_delta(3, "and mused"),
             v.finish("tool-calls"),
         ))
         a.send("hi")
         await k.idle(a)
-        kept = [v.reasoning("thinking hard"), v.tool_call("c7", "echo", '{"n": 7}')]
+        kept = [v.reasoning("thinking hard"), v.tool_call("c7", "echo", '{"n": 7}'), v.text("said so"), v.reasoning("and mused")]
         assert echo.call_args == [{"n": 7}]
         assert len(k.model.requests) == 2, "the tool call continues the turn"
         assistant = [m["content"] for m in k.model.requests[1]["messages"] if m["role"] == "assistant"]

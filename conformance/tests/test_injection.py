@@ -22,9 +22,11 @@ def test_inject_into_open_turn(run: Run) -> None:
         k.model.push(fakes.text("A").gate(gate))
         a.send("A")
         await k.until(lambda: bool(k.model.requests), "A's model call")
-        await k.inject(a, "ctx")
+        plugin: Any = {"kind": "plugin", "plugin": "p"}
+        await k.inject(a, "ctx", plugin)
         ctx = k.events(a, "context/message")
         assert len(ctx) == 1 and ctx[0]["data"]["content"] == [v.text("ctx")]
+        assert ctx[0]["data"]["source"] == plugin
         assert len(k.events(a, "turn/start")) == 1, "no new turn"
         gate.set()
         await k.idle(a)

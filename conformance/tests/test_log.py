@@ -331,3 +331,26 @@ def test_every_result_has_its_call_even_when_tools_fail(run: Run) -> None:
         assert len(results) == len(set(results)) and set(results) <= set(calls), results
 
     run(scenario)
+
+
+@pytest.mark.rule("LOG-7")
+def test_tool_results_derive_blocks_whatever_the_tool_returned(run: Run) -> None:
+    # A tool's content is a string or a list of blocks; either way its tool/result content is
+    # a list of blocks, and derived history holds it as one tool-result block per result.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        blocks = [v.text("line one"), v.text("line two")]
+        k.tool("plain", result="just text")
+        k.tool("rich", result=blocks)
+        k.model.push(fakes.tool_calls(("c1", "plain", "{}"), ("c2", "rich", "{}")))
+        a.send("hi")
+        await k.idle(a)
+        results = [(e["data"]["call_id"], e["data"]["content"], e["data"]["is_error"]) for e in k.events(a, "tool/result")]
+        assert results == [("c1", [v.text("just text")], False), ("c2", blocks, False)]
+        derived = [m for m in a.session.derive_messages() if m["content"] and m["content"][0].get("type") == "tool-result"]
+        assert derived == [
+            {"role": "user", "content": [{"type": "tool-result", "tool_call_id": "c1", "content": [v.text("just text")], "is_error": False}]},
+            {"role": "user", "content": [{"type": "tool-result", "tool_call_id": "c2", "content": blocks, "is_error": False}]},
+        ]
+
+    run(scenario)

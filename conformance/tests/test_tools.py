@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+from typing import Any
 
 import pytest
 
@@ -243,5 +245,74 @@ def test_abort_during_a_tool_that_ignores_the_signal(run: Run) -> None:
         assert after.calls == [], "no further tool of the step runs"
         assert len(k.model.requests) == 1, "no next model step runs"
         assert k.reasons(a) == [aborted("enough")]
+
+    run(scenario)
+
+
+class _SignalWatcher:
+    """A tool (``reference_loop.protocols.Tool``) that records its context and what its call's
+    abort signal reports, then waits for the gate (or its abort)."""
+
+    name = "watcher"
+    description = "records its context"
+
+    def __init__(self) -> None:
+        self.input_schema: dict[str, Any] = {"type": "object"}
+        self.contexts: list[dict[str, Any]] = []
+        self.fired: list[str] = []
+
+    async def execute(self, arguments: Any, context: Any) -> str:
+        self.contexts.append({"call_id": context["call_id"], "agent_id": context["agent_id"]})
+        context["signal"].add_listener(self.fired.append)
+        await asyncio.sleep(60.0)
+        return "never"
+
+
+@pytest.mark.rule("TOOL-5", "TOOL-4")
+def test_a_tool_sees_its_call_and_its_abort(run: Run) -> None:
+    # The Tool protocol's context: the model's call id, the agent's id, and the call's abort
+    # signal, which fires with the abort's reason when the step is aborted during the tool.
+    async def scenario(k: Kit) -> None:
+        echo = k.tool("echo")
+        watcher = _SignalWatcher()
+        k.service.register_tool(watcher)
+        a = k.agent("tooled")
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}"), ("c2", "watcher", "{}")))
+        a.send("hi")
+        await k.until(lambda: bool(watcher.contexts), "the watching tool")
+        a.abort("stop watching")
+        await k.idle(a)
+        assert [(c.call_id, c.agent_id) for c in echo.calls] == [("c1", "tooled")]
+        assert watcher.contexts == [{"call_id": "c2", "agent_id": "tooled"}]
+        assert watcher.fired == ["stop watching"], "the tool's signal fires with the abort's reason"
+        assert k.reasons(a) == [aborted("stop watching")]
+
+    run(scenario)
+
+
+@pytest.mark.rule("TOOL-3", "TOOL-4")
+def test_a_listener_result_is_logged_as_returned(run: Run) -> None:
+    # A tools/execute listener that answers itself with a failure of its own (spec 0b's result
+    # {call_id, content, is_error, error?}): the tool/result carries its content, is_error and
+    # error as returned, keyed on the model's call id; the tool never runs.
+    async def scenario(k: Kit) -> None:
+        echo = k.tool("echo")
+        a = k.agent()
+        denied = {"call_id": "mine", "content": [v.text("Error: not today")], "is_error": True,
+                  "error": {"name": "PolicyError", "code": "E_POLICY"}}
+
+        async def policy(execution: dict, next: object) -> object:
+            return dict(denied)
+
+        k.on("tools/execute", policy)
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")))
+        a.send("hi")
+        await k.idle(a)
+        (result,) = [e["data"] for e in k.events(a, "tool/result")]
+        assert result["call_id"] == "c1"
+        assert (result["content"], result["is_error"], result.get("error")) == (
+            denied["content"], True, denied["error"]), result
+        assert echo.calls == []
+        assert k.reasons(a) == [COMPLETED], "the turn goes on"
 
     run(scenario)
