@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import inspect
+from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from . import schedules
 from .adapter import AgentHandle, Implementation, ServiceHandle
 from .fakes import FakeModel, FakeTool, Gate, fails, hangs, respond
+from .hooks import NeedsHook, require_notification
 from .invariants import log_violations
 from .scenario.model import Scenario
 from .scenario.world import ScenarioSetupError, World
@@ -48,6 +52,8 @@ class Kit:
         self.agents: list[AgentHandle] = []
         self.notes: list[tuple[Any, ...]] = []
         self.check_invariants = True
+        self._calls: Counter[str] = Counter()  # hook -> calls of the listeners registered here
+        self._needs: dict[str, str] = {}  # hook -> why the test needs it (see conformance.hooks)
 
     # ------------------------------------------------------------------ building
     def agent(self, agent_id: str = "a", **options: Any) -> AgentHandle:
@@ -77,17 +83,59 @@ class Kit:
         """A gate (``open()`` it to let what waits on it go on)."""
         return self.world.gate(name)
 
-    def on(self, event: str, listener: Callable[..., Any]) -> Callable[[], object]:
-        """Register a listener on the service's bus."""
-        return self.service.on(event, listener)
+    def on(self, event: str, listener: Callable[..., Any], *, needs: str | None = None) -> Callable[[], object]:
+        """Register a listener on the service's bus.
 
-    def record(self, *events: str) -> None:
+        ``needs``: the test relies on this hook although its rule does not name it; if the
+        implementation never calls the listener, the test fails as ``needs hook EVENT: NEEDS``
+        (``conformance.hooks``) instead of with whatever the missing hook broke.
+        """
+        if needs is not None:
+            self._needs.setdefault(event, needs)
+        return self.service.on(event, self._counted(event, listener))
+
+    def record(self, *events: str, needs: str | None = None) -> None:
         """Record the listed notifications into ``notes`` as ``(event, *args_without_agent)``.
 
-        ``session/event`` is recorded as ``("session/event", event_type)``.
+        ``session/event`` is recorded as ``("session/event", event_type)``; ``needs`` as for
+        ``on``.
         """
         for name in events:
-            self.service.on(name, self._recorder(name))
+            self.on(name, self._recorder(name), needs=needs)
+
+    def _counted(self, event: str, listener: Callable[..., Any]) -> Callable[..., Any]:
+        """``listener``, counting its calls. The wrapper keeps what a bus may inspect: a
+        coroutine function stays one, and the signature is the listener's (``wraps``)."""
+        if inspect.iscoroutinefunction(listener):
+
+            @functools.wraps(listener)
+            async def counted_async(*args: Any, **kwargs: Any) -> Any:
+                self._calls[event] += 1
+                return await listener(*args, **kwargs)
+
+            return counted_async
+
+        @functools.wraps(listener)
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self._calls[event] += 1
+            return listener(*args, **kwargs)
+
+        return counted
+
+    def calls(self, hook: str) -> int:
+        """How often the listeners this test registered on ``hook`` were called."""
+        return self._calls[hook]
+
+    def require(self, hook: str, reason: str) -> None:
+        """Fail as ``needs hook HOOK: REASON`` now unless a listener on ``hook`` was called."""
+        require_notification(self, hook, reason)
+
+    def missing_hook(self) -> NeedsHook | None:
+        """The first hook declared with ``needs`` that was never called, as the failure to raise."""
+        for hook, reason in self._needs.items():
+            if self._calls[hook] == 0:
+                return NeedsHook(hook, reason)
+        return None
 
     def _recorder(self, name: str) -> Callable[..., None]:
         def listener(*args: Any) -> None:
@@ -101,6 +149,13 @@ class Kit:
     def noted(self, event: str) -> list[tuple[Any, ...]]:
         """The recorded argument tuples of one notification."""
         return [n[1:] for n in self.notes if n[0] == event]
+
+    async def inject(self, agent: AgentHandle, content: Any, source: Any = None) -> None:
+        """Call ``agent.inject`` and await what it returns when that is awaitable: INJ-4 allows
+        an ``async`` inject and a synchronous one (whose flush may still be scheduled)."""
+        result: Any = agent.inject(content) if source is None else agent.inject(content, source)
+        if inspect.isawaitable(result):
+            await result
 
     # ------------------------------------------------------------------ waiting
     async def idle(self, agent: AgentHandle, waiter: Awaitable[Any] | None = None) -> None:
@@ -255,13 +310,26 @@ def rule_scenario(body: Body, name: str = "rule-test") -> Scenario:
 
     async def run(world: World) -> None:
         kit = Kit(world)
+        failure: Exception | None = None
         try:
             await body(kit)
+        except Exception as exc:
+            failure = exc
         except BaseException:
-            # Close even after a failure so no driver is left running; keep the first error.
             with contextlib.suppress(Exception):
                 await kit.close()
             raise
+        # A hook the test relies on that never fired explains the failure better than the
+        # failure itself (and a pass without it observed nothing): report it as such.
+        missing = kit.missing_hook()
+        if failure is not None or missing is not None:
+            # Close even after a failure so no driver is left running; keep the first error.
+            with contextlib.suppress(Exception):
+                await kit.close()
+            if missing is not None:
+                raise missing from failure
+            assert failure is not None
+            raise failure
         await kit.close()
 
     return Scenario(name=name, agents=(), models=(), body=run, settle=False, observe=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -39,8 +40,19 @@ def request_texts(request: dict[str, Any]) -> list[str]:
 
 
 def once(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """A listener body that acts only the first time it is called."""
+    """A listener body that acts only the first time it is called (a coroutine function stays
+    one, so an awaited event awaits it like any async listener)."""
     done = [False]
+
+    if inspect.iscoroutinefunction(fn):
+
+        async def async_wrapper(*args: Any) -> Any:
+            if done[0]:
+                return None
+            done[0] = True
+            return await fn(*args)
+
+        return async_wrapper
 
     def wrapper(*args: Any) -> Any:
         if done[0]:

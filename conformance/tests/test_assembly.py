@@ -95,3 +95,113 @@ def test_no_finish_is_stop_and_last_usage_wins(run: Run) -> None:
         assert len(k.model.requests) == 1, "a stream without finish stops (no continuation)"
 
     run(scenario)
+
+
+@pytest.mark.rule("ASM-1")
+def test_block_end_wins_for_tool_calls_too(run: Run) -> None:
+    # The block-end of a tool call is what runs and what the next request carries, not what
+    # its deltas said; deltas after it (for the same index) change nothing.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        echo = k.tool("echo")
+        k.model.push(respond.chunks(
+            v.block_start(0, "tool-call"),
+            v.tool_call_delta(0, "c1", '{"from": "deltas"}', name="echo"),
+            v.block_end(0, v.tool_call("c1", "echo", '{"from": "block-end"}')),
+            v.tool_call_delta(0, "c1", "garbage"),
+            v.finish("tool-calls"),
+        ))
+        a.send("hi")
+        await k.idle(a)
+        assert _message(k, a) == [v.tool_call("c1", "echo", '{"from": "block-end"}')]
+        assert echo.call_args == [{"from": "block-end"}]
+        assistant = [m for m in k.model.requests[1]["messages"] if m["role"] == "assistant"]
+        assert assistant == [{"role": "assistant", "content": [v.tool_call("c1", "echo", '{"from": "block-end"}')]}]
+
+    run(scenario)
+
+
+@pytest.mark.rule("ASM-2")
+def test_unclosed_blocks_reach_the_next_request(run: Run) -> None:
+    # Observed through what the model is sent next (derived history), not the log alone: an
+    # unclosed reasoning block and a tool call streamed as deltas only (no block-start, the
+    # name on the first delta only) are kept, and the call runs.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        echo = k.tool("echo")
+        k.model.push(respond.chunks(
+            v.block_start(0, "reasoning"),
+            v.reasoning_delta(0, "thinking "),
+            v.reasoning_delta(0, "hard"),
+            v.tool_call_delta(1, "c7", '{"n"', name="echo"),
+            v.tool_call_delta(1, "c7", ": 7}"),
+            v.text_delta(2, "said "),  # no block-start either: a text block from its deltas
+            v.text_delta(2, "so"),
+            v.reasoning_delta(3, "and mused"),
+            v.finish("tool-calls"),
+        ))
+        a.send("hi")
+        await k.idle(a)
+        kept = [v.reasoning("thinking hard"), v.tool_call("c7", "echo", '{"n": 7}'), v.text("said so"), v.reasoning("and mused")]
+        assert echo.call_args == [{"n": 7}]
+        assert len(k.model.requests) == 2, "the tool call continues the turn"
+        assistant = [m["content"] for m in k.model.requests[1]["messages"] if m["role"] == "assistant"]
+        assert assistant == [kept]
+
+    run(scenario)
+
+
+@pytest.mark.rule("ASM-3")
+def test_index_order_kept_for_three_blocks_closing_backwards(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        echo = k.tool("echo")
+        k.model.push(respond.chunks(
+            v.block_start(0, "reasoning"),
+            v.block_start(1, "text"),
+            v.block_start(2, "tool-call"),
+            v.tool_call_delta(2, "c1", "{}", name="echo"),
+            v.block_end(2, v.tool_call("c1", "echo", "{}")),
+            v.text_delta(1, "B"),
+            v.block_end(1, v.text("B")),
+            v.reasoning_delta(0, "R"),
+            v.block_end(0, v.reasoning("R")),
+            v.finish("tool-calls"),
+        ))
+        a.send("hi")
+        await k.idle(a)
+        ordered = [v.reasoning("R"), v.text("B"), v.tool_call("c1", "echo", "{}")]
+        assert _message(k, a) == ordered
+        assert len(echo.calls) == 1
+        assistant = [m["content"] for m in k.model.requests[1]["messages"] if m["role"] == "assistant"]
+        assert assistant == [ordered], "the next request carries the blocks in index order"
+
+    run(scenario)
+
+
+@pytest.mark.rule("ASM-4")
+def test_no_finish_in_a_tool_step_and_usage_per_step(run: Run) -> None:
+    # No finish chunk counts as stop, not as a failure: the tool call still runs and the turn
+    # completes. Each step's usage event is its last usage chunk; a step without one logs none.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        echo = k.tool("echo")
+        k.model.push(
+            respond.chunks(
+                v.block_start(0, "tool-call"),
+                v.tool_call_delta(0, "c1", "{}", name="echo"),
+                v.block_end(0, v.tool_call("c1", "echo", "{}")),
+                v.usage(1, 1),
+                v.usage(2, 3, cache_read_tokens=1),
+            ),
+            respond.chunks(v.block_start(0, "text"), v.text_delta(0, "done"), v.block_end(0, v.text("done"))),
+        )
+        a.send("hi")
+        await k.idle(a)
+        assert len(echo.calls) == 1
+        assert k.reasons(a) == [COMPLETED]
+        assert k.events(a, "error") == []
+        usages = [(e["data"]["step"], e["data"]["usage"]) for e in k.events(a, "usage")]
+        assert usages == [(1, {"input_tokens": 2, "output_tokens": 3, "cache_read_tokens": 1})]
+
+    run(scenario)

@@ -155,7 +155,7 @@ async def _late_steering_after_cancel(k: Kit) -> AgentHandle:
     """A is cancelled mid-stream with steering pending; an agent/turn-end listener then steers."""
     a = await _parked(k)
     k.model.push(respond.hang())
-    k.on("agent/turn-end", once(lambda *_: a.steer("late")))
+    k.on("agent/turn-end", once(lambda *_: a.steer("late")), needs="the test steers from it while the cancelled turn closes")
     a.send("A")
     await k.until(lambda: len(k.model.requests) == 1, "A's model call")
     a.steer("pending")
@@ -195,10 +195,12 @@ def test_window1_replacement_runs_before_waiter(run: Run, schedule: str) -> None
         a.cancel()
         a.send("B")
         await watch.wait()
-        assert k.prompts(a) == [["B"]], "A never runs, B runs once"
-        assert k.reasons(a)[-1:] == [COMPLETED], LATER_COMPLETES
+        # What the waiter saw at its release first: an early release is the bug this names.
         assert watch.turn_ends_at_release() == 1, "when_idle() resolved while B was still queued"
-        assert watch.status_at_release == "idle"
+        assert watch.status_at_release == "idle", "when_idle() resolved while the agent was running"
+        await k.until(lambda: len(k.reasons(a)) == 1, "B's turn to end")
+        assert k.prompts(a) == [["B"]], "A never runs, B runs once"
+        assert k.reasons(a) == [COMPLETED], LATER_COMPLETES
 
     run(scenario)
 
@@ -244,14 +246,14 @@ async def _actor_race(k: Kit) -> tuple[AgentHandle, Watch, bool]:
 def test_window1_actor_races_driver(run: Run, schedule: str) -> None:
     async def scenario(k: Kit) -> None:
         a, watch, b_before_release = await _actor_race(k)
-        ran = _ran(k, a)
-        assert ran.count("B") == 1 and ran[-1] == "B", f"B must run exactly once, last: {k.prompts(a)}"
-        assert ["A", "B"] not in k.prompts(a), "A must never be batched with B"
-        assert ran.count("A") <= 1
         if b_before_release:
             # B was queued while the waiter was pending: it resolves only after B's turn.
             assert watch.types_at_release == k.types(a), "when_idle() resolved before B's turn ended"
-            assert watch.status_at_release == "idle"
+            assert watch.status_at_release == "idle", "when_idle() resolved while the agent was running"
+        ran = _ran(k, a)
+        assert ["A", "B"] not in k.prompts(a), "A must never be batched with B"
+        assert ran.count("B") == 1 and ran[-1] == "B", f"B must run exactly once, last: {k.prompts(a)}"
+        assert ran.count("A") <= 1
 
     run(scenario)
 
@@ -308,10 +310,14 @@ def test_window2_replacement_runs_before_waiter(run: Run, schedule: str) -> None
         a.send("A")
         watch = Watch(k, a)
         await watch.wait()
-        assert k.prompts(a) == [["B"]], "A is dropped, B runs"
-        assert k.reasons(a)[-1:] == [COMPLETED], LATER_COMPLETES
+        # The release comes first: released while B was still queued is the seed's bug
+        # (issue 13: a later assertion must not name a consequence of it instead).
         assert watch.turn_ends_at_release() == 1, "when_idle() resolved while B was still queued"
+        assert watch.status_at_release == "idle", "when_idle() resolved while the agent was running"
+        await k.until(lambda: len(k.reasons(a)) == 1, "B's turn to end")
+        assert k.prompts(a) == [["B"]], "A is dropped, B runs"
         assert k.statuses() == ["running", "idle"], "B runs in the same running period"
+        assert k.reasons(a) == [COMPLETED], LATER_COMPLETES
 
     run(scenario)
 
@@ -403,7 +409,7 @@ def test_cancel_at_continuation_gate_opens_no_further_step(run: Run, schedule: s
     # still opens an empty step 2. Only the log and the step notifications show that.
     async def scenario(k: Kit) -> None:
         k.tool("echo")
-        k.record("agent/step-start", "agent/step-end")
+        k.record("agent/step-start", "agent/step-end", needs="the test counts the steps they announce")
         a = await _parked(k)
 
         async def listener(agent: object, turn: int, decision: object, next: object) -> object:
@@ -510,3 +516,122 @@ def test_marker_reset_after_dropped_turn(run: Run, schedule: str) -> None:
         await _runs_alone_and_completes(k, a, "B")
 
     run(scenario)
+
+
+@pytest.mark.rule("CANCEL-4")
+def test_steering_pending_in_a_tool_dropped_steering_after_cancel_requeued(run: Run, schedule: str) -> None:
+    # Steering waiting while a tool runs is dropped by the cancel; steering the caller adds in
+    # the same synchronous stretch right after cancel() (the cancelled turn has not closed yet)
+    # is late steering and runs as the next turn, which the cancel does not govern.
+    async def scenario(k: Kit) -> None:
+        a = await _parked(k)
+        # A gated tool, opened right after the cancel: the turn closes whether or not the abort
+        # reaches the tool (that is CANCEL-MID's), and the cancel surely lands during it.
+        gate = k.gate()
+        tool = k.tool("held", gate=gate)
+        k.model.push(fakes.tool_calls(("c1", "held", "{}")), fakes.text("late reply"))
+        a.send("A")
+        await k.until(lambda: bool(tool.calls), "the tool call")
+        a.steer("pending")
+        a.cancel("stop")
+        a.steer("after")
+        gate.open()
+        await k.idle(a)
+        await k.until(lambda: len(k.reasons(a)) == 2, "the late steering's turn to end")
+        assert "pending" not in _ran(k, a), "steering pending at the cancel must be dropped"
+        assert k.events(a, "steering/message") == []
+        assert k.prompts(a) == [["A"], ["after"]], "steering added after the cancel is re-queued"
+        assert k.reasons(a)[1:] == [COMPLETED], "the re-queued steering's turn is not governed by the cancel"
+
+    run(scenario)
+
+
+@pytest.mark.rule("CANCEL-STEP")
+def test_cancel_before_a_later_step(run: Run, schedule: str) -> None:
+    # The cancel comes from agent/step-start of step 2 (after a tool step): step 2 is opened
+    # and closed empty, the model is called once, the turn ends aborted with the reason.
+    async def scenario(k: Kit) -> None:
+        k.tool("echo")
+        k.record("agent/step-start", "agent/step-end")
+        a = await _parked(k)
+
+        def on_step_start(_agent: object, _turn: int, step: int) -> None:
+            if step == 2:
+                a.cancel("before step 2")
+
+        k.on("agent/step-start", on_step_start)
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")))
+        a.send("A")
+        await k.idle(a)
+        assert k.reasons(a) == [aborted("before step 2")]
+        assert len(k.model.requests) == 1, "the model is not called for the dropped step"
+        types = k.types(a)
+        last_start = len(types) - 1 - types[::-1].index("step/start")
+        assert types[last_start:] == ["step/start", "step/end", "turn/end"], f"step 2 must be empty: {types}"
+        assert k.noted("agent/step-start") == [(1, 1), (1, 2)] and k.noted("agent/step-end") == [(1, 1), (1, 2)]
+
+    run(scenario)
+
+
+@pytest.mark.rule("CANCEL-MID")
+@pytest.mark.parametrize("where", ["stream", "tool"])
+def test_cancel_from_inside_the_step(run: Run, schedule: str, where: str) -> None:
+    # The cancel is called from inside the step itself: by the model while it streams (after
+    # its first chunks) or by the tool while it runs; a tool call after it never runs.
+    async def scenario(k: Kit) -> None:
+        a = await _parked(k)
+        tool = k.tool("canceller", hook=lambda _args: a.cancel("inside"))
+        after = k.tool("after")
+        if where == "stream":
+            k.model.push(fakes.text("streaming", finish=None).hook(lambda: a.cancel("inside"), before=2).hang(before=2))
+        else:
+            k.model.push(fakes.tool_calls(("c1", "canceller", "{}"), ("c2", "after", "{}")))
+        a.send("A")
+        await k.idle(a)
+        assert k.reasons(a) == [aborted("inside")]
+        assert len(k.model.requests) == 1, "no further step runs"
+        assert after.calls == []
+        if where == "tool":
+            assert len(tool.calls) == 1
+
+    run(scenario)
+
+
+@pytest.mark.rule("CANCEL-1")
+@pytest.mark.parametrize("waterfall", ["agent/request", "agent/step-result"])
+def test_cancel_while_a_step_waterfall_runs(run: Run, schedule: str, waterfall: str) -> None:
+    # "With the caller's reason in every window": the cancel lands while a slow agent/request
+    # or agent/step-result listener is still running; the turn ends aborted with that reason,
+    # nothing of the step is dispatched and a later prompt runs normally.
+    async def scenario(k: Kit) -> None:
+        echo = k.tool("echo")
+        a = await _parked(k)
+        entered = asyncio.Event()
+
+        async def slow(*args: object) -> object:
+            if not entered.is_set():  # the first step only
+                entered.set()
+                await asyncio.sleep(5.0)
+            return await args[-1]()  # type: ignore[operator]
+
+        k.on(waterfall, slow, needs="the cancel lands while it runs")
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")))
+        a.send("A")
+        await asyncio.wait_for(entered.wait(), k.timeout)
+        a.cancel("during " + waterfall)
+        await k.idle(a)
+        assert k.reasons(a) == [aborted("during " + waterfall)]
+        assert echo.calls == [], "nothing of the cancelled step is dispatched"
+        await _runs_alone_and_completes_after(k, a, "B")
+
+    run(scenario)
+
+
+async def _runs_alone_and_completes_after(k: Kit, a: AgentHandle, prompt: str) -> None:
+    """``prompt``, sent after an earlier turn, runs alone in a turn that completes."""
+    before = len(k.reasons(a))
+    a.send(prompt)
+    await k.idle(a)
+    await k.until(lambda: len(k.reasons(a)) == before + 1, f"{prompt}'s turn to end")
+    assert k.prompts(a)[-1] == [prompt]
+    assert k.reasons(a)[-1] == COMPLETED, LATER_COMPLETES

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from conformance import fakes
 from conformance.adapter import AgentHandle
 from conformance.fakes import respond
 from conformance.harness import Kit
@@ -53,18 +56,35 @@ def test_dispose_idempotent_and_unbreakable(run: Run) -> None:
     run(scenario)
 
 
+def _clear(exc: BaseException) -> bool:
+    """A clear error says why: "disposed" (or "closed") in its message or its type's name. The
+    exact wording is the implementation's."""
+    return bool(re.search(r"(?i)dispos|closed", f"{type(exc).__name__}: {exc}"))
+
+
+async def _rejects_input(k: Kit, agent: AgentHandle) -> None:
+    """send(), steer() and (with the feature) inject() on a disposed agent raise a clear error."""
+    names = ["send", "steer", *(["inject"] if "injection" in k.impl.features else [])]
+    for name in names:
+        try:
+            if name == "inject":
+                await k.inject(agent, "late")
+            else:
+                getattr(agent, name)("late")
+        except AssertionError:
+            raise
+        except Exception as exc:
+            assert _clear(exc), f"{name}() on a disposed agent raised an unclear error: {exc!r}"
+        else:
+            raise AssertionError(f"{name}() on a disposed agent did not raise")
+
+
 @pytest.mark.rule("DISP-3")
 def test_disposed_agent_rejects_input(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
         a.dispose()
-        for name in ("send", "steer"):
-            with pytest.raises(Exception, match=r"(?i)dispos") as info:
-                getattr(a, name)("late")
-            assert info.type is not AssertionError
-        if "injection" in k.impl.features:
-            with pytest.raises(Exception, match=r"(?i)dispos"):
-                await a.inject("late")
+        await _rejects_input(k, a)
         assert k.events(a) == []
 
     run(scenario)
@@ -96,5 +116,94 @@ def test_disposal_is_not_a_failure(run: Run) -> None:
         assert k.events(a, "error") == []
         assert k.statuses() == ["running", "disposed"]
         assert k.noted("agent/error") == []
+
+    run(scenario)
+
+
+@pytest.mark.rule("DISP-1")
+def test_dispose_during_a_tool(run: Run) -> None:
+    # Disposed from inside a tool call: the status event, the turn ends disposed, the open
+    # step is closed before the one turn/end, and no later tool or step runs.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/status")
+        a = k.agent()
+        k.tool("disposer", hook=lambda _args: a.dispose())
+        after = k.tool("after")
+        k.model.push(fakes.tool_calls(("c1", "disposer", "{}"), ("c2", "after", "{}")))
+        a.send("A")
+        await k.idle(a)
+        assert k.statuses()[-1] == "disposed"
+        assert k.reasons(a) == [DISPOSED]
+        types = k.types(a)
+        assert types[-2:] == ["step/end", "turn/end"] and types.count("turn/end") == 1, types
+        assert after.calls == [] and len(k.model.requests) == 1
+
+    run(scenario)
+
+
+@pytest.mark.rule("DISP-2")
+def test_dispose_from_listeners_and_twice(run: Run) -> None:
+    # Disposal started by a listener (agent/step-start) while another status listener throws
+    # and a waiter is pending, then disposed again from agent/turn-end and by the caller: one
+    # disposed status, the waiter released, the driver ended, a later when_idle() resolves.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/status", needs="the test counts the disposed status")
+        k.on("agent/status", boom)
+        a = k.agent()
+        k.on("agent/step-start", lambda *_: a.dispose(), needs="the test disposes from it")
+        k.on("agent/turn-end", lambda *_: a.dispose())
+        a.send("A")
+        watch = Watch(k, a)
+        await watch.wait()
+        a.dispose()
+        assert a.status == "disposed"
+        assert k.statuses().count("disposed") == 1
+        await k.settle()
+        task = k.service.driver_task(a)
+        assert task is None or task.done(), "disposal ends the driver"
+        await k.idle(a)
+        assert k.reasons(a) == [DISPOSED]
+        assert k.model.requests == [], "disposed before the model call"
+
+    run(scenario)
+
+
+@pytest.mark.rule("DISP-3")
+def test_agent_disposed_while_running_rejects_input(run: Run) -> None:
+    # Disposed mid-turn (not idle) and by the service's close(): input still raises clearly and
+    # the log gets nothing from it.
+    async def scenario(k: Kit) -> None:
+        k.check_invariants = False  # the disposed turn's balance is DISP-1's
+        a = await _mid_turn(k)
+        b = k.agent("b")
+        a.dispose()
+        await k.idle(a)
+        before = k.events(a)
+        await _rejects_input(k, a)
+        assert k.events(a) == before
+        await k.service.close()
+        await _rejects_input(k, b)
+        assert k.events(b) == []
+
+    run(scenario)
+
+
+@pytest.mark.rule("DISP-4")
+@pytest.mark.parametrize("listener", ["session/event", "agent/turn-end"])
+def test_throwing_turn_end_listener_during_close(run: Run, listener: str) -> None:
+    # The disposal is the service's close() and the turn is inside a tool: the reason stays
+    # disposed whatever the turn/end listener throws.
+    async def scenario(k: Kit) -> None:
+        if listener == "session/event":
+            k.on("session/event", lambda _s, e: boom() if e["type"] == "turn/end" else None)
+        else:
+            k.on("agent/turn-end", boom)
+        hanging = k.tool("hang", hang=True)
+        a = k.agent()
+        k.model.push(fakes.tool_calls(("c1", "hang", "{}")))
+        a.send("A")
+        await k.until(lambda: bool(hanging.calls), "the tool call")
+        await k.service.close()
+        assert k.reasons(a) == [DISPOSED]
 
     run(scenario)

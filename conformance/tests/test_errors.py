@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from conformance import fakes
+from conformance.adapter import AgentHandle
 from conformance.fakes import respond
 from conformance.harness import Kit
 
-from ._support import COMPLETED, Run, boom, once
+from ._support import COMPLETED, Run, boom, once, texts
 
 
 def _error_kinds(k: Kit, agent: object) -> list[str]:
@@ -22,28 +24,57 @@ def _error_kinds(k: Kit, agent: object) -> list[str]:
 WATERFALLS = ("agent/request", "agent/step-result", "agent/turn-continuation", "tools/execute")
 
 
-def _throwing(name: str) -> Callable[..., Any]:
-    """A listener for ``name`` that throws the first time, then passes through."""
-    fired = [False]
+def _throwing(name: str, error: Exception | None = None, *, nth: int = 1) -> Callable[..., Any]:
+    """A listener for ``name`` that throws ``error`` (default ``RuntimeError("NAME failed")``)
+    on its ``nth`` call (in a one-turn test of a step event: in step ``nth``), and passes through
+    otherwise. Waterfall listeners are coroutine functions that await ``next()``: whether a plain
+    function may return ``next()``'s awaitable is PY-2's question, not these rules'."""
+    calls = [0]
+    exc = error if error is not None else RuntimeError(f"{name} failed")
 
-    def listener(*args: object) -> object:
-        if not fired[0]:
-            fired[0] = True
-            raise RuntimeError(f"{name} failed")
-        return args[-1]() if name in WATERFALLS else None  # type: ignore[operator]
+    if name in WATERFALLS:
 
-    return listener
+        async def waterfall(*args: object) -> object:
+            calls[0] += 1
+            if calls[0] == nth:
+                raise exc
+            return await args[-1]()  # type: ignore[operator]
+
+        return waterfall
+
+    def notification(*_args: object) -> None:
+        calls[0] += 1
+        if calls[0] == nth:
+            raise exc
+
+    return notification
 
 
 @pytest.mark.rule("ERR-1")
 def test_throwing_plugin_ends_turn_not_loop(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
-        k.on("agent/request", _throwing("agent/request"))
+        k.on("agent/request", _throwing("agent/request"), needs="the throwing plugin listens there")
         a.send("one")
         await k.idle(a)
         a.send("two")
         await k.idle(a)
+        assert _error_kinds(k, a) == ["error", "completed"]
+
+    run(scenario)
+
+
+@pytest.mark.rule("ERR-1")
+def test_throwing_plugin_spares_the_prompt_already_queued(run: Run) -> None:
+    # The next prompt is queued while the failing turn still runs: the loop survives the
+    # failure and runs it (as its own turn, the same running period or the next).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.on("agent/step-result", _throwing("agent/step-result"), needs="the throwing plugin listens there")
+        k.model.push(fakes.text("one").hook(lambda: a.send("two")), fakes.text("two"))
+        a.send("one")
+        await k.idle(a)
+        assert k.prompts(a) == [["one"], ["two"]]
         assert _error_kinds(k, a) == ["error", "completed"]
 
     run(scenario)
@@ -59,21 +90,46 @@ BOUNDARIES = [
 ]
 
 
+def _assert_failed_once(k: Kit, agent: object, message: str) -> None:
+    """ERR-2's outcome: the turn ends error carrying the raised message (no ``code``: the error
+    has none, ERR-7), one error event, one turn/end, and the open step closed before it."""
+    (reason,) = k.reasons(agent)  # type: ignore[arg-type]
+    assert reason["kind"] == "error" and message in reason["message"], reason
+    assert "code" not in reason, reason
+    assert len(k.events(agent, "error")) == 1, "exactly one error event"  # type: ignore[arg-type]
+    assert len(k.events(agent, "turn/end")) == 1, "exactly one turn/end"  # type: ignore[arg-type]
+    types = k.types(agent)  # type: ignore[arg-type]
+    assert types.count("step/start") == types.count("step/end"), f"an open step was not closed: {types}"
+
+
 @pytest.mark.rule("ERR-2")
 @pytest.mark.parametrize("event", BOUNDARIES)
 def test_throwing_boundary_listener(run: Run, event: str) -> None:
     async def scenario(k: Kit) -> None:
-        k.record("agent/error")
         a = k.agent()
         k.on(event, _throwing(event))
         a.send("one")
         await k.idle(a)
-        (reason,) = k.reasons(a)
-        assert reason == {"kind": "error", "message": f"{event} failed"}
-        assert len(k.events(a, "error")) == 1
-        assert len(k.events(a, "turn/end")) == 1
-        assert len(k.noted("agent/error")) == 1
-        # LOG-5 balance (an open step closed before turn/end) is checked on close.
+        _assert_failed_once(k, a, f"{event} failed")
+
+    run(scenario)
+
+
+@pytest.mark.rule("ERR-2")
+@pytest.mark.parametrize("event", BOUNDARIES[1:])
+def test_throwing_listener_in_a_later_step(run: Run, event: str) -> None:
+    # The same failures in step 2 of a turn, after a tool step: the step open at the failure is
+    # closed before the one turn/end, and nothing of step 1 is undone.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.tool("echo")
+        k.on(event, _throwing(event, nth=2))
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")), fakes.text("second"), fakes.text("third"))
+        a.send("one")
+        await k.idle(a)
+        _assert_failed_once(k, a, f"{event} failed")
+        assert [e["data"]["call_id"] for e in k.events(a, "tool/result")] == ["c1"]
+        assert k.events(a, "error")[0]["data"]["turn"] == 1
 
     run(scenario)
 
@@ -93,6 +149,34 @@ def test_throwing_step_end_after_good_step(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("ERR-3")
+def test_throwing_step_end_after_second_good_step(run: Run) -> None:
+    # Step 2 succeeds and would continue (it had a tool call, CONT-1), but its agent/step-end
+    # listener throws: the turn ends error and step 3 never runs.
+    async def scenario(k: Kit) -> None:
+        k.tool("echo")
+        a = k.agent()
+        k.on("agent/step-end", _throwing("agent/step-end", nth=2))
+        k.model.push(
+            fakes.tool_calls(("c1", "echo", "{}")),
+            fakes.tool_calls(("c2", "echo", "{}")),
+            fakes.text("third"),
+        )
+        a.send("one")
+        await k.idle(a)
+        assert _error_kinds(k, a) == ["error"]
+        assert len(k.model.requests) == 2, "no further step runs"
+        assert len(k.events(a, "assistant/message")) == 2, "the good steps stay logged"
+
+    run(scenario)
+
+
+def _nothing_after_turn_end(k: Kit, agent: object) -> None:
+    """No event follows the last turn/end (checked once the agent is idle again)."""
+    types = k.types(agent)  # type: ignore[arg-type]
+    assert types and types[-1] == "turn/end", f"events were appended after the turn's turn/end: {types}"
+
+
 @pytest.mark.rule("ERR-4")
 @pytest.mark.parametrize("event_type", ["turn/start", "step/end", "error", "turn/end"])
 def test_throwing_session_event_listener(run: Run, event_type: str) -> None:
@@ -110,13 +194,46 @@ def test_throwing_session_event_listener(run: Run, event_type: str) -> None:
             k.model.push(respond.raises("model failed"))
         a.send("one")
         await k.idle(a)
-        events = k.events(a)
-        first_end = next(i for i, e in enumerate(events) if e["type"] == "turn/end")
-        assert all(e["type"] == "turn/end" for e in events[first_end:]), "nothing after the turn's turn/end"
+        assert fired[0]
+        _nothing_after_turn_end(k, a)
+        assert len(k.events(a, "turn/end")) == 1
         a.send("two")
         await k.idle(a)
         assert k.reasons(a)[-1] == COMPLETED, "the loop stays alive"
-        assert fired[0]
+
+    run(scenario)
+
+
+@pytest.mark.rule("ERR-4")
+def test_session_event_listener_throwing_on_every_boundary(run: Run) -> None:
+    # One listener throwing on step/end, error and turn/end at once (turn/start is ERR-11's),
+    # over a turn with a tool step: whatever the loop makes of each throw (a failed turn, whose
+    # error event throws as well, or a turn that goes on),
+    # the turn balances, nothing follows its turn/end, and once the listener is gone the next
+    # prompt runs normally.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.tool("echo")
+        thrown: list[str] = []
+
+        def listener(_session: object, event: dict) -> None:
+            if event["type"] in ("step/end", "error", "turn/end"):
+                thrown.append(event["type"])
+                raise RuntimeError(f"{event['type']} listener failed")
+
+        remove = k.on("session/event", listener)
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")))
+        a.send("one")
+        await k.idle(a)
+        assert {"step/end", "turn/end"} <= set(thrown), thrown
+        _nothing_after_turn_end(k, a)
+        assert k.types(a).count("turn/end") == 1
+        remove()
+        k.model.push(fakes.text("fine"))
+        a.send("two")
+        await k.idle(a)
+        assert k.reasons(a)[-1] == COMPLETED, "the loop stays alive"
+        assert k.prompts(a)[-1] == ["two"]
 
     run(scenario)
 
@@ -137,6 +254,28 @@ def test_throwing_error_listener_contained(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("ERR-5")
+def test_throwing_error_listener_on_a_late_failure(run: Run) -> None:
+    # The announcement of a failure after turn/end (a failing flush, ERR-6) throws too: still
+    # contained, nothing is logged for it, and a prompt queued meanwhile runs.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.on("agent/error", boom)
+
+        async def flush(*_args: object) -> None:
+            a.send("two")
+            raise RuntimeError("disk full")
+
+        k.on("session/flush", once(flush), needs="the late failure is a failing flush")
+        a.send("one")
+        await k.idle(a)
+        assert k.prompts(a) == [["one"], ["two"]]
+        assert _error_kinds(k, a) == ["completed", "completed"]
+        assert k.events(a, "error") == []
+
+    run(scenario)
+
+
 @pytest.mark.rule("ERR-6")
 def test_failing_flush_reported(run: Run) -> None:
     async def scenario(k: Kit) -> None:
@@ -149,13 +288,45 @@ def test_failing_flush_reported(run: Run) -> None:
         k.on("session/flush", once(flush))
         a.send("one")
         await k.idle(a)
-        assert k.types(a)[-1] == "turn/end", "nothing is appended after turn/end"
+        _nothing_after_turn_end(k, a)
         assert _error_kinds(k, a) == ["completed"]
         errors = k.noted("agent/error")
         assert len(errors) == 1 and "disk full" in str(errors[0][-1])
         a.send("two")
         await k.idle(a)
         assert _error_kinds(k, a) == ["completed", "completed"]
+
+    run(scenario)
+
+
+@pytest.mark.rule("ERR-6")
+def test_failing_plain_flush_listener_beside_a_healthy_one(run: Run) -> None:
+    # A plain (synchronous) flush listener raising, next to a healthy async one that still
+    # runs; a prompt queued during the turn runs next, and nothing lands after either turn/end.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/error")
+        a = k.agent()
+        healthy: list[int] = []
+
+        async def ok(*_args: object) -> None:
+            healthy.append(1)
+
+        def failing(*_args: object) -> None:
+            raise RuntimeError("disk full")
+
+        k.on("session/flush", ok)
+        k.on("session/flush", once(failing))
+        k.model.push(fakes.text("one").hook(lambda: a.send("two")), fakes.text("two"))
+        a.send("one")
+        await k.idle(a)
+        assert k.prompts(a) == [["one"], ["two"]]
+        assert _error_kinds(k, a) == ["completed", "completed"]
+        types = k.types(a)
+        assert types[types.index("turn/end") + 1] == "turn/start", f"an event landed after turn/end: {types}"
+        _nothing_after_turn_end(k, a)
+        assert len(healthy) == 2, "the healthy flush listener runs for both turns"
+        errors = k.noted("agent/error")
+        assert len(errors) == 1 and "disk full" in str(errors[0][-1]), errors
 
     run(scenario)
 
@@ -179,20 +350,86 @@ def test_error_code_carried_or_absent(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("ERR-7")
+def test_listener_error_code_carried_finish_error_without_code_absent(run: Run) -> None:
+    # A listener's coded error (not the model's), and a finish{error} without a code: the code
+    # reaches the error event and the reason; without one there is no code key, not a null.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.on("agent/step-result", _throwing("agent/step-result", fakes.FakeError("rejected", "E_LISTENER")),
+             needs="the coded error is raised there")
+        k.model.push(fakes.text("x"), fakes.text("partial").finish("error", "overloaded"))
+        a.send("one")
+        await k.idle(a)
+        a.send("two")
+        await k.idle(a)
+        e1, e2 = (e["data"] for e in k.events(a, "error"))
+        assert e1.get("code") == "E_LISTENER" and "rejected" in e1["message"], e1
+        assert "code" not in e2, e2
+        r1, r2 = k.reasons(a)
+        assert r1.get("code") == "E_LISTENER" and r1["kind"] == "error", r1
+        assert r2 == {"kind": "error", "message": "overloaded"}
+
+    run(scenario)
+
+
+UNSERIALISABLE: Any = {"kind": "plugin", "plugin": object()}
+"""A source ``turn/start`` cannot log: ERR-8's example of a failure before turn/start."""
+
+
+def _queue_unserialisable(k: Kit, agent: AgentHandle, content: str) -> None:
+    try:
+        agent.send(content, UNSERIALISABLE)
+    except Exception as exc:
+        raise AssertionError(
+            f"send() rejected a prompt whose source cannot be serialised ({exc!r}); ERR-8 names such a "
+            "queued prompt (its turn/start append is rejected) as its example of a failure before turn/start"
+        ) from exc
+
+
+def _assert_reported_before_turn_start(k: Kit, agent: AgentHandle) -> None:
+    errors = k.noted("agent/error")
+    assert errors, "the failure before turn/start was not reported through agent/error"
+    assert all(step == 0 for _turn, step, _exc in errors), f"reported with step 0: {errors}"
+    assert all(isinstance(turn, int) and isinstance(exc, Exception) for turn, _step, exc in errors), (
+        f"agent/error(agent, turn, step, error) carries a turn number and the error: {errors}"
+    )
+    users = [t for e in k.events(agent, "user/message") for t in texts(e["data"]["content"])]
+    assert "bad" not in users, "the failed prompt opened nothing (no user/message)"
+    assert len(k.events(agent, "turn/start")) == len(k.events(agent, "turn/end")), "no turn is owed"
+
+
 @pytest.mark.rule("ERR-8")
 def test_failure_before_turn_start(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         k.record("agent/error")
         a = k.agent()
-        k.on("agent/status", once(lambda _a, status: boom() if status == "running" else None))
-        a.send("one")
+        _queue_unserialisable(k, a, "bad")
         await k.idle(a)
-        errors = k.noted("agent/error")
-        assert errors and all(e[1] == 0 for e in errors), f"reported with step 0: {errors}"
-        assert len(k.events(a, "turn/start")) == len(k.events(a, "turn/end"))
+        _assert_reported_before_turn_start(k, a)
         a.send("two")
         await k.idle(a)
-        assert k.reasons(a)[-1] == COMPLETED
+        assert k.reasons(a)[-1] == COMPLETED, "the loop goes on"
+        assert k.prompts(a)[-1] == ["two"]
+
+    run(scenario)
+
+
+@pytest.mark.rule("ERR-8")
+def test_failure_before_turn_start_between_turns(run: Run) -> None:
+    # The bad prompt is queued while a turn runs, so its failure comes between two turns of one
+    # running period; a prompt queued after it still runs.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/error")
+        a = k.agent()
+        k.model.push(fakes.text("one").hook(lambda: _queue_unserialisable(k, a, "bad")))
+        a.send("one")
+        await k.idle(a)
+        _assert_reported_before_turn_start(k, a)
+        assert k.reasons(a)[0] == COMPLETED
+        a.send("three")
+        await k.idle(a)
+        assert k.prompts(a)[-1] == ["three"] and k.reasons(a)[-1] == COMPLETED, "the loop goes on"
 
     run(scenario)
 
@@ -202,13 +439,14 @@ def test_first_failure_wins(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         k.record("agent/error")
         a = k.agent()
-        k.on("agent/request", _throwing("agent/request"))
+        k.on("agent/request", _throwing("agent/request"), needs="the first failure is raised there")
         k.on("agent/step-end", _throwing("agent/step-end"))
         a.send("one")
         await k.idle(a)
-        assert k.reasons(a) == [{"kind": "error", "message": "agent/request failed"}]
+        (reason,) = k.reasons(a)
+        assert reason["kind"] == "error" and "agent/request failed" in reason["message"], reason
         errors = k.events(a, "error")
-        assert [e["data"]["message"] for e in errors] == ["agent/request failed"]
+        assert len(errors) == 1 and "agent/request failed" in errors[0]["data"]["message"], errors
         announced = k.noted("agent/error")
         assert len(announced) == 1 and "agent/request failed" in str(announced[0][-1])
 
@@ -230,15 +468,17 @@ def test_failure_after_turn_end_of_failed_turn_not_announced(run: Run, first: st
         if first == "stream":
             k.model.push(respond.raises("first failure", code="E_FIRST"))
         else:
-            k.on("agent/step-result", _raise_once("agent/step-result", "first failure", "E_FIRST"))
+            first_failure = _throwing("agent/step-result", fakes.FakeError("first failure", "E_FIRST"))
+            k.on("agent/step-result", first_failure, needs="the first failure is raised there")
         if later == "turn-end":
-            k.on("agent/turn-end", _raise_once("agent/turn-end", "late failure"))
+            late = _throwing("agent/turn-end", fakes.FakeError("late failure"))
+            k.on("agent/turn-end", late, needs="the late failure is raised there")
         else:
 
             async def flush(*_args: object) -> None:
                 raise fakes.FakeError("late failure")
 
-            k.on("session/flush", once(flush))
+            k.on("session/flush", once(flush), needs="the late failure is a failing flush")
         a.send("one")
         await k.idle(a)
         assert k.reasons(a) == [{"kind": "error", "message": "first failure", "code": "E_FIRST"}]
@@ -257,20 +497,6 @@ def test_failure_after_turn_end_of_failed_turn_not_announced(run: Run, first: st
     run(scenario)
 
 
-def _raise_once(name: str, message: str, code: str | None = None) -> Callable[..., Any]:
-    """A listener for ``name`` raising ``FakeError(message, code)`` the first time (a coded
-    error, so the turn-end reason shows which failure won), then passing through."""
-    fired = [False]
-
-    def listener(*args: object) -> object:
-        if not fired[0]:
-            fired[0] = True
-            raise fakes.FakeError(message, code)
-        return args[-1]() if name in WATERFALLS else None  # type: ignore[operator]
-
-    return listener
-
-
 @pytest.mark.rule("ERR-10")
 def test_throwing_turn_end_listener(run: Run) -> None:
     async def scenario(k: Kit) -> None:
@@ -286,6 +512,38 @@ def test_throwing_turn_end_listener(run: Run) -> None:
         a.send("two")
         await k.idle(a)
         assert k.reasons(a)[-1] == COMPLETED
+
+    run(scenario)
+
+
+@pytest.mark.rule("ERR-10")
+def test_throwing_turn_end_listener_completed_then_disposed(run: Run) -> None:
+    # A completed turn keeps completed and its failure is announced with the original error;
+    # during disposal the same listener's failure is swallowed (not announced), the turn ends
+    # disposed.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/error")
+        a = k.agent()
+        failure = fakes.FakeError("turn-end listener failed", "E_TURN_END")
+
+        def listener(*_args: object) -> None:
+            raise failure
+
+        k.on("agent/turn-end", listener)
+        k.model.push(fakes.text("done"), respond.hang())
+        a.send("one")
+        await k.idle(a)
+        assert k.reasons(a) == [COMPLETED]
+        assert k.events(a, "error") == [] and k.types(a)[-1] == "turn/end"
+        announced = k.noted("agent/error")
+        assert len(announced) == 1 and announced[0][0] == 1 and announced[0][-1] is failure, announced
+        a.send("two")
+        await k.until(lambda: len(k.model.requests) == 2, "the second turn's model call")
+        a.dispose()
+        await k.idle(a)
+        assert k.reasons(a) == [COMPLETED, {"kind": "disposed"}]
+        assert k.events(a, "error") == []
+        assert len(k.noted("agent/error")) == 1, "a turn-end failure during disposal is swallowed"
 
     run(scenario)
 
@@ -316,31 +574,162 @@ def test_throwing_turn_start_event_listener(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("ERR-11")
+def test_throwing_turn_start_listener_on_a_back_to_back_turn(run: Run) -> None:
+    # The second turn of a running period (its burst queued during the first) fails at its
+    # turn/start: its whole burst is consumed (no user/message, no model call), announced once,
+    # and a later prompt runs.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/error")
+        a = k.agent()
+        starts = [0]
+
+        def listener(_session: object, event: dict) -> None:
+            if event["type"] == "turn/start":
+                starts[0] += 1
+                if starts[0] == 2:
+                    raise RuntimeError("turn/start listener failed")
+
+        def burst() -> None:
+            a.send("B1")
+            a.send("B2")
+
+        k.on("session/event", listener)
+        k.model.push(fakes.text("A").hook(burst), fakes.text("C"))
+        a.send("A")
+        await k.idle(a)
+        assert _error_kinds(k, a) == ["completed", "error"]
+        assert k.prompts(a) == [["A"], []], "B1 and B2 are consumed by the failed turn"
+        assert len(k.model.requests) == 1
+        assert [turn for turn, _step, _exc in k.noted("agent/error")] == [2]
+        a.send("C")
+        await k.idle(a)
+        assert k.prompts(a)[-1] == ["C"] and k.reasons(a)[-1] == COMPLETED
+
+    run(scenario)
+
+
 class _Capture(logging.Handler):
+    """Every record at WARNING or above that reaches the implementation's logger."""
+
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
-        self.messages: list[str] = []
+        self.records: list[logging.LogRecord] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
+        self.records.append(record)
+
+
+def _warnings_naming(k: Kit, capture: _Capture, agent_id: str, turn: int | None) -> list[str]:
+    """The captured warnings of the implementation's logger (or a child of it) that name the
+    agent and the turn (its number as a word of its own: "turn 2", "turn=2", "#2"...; any
+    number for ``turn=None``)."""
+    root = k.impl.logger_name
+    number = r"\d+" if turn is None else str(turn)
+    out: list[str] = []
+    for record in capture.records:
+        message = record.getMessage()
+        ours = record.name == root or record.name.startswith(root + ".")
+        if ours and agent_id in message and re.search(rf"(?<![\w.]){number}(?![\w.])", message):
+            out.append(message)
+    return out
+
+
+async def _warned_turn_two(k: Kit, agent_id: str, arrange: Callable[[AgentHandle], None]) -> list[str]:
+    """Run a clean turn 1, then ``arrange`` the failures and run turn 2, capturing warnings."""
+    logger = logging.getLogger(k.impl.logger_name)
+    capture = _Capture()
+    logger.addHandler(capture)
+    try:
+        a = k.agent(agent_id)
+        a.send("one")
+        await k.idle(a)
+        arrange(a)
+        a.send("two")
+        await k.idle(a)
+    finally:
+        logger.removeHandler(capture)
+    return _warnings_naming(k, capture, agent_id, 2)
 
 
 @pytest.mark.rule("ERR-12")
 def test_contained_failures_are_warned(run: Run) -> None:
+    # Two contained listener failures in turn 2: a throwing agent/turn-continuation listener
+    # (the turn ends error) and a throwing agent/turn-end listener (announced after turn/end).
+    async def scenario(k: Kit) -> None:
+        def arrange(_a: AgentHandle) -> None:
+            k.on("agent/turn-continuation", _throwing("agent/turn-continuation"), needs="a contained failure is raised there")
+            k.on("agent/turn-end", _throwing("agent/turn-end"), needs="a contained failure is raised there")
+
+        named = await _warned_turn_two(k, "warned-agent", arrange)
+        assert len(named) >= 2, f"expected a warning naming the agent and turn 2 per contained failure: {named}"
+
+    run(scenario)
+
+
+@pytest.mark.rule("ERR-12")
+def test_contained_model_and_flush_failures_are_warned(run: Run) -> None:
+    # Failures that are not listeners of the agent/* taxonomy: a model stream raising (the turn
+    # ends error, FINISH-2) and a failing session/flush (ERR-6), both in turn 2.
+    async def scenario(k: Kit) -> None:
+        k.model.push(fakes.text("one"), respond.raises("model failed"))  # turn 1's answer, then turn 2's
+
+        def arrange(_a: AgentHandle) -> None:
+            async def flush(*_args: object) -> None:
+                raise RuntimeError("disk full")
+
+            k.on("session/flush", once(flush), needs="a contained failure is raised there")
+
+        named = await _warned_turn_two(k, "logged-agent", arrange)
+        assert len(named) >= 2, f"expected a warning naming the agent and turn 2 per contained failure: {named}"
+
+    run(scenario)
+
+
+@pytest.mark.rule("ERR-4")
+@pytest.mark.parametrize("ending", ["failure", "disposal"])
+def test_throwing_step_end_listener_while_closing_an_open_step(run: Run, ending: str) -> None:
+    # The step is still open when the turn closes (its model failed, or the agent was disposed
+    # in it), so closing appends its step/end, and that append throws: the turn still balances
+    # (one step/end, one turn/end), nothing follows, and the loop (or the disposal) goes on.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.on("session/event", lambda _s, e: boom() if e["type"] == "step/end" else None)
+        k.model.push(respond.raises("model failed") if ending == "failure" else respond.hang())
+        a.send("one")
+        if ending == "disposal":
+            await k.until(lambda: bool(k.model.requests), "the model call")
+            a.dispose()
+        await k.idle(a)
+        types = k.types(a)
+        assert types.count("step/end") == 1 and types.count("turn/end") == 1, types
+        _nothing_after_turn_end(k, a)
+        if ending == "failure":
+            assert _error_kinds(k, a) == ["error"]
+            a.send("two")
+            await k.idle(a)
+            assert k.prompts(a)[-1] == ["two"], "the loop stays alive"
+        else:
+            assert k.reasons(a) == [{"kind": "disposed"}]
+
+    run(scenario)
+
+
+@pytest.mark.rule("ERR-12")
+def test_failure_before_turn_start_is_warned(run: Run) -> None:
+    # A failure with no turn opened (ERR-8's example) is contained too: warned, naming the
+    # agent and a turn number (which one, for a turn that never opened, the spec leaves open).
     async def scenario(k: Kit) -> None:
         logger = logging.getLogger(k.impl.logger_name)
         capture = _Capture()
         logger.addHandler(capture)
         try:
-            a = k.agent("warned-agent")
-            k.on("agent/turn-continuation", _throwing("agent/turn-continuation"))
-            k.on("agent/turn-end", _throwing("agent/turn-end"))
-            a.send("one")
+            a = k.agent("early-agent")
+            _queue_unserialisable(k, a, "bad")
             await k.idle(a)
         finally:
             logger.removeHandler(capture)
-        assert len(capture.messages) >= 2, f"expected a warning per contained failure: {capture.messages}"
-        for m in capture.messages:
-            assert "warned-agent" in m and "turn" in m.lower(), f"warning does not name agent and turn: {m}"
+        named = _warnings_naming(k, capture, "early-agent", None)
+        assert named, f"the failure before turn/start was not warned naming the agent and a turn: {[r.getMessage() for r in capture.records]}"
 
     run(scenario)

@@ -22,9 +22,11 @@ def test_inject_into_open_turn(run: Run) -> None:
         k.model.push(fakes.text("A").gate(gate))
         a.send("A")
         await k.until(lambda: bool(k.model.requests), "A's model call")
-        await a.inject("ctx")
+        plugin: Any = {"kind": "plugin", "plugin": "p"}
+        await k.inject(a, "ctx", plugin)
         ctx = k.events(a, "context/message")
         assert len(ctx) == 1 and ctx[0]["data"]["content"] == [v.text("ctx")]
+        assert ctx[0]["data"]["source"] == plugin
         assert len(k.events(a, "turn/start")) == 1, "no new turn"
         gate.set()
         await k.idle(a)
@@ -41,10 +43,10 @@ def test_open_turn_decided_from_log(run: Run) -> None:
 
         async def listener(agent: object, turn: int, step: int, request: dict, next: object) -> object:
             if not injected:
-                injected.append(asyncio.ensure_future(a.inject("from plugin")))
+                injected.append(asyncio.ensure_future(k.inject(a, "from plugin")))
             return await next()  # type: ignore[operator]
 
-        k.on("agent/request", listener)
+        k.on("agent/request", listener, needs="the test injects from it, while the turn is open")
         a.send("A")
         await k.idle(a)
         assert len(k.events(a, "turn/start")) == 1
@@ -68,7 +70,7 @@ def test_inject_while_running_but_no_turn_open(run: Run) -> None:
             if seen:
                 return  # the one-shot turn's own flush
             seen.append(k.types(a)[-1])
-            await a.inject("ctx")
+            await k.inject(a, "ctx")
 
         k.on("session/flush", flush)
         a.send("A")
@@ -98,8 +100,9 @@ def test_idle_inject_writes_one_shot_turn(run: Run) -> None:
         k.on("session/flush", lambda *_: flushes.append(1))
         a = k.agent()
         plugin: Any = {"kind": "plugin", "plugin": "p"}
-        await a.inject("ctx", plugin)
+        await k.inject(a, "ctx", plugin)
         assert k.types(a) == ["turn/start", "context/message", "turn/end"]
+        await k.idle(a)  # a synchronous inject may leave its flush scheduled until then
         start, ctx, end = (e["data"] for e in k.events(a))
         assert start["trigger"] == {"kind": "injection", "source": plugin}
         assert ctx["source"] == plugin and end["reason"] == COMPLETED
@@ -119,7 +122,8 @@ def test_idle_inject_failures_contained(run: Run) -> None:
 
         k.on("session/flush", failing_flush)
         a = k.agent()
-        await a.inject("ctx")  # a failing flush is never raised into the caller
+        await k.inject(a, "ctx")  # a failing flush is never raised into the caller
+        await k.idle(a)  # a synchronous inject may leave its flush scheduled until then
         errors = k.noted("agent/error")
         assert len(errors) == 1 and "flush failed" in str(errors[0][-1]) and errors[0][1] == 0, errors
         assert k.types(a) == ["turn/start", "context/message", "turn/end"]
@@ -133,7 +137,7 @@ def test_idle_inject_balanced_when_listener_throws(run: Run) -> None:
         k.on("session/event", lambda _s, e: (_ for _ in ()).throw(RuntimeError("x")) if e["type"] == "context/message" else None)
         a = k.agent()
         try:
-            await a.inject("ctx")
+            await k.inject(a, "ctx")
         except RuntimeError:
             pass  # whether a throwing append listener reaches the caller is not fixed; balance is
         assert k.types(a)[0] == "turn/start" and k.types(a)[-1] == "turn/end"
@@ -148,7 +152,7 @@ def test_request_sees_injected_context(run: Run) -> None:
         a = k.agent()
         a.send("first")
         await k.idle(a)
-        await a.inject("ctx")
+        await k.inject(a, "ctx")
         a.send("second")
         await k.idle(a)
         texts = request_texts(k.model.requests[-1])
@@ -159,17 +163,29 @@ def test_request_sees_injected_context(run: Run) -> None:
 
 @pytest.mark.rule("INJ-4")
 def test_bad_inject_input(run: Run) -> None:
+    # An idle inject() of content that cannot be serialised raises to the caller once its
+    # one-shot turn is closed: the turn/end is in the log when the error arrives. Its flush
+    # still runs: an async inject may await it before raising, a synchronous one may leave it
+    # scheduled; either way it has run by the time when_idle() resolves. A bad source raises
+    # and writes nothing.
     async def scenario(k: Kit) -> None:
         flushes: list[int] = []
         k.on("session/flush", lambda *_: flushes.append(1))
         a = k.agent()
-        with pytest.raises(Exception):  # noqa: B017 - any error type, it must raise
-            await a.inject([{"type": "text", "text": object()}])
-        assert k.types(a)[0] == "turn/start" and k.types(a)[-1] == "turn/end", "the one-shot turn is closed"
-        assert flushes == [1], "its flush still runs"
+        at_raise: list[str] | None = None
+        try:
+            await k.inject(a, [{"type": "text", "text": object()}])
+        except Exception:
+            at_raise = k.types(a)
+        assert at_raise is not None, "inject() of content that cannot be serialised must raise"
+        assert at_raise[:1] == ["turn/start"] and at_raise[-1:] == ["turn/end"], (
+            f"the one-shot turn must be closed when the error reaches the caller: {at_raise}"
+        )
+        await k.idle(a)
+        assert flushes == [1], "its flush still runs (by the time when_idle() resolves)"
         before = len(k.events(a))
-        with pytest.raises(Exception):  # noqa: B017
-            await a.inject("ctx", {"kind": "plugin", "plugin": object()})  # type: ignore[arg-type]
+        with pytest.raises(Exception):  # noqa: B017 - any error type, it must raise
+            await k.inject(a, "ctx", {"kind": "plugin", "plugin": object()})
         assert len(k.events(a)) == before, "a bad source writes nothing"
 
     run(scenario)
@@ -184,10 +200,38 @@ def test_inject_contains_turn_end_and_flush_failures(run: Run) -> None:
         k.on("session/flush", failing_flush)
         k.on("session/event", lambda _s, e: (_ for _ in ()).throw(RuntimeError("x")) if e["type"] == "turn/end" else None)
         a = k.agent()
-        await a.inject("ctx")
+        await k.inject(a, "ctx")
         assert k.types(a) == ["turn/start", "context/message", "turn/end"]
         a.send("after")
         await k.idle(a)
         assert k.prompts(a)[-1] == ["after"]
+
+    run(scenario)
+
+
+@pytest.mark.rule("INJ-3")
+def test_context_injected_during_a_tool_reaches_the_next_step(run: Run) -> None:
+    # Injected while a tool of step 1 runs (the turn is open): the request of step 2 carries
+    # the context where the log has it, after the tool call and before its result.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+
+        async def inject_now(_args: object) -> None:
+            await k.inject(a, "from the tool", {"kind": "plugin", "plugin": "p"})
+
+        k.tool("lookup", result="found", hook=inject_now)
+        k.model.push(fakes.tool_calls(("c1", "lookup", "{}")), fakes.text("done"))
+        a.send("hi")
+        await k.idle(a)
+        types = k.types(a)
+        assert types.index("tool/call") < types.index("context/message") < types.index("tool/result"), types
+        messages = k.model.requests[1]["messages"]
+        wrapped = [v.text('<context source="plugin">'), v.text("from the tool"), v.text("</context>")]
+        contents = [m["content"] for m in messages]
+        assert wrapped in contents, f"the step-2 request lacks the context: {contents}"
+        position = contents.index(wrapped)
+        assert contents[position - 1] == [v.tool_call("c1", "lookup", "{}")], "context after the tool call"
+        assert contents[position + 1][0]["type"] == "tool-result", "and before the tool result"
+        assert len(k.events(a, "turn/start")) == 1
 
     run(scenario)

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from conformance import fakes
+from conformance.fakes import respond
 from conformance.harness import Kit
 from conformance.invariants import log_violations
 from reference_loop import vocabulary as v
@@ -147,7 +148,7 @@ def test_derived_history(run: Run) -> None:
         def add_context(*_args: object) -> None:
             a.session.append("context/message", {"content": [v.text("ctx")], "source": plugin})
 
-        k.on("agent/turn-start", add_context)
+        k.on("agent/turn-start", add_context, needs="the test appends context from it, inside the turn")
         k.model.push(
             fakes.tool_calls(("c1", "echo", "{}")).hook(lambda: a.steer("nudge"), before=-1),
             fakes.text("bye", usage=(1, 1)),
@@ -165,5 +166,191 @@ def test_derived_history(run: Run) -> None:
         ]
         assert history == expected
         assert a.session.derive_messages() == history, "the same log must derive the same history"
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOG-1")
+def test_loop_appends_are_snapshots_and_bad_data_is_rejected(run: Run) -> None:
+    # LOG-1 through what the loop itself appends (user/message from send) and through event
+    # types other than context/message: whatever appends, the log keeps a snapshot and
+    # non-JSON data never enters it.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        content: list[Any] = [v.text("hello")]
+        a.send(content)
+        await k.idle(a)
+        content[0]["text"] = "mutated"
+        content.append(v.text("added"))
+        (logged,) = k.events(a, "user/message")
+        assert logged["data"]["content"] == [v.text("hello")], "the log holds a snapshot of the prompt"
+        assert a.session.derive_messages()[0]["content"] == [v.text("hello")]
+        k.check_invariants = False  # raw appends outside a turn, on purpose
+        before = k.events(a)
+        for kind, data in (
+            ("user/message", {"content": [{"type": "text", "text": object()}], "source": USER}),
+            ("error", {"turn": 1, "step": 1, "message": {1, 2}}),
+            ("usage", {"turn": 1, "step": 1, "usage": {"input_tokens": b"1", "output_tokens": 1}}),
+        ):
+            with pytest.raises(Exception):  # noqa: B017 - any error type is fine, it must raise
+                a.session.append(kind, data)
+        assert k.events(a) == before, "rejected appends must not enter the log"
+        error: dict[str, Any] = {"turn": 1, "step": 1, "message": "m", "code": "C"}
+        a.session.append("error", error)
+        error["message"] = "changed"
+        assert k.events(a)[-1]["data"]["message"] == "m", "the log holds a snapshot of the data"
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOG-2")
+def test_loop_events_are_pushed_before_listeners_see_them(run: Run) -> None:
+    # LOG-2 through the loop's own appends: every session/event listener call sees its event
+    # already in the log, and a listener throwing on one (here turn/end, which every loop must
+    # survive, ERR-4) leaves that event in the log. Waits for the event itself, not for the
+    # agent to settle: surviving the throw is ERR-4's, not this rule's.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        late: list[str] = []
+
+        def check(_session: object, event: dict[str, Any]) -> None:
+            events = a.session.events
+            if not events or events[-1]["seq"] != event["seq"] or len(events) != event["seq"] + 1:
+                late.append(event["type"])
+
+        def throw_on_turn_end(_session: object, event: dict[str, Any]) -> None:
+            if event["type"] == "turn/end":
+                raise RuntimeError("listener fails")
+
+        k.on("session/event", check)
+        k.on("session/event", throw_on_turn_end)
+        k.tool("echo")
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")), fakes.text("done"))
+        a.send("hi")
+        await k.until(lambda: "turn/end" in k.types(a), "the turn/end a listener throws on")
+        types = k.types(a)
+        assert types[0] == "turn/start" and "tool/result" in types
+        assert late == [], f"listeners saw these events before they were in the log: {late}"
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOG-3")
+def test_seq_contiguous_and_chunks_kept_when_steps_fail(run: Run) -> None:
+    # The chunks of a failing stream (finish{error}, or a raise midway) are logged as well:
+    # "never filtered out" holds for every chunk the adapter yielded.
+    async def scenario(k: Kit) -> None:
+        k.check_invariants = False  # this test judges its own rule's invariant only
+        a = k.agent()
+        failing = fakes.text("partial").finish("error", "overloaded")
+        raising = fakes.text("cut short", finish=None).raises("kaput", after=1)
+        k.model.push(failing, raising)
+        a.send("one")
+        await k.idle(a)
+        a.send("two")
+        await k.idle(a)
+        events = k.events(a)
+        assert _only("LOG-3", events) == []
+        chunks = [e["data"]["chunk"] for e in events if e["type"] == "assistant/chunk"]
+        assert chunks == [*failing.build(), *raising.build()[:2]], "every chunk the model yielded is logged"
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOG-4")
+def test_turns_pair_whatever_ends_them(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        k.check_invariants = False  # this test judges its own rule's invariant only
+        a = k.agent()
+        k.model.push(respond.raises("model failed"), respond.hang(), fakes.text("fine"), respond.hang())
+        a.send("error turn")
+        await k.idle(a)
+        a.send("aborted turn")
+        await k.until(lambda: len(k.model.requests) == 2, "the second model call")
+        a.abort()
+        await k.idle(a)
+        a.send("completed turn")
+        await k.idle(a)
+        a.send("disposed turn")
+        await k.until(lambda: len(k.model.requests) == 4, "the fourth model call")
+        a.dispose()
+        await k.idle(a)
+        events = k.events(a)
+        assert _only("LOG-4", events) == []
+        bounds = [(e["type"], e["data"]["turn"]) for e in events if e["type"] in ("turn/start", "turn/end")]
+        assert bounds == [(kind, n) for n in (1, 2, 3, 4) for kind in ("turn/start", "turn/end")]
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOG-5")
+def test_steps_nest_when_a_step_fails_or_aborts(run: Run) -> None:
+    async def scenario(k: Kit) -> None:
+        k.check_invariants = False  # this test judges its own rule's invariant only
+        a = k.agent()
+        k.tool("echo")
+        k.model.push(
+            fakes.tool_calls(("c1", "echo", "{}")),
+            fakes.text("then fails", finish=None).raises("kaput", after=1),
+            fakes.tool_calls(("c2", "echo", "{}")),
+            respond.hang(),
+        )
+        a.send("one")
+        await k.idle(a)
+        a.send("two")
+        await k.until(lambda: len(k.model.requests) == 4, "the second turn's second step")
+        a.abort()
+        await k.idle(a)
+        events = k.events(a)
+        assert _only("LOG-5", events) == []
+        steps = [(e["type"], e["data"]["turn"], e["data"]["step"]) for e in events if e["type"] in ("step/start", "step/end")]
+        assert steps == [(kind, turn, step) for turn in (1, 2) for step in (1, 2) for kind in ("step/start", "step/end")]
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOG-6")
+def test_every_result_has_its_call_even_when_tools_fail(run: Run) -> None:
+    # Failing, unknown and aborted tools: whatever results the loop writes for them (TOOL-3
+    # says which), each follows the call with its id; a call left without one is legal.
+    async def scenario(k: Kit) -> None:
+        k.check_invariants = False  # this test judges its own rule's invariant only
+        a = k.agent()
+        k.tool("broken", error="it broke")
+        hanging = k.tool("hang", hang=True)
+        k.model.push(fakes.tool_calls(("c1", "broken", "{}"), ("c2", "missing", "{}"), ("c3", "hang", "{}")))
+        a.send("hi")
+        await k.until(lambda: bool(hanging.calls) or "turn/end" in k.types(a), "the hanging tool (or the turn's end)")
+        a.abort()
+        await k.until(lambda: "turn/end" in k.types(a), "the turn's end")
+        events = k.events(a)
+        assert _only("LOG-6", events) == []
+        calls = [e["data"]["call_id"] for e in events if e["type"] == "tool/call"]
+        results = [e["data"]["call_id"] for e in events if e["type"] == "tool/result"]
+        assert calls and calls == ["c1", "c2", "c3"][: len(calls)], calls
+        assert len(results) == len(set(results)) and set(results) <= set(calls), results
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOG-7")
+def test_tool_results_derive_blocks_whatever_the_tool_returned(run: Run) -> None:
+    # A tool's content is a string or a list of blocks; either way its tool/result content is
+    # a list of blocks, and derived history holds it as one tool-result block per result.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        blocks = [v.text("line one"), v.text("line two")]
+        k.tool("plain", result="just text")
+        k.tool("rich", result=blocks)
+        k.model.push(fakes.tool_calls(("c1", "plain", "{}"), ("c2", "rich", "{}")))
+        a.send("hi")
+        await k.idle(a)
+        results = [(e["data"]["call_id"], e["data"]["content"], e["data"]["is_error"]) for e in k.events(a, "tool/result")]
+        assert results == [("c1", [v.text("just text")], False), ("c2", blocks, False)]
+        derived = [m for m in a.session.derive_messages() if m["content"] and m["content"][0].get("type") == "tool-result"]
+        assert derived == [
+            {"role": "user", "content": [{"type": "tool-result", "tool_call_id": "c1", "content": [v.text("just text")], "is_error": False}]},
+            {"role": "user", "content": [{"type": "tool-result", "tool_call_id": "c2", "content": blocks, "is_error": False}]},
+        ]
 
     run(scenario)

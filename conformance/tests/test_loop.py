@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from conformance import fakes
+from conformance.adapter import AgentHandle
 from conformance.fakes import FakeModel, respond
-from conformance.harness import Kit
+from conformance.harness import MODEL, Kit
 from reference_loop import vocabulary as v
 
-from ._support import COMPLETED, USER, Run, boom, once, passthrough, request_texts
+from ._support import COMPLETED, USER, Run, boom, once, passthrough, request_texts, texts
 
 
 @pytest.mark.rule("INBOX-1")
@@ -146,11 +148,20 @@ def test_step_shape(run: Run) -> None:
         await k.idle(a)
         names = [n[0] if n[0] != "session/event" else n[1] for n in k.notes]
         step1 = names[names.index("step/start"): names.index("agent/turn-continuation") + 1]
-        dedup = [n for i, n in enumerate(step1) if i == 0 or n != step1[i - 1]]
-        assert dedup == [
-            "step/start", "agent/step-start", "agent/request", "assistant/chunk", "agent/stream-chunk",
-            "assistant/chunk", "agent/stream-chunk", "assistant/chunk", "agent/stream-chunk",
-            "assistant/chunk", "agent/stream-chunk", "assistant/chunk", "agent/stream-chunk",
+        # Each chunk is appended as assistant/chunk and emitted as agent/stream-chunk; the spec
+        # fixes the order of step/start before agent/step-start and of agent/step-result before
+        # assistant/message, not the order within a chunk's pair: read each pair as one "chunk".
+        shape: list[str] = []
+        i = 0
+        while i < len(step1):
+            if set(step1[i : i + 2]) == {"assistant/chunk", "agent/stream-chunk"}:
+                shape.append("chunk")
+                i += 2
+            else:
+                shape.append(step1[i])
+                i += 1
+        assert shape == [
+            "step/start", "agent/step-start", "agent/request", "chunk", "chunk", "chunk", "chunk", "chunk",
             "agent/step-result", "assistant/message", "usage", "tool/call", "tools/execute", "tool/result",
             "steering/message", "step/end", "agent/step-end", "agent/turn-continuation",
         ]
@@ -166,8 +177,8 @@ def test_step_result_rewrite_is_logged_and_dispatched(run: Run) -> None:
         rewritten = {"role": "assistant", "content": [v.text("rewritten"), v.tool_call("c9", "echo", '{"n":9}')]}
 
         async def rewrite(agent: object, turn: int, step: int, message: object, next: object) -> object:
-            await next()  # type: ignore[operator]
-            return rewritten if step == 1 else await next()  # type: ignore[operator]
+            value = await next()  # type: ignore[operator]
+            return rewritten if step == 1 else value
 
         k.on("agent/step-result", rewrite)
         k.model.push(fakes.text("original"))
@@ -181,6 +192,24 @@ def test_step_result_rewrite_is_logged_and_dispatched(run: Run) -> None:
     run(scenario)
 
 
+def _assert_no_model_error(k: Kit, agent: AgentHandle, agent_id: str) -> None:
+    """LOOP-7's error: the step failed (the turn ends error, with its error event in a step) and
+    the message names the agent, says it has no model, and names the two ways to set one (the
+    options, agent/request). Wording beyond that is the implementation's."""
+    (reason,) = k.reasons(agent)
+    assert reason["kind"] == "error", f"the turn must end error: {reason}"
+    message = reason["message"]
+    assert agent_id in message, f"the error does not name the agent: {message!r}"
+    assert re.search(r"(?i)\bmodel\b", message), f"the error does not say it has no model: {message!r}"
+    assert re.search(r"(?i)option", message) and "agent/request" in message, (
+        f"the error does not say to set a model in the options or through agent/request: {message!r}"
+    )
+    errors = k.events(agent, "error")
+    assert len(errors) == 1 and errors[0]["data"]["message"] == message
+    assert errors[0]["data"]["step"] >= 1, "the step fails (its error lies in a step)"
+    assert k.model.requests == []
+
+
 @pytest.mark.rule("LOOP-7")
 def test_request_without_model(run: Run) -> None:
     async def scenario(k: Kit) -> None:
@@ -188,14 +217,37 @@ def test_request_without_model(run: Run) -> None:
         k.agents.append(a)
         a.send("hi")
         await k.idle(a)
-        (reason,) = k.reasons(a)
-        assert reason["kind"] == "error"
-        message = reason["message"]
-        assert "modelless-agent" in message, f"the error does not name the agent: {message!r}"
-        assert "model" in message.lower() and "option" in message.lower() and "agent/request" in message, (
-            f"the error does not say to set a model in the options or through agent/request: {message!r}"
-        )
-        assert k.model.requests == []
+        _assert_no_model_error(k, a, "modelless-agent")
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOOP-7")
+def test_request_without_model_after_agent_request(run: Run) -> None:
+    # "None set by agent/request": a listener that rewrites the request but sets no model (it
+    # drops the one it got) still leaves the step without a model; one that sets a model fixes
+    # an agent created without one.
+    async def scenario(k: Kit) -> None:
+        a = k.service.create("stripped-agent", {"model": MODEL})
+        b = k.service.create("routed-agent", {})
+        k.agents += [a, b]
+
+        async def route(agent: object, turn: int, step: int, request: dict, next: object) -> object:
+            value = dict(await next())  # type: ignore[operator]
+            if value.get("model") == MODEL:
+                del value["model"]
+            else:
+                value["model"] = MODEL
+            return value
+
+        k.on("agent/request", route)
+        a.send("hi")
+        await k.idle(a)
+        _assert_no_model_error(k, a, "stripped-agent")
+        b.send("hi")
+        await k.idle(b)
+        assert k.reasons(b) == [COMPLETED], "a model set through agent/request is used"
+        assert len(k.model.requests) == 1
 
     run(scenario)
 
@@ -203,9 +255,9 @@ def test_request_without_model(run: Run) -> None:
 @pytest.mark.rule("LOOP-8")
 def test_late_steering_requeued_without_idle(run: Run) -> None:
     async def scenario(k: Kit) -> None:
-        k.record("agent/status", "agent/queued")
+        k.record("agent/status")
         a = k.agent()
-        k.on("agent/turn-end", once(lambda *_: a.steer("late")))
+        k.on("agent/turn-end", once(lambda *_: a.steer("late")), needs="the test steers from it, after the turn's last step")
         a.send("A")
         await k.idle(a)
         assert k.prompts(a) == [["A"], ["late"]], "late steering must run as the next turn"
@@ -269,5 +321,399 @@ def test_adapter_gets_rewritten_request(run: Run) -> None:
         assert len(other.requests) == 1
         assert other.requests[0]["model"] == "other" and other.requests[0]["system"] == "REWRITTEN"
         assert request_texts(other.requests[0]) == ["hi"]
+
+    run(scenario)
+
+
+@pytest.mark.rule("INBOX-1")
+def test_two_fifos_during_a_tool(run: Run) -> None:
+    # Interleaved sends and steers while a tool runs: each FIFO keeps its own order; steering
+    # joins the running turn (its next request), prompts wait for the next turn.
+    async def scenario(k: Kit) -> None:
+        gate = k.gate()
+        held = k.tool("held", gate=gate)
+        a = k.agent()
+        k.model.push(fakes.tool_calls(("c1", "held", "{}")), fakes.text("after tool"), fakes.text("next turn"))
+        a.send("A")
+        await k.until(lambda: bool(held.calls), "the tool call")
+        a.send("q1")
+        a.steer("s1")
+        a.send("q2")
+        a.steer("s2")
+        gate.set()
+        await k.idle(a)
+        steering = [(e["data"]["turn"], texts(e["data"]["content"])) for e in k.events(a, "steering/message")]
+        assert steering == [(1, ["s1"]), (1, ["s2"])]
+        assert k.prompts(a) == [["A"], ["q1", "q2"]]
+        second = request_texts(k.model.requests[1])
+        assert second.index("s1") < second.index("s2") and "q1" not in second, second
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOOP-1")
+def test_one_turn_at_a_time(run: Run) -> None:
+    # The driver runs one turn, then waits for the next: prompts sent while a turn runs never
+    # start a second, concurrent turn (one model call in flight at a time), and the driver
+    # goes on after an aborted and a cancelled turn (a failed one is ERR-1's).
+    async def scenario(k: Kit) -> None:
+        gate = k.gate()
+        a = k.agent()
+        k.model.push(fakes.text("A").gate(gate), fakes.text("B"), respond.hang(), respond.hang())
+        a.send("A")
+        await k.until(lambda: bool(k.model.requests), "A's model call")
+        a.send("B")
+        await k.settle()
+        assert len(k.model.requests) == 1, "a second turn started while the first was running"
+        assert k.types(a).count("turn/start") == 1
+        gate.set()
+        await k.idle(a)
+        a.send("C")
+        await k.until(lambda: len(k.model.requests) == 3, "C's model call")
+        a.abort()
+        await k.idle(a)
+        a.send("D")
+        await k.until(lambda: len(k.model.requests) == 4, "D's model call")
+        a.cancel()
+        await k.idle(a)
+        a.send("E")
+        await k.idle(a)
+        assert k.prompts(a) == [["A"], ["B"], ["C"], ["D"], ["E"]]
+        assert [r["kind"] for r in k.reasons(a)] == ["completed", "completed", "aborted", "aborted", "completed"]
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOOP-2")
+def test_burst_during_a_turn_is_the_next_turn(run: Run, schedule: str) -> None:
+    # A burst sent while a turn runs (the driver is busy, not waiting): the next turn drains
+    # all of it, in order, and its trigger carries the first message's source.
+    async def scenario(k: Kit) -> None:
+        plugin: Any = {"kind": "plugin", "plugin": "p"}
+        agent_source: Any = {"kind": "agent", "agent_id": "other"}
+        a = k.agent()
+
+        def burst() -> None:
+            a.send("B1", agent_source)
+            a.send("B2", plugin)
+            a.send("B3")
+
+        k.model.push(fakes.text("A").hook(burst), fakes.text("B"))
+        a.send("A")
+        # Wait for the two turns themselves: quiescence (when_idle) is IDLE-2's, not this rule's.
+        await k.until(lambda: k.types(a).count("turn/end") == 2, "the burst's turn to end")
+        await k.idle(a)
+        assert k.prompts(a) == [["A"], ["B1", "B2", "B3"]]
+        starts = k.events(a, "turn/start")
+        assert starts[1]["data"]["trigger"] == {"kind": "message", "source": agent_source}
+        users = [e["data"]["source"] for e in k.events(a, "user/message")]
+        assert users == [USER, agent_source, plugin, USER]
+        assert len(k.model.requests) == 2
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOOP-3")
+def test_turn_numbers_count_every_written_turn(run: Run) -> None:
+    # Failed and aborted turns take their number; a prompt dropped before its turn/start
+    # (window 1) writes none, so it takes none: next = the log's last turn/start + 1.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        await k.settle()
+        k.model.push(respond.raises("model failed"), respond.hang())
+        a.send("error turn")
+        await k.idle(a)
+        a.send("aborted turn")
+        await k.until(lambda: len(k.model.requests) == 2, "the second model call")
+        a.abort()
+        await k.idle(a)
+        a.send("dropped")
+        a.cancel()
+        await k.idle(a)
+        await k.settle()
+        a.send("next")
+        await k.idle(a)
+        turns = [e["data"]["turn"] for e in k.events(a, "turn/start")]
+        assert turns == [1, 2, 3]
+        assert [e["data"]["turn"] for e in k.events(a, "turn/end")] == [1, 2, 3]
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOOP-5")
+def test_step_shape_across_steps(run: Run) -> None:
+    # Steering added by an agent/step-end listener is drained at the start of the next step,
+    # before its step/start; each step keeps step/start before agent/step-start and
+    # agent/step-result before assistant/message; each of two tool calls is
+    # tool/call, tools/execute, tool/result.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.record("session/event", "agent/step-start", "agent/step-end")
+
+        async def step_result(*args: object) -> object:
+            k.notes.append(("agent/step-result",))
+            return await args[-1]()  # type: ignore[operator]
+
+        async def execute(*args: object) -> object:
+            k.notes.append(("tools/execute",))
+            return await args[-1]()  # type: ignore[operator]
+
+        k.on("agent/step-result", step_result)
+        k.on("tools/execute", execute)
+        k.on("agent/step-end", once(lambda *_: a.steer("between steps")))
+        k.tool("echo")
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}"), ("c2", "echo", "{}")), fakes.text("done"))
+        a.send("hi")
+        await k.idle(a)
+        names = [n[0] if n[0] != "session/event" else n[1] for n in k.notes]
+        core = [n for n in names if n not in ("assistant/chunk", "user/message", "turn/start", "turn/end")]
+        assert core == [
+            "step/start", "agent/step-start", "agent/step-result", "assistant/message",
+            "tool/call", "tools/execute", "tool/result", "tool/call", "tools/execute", "tool/result",
+            "step/end", "agent/step-end",
+            "steering/message", "step/start", "agent/step-start", "agent/step-result", "assistant/message",
+            "step/end", "agent/step-end",
+        ]
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOOP-6")
+def test_step_result_removing_a_call_is_what_runs(run: Run) -> None:
+    # A listener that drops one of the model's tool calls: the log records the message without
+    # it, that call is never dispatched, and the next request carries the rewritten message.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        echo = k.tool("echo")
+
+        async def drop_c2(agent: object, turn: int, step: int, message: dict, next: object) -> object:
+            value = await next()  # type: ignore[operator]
+            return {**value, "content": [b for b in value["content"] if b.get("id") != "c2"]}
+
+        k.on("agent/step-result", drop_c2)
+        k.model.push(fakes.tool_calls(("c1", "echo", '{"n": 1}'), ("c2", "echo", '{"n": 2}'), prefix="two calls"))
+        a.send("hi")
+        await k.idle(a)
+        kept = [v.text("two calls"), v.tool_call("c1", "echo", '{"n": 1}')]
+        assert k.events(a, "assistant/message")[0]["data"]["content"] == kept
+        assert [e["data"]["call_id"] for e in k.events(a, "tool/call")] == ["c1"]
+        assert echo.call_args == [{"n": 1}]
+        assistant = [m["content"] for m in k.model.requests[1]["messages"] if m["role"] == "assistant"]
+        assert assistant[0] == kept
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOOP-9")
+def test_queued_notifications_resolve_sources(run: Run) -> None:
+    # The default source is {kind: user} for both verbs; an explicit agent source is carried
+    # as given; a steer on an agent that is not running is queued with steering false.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/queued", "agent/steering")
+        agent_source: Any = {"kind": "agent", "agent_id": "peer"}
+        gate = k.gate()
+        a = k.agent()
+        a.steer("idle steer", agent_source)
+        await k.idle(a)
+        k.model.push(fakes.text("B").gate(gate))
+        a.send("B", agent_source)
+        await k.until(lambda: len(k.model.requests) == 2, "B's model call")
+        a.steer("running steer")
+        gate.set()
+        await k.idle(a)
+        queued = [(texts(c), meta) for c, meta in k.noted("agent/queued")]
+        assert queued == [
+            (["idle steer"], {"source": agent_source, "steering": False}),
+            (["B"], {"source": agent_source, "steering": False}),
+            (["running steer"], {"source": USER, "steering": True}),
+        ]
+        steering = [(turn, texts(content), source) for turn, content, source in k.noted("agent/steering")]
+        assert steering == [(2, ["running steer"], USER)]
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOOP-10")
+def test_adapter_gets_rewritten_messages_and_tools(run: Run) -> None:
+    # A compaction-style listener replaces the messages and the tools: the adapter receives
+    # exactly those (the signal aside, which the fake model does not record).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.tool("echo")
+        compacted = [{"role": "user", "content": [v.text("compacted history")]}]
+        tools = [{"name": "only", "description": "the one tool", "input_schema": {"type": "object"}}]
+
+        async def compact(agent: object, turn: int, step: int, request: dict, next: object) -> object:
+            value = await next()  # type: ignore[operator]
+            return {**value, "messages": compacted, "tools": tools}
+
+        k.on("agent/request", compact)
+        a.send("first")
+        await k.idle(a)
+        a.send("second")
+        await k.idle(a)
+        for request in k.model.requests:
+            assert request["messages"] == compacted
+            assert request["tools"] == tools
+            assert request["model"] == MODEL
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOOP-4", "LOOP-5")
+def test_notifications_and_waterfalls_carry_agent_turn_and_step(run: Run) -> None:
+    # Spec 0b: notifications pass the agent first, then the turn (and step) they are about;
+    # the agent/* waterfalls take (agent, turn[, step], value, next); tools/execute takes the
+    # execution {call_id, name, arguments, agent, signal}. Two agents, so "the agent" is each
+    # one's own object (whatever object the implementation passes, the same one for all of an
+    # agent's events and another for the other agent's).
+    async def scenario(k: Kit) -> None:
+        k.tool("echo")
+        seen: list[tuple[Any, ...]] = []
+
+        def note(name: str) -> Callable[..., Any]:
+            def listener(*args: Any) -> None:
+                seen.append((name, *args))
+
+            return listener
+
+        def through(name: str) -> Callable[..., Any]:
+            async def listener(*args: Any) -> Any:
+                seen.append((name, *args[:-1]))
+                return await args[-1]()
+
+            return listener
+
+        for name in ("agent/turn-start", "agent/turn-end", "agent/step-start", "agent/step-end", "agent/stream-chunk"):
+            k.on(name, note(name))
+        for name in ("agent/request", "agent/step-result", "agent/turn-continuation", "tools/execute"):
+            k.on(name, through(name))
+        k.model.push(fakes.tool_calls(("c1", "echo", '{"x": 1}')), fakes.text("done"), fakes.text("other"))
+        a = k.agent("first")
+        a.send("hi")
+        await k.idle(a)
+        b = k.agent("second")
+        b.send("hi")
+        await k.idle(b)
+        executions = [s[1] for s in seen if s[0] == "tools/execute"]
+        assert len(executions) == 1
+        execution = executions[0]
+        assert set(execution) >= {"call_id", "name", "arguments", "agent", "signal"}, execution
+        assert (execution["call_id"], execution["name"], execution["arguments"]) == ("c1", "echo", {"x": 1})
+        agent_of = execution["agent"]
+        others = [s for s in seen if s[0] != "tools/execute"]
+        firsts = [s[1] for s in others]
+        assert all(x is not None for x in firsts), "every notification and waterfall passes the agent first"
+        mine = [s for s in others if s[1] is agent_of]
+        theirs = [s for s in others if s[1] is not agent_of]
+        assert theirs and all(s[1] is theirs[0][1] for s in theirs), "one object per agent"
+        assert [s[2:] for s in mine if s[0] == "agent/turn-start"] == [(1,)]
+        for name in ("agent/step-start", "agent/step-end"):
+            assert [s[2:] for s in mine if s[0] == name] == [(1, 1), (1, 2)], name
+        for name in ("agent/request", "agent/step-result", "agent/stream-chunk"):
+            assert sorted({s[2:4] for s in mine if s[0] == name}) == [(1, 1), (1, 2)], name
+        ends = [s[2:] for s in mine if s[0] == "agent/turn-end"]
+        assert ends == [(1, COMPLETED)]
+        continuations = [s[2:] for s in mine if s[0] == "agent/turn-continuation"]
+        assert continuations == [(1, True), (1, False)], "(agent, turn, default decision, next)"
+        chunks = [s[4] for s in mine if s[0] == "agent/stream-chunk"]
+        assert chunks == [e["data"]["chunk"] for e in k.events(a, "assistant/chunk")]
+        requests = [s[4] for s in mine if s[0] == "agent/request"]
+        assert all(r["model"] == MODEL and r["messages"] for r in requests)
+        results = [s[4] for s in mine if s[0] == "agent/step-result"]
+        assert [r["content"] for r in results] == [e["data"]["content"] for e in k.events(a, "assistant/message")]
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOOP-5")
+def test_every_step_assembles_the_system_prompt_before_its_request(run: Run) -> None:
+    # "system prompt assembled, agent/request waterfall": the system-prompt waterfall runs in
+    # each step, before that step's agent/request.
+    async def scenario(k: Kit) -> None:
+        order: list[str] = []
+
+        async def assembly(*args: Any) -> Any:
+            order.append("system-prompt")
+            return await args[-1]()
+
+        async def request(*args: Any) -> Any:
+            order.append("agent/request")
+            return await args[-1]()
+
+        k.on("system-prompt", assembly)
+        k.on("agent/request", request)
+        k.tool("echo")
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")), fakes.text("done"))
+        a = k.agent(system_prompt="Mine")
+        a.send("hi")
+        await k.idle(a)
+        assert order == ["system-prompt", "agent/request"] * 2
+        assert all(r.get("system") == "Mine" for r in k.model.requests), "a pass-through assembly changes nothing"
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOOP-5")
+def test_step_events_carry_their_turn_and_step(run: Run) -> None:
+    # The data of section 0's table: every event of a step names its turn and step, and carries
+    # the fields the table gives it.
+    async def scenario(k: Kit) -> None:
+        k.tool("echo")
+        a = k.agent()
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")).usage(1, 2), fakes.text("done", usage=(3, 4)), fakes.text("two", usage=(5, 6)))
+        a.send("one")
+        await k.idle(a)
+        a.send("two")
+        await k.idle(a)
+        fields = {
+            "step/start": {"turn", "step"}, "step/end": {"turn", "step"},
+            "assistant/chunk": {"turn", "step", "chunk"}, "assistant/message": {"turn", "step", "content"},
+            "usage": {"turn", "step", "usage"},
+            "tool/call": {"turn", "step", "call_id", "name", "arguments"},
+            "tool/result": {"turn", "step", "call_id", "content", "is_error"},
+        }
+        placed = []
+        turn = step = 0
+        for event in k.events(a):
+            kind, data = event["type"], event["data"]
+            if kind == "turn/start":
+                turn, step = data["turn"], 0
+            elif kind == "step/start":
+                step = data["step"]
+            if kind in fields:
+                assert fields[kind] <= set(data), f"{kind} lacks {fields[kind] - set(data)}: {data}"
+                placed.append((kind, data["turn"], data["step"]) == (kind, turn, step))
+        assert placed and all(placed), "an event names another turn or step than the one it lies in"
+        assert [(e["data"]["turn"], e["data"]["step"]) for e in k.events(a, "usage")] == [(1, 1), (1, 2), (2, 1)]
+        assert [(e["data"]["turn"], e["data"]["step"]) for e in k.events(a, "assistant/message")] == [(1, 1), (1, 2), (2, 1)]
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOOP-10")
+def test_unknown_model_name_fails_with_no_adapter(run: Run) -> None:
+    # Spec 0b: an unknown model name fails the step with code NO_ADAPTER, whether it comes from
+    # the agent's options or from a rewriting agent/request listener; nothing is streamed.
+    async def scenario(k: Kit) -> None:
+        a = k.agent("unknown", model="no-such-model")
+        a.send("hi")
+        await k.idle(a)
+        b = k.agent("rerouted")
+
+        async def reroute(agent: object, turn: int, step: int, request: dict, next: object) -> object:
+            value = await next()  # type: ignore[operator]
+            return {**value, "model": "nowhere"} if agent is not a else value
+
+        k.on("agent/request", reroute)
+        b.send("hi")
+        await k.idle(b)
+        for agent in (a, b):
+            (reason,) = k.reasons(agent)
+            assert reason["kind"] == "error" and reason.get("code") == "NO_ADAPTER", reason
+            (error,) = k.events(agent, "error")
+            assert error["data"].get("code") == "NO_ADAPTER" and error["data"]["step"] == 1
+            assert k.events(agent, "assistant/chunk") == []
+        assert k.model.requests == []
 
     run(scenario)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 
@@ -11,6 +12,7 @@ from conformance import fakes
 from conformance.adapter import Implementation
 from conformance.fakes import respond
 from conformance.harness import Kit, run_scenario
+from reference_loop import vocabulary as v
 
 from ._support import COMPLETED, DISPOSED, Run
 
@@ -37,8 +39,9 @@ def test_cancelling_driver_task_disposes(run: Run) -> None:
 def test_sync_and_async_listeners(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         order: list[str] = []
-        k.on("agent/queued", lambda *_: order.append("first"))
-        k.on("agent/queued", lambda *_: order.append("second"))
+        need = "the test observes a synchronous notification through it"
+        k.on("agent/queued", lambda *_: order.append("first"), needs=need)
+        k.on("agent/queued", lambda *_: order.append("second"), needs=need)
 
         def sync_request(agent: object, turn: int, step: int, request: dict, next: object) -> object:
             order.append("sync waterfall")
@@ -61,6 +64,96 @@ def test_sync_and_async_listeners(run: Run) -> None:
         await k.idle(a)
         assert order == ["first", "second", "sync waterfall", "async waterfall", "flushed"]
         assert k.reasons(a) == [COMPLETED]
+
+    run(scenario)
+
+
+@pytest.mark.rule("PY-1")
+@pytest.mark.parametrize("where", ["parked", "tool"])
+def test_cancelling_driver_task_elsewhere_disposes(run: Run, where: str) -> None:
+    # The driver's task cancelled while it waits for work, and while a tool runs: the driver
+    # ends, the agent ends disposed, and the log is balanced (the tool's turn ends disposed).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        hanging = k.tool("hang", hang=True)
+        await k.settle()
+        if where == "tool":
+            k.model.push(fakes.tool_calls(("c1", "hang", "{}")))
+            a.send("A")
+            await k.until(lambda: bool(hanging.calls), "the tool call")
+        task = k.service.driver_task(a)
+        assert task is not None, "the adapter must expose the driver task (ServiceHandle.driver_task)"
+        task.cancel()
+        await k.until(task.done, "the driver task to end")
+        await k.settle()
+        assert a.status == "disposed"
+        assert k.reasons(a) == ([DISPOSED] if where == "tool" else [])
+        await k.idle(a)
+
+    run(scenario)
+
+
+@pytest.mark.rule("PY-2")
+def test_sync_and_async_listeners_of_other_events(run: Run) -> None:
+    # Notifications other than agent/queued run synchronously and in order before they return
+    # (session/event from append(), agent/status from dispose()); the awaited events take plain
+    # and coroutine listeners alike (agent/request, agent/step-result, agent/turn-continuation,
+    # session/flush), in registration order along a waterfall's chain.
+    async def scenario(k: Kit) -> None:
+        order: list[str] = []
+        k.tool("echo")
+        a = k.agent()
+
+        def sync_value(name: str) -> Any:
+            def listener(*args: Any) -> Any:
+                order.append(f"sync {name}")
+                return args[-1]()
+
+            return listener
+
+        def async_value(name: str) -> Any:
+            async def listener(*args: Any) -> Any:
+                order.append(f"async {name}")
+                return await args[-1]()
+
+            return listener
+
+        for name in ("agent/request", "agent/step-result", "agent/turn-continuation"):
+            k.on(name, sync_value(name))
+            k.on(name, async_value(name))
+
+        def sync_flush(*_args: object) -> None:
+            order.append("sync flush")
+
+        async def async_flush(*_args: object) -> None:
+            await asyncio.sleep(0.1)
+            order.append("async flush")
+
+        k.on("session/flush", sync_flush)
+        k.on("session/flush", async_flush)
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")), fakes.text("done"))
+        a.send("hi")
+        await k.idle(a)
+        step = [
+            "sync agent/request", "async agent/request", "sync agent/step-result", "async agent/step-result",
+            "sync agent/turn-continuation", "async agent/turn-continuation",
+        ]
+        assert order == [*step, *step, "sync flush", "async flush"], order
+        assert k.reasons(a) == [COMPLETED]
+        assert len(k.events(a, "tool/result")) == 1
+
+        seen: list[str] = []
+        need = "the test observes a synchronous notification through it"
+        k.on("session/event", lambda _s, e: seen.append(f"first {e['type']}"), needs=need)
+        k.on("session/event", lambda _s, e: seen.append(f"second {e['type']}"), needs=need)
+        k.check_invariants = False  # a raw append after the turn, on purpose
+        a.session.append("context/message", {"content": [v.text("x")], "source": {"kind": "user"}})
+        assert seen == ["first context/message", "second context/message"], "append() notified before returning"
+        statuses: list[str] = []
+        k.on("agent/status", lambda _a, status: statuses.append(f"first {status}"), needs=need)
+        k.on("agent/status", lambda _a, status: statuses.append(f"second {status}"), needs=need)
+        a.dispose()
+        assert statuses == ["first disposed", "second disposed"], "dispose() notified before returning"
 
     run(scenario)
 
@@ -89,3 +182,71 @@ def test_same_seed_same_bytes(impl: Implementation) -> None:
     for schedule in ("fifo", "random-7"):
         assert _transcript(impl, schedule) == _transcript(impl, schedule)
     assert "session" in _transcript(impl, "fifo")
+
+
+def _busy_transcript(impl: Implementation, schedule: str) -> str:
+    """A run with ids from create(), failing and hanging tools, an abort and timed waits."""
+    out: list[str] = []
+
+    async def scenario(k: Kit) -> None:
+        k.check_invariants = False  # the bytes are the point here; the log's shape has its rules
+        k.tool("broken", error="no", code="E_NO")
+        hanging = k.tool("hang", hang=True, delay=0.3)
+        k.model.push(
+            fakes.tool_calls(("c1", "broken", "{}"), ("c2", "hang", "{}")),
+            fakes.text("after", usage=(2, 3)),
+        )
+        a = k.agent("busy")
+        b = k.agent("other")  # only its session id: a second uuid from the sources
+        a.send("hi")
+        await k.until(lambda: bool(hanging.calls) or "turn/end" in k.types(a), "the hanging tool")
+        await asyncio.sleep(0.7)
+        a.abort("enough")
+        await k.idle(a)
+        a.send("again")
+        await k.idle(a)
+        for agent in (a, b):
+            out.append(agent.session.id)
+            out.append(json.dumps(agent.session.events, sort_keys=True, separators=(",", ":")))
+
+    run_scenario(impl, scenario, schedule)
+    return "\n".join(out)
+
+
+@pytest.mark.rule("PY-3")
+def test_same_seed_same_bytes_with_failures_and_timing(impl: Implementation) -> None:
+    # Session uuids, event times after virtual waits and tool latencies, failures and an abort:
+    # the same seed and schedule give the same bytes, under plain and pct schedules.
+    for schedule in ("fifo", "pct-3"):
+        first = _busy_transcript(impl, schedule)
+        assert first == _busy_transcript(impl, schedule), f"two runs under {schedule} differ"
+        assert "busy-session-" in first and '"time":' in first
+
+
+@pytest.mark.rule("PY-1")
+def test_cancelling_driver_task_during_the_flush(run: Run) -> None:
+    # The driver's task is cancelled while it awaits the turn's flush (the turn already
+    # closed): the cancellation is not contained as a flush failure, the agent ends disposed,
+    # and the closed turn is not closed again (one turn/end, nothing after it).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        flushing = asyncio.Event()
+
+        async def flush(*_args: object) -> None:
+            flushing.set()
+            await asyncio.sleep(10.0)
+
+        k.on("session/flush", flush, needs="the driver is cancelled while it awaits the flush")
+        a.send("A")
+        await asyncio.wait_for(flushing.wait(), k.timeout)
+        task = k.service.driver_task(a)
+        assert task is not None, "the adapter must expose the driver task (ServiceHandle.driver_task)"
+        task.cancel()
+        await k.until(task.done, "the driver task to end")
+        await k.settle()
+        assert a.status == "disposed"
+        assert k.types(a)[-1] == "turn/end" and k.types(a).count("turn/end") == 1, k.types(a)
+        assert k.reasons(a) == [COMPLETED]
+        await k.idle(a)
+
+    run(scenario)

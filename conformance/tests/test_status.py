@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from conformance import fakes
-from conformance.fakes import respond
+from conformance.fakes import Gate, respond
 from conformance.harness import Kit
 
 from ._support import Run, Watch, boom
@@ -58,7 +58,7 @@ def test_dispose_while_running_goes_straight_to_disposed(run: Run, where: str) -
             async def flush(*_args: object) -> None:
                 a.dispose()
 
-            k.on("session/flush", flush)
+            k.on("session/flush", flush, needs="the test disposes during the turn's flush")
         a.send("A")
         if where == "mid-step":
             await k.until(lambda: bool(k.model.requests), "A's model call")
@@ -124,8 +124,9 @@ def test_when_idle_waits_for_queued_work(run: Run) -> None:
         a.send("A")
         watch = Watch(k, a)
         await watch.wait()
-        assert watch.status_at_release == "idle"
+        # What the waiter saw when it was released comes first: that is the rule.
         assert watch.turn_ends_at_release() == 2, "released before the queued prompt B ran"
+        assert watch.status_at_release == "idle", "released while the agent was still running"
 
     run(scenario)
 
@@ -182,52 +183,113 @@ def once_on(status: str, action: Callable[[], object]) -> Callable[..., None]:
 
 @pytest.mark.rule("IDLE-3")
 def test_throwing_idle_listener_cannot_strand_waiter(run: Run) -> None:
+    # Two observations: the waiter's own done() sampled inside the agent/status('idle') listener
+    # (when the awaitable has one: "released before the event is emitted"), and the consequence
+    # the rule is for, whatever the awaitable: a throwing listener cannot leave it hanging.
     async def scenario(k: Kit) -> None:
         a = k.agent()
-        waiters: list[object] = []
+        fired: list[str] = []
         released_first: list[bool] = []
+        probe: list[Callable[[], object]] = []
 
         def listener(_agent: object, value: str) -> None:
             if value == "idle":
-                for w in waiters:
-                    if hasattr(w, "done"):
-                        released_first.append(bool(w.done()))
+                fired.append(value)
+                released_first.extend(bool(done()) for done in probe)
                 raise RuntimeError("idle listener fails")
 
         k.on("agent/status", listener)
         a.send("A")
         waiter = a.when_idle()
-        waiters.append(asyncio.ensure_future(waiter) if asyncio.iscoroutine(waiter) else waiter)
-        await k.idle(a, waiters[0])  # type: ignore[arg-type]
+        done = getattr(waiter, "done", None)
+        if callable(done) and not asyncio.iscoroutine(waiter):
+            probe.append(done)
+        await k.idle(a, waiter)
+        assert fired, "agent/status('idle') was never emitted"
         assert all(released_first), "waiters must be released before agent/status('idle') is emitted"
 
     run(scenario)
 
 
+def _slow_flush(k: Kit, log: list[str], seconds: float = 1.0, gate: Gate | None = None, needs: str | None = None) -> None:
+    """A session/flush listener taking ``seconds`` (or until ``gate`` opens); ``log`` gets
+    start, then end (or cancelled)."""
+
+    async def flush(*_args: object) -> None:
+        log.append("start")
+        k.poke()  # wake k.until() waiting for the flush to begin
+        try:
+            await (gate.wait() if gate is not None else asyncio.sleep(seconds))
+        except asyncio.CancelledError:
+            log.append("cancelled")  # a loop may cancel its flush on disposal: also an exit
+            raise
+        log.append("end")
+
+    k.on("session/flush", flush, needs=needs)
+
+
+async def _released_with(k: Kit, waiter: object, snapshot: Callable[[], tuple[list[str], bool]]) -> tuple[list[str], bool]:
+    """Await ``waiter`` and return ``snapshot()`` taken the moment it resolved."""
+    try:
+        await asyncio.wait_for(_awaited(waiter), k.timeout)
+    except TimeoutError:
+        raise AssertionError("when_idle() never resolved after dispose()") from None
+    return snapshot()
+
+
+async def _awaited(waiter: object) -> None:
+    await waiter  # type: ignore[misc]
+
+
+FLUSH_DONE: tuple[list[str], ...] = ([], ["start", "end"], ["start", "cancelled"])
+"""What a flush listener may have done by the time the driver has exited."""
+
+
 @pytest.mark.rule("IDLE-4")
 def test_when_idle_on_disposal_waits_for_driver_exit(run: Run) -> None:
+    # A waiter registered while running and released by disposal: the driver still closes the
+    # turn and may flush it (slowly); the waiter resolves only once the driver has exited,
+    # seen through the driver task (when the adapter exposes it) and through the flush.
     async def scenario(k: Kit) -> None:
         a = k.agent()
         flush: list[str] = []
-
-        async def slow_flush(*_args: object) -> None:
-            flush.append("start")
-            await asyncio.sleep(1.0)
-            flush.append("end")
-
-        k.on("session/flush", slow_flush)
+        _slow_flush(k, flush)
         k.model.push(respond.hang())
         a.send("A")
         await k.until(lambda: bool(k.model.requests), "A's model call")
-        watch = Watch(k, a)
-        a.dispose()
-        await watch.wait()
-        assert flush in ([], ["start", "end"]), f"released while the driver was still flushing: {flush}"
         task = k.service.driver_task(a)
-        assert task is None or task.done(), "released before the driver task exited"
-        late = Watch(k, a)
-        await late.wait()
+        waiter = a.when_idle()
+        a.dispose()
+        seen = await _released_with(k, waiter, lambda: (list(flush), task is None or task.done()))
+        assert seen[0] in FLUSH_DONE, f"released while the driver was still flushing: {seen[0]}"
+        assert seen[1], "released before the driver task exited"
+        late = a.when_idle()
+        await k.idle(a, late)
         assert task is None or task.done()
+
+    run(scenario)
+
+
+@pytest.mark.rule("IDLE-4")
+def test_when_idle_called_after_dispose_waits_for_driver_exit(run: Run) -> None:
+    # The other half of the rule: when_idle() called on an agent already disposed (the status
+    # flipped) while its driver is still inside the turn's awaited flush.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        flush: list[str] = []
+        gate = k.gate()
+        _slow_flush(k, flush, gate=gate, needs="the test disposes while the driver is inside the flush")
+        a.send("A")
+        await k.until(lambda: flush == ["start"], "the turn's flush")
+        task = k.service.driver_task(a)
+        a.dispose()
+        assert a.status == "disposed"
+        watcher = asyncio.ensure_future(_released_with(k, a.when_idle(), lambda: (list(flush), task is None or task.done())))
+        await k.settle()  # a waiter released too early resolves now, with the flush still open
+        gate.open()
+        seen = await watcher
+        assert seen[0] in FLUSH_DONE[1:], f"released while the driver was still flushing: {seen[0]}"
+        assert seen[1], "released before the driver task exited"
 
     run(scenario)
 
@@ -242,5 +304,28 @@ def test_waiter_registered_at_call(run: Run) -> None:
         await k.until(lambda: bool(k.model.requests), "A's model call")
         await k.idle(a, waiter)
         assert k.types(a).count("turn/end") == 1
+
+    run(scenario)
+
+
+@pytest.mark.rule("STATUS-2")
+def test_listener_throwing_on_running_is_contained(run: Run) -> None:
+    # A listener that throws on the running flip only: the transition stands (the status is
+    # running inside the turn), the turn runs to completion, and the agent settles idle.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/status")
+        a = k.agent()
+        during: list[str] = []
+        k.on("agent/status", lambda _a, status: boom() if status == "running" else None)
+        k.model.push(fakes.text("A").hook(lambda: during.append(a.status)), fakes.text("B"))
+        a.send("A")
+        await k.idle(a)
+        assert during == ["running"], "the running transition must stand"
+        assert k.reasons(a) == [{"kind": "completed"}], "the turn runs as usual"
+        assert a.status == "idle"
+        a.send("B")
+        await k.idle(a)
+        assert k.statuses() == ["running", "idle", "running", "idle"]
+        assert k.prompts(a) == [["A"], ["B"]]
 
     run(scenario)

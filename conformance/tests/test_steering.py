@@ -175,3 +175,48 @@ def test_steering_of_aborted_step_requeued(run: Run) -> None:
         assert k.prompts(a) == [["hi"], ["S"]], "steering of an aborted step becomes the next turn's prompt"
 
     run(scenario)
+
+
+@pytest.mark.rule("STEER-1")
+def test_steer_after_a_turn_is_send(run: Run) -> None:
+    # Once a turn is over (idle again), steer() with a source is a send() with that source:
+    # a new turn whose trigger and user/message carry it, agent/queued with steering false.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/queued")
+        plugin = {"kind": "plugin", "plugin": "p"}
+        a = k.agent()
+        a.send("first")
+        await k.idle(a)
+        a.steer("S", plugin)  # type: ignore[arg-type]
+        await k.idle(a)
+        assert k.prompts(a) == [["first"], ["S"]]
+        assert k.events(a, "steering/message") == []
+        start = k.events(a, "turn/start")[1]["data"]
+        assert start["trigger"] == {"kind": "message", "source": plugin}
+        assert k.events(a, "user/message")[1]["data"]["source"] == plugin
+        assert [n[1] for n in k.noted("agent/queued")] == [
+            {"source": USER, "steering": False},
+            {"source": plugin, "steering": False},
+        ]
+
+    run(scenario)
+
+
+@pytest.mark.rule("STEER-3")
+def test_steering_during_an_aborted_tool_requeued(run: Run, schedule: str) -> None:
+    # The steering arrives while a tool runs; the step is aborted there: it is not lost and
+    # not dropped, it becomes the prompt of the next turn, which completes.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        hanging = k.tool("hang", hang=True)
+        k.model.push(fakes.tool_calls(("c1", "hang", "{}")), fakes.text("steered"))
+        a.send("hi")
+        await k.until(lambda: bool(hanging.calls), "the hanging tool")
+        a.steer("S")
+        a.abort("stop tool")
+        await k.idle(a)
+        await k.until(lambda: len(k.reasons(a)) == 2, "the steering's turn to end")
+        assert k.reasons(a) == [aborted("stop tool"), COMPLETED]
+        assert k.prompts(a) == [["hi"], ["S"]], "steering of an aborted step becomes the next turn's prompt"
+
+    run(scenario)

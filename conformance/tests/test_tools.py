@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+from typing import Any
+
 import pytest
 
 from conformance import fakes
@@ -25,7 +29,7 @@ def test_tools_run_in_order_one_at_a_time(run: Run) -> None:
             trace.append(f"end {execution['call_id']}")
             return result
 
-        k.on("tools/execute", log)
+        k.on("tools/execute", log, needs="the test sees each call start and end through it")
         k.model.push(fakes.tool_calls(("c1", "slow", "{}"), ("c2", "fast", "{}"), ("c3", "slow", "{}")))
         a.send("hi")
         await k.idle(a)
@@ -94,6 +98,7 @@ def test_result_keyed_on_model_call_id(run: Run) -> None:
         k.model.push(fakes.tool_calls(("c1", "echo", "{}")))
         a.send("hi")
         await k.idle(a)
+        assert k.calls("tools/execute") == 1, "the tools/execute listener never ran"
         assert [e["data"]["call_id"] for e in k.events(a, "tool/result")] == ["c1"]
 
     run(scenario)
@@ -113,5 +118,201 @@ def test_abort_during_tool_ends_step(run: Run) -> None:
         assert after.calls == [], "no further tool of the step runs"
         assert len(k.model.requests) == 1, "no next model step runs"
         assert k.reasons(a) == [aborted()]
+
+    run(scenario)
+
+
+@pytest.mark.rule("TOOL-1")
+def test_tools_run_in_order_seen_from_the_tools_and_the_log(run: Run) -> None:
+    # Without any tools/execute listener: the tools' own records (virtual start and end times)
+    # show each call starting after the previous one ended, in the model's order, and the log
+    # pairs each call with its result before the next call.
+    async def scenario(k: Kit) -> None:
+        slow = k.tool("slow", delay=1.0)
+        fast = k.tool("fast", delay=0.5)  # every call takes time: no two start at one instant
+        a = k.agent()
+        k.model.push(fakes.tool_calls(("c1", "slow", "{}"), ("c2", "fast", "{}"), ("c3", "slow", "{}"), ("c4", "fast", "{}")))
+        a.send("hi")
+        await k.idle(a)
+        calls = sorted([*slow.calls, *fast.calls], key=lambda c: (c.started, c.call_id))
+        for before, after in itertools.pairwise(calls):
+            assert before.ended is not None and after.started >= before.ended, (
+                f"{after.call_id} started before {before.call_id} ended: the calls overlap"
+            )
+        assert [c.call_id for c in calls] == ["c1", "c2", "c3", "c4"], "the model's order"
+        order = [(e["type"], e["data"]["call_id"]) for e in k.events(a, "tool/call", "tool/result")]
+        assert order == [(kind, c) for c in ("c1", "c2", "c3", "c4") for kind in ("tool/call", "tool/result")]
+
+    run(scenario)
+
+
+@pytest.mark.rule("TOOL-2")
+def test_argument_parsing_of_every_json_kind(run: Run) -> None:
+    # Any JSON value parses (arrays, strings, numbers, null, nested objects); text that is not
+    # JSON (a truncated object, a bare word) passes through raw; the log keeps the raw text.
+    async def scenario(k: Kit) -> None:
+        echo = k.tool("echo")
+        a = k.agent()
+        raw = ['{"a": {"b": [1, "two", null]}}', "[1, 2]", '"text"', "42", "null", '{"cut": ', "yes"]
+        k.model.push(fakes.tool_calls(*((f"c{i}", "echo", r) for i, r in enumerate(raw))))
+        a.send("hi")
+        await k.idle(a)
+        assert echo.call_args == [{"a": {"b": [1, "two", None]}}, [1, 2], "text", 42, None, '{"cut": ', "yes"]
+        assert [e["data"]["arguments"] for e in k.events(a, "tool/call")] == raw
+        assert len(k.events(a, "tool/result")) == len(raw)
+        assert k.reasons(a) == [COMPLETED], "nothing crashes"
+
+    run(scenario)
+
+
+@pytest.mark.rule("TOOL-3")
+def test_error_results_reach_the_model_and_the_turn_goes_on(run: Run) -> None:
+    # Observed through the next request (what the model is told) as well as the log: each
+    # failure is a tool-result block with is_error true whose content is a list holding the
+    # "Error: <message>" text block; a listener's coded error carries error{name, code}.
+    async def scenario(k: Kit) -> None:
+        k.tool("broken", error="disk gone")
+        k.tool("guarded")
+
+        async def guard(execution: dict, next: object) -> object:
+            if execution["name"] == "guarded":
+                raise fakes.FakeError("not allowed", "E_DENIED")
+            return await next()  # type: ignore[operator]
+
+        k.on("tools/execute", guard)
+        a = k.agent()
+        k.model.push(fakes.tool_calls(("c1", "broken", "{}"), ("c2", "nowhere", "{}"), ("c3", "guarded", "{}")))
+        a.send("hi")
+        await k.idle(a)
+        results = {e["data"]["call_id"]: e["data"] for e in k.events(a, "tool/result")}
+        assert results["c3"]["error"]["code"] == "E_DENIED" and isinstance(results["c3"]["error"]["name"], str)
+        assert results["c2"]["error"]["code"] == "UNKNOWN_TOOL"
+        blocks = [b for m in k.model.requests[1]["messages"] for b in m["content"] if b.get("type") == "tool-result"]
+        assert [b["tool_call_id"] for b in blocks] == ["c1", "c2", "c3"]
+        for block in blocks:
+            assert block["is_error"] is True
+            (text,) = block["content"]
+            assert text["type"] == "text" and text["text"].startswith("Error: "), block
+        assert blocks[0]["content"] == [v.text("Error: disk gone")]
+        assert blocks[2]["content"] == [v.text("Error: not allowed")]
+        assert k.reasons(a) == [COMPLETED], "the turn goes on"
+
+    run(scenario)
+
+
+@pytest.mark.rule("TOOL-4")
+def test_result_keyed_on_model_call_id_when_listener_short_circuits(run: Run) -> None:
+    # A listener that answers itself (never calls next()) with another id, and one that
+    # returns a result without any id: the results, and the history sent next, carry the
+    # model's ids.
+    async def scenario(k: Kit) -> None:
+        echo = k.tool("echo")
+        a = k.agent()
+
+        async def answer(execution: dict, next: object) -> object:
+            if execution["call_id"] == "c1":
+                return {"call_id": "forged", "content": [v.text("cached")], "is_error": False}
+            result = dict(await next())  # type: ignore[operator]
+            result.pop("call_id", None)
+            return result
+
+        k.on("tools/execute", answer)
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}"), ("c2", "echo", "{}")))
+        a.send("hi")
+        await k.idle(a)
+        assert k.calls("tools/execute") == 2, "the tools/execute listener never ran"
+        assert [e["data"]["call_id"] for e in k.events(a, "tool/result")] == ["c1", "c2"]
+        assert len(echo.calls) == 1, "the short-circuited call never reached the tool"
+        ids = [b["tool_call_id"] for m in k.model.requests[1]["messages"] for b in m["content"] if b.get("type") == "tool-result"]
+        assert ids == ["c1", "c2"]
+
+    run(scenario)
+
+
+@pytest.mark.rule("TOOL-5")
+def test_abort_during_a_tool_that_ignores_the_signal(run: Run) -> None:
+    # The tool does not honour its abort signal (it finishes its work later anyway): the step
+    # still ends at the abort, no later tool of the step runs, no next step, the turn aborted.
+    async def scenario(k: Kit) -> None:
+        stubborn = k.tool("stubborn", delay=2.0, abort_aware=False)
+        after = k.tool("after")
+        a = k.agent()
+        k.model.push(fakes.tool_calls(("c1", "stubborn", "{}"), ("c2", "after", "{}"), ("c3", "after", "{}")))
+        a.send("hi")
+        await k.until(lambda: bool(stubborn.calls), "the stubborn tool")
+        a.abort("enough")
+        await k.idle(a)
+        assert after.calls == [], "no further tool of the step runs"
+        assert len(k.model.requests) == 1, "no next model step runs"
+        assert k.reasons(a) == [aborted("enough")]
+
+    run(scenario)
+
+
+class _SignalWatcher:
+    """A tool (``reference_loop.protocols.Tool``) that records its context and what its call's
+    abort signal reports, then waits for the gate (or its abort)."""
+
+    name = "watcher"
+    description = "records its context"
+
+    def __init__(self) -> None:
+        self.input_schema: dict[str, Any] = {"type": "object"}
+        self.contexts: list[dict[str, Any]] = []
+        self.fired: list[str] = []
+
+    async def execute(self, arguments: Any, context: Any) -> str:
+        self.contexts.append({"call_id": context["call_id"], "agent_id": context["agent_id"]})
+        context["signal"].add_listener(self.fired.append)
+        await asyncio.sleep(60.0)
+        return "never"
+
+
+@pytest.mark.rule("TOOL-5", "TOOL-4")
+def test_a_tool_sees_its_call_and_its_abort(run: Run) -> None:
+    # The Tool protocol's context: the model's call id, the agent's id, and the call's abort
+    # signal, which fires with the abort's reason when the step is aborted during the tool.
+    async def scenario(k: Kit) -> None:
+        echo = k.tool("echo")
+        watcher = _SignalWatcher()
+        k.service.register_tool(watcher)
+        a = k.agent("tooled")
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}"), ("c2", "watcher", "{}")))
+        a.send("hi")
+        await k.until(lambda: bool(watcher.contexts), "the watching tool")
+        a.abort("stop watching")
+        await k.idle(a)
+        assert [(c.call_id, c.agent_id) for c in echo.calls] == [("c1", "tooled")]
+        assert watcher.contexts == [{"call_id": "c2", "agent_id": "tooled"}]
+        assert watcher.fired == ["stop watching"], "the tool's signal fires with the abort's reason"
+        assert k.reasons(a) == [aborted("stop watching")]
+
+    run(scenario)
+
+
+@pytest.mark.rule("TOOL-3", "TOOL-4")
+def test_a_listener_result_is_logged_as_returned(run: Run) -> None:
+    # A tools/execute listener that answers itself with a failure of its own (spec 0b's result
+    # {call_id, content, is_error, error?}): the tool/result carries its content, is_error and
+    # error as returned, keyed on the model's call id; the tool never runs.
+    async def scenario(k: Kit) -> None:
+        echo = k.tool("echo")
+        a = k.agent()
+        denied = {"call_id": "mine", "content": [v.text("Error: not today")], "is_error": True,
+                  "error": {"name": "PolicyError", "code": "E_POLICY"}}
+
+        async def policy(execution: dict, next: object) -> object:
+            return dict(denied)
+
+        k.on("tools/execute", policy)
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")))
+        a.send("hi")
+        await k.idle(a)
+        (result,) = [e["data"] for e in k.events(a, "tool/result")]
+        assert result["call_id"] == "c1"
+        assert (result["content"], result["is_error"], result.get("error")) == (
+            denied["content"], True, denied["error"]), result
+        assert echo.calls == []
+        assert k.reasons(a) == [COMPLETED], "the turn goes on"
 
     run(scenario)

@@ -9,7 +9,7 @@ from conformance.fakes import respond
 from conformance.harness import Kit
 from reference_loop import vocabulary as v
 
-from ._support import COMPLETED, DISPOSED, MAXTOK, Run, aborted
+from ._support import COMPLETED, DISPOSED, MAXTOK, Run, aborted, once
 
 
 def _continue_once(k: Kit) -> None:
@@ -20,7 +20,7 @@ def _continue_once(k: Kit) -> None:
         steps = [e for e in k.agents[0].session.events if e["type"] == "step/start" and e["data"]["turn"] == turn]
         return True if len(steps) == 1 else value
 
-    k.on("agent/turn-continuation", listener)
+    k.on("agent/turn-continuation", listener, needs="the test forces a second step through it")
 
 
 @pytest.mark.rule("MAXTOK-1")
@@ -182,5 +182,129 @@ def test_adapter_raising(run: Run) -> None:
         await k.idle(a)
         assert k.reasons(a) == [{"kind": "error", "message": "kaput", "code": "K_CODE"}, {"kind": "error", "message": "plain"}]
         assert k.events(a, "assistant/message") == []
+
+    run(scenario)
+
+
+@pytest.mark.rule("MAXTOK-1")
+def test_max_tokens_after_a_tool_step(run: Run) -> None:
+    # The truncated step is the turn's second (after a tool step): the turn still ends
+    # max-tokens, in the log and in the agent/turn-end notification.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/turn-end", needs="the test reads the turn-end reason it announces")
+        k.tool("echo")
+        a = k.agent()
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")), respond.text("a long answer cut short").truncate(3))
+        a.send("hi")
+        await k.idle(a)
+        assert k.reasons(a) == [MAXTOK]
+        assert k.noted("agent/turn-end") == [(1, MAXTOK)]
+        assert len(k.model.requests) == 2
+
+    run(scenario)
+
+
+@pytest.mark.rule("MAXTOK-2")
+def test_max_tokens_survives_a_steered_continuation(run: Run) -> None:
+    # No listener forces anything: steering drained after the max-tokens step continues the
+    # turn (CONT-1), the next steps finish cleanly (one with a tool), the turn ends max-tokens.
+    async def scenario(k: Kit) -> None:
+        k.tool("echo")
+        a = k.agent()
+        k.model.push(
+            fakes.text("trunc", finish="max-tokens").hook(lambda: a.steer("go on")),
+            fakes.tool_calls(("c1", "echo", "{}")),
+            fakes.text("clean"),
+        )
+        a.send("hi")
+        await k.idle(a)
+        assert len(k.model.requests) == 3
+        assert k.reasons(a) == [MAXTOK]
+
+    run(scenario)
+
+
+@pytest.mark.rule("MAXTOK-3")
+@pytest.mark.parametrize("ending", ["aborted", "error", "disposed"])
+def test_stronger_reasons_win_right_after_the_max_tokens_step(run: Run, ending: str) -> None:
+    # The stronger reason comes at the max-tokens step's own end (its agent/step-end listener
+    # cancels, throws or disposes), not in a later step.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+
+        def at_step_end(*_args: object) -> None:
+            if ending == "aborted":
+                a.cancel("stop")
+            elif ending == "error":
+                raise fakes.FakeError("step-end failed")
+            else:
+                a.dispose()
+
+        k.on("agent/step-end", once(at_step_end), needs="the stronger reason comes from it")
+        k.model.push(fakes.text("trunc", finish="max-tokens").hook(lambda: a.steer("more")))
+        a.send("hi")
+        await k.idle(a)
+        (reason,) = k.reasons(a)
+        expected = {"aborted": "aborted", "error": "error", "disposed": "disposed"}[ending]
+        assert reason["kind"] == expected, f"{expected} must win over max-tokens: {reason}"
+
+    run(scenario)
+
+
+@pytest.mark.rule("MAXTOK-4")
+def test_max_tokens_does_not_leak_into_failed_or_aborted_turns(run: Run) -> None:
+    # A max-tokens turn, then turns that end otherwise: each gets its own reason, and a
+    # max-tokens turn in between does not taint the completed one after it.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.model.push(
+            fakes.text("trunc", finish="max-tokens"),
+            respond.hang(),
+            fakes.text("trunc again", finish="max-tokens"),
+            respond.raises("model failed"),
+            fakes.text("clean"),
+        )
+        a.send("one")
+        await k.idle(a)
+        a.send("two")
+        await k.until(lambda: len(k.model.requests) == 2, "the second turn's model call")
+        a.abort()
+        await k.idle(a)
+        for prompt in ("three", "four", "five"):
+            a.send(prompt)
+            await k.idle(a)
+        assert k.reasons(a) == [MAXTOK, aborted(), MAXTOK, {"kind": "error", "message": "model failed"}, COMPLETED]
+
+    run(scenario)
+
+
+class _RaisingAdapter:
+    """A model adapter whose ``stream()`` raises when called, before returning any iterator."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+        self.calls = 0
+
+    def stream(self, request: object) -> object:
+        self.calls += 1
+        raise self.error
+
+
+@pytest.mark.rule("FINISH-2")
+def test_adapter_raising_when_called(run: Run) -> None:
+    # stream() itself raises (no iterator at all): the turn ends error with the raised message
+    # and its code, one error event, no assistant/message, and the loop goes on.
+    async def scenario(k: Kit) -> None:
+        adapter = _RaisingAdapter(fakes.FakeError("no connection", "E_CONNECT"))
+        k.service.register_model("raising", adapter)  # type: ignore[arg-type]
+        a = k.agent("r", model="raising")
+        a.send("one")
+        await k.idle(a)
+        assert adapter.calls == 1
+        assert k.reasons(a) == [{"kind": "error", "message": "no connection", "code": "E_CONNECT"}]
+        assert len(k.events(a, "error")) == 1 and k.events(a, "assistant/message") == []
+        a.send("two")
+        await k.idle(a)
+        assert len(k.reasons(a)) == 2 and adapter.calls == 2, "the loop goes on"
 
     run(scenario)

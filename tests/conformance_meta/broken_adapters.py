@@ -33,3 +33,30 @@ def factory_that_raises() -> Any:
 
 
 not_an_implementation = 42
+
+
+class _DeafService:
+    """A service whose bus never calls the listeners of some events (as if it had no such hook)."""
+
+    def __init__(self, service: Any, deaf: frozenset[str]) -> None:
+        self._service = service
+        self._deaf = deaf
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._service, name)
+
+    def on(self, event: str, listener: Any) -> Any:
+        if event in self._deaf:
+            return lambda: None
+        return self._service.on(event, listener)
+
+
+class WithoutHooks(ReferenceImplementation):
+    """The reference without some notifications or waterfalls: listeners on them never run."""
+
+    def __init__(self, *events: str) -> None:
+        super().__init__(name=f"without {', '.join(events)}")
+        self.deaf = frozenset(events)
+
+    def create_service(self, *, persistence: object | None = None) -> Any:
+        return _DeafService(super().create_service(persistence=persistence), self.deaf)

@@ -41,6 +41,14 @@ def test_every_rule_has_a_test() -> None:
     assert untested == []
 
 
+def test_no_rule_rests_on_a_single_scenario() -> None:
+    # Issue 11: every rule is checked by at least two distinct test functions (different
+    # scenarios or observation paths), so one broken test cannot hide or fake a rule.
+    index = catalogue.test_index()
+    single = {rid: tests for rid, tests in index.items() if rid in catalogue.RULES_BY_ID and len(set(tests)) < 2}
+    assert single == {}, f"rules with fewer than two tests: {single}"
+
+
 def test_marks_name_known_rules() -> None:
     assert catalogue.unknown_ids(catalogue.test_index()) == []
 

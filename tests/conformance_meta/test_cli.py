@@ -81,9 +81,9 @@ def test_selected_rules_pass_on_reference_and_write_reports(tmp_path: Path) -> N
     data = json.loads(report.read_text())
     assert [(r["id"], r["status"]) for r in data["rules"]] == [("LOOP-2", "passed"), ("ASM-1", "passed")]
     assert data["rules"][0]["tests"] == [
-        "test_loop.py::test_burst_is_one_turn[fifo]",
-        "test_loop.py::test_burst_is_one_turn[random-0]",
-        "test_loop.py::test_burst_is_one_turn[pct-0]",
+        f"test_loop.py::{name}[{schedule}]"
+        for name in ("test_burst_is_one_turn", "test_burst_during_a_turn_is_the_next_turn")
+        for schedule in ("fifo", "random-0", "pct-0")
     ]
     assert data["summary"] == {"passed": 2, "failed": 0, "not_applicable": 0, "not_checked": 0, "expected": 0}
     assert data["complete"] is True and data["interrupted"] is False
