@@ -56,7 +56,6 @@ def kit_version() -> str:
 
 def judge(run: SuiteRun, baseline: Baseline | None = None) -> Verdict:
     """Per-rule statuses from test results, with the baseline applied."""
-    features = set(getattr(run.impl, "features", ()))
     by_rule: dict[str, list[TestResult]] = {}
     for result in run.results:
         for rid in result.rules:
@@ -68,7 +67,7 @@ def judge(run: SuiteRun, baseline: Baseline | None = None) -> Verdict:
         rule = catalogue.RULES_BY_ID[rid]
         results = by_rule.get(rid, [])
         verdict = RuleVerdict(rid, "passed", tests=[r.id for r in results])
-        if rule.feature is not None and rule.feature not in features:
+        if catalogue.not_applicable(rule, run.impl) is not None:
             verdict.status = "not-applicable"
         else:
             failed = [r for r in results if r.outcome == "failed"]
