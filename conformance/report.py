@@ -37,6 +37,8 @@ class Verdict:
     rules: list[RuleVerdict]
     unexcused: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
+    implementation_info: dict[str, Any] | None = None
+    """A wire implementation's kind, runtime and versions (``None`` for an in-process one)."""
 
     @property
     def ok(self) -> bool:
@@ -85,7 +87,9 @@ def judge(run: SuiteRun, baseline: Baseline | None = None) -> Verdict:
                 else:
                     unexcused.append(rid)
         verdicts.append(verdict)
-    return Verdict(run.implementation, verdicts, unexcused, _stale(run, verdicts, baseline))
+    info = getattr(run.impl, "info", None)
+    return Verdict(run.implementation, verdicts, unexcused, _stale(run, verdicts, baseline),
+                   implementation_info=dict(info) if isinstance(info, dict) else None)
 
 
 def _stale(run: SuiteRun, verdicts: list[RuleVerdict], baseline: Baseline | None) -> list[str]:
@@ -108,7 +112,11 @@ def to_json(verdict: Verdict) -> dict[str, Any]:
         "failed": sum(v.status == "failed" for v in verdict.rules),
         "not_applicable": sum(v.status == "not-applicable" for v in verdict.rules),
     }
-    return {"implementation": verdict.implementation, "kit_version": kit_version(), "rules": rules, "summary": summary}
+    report: dict[str, Any] = {"implementation": verdict.implementation, "kit_version": kit_version(), "rules": rules,
+                              "summary": summary}
+    if verdict.implementation_info:
+        report["implementation_info"] = dict(verdict.implementation_info)  # additive: wire implementations
+    return report
 
 
 def write_json(verdict: Verdict, path: str) -> None:

@@ -9,6 +9,7 @@ or malformed file, an unknown rule id, a bad ``--impl``) is one line on stderr a
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -190,10 +191,10 @@ def explore(
         shrunk = engine.shrink(sc, implementation, found.failure)
         typer.echo(f"shrunk: {shrunk.before['deviations']} -> {shrunk.after['deviations']} deviation(s) from FIFO, "
                    f"{shrunk.before['length']} -> {shrunk.after['length']} recorded choices ({shrunk.runs} runs)")
-        record = race.build(sc, impl, found, shrunk)
+        record = race.build(sc, impl, found, shrunk, impl_info=race.info_of(implementation))
         target = out or Path("cassettes") / "races" / f"{_slug(sc.name)}.yaml"
         race.save(record, target)
-        typer.echo(f"race cassette: {target}   (replay: loopkit replay {target} --impl {impl})")
+        typer.echo(f"race cassette: {target}   (replay: loopkit replay {target} --impl {shlex.quote(impl)})")
     except _user_errors() as exc:
         raise _fail(_one_line(exc)) from None
     except ValueError as exc:
@@ -221,6 +222,9 @@ def replay(
     try:
         record = race.load(cassette_path)
         implementation = _impl(impl)
+        mismatch = race.runtime_warning(record, implementation)
+        if mismatch:
+            typer.echo(f"warning: {cassette_path}: {mismatch}", err=True)
         try:
             report = race.replay(record, implementation)
         except simulator.Divergence as exc:
