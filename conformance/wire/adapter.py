@@ -326,6 +326,8 @@ class Connection:
             return
         self._loop = loop
         self._reset()
+        if self.child.transcript is not None:
+            self.child.transcript = []  # a transcript covers one run, from its reset
         self._sources = default_sources()
         seed = int(getattr(self._sources, "seed", 0) or 0) & 0xFFFFFFFF
         self.call("reset", {"seed": seed}, mutates=False)
@@ -789,7 +791,8 @@ class WireImplementation:
     and the next service gets a fresh one.
     """
 
-    def __init__(self, command: str, *, cwd: str | None = None, timeout: float | None = None) -> None:
+    def __init__(self, command: str, *, cwd: str | None = None, timeout: float | None = None,
+                 transcript: bool = False) -> None:
         import shlex
 
         self.command = command
@@ -798,6 +801,7 @@ class WireImplementation:
             raise WireError("missing COMMAND (expected --impl 'wire:COMMAND', e.g. 'wire:node bridge.mjs')")
         self.cwd = cwd
         self.timeout = timeout
+        self.record_transcript = transcript
         self._conn: Connection | None = None
         self.hello = self._connection().hello
         info = self.hello.get("implementation") or {}
@@ -826,6 +830,8 @@ class WireImplementation:
             conn = None
         if conn is None:
             child = Child(self.argv, cwd=self.cwd, timeout=self.timeout)
+            if self.record_transcript:
+                child.transcript = []
             try:
                 hello = child.handshake()
             except BaseException:
@@ -833,6 +839,12 @@ class WireImplementation:
                 raise
             conn = self._conn = Connection(self, child, hello)
         return conn
+
+    def transcript(self) -> list[str]:
+        """Every line exchanged in the last simulation run (``transcript=True``), ``>`` for the
+        driver's and ``<`` for the child's: the same scenario and seed give the same lines."""
+        conn = self._conn
+        return list(conn.child.transcript or []) if conn is not None else []
 
     @property
     def connection(self) -> Connection:

@@ -112,7 +112,8 @@ class Child:
                  env: dict[str, str] | None = None) -> None:
         self.argv = list(argv)
         self.command = " ".join(self.argv)
-        self.timeout = timeout if timeout is not None else _timeout_from_env()
+        self.explicit_timeout = timeout if timeout is not None else _timeout_from_env()
+        self.timeout = self.explicit_timeout if self.explicit_timeout is not None else DEFAULT_TIMEOUT
         self.busy_since = 0.0
         self.hung = False
         self.owner = os.getpid()
@@ -177,7 +178,12 @@ class Child:
         line = self._lines.popleft()
         if self.transcript is not None:
             self.transcript.append(f"< {line.decode('utf-8', 'replace')}")
-        message: dict[str, Any] = loads(line, hook)
+        try:
+            message: dict[str, Any] = loads(line, hook)
+        except ProtocolError as exc:
+            tail = self.tail()
+            raise ProtocolError(f"wire child {self.command!r} broke the protocol: {exc}"
+                                + (f"\n--- output of the child (tail) ---\n{tail}" if tail else "")) from None
         return message
 
     @contextlib.contextmanager
@@ -195,12 +201,21 @@ class Child:
 
     def handshake(self) -> dict[str, Any]:
         """Read the child's ``hello``, check the protocol version, answer ``welcome``."""
-        saved, self.timeout = self.timeout, max(self.timeout, HELLO_TIMEOUT)
+        saved = self.timeout
+        if self.explicit_timeout is None:
+            self.timeout = max(self.timeout, HELLO_TIMEOUT)  # a cold start of the runtime
         try:
             try:
                 hello = self.read()
             except ProtocolError as exc:
-                raise ProtocolError(f"{self.command!r} is not a loopkit wire bridge: {exc}") from None
+                reason = str(exc).splitlines()[0].split("broke the protocol: ", 1)[-1]
+                raise ProtocolError(f"{self.command!r} is not a loopkit wire bridge: {reason}") from None
+            except WireError as exc:
+                first = str(exc).splitlines()[0]
+                reason = first.split(" and was killed")[0].split(") while")[0].split("died (")[-1] if not self.hung else "it hung"
+                raise WireError(f"{self.command!r} is not a loopkit wire bridge: it never said hello "
+                                f"({'no answer within ' + format(self.timeout, 'g') + 's' if self.hung else reason}); "
+                                f"its output ends: {(self.tail().splitlines() or ['no output'])[-1]}") from None
         finally:
             self.timeout = saved
         if hello.get("type") != "hello":
@@ -283,9 +298,9 @@ class Child:
         return error
 
 
-def _timeout_from_env() -> float:
+def _timeout_from_env() -> float | None:
     value = os.environ.get("LOOPKIT_WIRE_TIMEOUT", "")
     try:
-        return float(value) if value else DEFAULT_TIMEOUT
+        return float(value) if value else None
     except ValueError:
-        return DEFAULT_TIMEOUT
+        return None

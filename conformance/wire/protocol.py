@@ -8,7 +8,10 @@ are not plain JSON travel as one-key *tagged* objects::
     {"$signal": "g3"}     an abort signal (the child reports it firing with an ``abort`` event)
     {"$error": {"name", "message", "code"?, "origin"?}}   a thrown error
     {"$opaque": "Type"}   a value the sender cannot express as JSON (a Python ``object()``)
-    {"$object": {...}}    escapes a plain object whose only key starts with ``$``
+
+A plain object whose only key starts with ``$`` is sent with one more ``$`` in front of that key
+(``{"$agent": 1}`` as data travels as ``{"$$agent": 1}``), so the receiver can tell it from a tag
+while decoding bottom up (as a ``json.loads`` object hook does).
 
 ``encode`` turns a Python value into wire JSON (asking a :class:`Refs` for handle ids) and
 ``Decoder`` turns parsed JSON back, as a ``json.loads`` object hook.
@@ -24,7 +27,7 @@ from typing import Any, Protocol
 PROTOCOL = 1
 """The protocol version this driver speaks (the child's ``hello`` must name the same)."""
 
-TAGS = frozenset({"$agent", "$session", "$signal", "$error", "$opaque", "$object"})
+TAGS = frozenset({"$agent", "$session", "$signal", "$error", "$opaque"})
 
 
 class WireError(Exception):
@@ -133,7 +136,7 @@ def _encode_mapping(value: Mapping[Any, Any], refs: Refs) -> Any:
     if len(out) == 1:
         (only,) = out
         if only.startswith("$"):
-            return {"$object": out}
+            return {"$" + only: out[only]}  # escaped: data, not a tag
     return out
 
 
@@ -148,6 +151,8 @@ class Decoder:
         if len(obj) != 1:
             return obj
         (key,) = obj
+        if key.startswith("$$"):
+            return {key[1:]: obj[key]}  # an escaped key
         if key not in TAGS:
             return obj
         value = obj[key]
@@ -159,9 +164,7 @@ class Decoder:
             return self.refs.signal(str(value))
         if key == "$error":
             return self.refs.error(value if isinstance(value, Mapping) else {"message": str(value)})
-        if key == "$opaque":
-            return Opaque(str(value))
-        return value  # $object: already decoded inside
+        return Opaque(str(value))
 
 
 def dumps(message: Mapping[str, Any]) -> str:

@@ -433,7 +433,7 @@ export class Agent {
 
   /** LOOP-1: wait (idle) for work, run a turn, repeat; the cancel windows on the way. */
   async drive() {
-    let woken = false;
+    let woken = true; // the first iteration is like a wake-up (window 0 before it)
     while (!this.#disposed) {
       if (this.#queued.length === 0) {
         // Quiescent. An armed marker here governs nothing any more (window 0, CANCEL-W0;

@@ -5,8 +5,8 @@
 //
 // Values that are not plain JSON travel as one-key tagged objects (see docs/wire-protocol.md,
 // "Values"): {"$agent": id}, {"$session": id}, {"$signal": id}, {"$error": {...}},
-// {"$opaque": "TypeName"}, and {"$object": {...}} escaping a plain object whose only key starts
-// with "$".
+// {"$opaque": "TypeName"}. A plain object whose only key starts with "$" is sent with one more
+// "$" in front of it ({"$$agent": ...}), so it is never mistaken for a tag.
 
 /** @typedef {{kind: string, [k: string]: any}} Shape */
 
@@ -227,7 +227,7 @@ export class Codec {
       if (item !== undefined && typeof item !== 'function') out[key] = this.json(item);
     }
     const keys = Object.keys(out);
-    return keys.length === 1 && keys[0].startsWith('$') ? { $object: out } : out;
+    return keys.length === 1 && keys[0].startsWith('$') ? { [`$${keys[0]}`]: out[keys[0]] } : out;
   }
 
   /** Wire JSON as a JavaScript value (tags become live objects). */
@@ -240,8 +240,9 @@ export class Codec {
       if ('$signal' in value) return this.refs.signal(value.$signal);
       if ('$error' in value) return decodeError(value.$error);
       if ('$opaque' in value) return new Unserializable(String(value.$opaque));
-      if ('$object' in value) return this.unjsonFields(value.$object);
     }
+    const keys = Object.keys(value);
+    if (keys.length === 1 && keys[0].startsWith('$$')) return { [keys[0].slice(1)]: this.unjson(value[keys[0]]) };
     return this.unjsonFields(value);
   }
 
@@ -256,7 +257,7 @@ export class Codec {
   }
 }
 
-const TAGS = new Set(['$agent', '$session', '$signal', '$error', '$opaque', '$object']);
+const TAGS = new Set(['$agent', '$session', '$signal', '$error', '$opaque']);
 
 function isTag(value) {
   const keys = Object.keys(value);

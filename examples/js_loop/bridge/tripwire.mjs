@@ -6,6 +6,10 @@
 
 import { createHook } from 'node:async_hooks';
 
+/** The bridge's own modules (frames in them are not where the implementation created anything). */
+const OWN = new URL('.', import.meta.url).href;
+const isOwn = (frame) => frame.includes('node:') || (frame.includes(OWN) && !frame.slice(frame.indexOf(OWN) + OWN.length).includes('/'));
+
 /** Resource types that never outlive a drain of the microtask queue. */
 const HARMLESS = new Set(['PROMISE', 'TickObject', 'Microtask']);
 
@@ -39,7 +43,7 @@ export class Tripwire {
   #init(type) {
     if (this.own > 0 || HARMLESS.has(type)) return;
     const frames = String(new Error().stack).split('\n').slice(1).map((line) => line.trim());
-    const at = frames.find((line) => !line.includes('node:') && !line.includes('/bridge/')) ?? frames[0] ?? '?';
+    const at = frames.find((line) => !isOwn(line.replace(/:\d+:\d+\)?$/, ''))) ?? frames[0] ?? '?';
     this.found.push({ type, at: at.replace(/^at /, '') });
   }
 }
