@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from conftest import NODE, ROOT, requires_node
+from _wire import NODE, ROOT, requires_node
 
 
 @requires_node

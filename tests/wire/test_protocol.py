@@ -7,7 +7,15 @@ from typing import Any
 
 import pytest
 
-from conformance.wire.protocol import Decoder, Opaque, ProtocolError, RemoteError, encode, error_info, loads
+from conformance.wire.protocol import (
+    Decoder,
+    Opaque,
+    ProtocolError,
+    RemoteError,
+    encode,
+    error_info,
+    loads,
+)
 
 
 class _Refs:

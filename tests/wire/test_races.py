@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from _wire import JS_LOOP, MARKER_NOT_RESET, ROOT, requires_node
 
 from conformance.harness import Kit, run_scenario
 from conformance.impl import resolve
@@ -15,8 +16,6 @@ from conformance.scenario import engine, race
 from conformance.scenario.model import load
 from conformance.wire import WireImplementation
 from simulator.strategies import RandomStrategy
-
-from conftest import JS_LOOP, MARKER_NOT_RESET, ROOT, requires_node
 
 pytestmark = requires_node
 

@@ -5,11 +5,10 @@ variants fail the rules they break, and the Python specifics are not applicable.
 from __future__ import annotations
 
 import pytest
+from _wire import JS_LOOP, MARKER_NOT_RESET, W2_SETTLE_EARLY, requires_node
 
 from conformance.report import judge, to_json
 from conformance.runner import run_suite
-
-from conftest import JS_LOOP, MARKER_NOT_RESET, W2_SETTLE_EARLY, requires_node
 
 pytestmark = requires_node
 
