@@ -214,10 +214,12 @@ class WireService:
         return self._conn.call(op, {"service": self._handle, **args}, mutates=mutates, epoch=self._epoch)
 
     def _registration(self, op: str, registration: int, args: dict[str, Any]) -> Disposer:
-        self._call(op, {**args, _REGISTRATION_KEY[op]: registration})
+        # Registrations are posted, not called: they return nothing and start no work, so they
+        # travel with the next message instead of costing a round trip each.
+        self._conn.post(op, {"service": self._handle, **args, _REGISTRATION_KEY[op]: registration}, epoch=self._epoch)
 
         def dispose() -> None:
-            self._call("unregister", {"registration": registration})
+            self._conn.post("unregister", {"service": self._handle, "registration": registration}, epoch=self._epoch)
 
         return dispose
 
@@ -330,7 +332,7 @@ class Connection:
             self.child.transcript = []  # a transcript covers one run, from its reset
         self._sources = default_sources()
         seed = int(getattr(self._sources, "seed", 0) or 0) & 0xFFFFFFFF
-        self.call("reset", {"seed": seed}, mutates=False)
+        self.post("reset", {"seed": seed})
 
     def check(self, epoch: int | None = None) -> None:
         if self.dead is not None:
@@ -357,6 +359,12 @@ class Connection:
         if "error" in returned:
             raise self.error(returned["error"])  # the call threw on the child's side
         return returned.get("value")
+
+    def post(self, op: str, args: dict[str, Any], *, epoch: int | None = None) -> None:
+        """A command that returns nothing and starts no work (a registration, the reset): it goes
+        out with the next message; should the child refuse it, a ``post_failed`` event says so."""
+        self.check(epoch)
+        self._outbox.append({"type": "post", "op": op, "args": self.encode(args)})
 
     def _exchange(self, messages: list[dict[str, Any]], call_id: int) -> dict[str, Any]:
         """Write, then serve the child until the call's ``return`` message (returned whole)."""
@@ -617,6 +625,13 @@ class Connection:
         else:
             promise._settle(m.get("value"))
 
+    def _on_post_failed(self, m: dict[str, Any]) -> None:
+        error = self.error(m.get("error") or {})
+        message = f"the implementation refused {m.get('op')}(): {error}"
+        self._logger.warning("%s", message)
+        if self._loop is not None and simulator.current_loop() is self._loop:
+            simulator.observe("problem", check="wire", message=message)
+
     def _on_warning(self, m: dict[str, Any]) -> None:
         self._logger.warning("%s", m.get("message", ""))
 
@@ -704,16 +719,20 @@ class Connection:
 
         task.add_done_callback(settle)
 
-    def _rq_stream(self, m: dict[str, Any], reply: dict[str, Any]) -> None:
-        adapter = self._models.get(m["model"])
-        if adapter is None:
-            raise RemoteError("the model was unregistered", "LookupError")
-        request = m.get("request") or {}
-        stream = adapter.stream(request)  # now: the model sees the request when the loop sends it
+    def _on_stream(self, m: dict[str, Any]) -> None:
+        """The loop called a model: the Python adapter sees the request now (in the order of
+        the child's events) and is consumed by a task, delivering what it yields."""
         sid = str(m["stream"])
         assert self._loop is not None
+        adapter = self._models.get(m["model"])
+        try:
+            if adapter is None:
+                raise RemoteError("the model was unregistered", "LookupError")
+            stream = adapter.stream(m.get("request") or {})
+        except Exception as exc:  # FINISH-2: raised by stream(): the loop's first read fails
+            self.deliver({"op": "fail", "stream": sid, "error": self.error_json(exc)})
+            return
         self._streams[sid] = self._loop.create_task(self._consume(sid, stream), name=f"wire-stream-{sid}")
-        reply["value"] = None
 
     async def _consume(self, sid: str, stream: Any) -> None:
         epoch = self.epoch
@@ -765,7 +784,9 @@ _EVENTS: dict[str, Callable[[Connection, dict[str, Any]], None]] = {
     "notify": Connection._on_notify,
     "abort": Connection._on_abort,
     "tool": Connection._on_tool,
+    "stream": Connection._on_stream,
     "stream_closed": Connection._on_stream_closed,
+    "post_failed": Connection._on_post_failed,
     "settled": Connection._on_settled,
     "warning": Connection._on_warning,
     "tripwire": Connection._on_tripwire,
@@ -776,7 +797,6 @@ _REQUESTS: dict[str, Callable[[Connection, dict[str, Any], dict[str, Any]], None
     "listener": Connection._rq_listener,
     "waterfall": Connection._rq_waterfall,
     "awaited": Connection._rq_awaited,
-    "stream": Connection._rq_stream,
     "uuid": Connection._rq_uuid,
     "next_id": Connection._rq_next_id,
 }

@@ -117,6 +117,10 @@ def test_observers_are_batched_listeners_are_round_trips() -> None:
     requests = [line for line in lines if '"type":"request"' in line]
     assert notify, "the world's recorders travel as events"
     # The scenario's one acting listener (the canceller on agent/status) is the only listener
-    # round trip; the others are the model call and the session id's uuid.
-    assert {line.split('"op":"')[1].split('"')[0] for line in requests} == {"listener", "stream", "uuid"}
+    # round trip; the only other request asks for the session id's uuid.
+    assert {line.split('"op":"')[1].split('"')[0] for line in requests} == {"listener", "uuid"}
+    # Registrations are posted (they travel with the next call), and the model call is an event.
+    assert not any('"type":"call"' in line and '"op":"on"' in line for line in lines)
+    assert any('"type":"post"' in line and '"op":"on"' in line for line in lines)
+    assert any('"ev":"stream"' in line for line in lines)
     assert sum('"op":"listener"' in line for line in requests) == 3  # status running, idle, disposed

@@ -236,6 +236,17 @@ class Bridge {
       case 'deliver':
         this.deliver(message);
         return;
+      case 'post': {
+        // A command without an answer (registrations, reset): a refusal is reported as an event.
+        try {
+          const op = POSTS.has(message.op) ? OPS[message.op] : undefined;
+          if (!op) throw new Error(`${JSON.stringify(message.op)} cannot be posted`);
+          op.call(this, message.args ?? {});
+        } catch (error) {
+          this.event({ ev: 'post_failed', op: message.op, error: encodeErrorInfo(error) });
+        }
+        return;
+      }
       case 'call': {
         let reply;
         try {
@@ -511,11 +522,9 @@ class Bridge {
     const id = this.id('s');
     if (s.dead) return iterator; // a leftover of an earlier run: it never yields
     this.streams.set(id, state);
-    const reply = this.request({ op: 'stream', stream: id, model, request: this.codec.encode(REQUEST, request) });
-    if (reply.error) {
-      this.streams.delete(id);
-      throw decodeError(reply.error);
-    }
+    // An event, not a round trip: the driver hands the request to its model when it reads the
+    // event, in order; a model that fails at once fails the first read (FINISH-2 allows both).
+    this.event({ ev: 'stream', stream: id, model, request: this.codec.encode(REQUEST, request) });
     return iterator;
   }
 
@@ -527,6 +536,9 @@ class Bridge {
     return promise;
   }
 }
+
+/** The ops the driver may post (no answer): they return nothing and start no work. */
+const POSTS = new Set(['reset', 'on', 'unregister', 'register_model', 'register_tool', 'add_section']);
 
 /** The driver's calls: `{type: "call", id, op, args}` -> `{type: "return", id, value | error}`. */
 const OPS = {
