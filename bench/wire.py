@@ -49,13 +49,10 @@ SCENARIOS = sorted(glob.glob(os.path.join(ROOT, "conformance", "scenario", "exam
 _CLOCK = time.perf_counter
 
 
-def _median_ms(fn: Any, reps: int) -> float:
-    times = []
-    for _ in range(reps):
-        start = _CLOCK()
-        fn()
-        times.append((_CLOCK() - start) * 1000)
-    return statistics.median(times)
+def _ms(fn: Any) -> float:
+    start = _CLOCK()
+    fn()
+    return (_CLOCK() - start) * 1000
 
 
 def per_scenario(reps: int, wire: WireImplementation) -> list[dict[str, Any]]:
@@ -68,8 +65,8 @@ def per_scenario(reps: int, wire: WireImplementation) -> list[dict[str, Any]]:
         ref_ms: list[float] = []
         wire_ms: list[float] = []
         for _ in range(reps):  # interleaved, so load on the machine hits both alike
-            ref_ms.append(_median_ms(lambda sc=sc: engine.run_one(sc, reference), 1))
-            wire_ms.append(_median_ms(lambda sc=sc: engine.run_one(sc, wire), 1))
+            ref_ms.append(_ms(lambda sc=sc: engine.run_one(sc, reference)))
+            wire_ms.append(_ms(lambda sc=sc: engine.run_one(sc, wire)))
         lines = wire.transcript()
         sent = [line for line in lines if line.startswith(">")]
         got = [line for line in lines if line.startswith("<")]

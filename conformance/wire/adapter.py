@@ -116,14 +116,24 @@ class WireSession:
         return f"WireSession({self._id!r})"
 
 
-class WireAgent:
+class _Handle:
+    """Something of the child's: its connection, the run it belongs to, its id there."""
+
+    def __init__(self, conn: Connection, handle: str) -> None:
+        self._conn = conn
+        self._epoch = conn.epoch
+        self._handle = handle
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._handle!r})"
+
+
+class WireAgent(_Handle):
     """An agent of the child (``AgentHandle``)."""
 
     def __init__(self, conn: Connection, handle: str, agent_id: str, session_id: str, status: str,
                  events: list[Any]) -> None:
-        self._conn = conn
-        self._epoch = conn.epoch
-        self._handle = handle
+        super().__init__(conn, handle)
         self._id = agent_id
         self._status = status
         self._events = list(events)
@@ -187,28 +197,12 @@ def _with_source(args: dict[str, Any], source: Any) -> dict[str, Any]:
     return args
 
 
-class WirePersistence:
+class WirePersistence(_Handle):
     """A persistence backend living in the child (shared by two services to check resume)."""
 
-    def __init__(self, conn: Connection, handle: str) -> None:
-        self._conn = conn
-        self._epoch = conn.epoch
-        self.handle = handle
 
-    def __repr__(self) -> str:
-        return f"WirePersistence({self.handle!r})"
-
-
-class WireService:
+class WireService(_Handle):
     """A service of the child (``ServiceHandle``)."""
-
-    def __init__(self, conn: Connection, handle: str) -> None:
-        self._conn = conn
-        self._epoch = conn.epoch
-        self._handle = handle
-
-    def __repr__(self) -> str:
-        return f"WireService({self._handle!r})"
 
     def _call(self, op: str, args: dict[str, Any], *, mutates: bool = True) -> Any:
         return self._conn.call(op, {"service": self._handle, **args}, mutates=mutates, epoch=self._epoch)
@@ -879,7 +873,7 @@ class WireImplementation:
             if not isinstance(persistence, WirePersistence) or persistence._conn is not conn:
                 raise TypeError(f"not a persistence backend of this wire implementation: {persistence!r}")
             conn.check(persistence._epoch)
-            args["persistence"] = persistence.handle
+            args["persistence"] = persistence._handle
         value = conn.call("service", args, mutates=False)
         return WireService(conn, str(value["service"]))
 
