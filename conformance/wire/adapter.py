@@ -3,8 +3,8 @@ and sessions are proxies for an agent loop running in a child process (any langu
 over the wire protocol (``docs/wire-protocol.md``).
 
 The suite drives these proxies from inside the simulation exactly like an in-process
-implementation. Every command is a synchronous round trip; between two of them the child's own
-event loop does not run, so a stretch of caller code (``send(A); when_idle(); cancel(); send(B)``)
+implementation. Every command that answers is a synchronous round trip (registrations are posted:
+they travel with the next message); between two of them the child's own event loop does not run, so a stretch of caller code (``send(A); when_idle(); cancel(); send(B)``)
 reaches it as one synchronous stretch. The child's queued work runs when the driver says ``run``
 (a callback the simulated loop schedules after the first command, a choice point like any
 other): it runs until its microtask queue drains, calling back the driver's listeners
@@ -699,7 +699,9 @@ class Connection:
         # Awaited later: the child's listener returns a promise the driver settles.
         reply["pending"] = True
         assert self._loop is not None
-        task = self._loop.create_task(_await(result), name=f"wire-listener-{call}")
+        # A coroutine runs as the task itself (a task never started is closed cleanly).
+        work = result if inspect.iscoroutine(result) else _await(result)
+        task = self._loop.create_task(work, name=f"wire-listener-{call}")
         epoch = self.epoch
 
         def settle(done: asyncio.Task[Any]) -> None:

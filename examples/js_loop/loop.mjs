@@ -435,6 +435,9 @@ export class Agent {
   async drive() {
     let woken = true; // the first iteration is like a wake-up (window 0 before it)
     while (!this.#disposed) {
+      // LOOP-8: steering found between turns (too late for the last one, or added while a
+      // dropped turn was being set up, CANCEL-W2) is never stranded: it becomes prompts.
+      for (const item of this.#steering.splice(0)) this.#queued.push(item);
       if (this.#queued.length === 0) {
         // Quiescent. An armed marker here governs nothing any more (window 0, CANCEL-W0;
         // MARKER-1): reset it, settle (IDLE-2), park until something is queued.
@@ -453,11 +456,11 @@ export class Agent {
         if (this.#marker !== undefined && this.dropInWindow2()) continue;
       }
       await this.#runTurn();
-      this.endIteration();
       if (this.#turn?.opened) await this.#flush(this.#turn);
       this.#turn = undefined;
-      // LOOP-8: steering too late for the turn becomes prompts for the next one.
-      for (const item of this.#steering.splice(0)) this.#queued.push(item);
+      // After the turn returns, flush included: a cancel made while the turn flushed governed
+      // it (it cleared what was queued then), not the prompts sent after it.
+      this.endIteration();
     }
   }
 

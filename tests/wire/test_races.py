@@ -124,3 +124,17 @@ def test_observers_are_batched_listeners_are_round_trips() -> None:
     assert any('"type":"post"' in line and '"op":"on"' in line for line in lines)
     assert any('"ev":"stream"' in line for line in lines)
     assert sum('"op":"listener"' in line for line in requests) == 3  # status running, idle, disposed
+
+
+SCENARIOS = sorted((ROOT / "examples" / "js_loop" / "scenarios").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_the_js_scenarios_hold_on_the_loop_and_the_reference(path: Path) -> None:
+    # Two of them were found by the property search on early versions of the JS loop (a cancel
+    # while a turn flushed leaked into the next turn; steering added in window 2 was stranded).
+    scenario = load(str(path))
+    for impl in (resolve(f"wire:{JS_LOOP}"), resolve(None)):
+        for seed in range(3):
+            report = engine.run_one(scenario, impl, RandomStrategy() if seed else None, seed)
+            assert report.ok, f"{impl.name}, seed {seed}: {report.trace.failures}"
