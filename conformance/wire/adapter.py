@@ -317,7 +317,11 @@ class Connection:
     def bind_run(self) -> None:
         """Start from scratch when a new event loop (a new simulation run) uses the child."""
         self.check()
-        loop = asyncio.get_running_loop()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise WireError("a wire implementation is driven from an event loop (the suite builds its "
+                            "services inside a simulation)") from None
         if loop is self._loop:
             return
         self._loop = loop

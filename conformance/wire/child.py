@@ -13,6 +13,7 @@ and the caller gets a :class:`ChildHung` naming the timeout, with the tail of th
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -103,6 +104,16 @@ def _start_thread(thread: threading.Thread) -> None:
 
 
 _WATCHDOG = _Watchdog()
+
+
+@atexit.register
+def _close_all() -> None:
+    """At exit, end this process's children (end of input: a bridge exits on its own)."""
+    with _WATCHDOG._lock:
+        children = list(_WATCHDOG._children)
+    for child in children:
+        if child.owner == os.getpid():
+            child.close(graceful=True)
 
 
 class Child:
@@ -244,18 +255,23 @@ class Child:
         with contextlib.suppress(ProcessLookupError):
             self.process.kill()
 
-    def close(self) -> None:
-        """Kill the child and release everything (idempotent)."""
+    def close(self, *, graceful: bool = False) -> None:
+        """Stop the child and release everything (idempotent). ``graceful``: close its input and
+        give it a moment to exit by itself before killing it."""
         if self._closed:
             return
         self._closed = True
-        self.kill()
+        if not graceful:
+            self.kill()
         for fd in (self._to_child, self._from_child):
             with contextlib.suppress(OSError):
                 os.close(fd)
         if self.owner == os.getpid():
-            with contextlib.suppress(subprocess.TimeoutExpired), blocking():
-                self.process.wait(timeout=5)
+            try:
+                with blocking():
+                    self.process.wait(timeout=1 if graceful else 5)
+            except subprocess.TimeoutExpired:
+                self.kill()
         with contextlib.suppress(OSError):
             self._log.close()
 
