@@ -2,8 +2,9 @@
 
 ``--impl wire:COMMAND`` starts ``COMMAND`` as a child process speaking the protocol of
 ``docs/wire-protocol.md`` (JSON lines on two dedicated pipes) and checks it like any
-implementation: ``child.py`` supervises the process, ``protocol.py`` holds the vocabulary and the
-value encoding, ``adapter.py`` the ``Implementation`` and its proxies. The Node bridge library
+implementation: ``adapter.py`` is the ``Implementation``, ``handles.py`` its proxies (services,
+agents, sessions, promises), ``connection.py`` the conversation with the child, ``child.py`` the
+process and its watchdog, ``protocol.py`` the vocabulary and the value encoding. The Node bridge library
 and a JavaScript loop of the kit's own live in ``examples/js_loop/``.
 """
 

@@ -472,9 +472,10 @@ export class Agent {
   }
 
   /** CANCEL-W2: an agent/status('running') listener cancelled. The turn is dropped (no
-   * turn/start); with nothing queued the driver goes back to idle (a real transition), else the
-   * replacement runs in this same running period and waiters wait for it. Returns true when the
-   * turn was dropped entirely. */
+   * turn/start). Returns true when no prompt is queued: the driver starts over (steering the
+   * listeners added becomes the replacement; with nothing at all it goes back to idle, a real
+   * transition). Otherwise the replacement runs in this same running period, and waiters wait
+   * for it. */
   dropInWindow2() {
     this.#marker = undefined;
     return this.#queued.length === 0;
@@ -484,9 +485,6 @@ export class Agent {
   endIteration() {
     this.#marker = undefined;
   }
-
-  /** Whether the cancel marker is armed (the buggy variants read it). */
-  get cancelArmed() { return this.#marker !== undefined; }
 
   #park() {
     return new Promise((resolve) => { this.#wake = resolve; });

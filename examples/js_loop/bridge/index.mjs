@@ -18,7 +18,7 @@ import { promiseHooks } from 'node:v8';
 import { Channel, ChannelClosed } from './framing.mjs';
 import {
   AGENT, AGENT_OPTIONS, CHUNK, CONFIG, CONTENT, Codec, EVENT, EVENTS, JSON_VALUE, MESSAGES,
-  NOTIFICATION_ARGS, REQUEST, SOURCE, TOOL_CONTEXT, TOOL_RESULT, WATERFALLS, decodeError, encodeErrorInfo,
+  NOTIFICATION_ARGS, REQUEST, SOURCE, TOOL_CONTEXT, WATERFALLS, decodeError, encodeErrorInfo,
 } from './schema.mjs';
 import { Tripwire } from './tripwire.mjs';
 
@@ -698,5 +698,3 @@ const OPS = {
     return { defer: id };
   },
 };
-
-export { TOOL_RESULT, OPS as _ops };
