@@ -21,6 +21,9 @@ the reference, the service and agent objects *are* the handles. Rules of the sui
   features report ``not-applicable``; the methods may then raise ``NotImplementedError``.
 * A failure while building a service or an agent is a setup error: the command reports it in
   one line and exits 2.
+* Listeners the kit only uses to observe are marked with :func:`observer`. An adapter may call
+  such a listener after the event rather than inside it (in order with everything else it
+  reports), for example without a round trip over the wire (``conformance.wire``).
 
 See ``docs/conformance.md`` for a worked example and ``examples/tiny_loop`` for a third-party
 implementation.
@@ -30,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from reference_loop.protocols import ModelAdapter, Tool
 from reference_loop.vocabulary import Message, SessionEvent, Source
@@ -39,6 +42,18 @@ from .catalogue import Feature
 
 Disposer = Callable[[], object]
 """Returned by every registration; calling it undoes the registration."""
+
+OBSERVER = "__loopkit_observer__"
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def observer(listener: _F) -> _F:
+    """Mark ``listener`` as a pure observer: it records what it is given, and never calls the
+    implementation, raises or awaits. An in-process implementation calls it like any listener;
+    an adapter for a loop in another process may deliver it after the event, batched, instead of
+    stopping the loop for a round trip."""
+    setattr(listener, OBSERVER, True)
+    return listener
 
 
 @runtime_checkable

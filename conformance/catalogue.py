@@ -3,7 +3,9 @@
 Each rule has the spec's tag (``seed``, ``ref``, ``fix`` or ``py`` for the Python specifics), a
 one-line statement in the kit's own words, and whether it is required or belongs to an optional
 feature (``persistence``, ``configuration``, ``injection``). An implementation declares the
-optional features it supports; rules of the others report ``not-applicable``.
+optional features it supports; rules of the others report ``not-applicable``. The Python
+specifics (PY-*) are about a loop running in-process in Python: they are ``not-applicable`` to an
+implementation whose ``runtime`` is another one (a loop checked over the wire, ``--impl wire:``).
 
 The tests checking a rule are not listed by hand: they are found from the ``@pytest.mark.rule``
 marks of ``conformance/tests`` (``tests_for``), so the catalogue and the suite cannot drift apart
@@ -21,6 +23,8 @@ from typing import Literal
 
 Feature = Literal["persistence", "configuration", "injection"]
 FEATURES: tuple[Feature, ...] = ("persistence", "configuration", "injection")
+PYTHON = "python"
+"""The runtime of an in-process implementation (one without a ``runtime`` attribute)."""
 
 # The rules whose outcome depends on the interleaving: their tests also run under seeded
 # random and pct schedules (issue 3).
@@ -37,6 +41,8 @@ class Rule:
     section: str
     statement: str
     feature: Feature | None = None
+    runtime: str | None = None
+    """Only implementations running in this runtime are checked against the rule."""
 
     @property
     def required(self) -> bool:
@@ -49,8 +55,9 @@ class Rule:
         return self.id in RACE_IDS or self.id.startswith(RACE_PREFIXES)
 
 
-def _r(id: str, tag: str, section: str, statement: str, feature: Feature | None = None) -> Rule:
-    return Rule(id, tag, section, statement, feature)
+def _r(id: str, tag: str, section: str, statement: str, feature: Feature | None = None,
+       runtime: str | None = None) -> Rule:
+    return Rule(id, tag, section, statement, feature, runtime)
 
 
 RULES: tuple[Rule, ...] = (
@@ -152,9 +159,9 @@ RULES: tuple[Rule, ...] = (
     _r("SVC-6", "ref", "service", "Live agents are looked up by id; disposal removes them even if a listener throws."),
     _r("SVC-7", "ref", "service", "Closing the service disposes its agents and releases pending waiters."),
     # 12. Python specifics
-    _r("PY-1", "py", "python", "CancelledError and friends are never swallowed; cancelling the driver disposes, balanced."),
-    _r("PY-2", "py", "python", "Listeners may be sync or async where awaited; emit runs listeners synchronously, in order."),
-    _r("PY-3", "py", "python", "Time and ids come from injectable sources: the same seed gives the same bytes."),
+    _r("PY-1", "py", "python", "CancelledError and friends are never swallowed; cancelling the driver disposes, balanced.", runtime=PYTHON),
+    _r("PY-2", "py", "python", "Listeners may be sync or async where awaited; emit runs listeners synchronously, in order.", runtime=PYTHON),
+    _r("PY-3", "py", "python", "Time and ids come from injectable sources: the same seed gives the same bytes.", runtime=PYTHON),
 )
 
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
@@ -163,6 +170,21 @@ RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 def rule(rule_id: str) -> Rule:
     """The rule with this id (``KeyError`` for an unknown id)."""
     return RULES_BY_ID[rule_id]
+
+
+def runtime_of(impl: object) -> str:
+    """The runtime ``impl`` runs in: its ``runtime`` attribute, else ``python`` (in-process)."""
+    return str(getattr(impl, "runtime", None) or PYTHON)
+
+
+def not_applicable(rule: Rule, impl: object) -> str | None:
+    """Why ``rule`` does not apply to ``impl`` (an optional feature it does not declare, or a
+    rule about another runtime), or ``None`` when it applies."""
+    if rule.feature is not None and rule.feature not in set(getattr(impl, "features", ())):
+        return f"feature {rule.feature} not supported"
+    if rule.runtime is not None and runtime_of(impl) != rule.runtime:
+        return f"a {rule.runtime} rule; the implementation runs in {runtime_of(impl)}"
+    return None
 
 
 def unknown_ids(ids: Iterable[str]) -> list[str]:

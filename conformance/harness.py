@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from . import schedules
-from .adapter import AgentHandle, Implementation, ServiceHandle
+from .adapter import AgentHandle, Implementation, ServiceHandle, observer
 from .fakes import FakeModel, FakeTool, Gate, fails, hangs, respond
 from .hooks import NeedsHook, require_notification
 from .invariants import log_violations
@@ -48,7 +48,7 @@ class Kit:
         world.on(None, lambda _event: self._poked.set())  # the fakes' model and tool events
         if not world.scenario.observe:  # and what the world does not record
             for event in ("session/event", "agent/status"):
-                self.service.on(event, lambda *_args: self._poked.set())
+                self.service.on(event, observer(lambda *_args: self._poked.set()))
         self.agents: list[AgentHandle] = []
         self.notes: list[tuple[Any, ...]] = []
         self.check_invariants = True

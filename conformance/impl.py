@@ -5,6 +5,8 @@
   this works as soon as that package exists: it must expose ``get(name) -> Implementation`` or a
   ``MUTANTS`` mapping).
 * ``"module:attr"``: an ``Implementation`` object, or a zero-argument callable returning one.
+* ``"wire:COMMAND"``: a loop in another process (any language) behind the wire protocol
+  (``conformance.wire``, docs/wire-protocol.md), e.g. ``wire:node examples/js_loop/bridge.mjs``.
 
 Every failure raises ``ImplError`` with a one-line message, for the CLI to print and exit 2.
 """
@@ -37,8 +39,10 @@ def resolve(spec: str | None = None) -> Implementation:
         spec = REFERENCE
     if spec.startswith("mutant:"):
         return _mutant(spec.removeprefix("mutant:"))
+    if spec.startswith("wire:"):
+        return _wire(spec.removeprefix("wire:"))
     if refs.split(spec) is None:
-        raise ImplError(f"bad --impl {spec!r}: expected MODULE:ATTR, 'reference' or 'mutant:NAME'")
+        raise ImplError(f"bad --impl {spec!r}: expected MODULE:ATTR, 'reference', 'mutant:NAME' or 'wire:COMMAND'")
     try:
         target = refs.resolve(spec)
     except refs.RefError as exc:
@@ -90,6 +94,17 @@ def _mutant(name: str) -> Implementation:
         names = ", ".join(sorted(getattr(mutants, "MUTANTS", {}))) or "none"
         raise ImplError(f"unknown mutant {name!r} (known: {names})") from None
     return _check(_instantiate(impl, f"mutant:{name}"), f"mutant:{name}")
+
+
+def _wire(command: str) -> Implementation:
+    if not command.strip():
+        raise ImplError("bad --impl 'wire:': missing COMMAND (e.g. --impl \"wire:node examples/js_loop/bridge.mjs\")")
+    from .wire import WireError, implementation
+
+    try:
+        return implementation(command)
+    except (WireError, ValueError) as exc:
+        raise ImplError(f"--impl wire:{command}: {_one_line(exc).removeprefix(type(exc).__name__ + ': ')}") from None
 
 
 def describe(spec: str | None) -> str:

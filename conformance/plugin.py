@@ -11,7 +11,8 @@ Options:
   (default 5; 0 disables); ``--loopkit-max-hangs N``: stop after N tests exceeded it (default 3).
 
 ``pytest --pyargs conformance`` then checks the chosen implementation. Tests of rules whose
-optional feature the implementation does not declare are skipped as ``not-applicable``.
+optional feature the implementation does not declare (or about another runtime: PY-* over the
+wire) are skipped as ``not-applicable``.
 
 The plugin is loaded in every pytest run of an environment where loopkit is installed, so it
 does nothing outside the rule tests: it only adds options, the ``rule`` marker and fixtures.
@@ -344,12 +345,12 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     impl = _impl_or_none(config)
     if impl is None:
         return
-    features = set(getattr(impl, "features", ()))
     for item in items:
         rules = [catalogue.RULES_BY_ID[r] for r in rule_ids(item) if r in catalogue.RULES_BY_ID]
-        missing = {r.feature for r in rules if r.feature is not None and r.feature not in features}
-        if rules and missing and all(r.feature in missing for r in rules):
-            item.add_marker(pytest.mark.skip(reason=f"{NOT_APPLICABLE}: feature {', '.join(sorted(missing))} not supported"))
+        reasons = [catalogue.not_applicable(r, impl) for r in rules]
+        if rules and all(reasons):
+            why = ", ".join(sorted({str(r) for r in reasons}))
+            item.add_marker(pytest.mark.skip(reason=f"{NOT_APPLICABLE}: {why}"))
 
 
 def _impl_or_none(config: pytest.Config) -> Implementation | None:

@@ -63,6 +63,8 @@ class Verdict:
     def complete(self) -> bool:
         """Every selected test ran."""
         return self.run is None or self.run.complete
+    implementation_info: dict[str, Any] | None = None
+    """A wire implementation's kind, runtime and versions (``None`` for an in-process one)."""
 
     @property
     def ok(self) -> bool:
@@ -83,7 +85,6 @@ def kit_version() -> str:
 
 def judge(run: SuiteRun, baseline: Baseline | None = None) -> Verdict:
     """Per-rule statuses from test results, with the baseline applied."""
-    features = set(getattr(run.impl, "features", ()))
     by_rule: dict[str, list[TestResult]] = {}
     for result in run.results:
         for rid in result.rules:
@@ -96,7 +97,7 @@ def judge(run: SuiteRun, baseline: Baseline | None = None) -> Verdict:
         rule = catalogue.RULES_BY_ID[rid]
         results = by_rule.get(rid, [])
         verdict = RuleVerdict(rid, "passed", tests=[r.id for r in results])
-        if rule.feature is not None and rule.feature not in features:
+        if catalogue.not_applicable(rule, run.impl) is not None:
             verdict.status = "not-applicable"
             verdicts.append(verdict)
             continue
@@ -125,7 +126,9 @@ def judge(run: SuiteRun, baseline: Baseline | None = None) -> Verdict:
             else:
                 unexcused.append(rid)
         verdicts.append(verdict)
-    return Verdict(run.implementation, verdicts, unexcused, _stale(run, verdicts, baseline), run, expected_tests)
+    info = getattr(run.impl, "info", None)
+    return Verdict(run.implementation, verdicts, unexcused, _stale(run, verdicts, baseline), run, expected_tests,
+                   implementation_info=dict(info) if isinstance(info, dict) else None)
 
 
 def _stale(run: SuiteRun, verdicts: list[RuleVerdict], baseline: Baseline | None) -> list[str]:
@@ -165,13 +168,16 @@ def to_json(verdict: Verdict) -> dict[str, Any]:
         "expected": sum(v.excused for v in verdict.rules),
     }
     run = verdict.run
-    return {
+    report: dict[str, Any] = {
         "implementation": verdict.implementation, "kit_version": kit_version(),
         "complete": verdict.complete,
         "interrupted": bool(run is not None and run.interrupted is not None),
         "stopped": run.stopped if run is not None else None,
         "rules": rules, "summary": summary,
     }
+    if verdict.implementation_info:
+        report["implementation_info"] = dict(verdict.implementation_info)  # additive: wire implementations
+    return report
 
 
 def atomic_write(path: str, text: str) -> None:

@@ -10,6 +10,7 @@ or malformed file, an unknown rule id, a bad ``--impl``) is one line on stderr a
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -225,7 +226,7 @@ def explore(
                 shrunk = engine.shrink(sc, implementation, found.failure)
                 echo(f"shrunk: {shrunk.before['deviations']} -> {shrunk.after['deviations']} deviation(s) from FIFO, "
                      f"{shrunk.before['length']} -> {shrunk.after['length']} recorded choices ({shrunk.runs} runs)")
-            record = race.build(sc, impl, found, shrunk)
+            record = race.build(sc, impl, found, shrunk, impl_info=race.info_of(implementation))
             target = out or Path("cassettes") / "races" / f"{_slug(sc.name)}.yaml"
             race.save(record, target)
             echo(f"race cassette: {target}   (replay: loopkit replay {target} --impl {impl})")
@@ -259,6 +260,9 @@ def replay(
     try:
         record = race.load(cassette_path)
         implementation = _impl(impl)
+        mismatch = race.runtime_warning(record, implementation)
+        if mismatch:
+            typer.echo(f"warning: {cassette_path}: {mismatch}", err=True)
         try:
             report = race.replay(record, implementation)
         except simulator.Divergence as exc:

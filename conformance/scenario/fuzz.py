@@ -95,7 +95,7 @@ def write_cassette(scenario: Scenario, impl: Implementation, impl_spec: str, fai
     t = failing.trace
     found = engine.Exploration(t.strategy, 1, t.seed, 1, runs=1, failing_seed=t.seed, found_at=1, failure=failing)
     target = (out_dir or cassette_dir()) / f"{example_name(named)}.yaml"
-    race.save(race.build(named, impl_spec, found, shrunk), target)
+    race.save(race.build(named, impl_spec, found, shrunk, impl_info=race.info_of(impl)), target)
     return target
 
 

@@ -1,7 +1,8 @@
 """Race cassettes: one YAML file that reproduces a race found by ``loopkit explore``, forever.
 
 A race cassette holds the scenario (inline: its YAML text, or the ``module:attr`` of a Python
-scenario), the implementation it failed on, how it was found (strategy, seed, budget, after how
+scenario), the implementation it failed on (and, for one checked over the wire, ``impl_info``:
+its kind, runtime and runtime version, protocol version), how it was found (strategy, seed, budget, after how
 many schedules), the shrunk schedule (replayed strictly for as long as it lasts, then FIFO), the
 failure (the checks that failed), the schedule's deviations from FIFO, and the full trace of the
 failing run. The file is canonical: the same exploration gives the same bytes.
@@ -30,7 +31,7 @@ from .model import Scenario, ScenarioError, from_source
 from .yaml_reader import mixed_up, parse
 
 FORMAT = "loopkit-race/1"
-FIELDS = ("format", "name", "impl", "found", "scenario", "schedule", "shrink", "failure",
+FIELDS = ("format", "name", "impl", "impl_info", "found", "scenario", "schedule", "shrink", "failure",
           "deviations", "trace")
 
 
@@ -54,6 +55,10 @@ class RaceCassette:
     path: str | None = None
     scenario_line: int = 0
     """0-based line of the cassette where an inline YAML scenario's text starts (for errors)."""
+    impl_info: dict[str, Any] = field(default_factory=dict)
+    """What the implementation was, when it says (a wire implementation: kind, runtime, runtime
+    version, protocol); empty for an in-process one. A schedule recorded on one runtime version
+    may not fit another (microtask hop counts are an engine detail)."""
 
     def to_yaml(self) -> str:
         """The cassette as canonical YAML text."""
@@ -61,6 +66,7 @@ class RaceCassette:
             "format": FORMAT,
             "name": self.name,
             "impl": self.impl,
+            **({"impl_info": dict(self.impl_info)} if self.impl_info else {}),
             "found": dict(self.found),
             "scenario": _scenario_out(self.scenario),
             "schedule": _schedule_out(self.schedule),
@@ -164,6 +170,7 @@ def load(path: str | Path) -> RaceCassette:
         return RaceCassette(
             name=f["name"].string(),
             impl=f["impl"].string(),
+            impl_info=_mapping(f, "impl_info"),
             scenario=scenario,
             found=_mapping(f, "found"),
             schedule=schedule,
@@ -252,7 +259,29 @@ def save(cassette: RaceCassette, path: str | Path) -> None:
 # --------------------------------------------------------------------------- from and to runs
 
 
-def build(scenario: Scenario, impl: str, found: Exploration, shrunk: Shrunk) -> RaceCassette:
+def info_of(impl: Implementation) -> dict[str, Any]:
+    """What a cassette records about ``impl`` (its ``info``, for a wire implementation)."""
+    info = getattr(impl, "info", None)
+    return dict(info) if isinstance(info, dict) else {}
+
+
+def runtime_warning(cassette: RaceCassette, impl: Implementation) -> str | None:
+    """A warning when the cassette was recorded on another runtime or runtime version than
+    ``impl`` runs on (its schedule may land elsewhere), else ``None``."""
+    recorded, now = cassette.impl_info, info_of(impl)
+    if not recorded:
+        return None
+    was = f"{recorded.get('runtime', '?')} {recorded.get('runtime_version', '?')}"
+    if not now:
+        return f"the cassette was recorded on {was}; this implementation runs in-process"
+    is_ = f"{now.get('runtime', '?')} {now.get('runtime_version', '?')}"
+    if was != is_:
+        return f"the cassette was recorded on {was}, this implementation runs on {is_}: the schedule may not fit"
+    return None
+
+
+def build(scenario: Scenario, impl: str, found: Exploration, shrunk: Shrunk,
+          impl_info: dict[str, Any] | None = None) -> RaceCassette:
     """The cassette of a failure found by ``engine.explore`` and shrunk by ``engine.shrink``.
 
     Nothing in it depends on the wall clock or on the number of worker processes."""
@@ -285,6 +314,7 @@ def build(scenario: Scenario, impl: str, found: Exploration, shrunk: Shrunk) -> 
         },
         deviations=report.deviations,
         trace=report.trace.to_dict(),
+        impl_info=dict(impl_info or {}),
     )
 
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import simulator
 from cassettes.model import CassetteModel
-from conformance.adapter import AgentHandle, Implementation, ServiceHandle
+from conformance.adapter import AgentHandle, Implementation, ServiceHandle, observer
 from conformance.fakes import FakeModel, FakeTool, Gate, ScriptEntry, ToolBox
 
 from . import events as ev
@@ -218,8 +218,9 @@ class World:
                 simulator.observe(name, **self.fields(name, args))
 
         observe.__qualname__ = f"observe:{name}"
-        return observe
+        return observer(observe)
 
+    @observer
     def _log_observer(self, session: Any, event: Mapping[str, Any]) -> None:
         if simulator.current_loop() is not self._loop:
             return

@@ -65,3 +65,19 @@ def test_race_rules() -> None:
     race = {r.id for r in catalogue.RULES if r.race}
     assert {"CANCEL-W1", "CANCEL-W2", "IDLE-2", "MARKER-1", "LOOP-2", "LOOP-8", "STEER-3"} <= race
     assert "LOOP-1" not in race and "ABORT-1" not in race
+
+
+def test_python_rules_apply_to_python_implementations_only() -> None:
+    assert {r.id for r in catalogue.RULES if r.runtime is not None} == {"PY-1", "PY-2", "PY-3"}
+
+    class InProcess:
+        features = frozenset({"injection"})
+
+    class Elsewhere(InProcess):
+        runtime = "node"
+
+    py1, inj1, loop1 = (catalogue.rule(i) for i in ("PY-1", "INJ-1", "LOOP-1"))
+    assert catalogue.not_applicable(py1, InProcess()) is None, "in-process (no runtime attribute) is Python"
+    assert catalogue.not_applicable(py1, Elsewhere()) == "a python rule; the implementation runs in node"
+    assert catalogue.not_applicable(inj1, Elsewhere()) is None and catalogue.not_applicable(loop1, Elsewhere()) is None
+    assert catalogue.not_applicable(catalogue.rule("SVC-3"), Elsewhere()) == "feature persistence not supported"

@@ -1,0 +1,573 @@
+"""The conversation with one wire child, on the driver's side (``docs/wire-protocol.md``).
+
+A :class:`Connection` holds the state of the current simulation run on both sides: handle ids
+(restarted at every run, so one scenario gives the same bytes whatever ran before it), the
+driver's listeners, models and tools, the child's promises and signals, and the outbox of posts
+and deliveries that travel with the next message. ``call`` is a synchronous round trip that
+serves the child's events and requests until its answer; ``_run`` (a callback of the simulated
+loop) lets the child run until quiescent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import logging
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import simulator
+from reference_loop.abort import AbortController, AbortSignal
+from reference_loop.sources import Sources, default_sources
+
+from .child import Child
+from .handles import WireAgent, WirePromise, WireSession
+from .protocol import Decoder, ProtocolError, RemoteError, WireError, encode, error_info
+
+if TYPE_CHECKING:
+    from .adapter import WireImplementation
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
+
+
+def _interrupt(exc: BaseException) -> bool:
+    """The pytest plugin's wall-clock alarm: never contained as a listener failure."""
+    plugin = sys.modules.get("conformance.plugin")
+    return plugin is not None and isinstance(exc, plugin.WallTimeout)
+
+
+class Connection:
+    """One child process and the state of the current simulation run on both sides.
+
+    Handle ids restart at every run (the ``reset`` call), so one scenario gives the same bytes on
+    the wire whatever ran before it in the same child.
+    """
+
+    def __init__(self, impl: WireImplementation, child: Child, hello: dict[str, Any]) -> None:
+        self.impl = impl
+        self.child = child
+        self.hello = hello
+        self.dead: WireError | None = None
+        self.epoch = 0
+        self._decoder = Decoder(self)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sources: Sources = default_sources()
+        self._reset()
+
+    @property
+    def _logger(self) -> logging.Logger:
+        return logging.getLogger(getattr(self.impl, "logger_name", "loopkit.wire"))
+
+    def _reset(self) -> None:
+        self.epoch += 1
+        self._ids = itertools.count(1)
+        self._agents: dict[str, WireAgent] = {}
+        self._promises: dict[str, WirePromise] = {}
+        self._listeners: dict[int, Callable[..., Any]] = {}
+        self._models: dict[int, Any] = {}
+        self._tools: dict[int, Any] = {}
+        self._signals: dict[str, AbortController] = {}
+        self._signal_ids: dict[int, str] = {}
+        self._streams: dict[str, asyncio.Task[Any]] = {}
+        self._defers: dict[str, asyncio.Future[Any]] = {}
+        self._errors: list[BaseException] = []
+        self._outbox: list[dict[str, Any]] = []
+        self._pump_scheduled = False
+        self._in_run = False
+        self._in_events = False
+        self._clock: int | None = None
+        self._tripped: WireError | None = None
+
+    # ------------------------------------------------------------------ runs and calls
+
+    def bind_run(self) -> None:
+        """Start from scratch when a new event loop (a new simulation run) uses the child."""
+        self.check()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise WireError("a wire implementation is driven from an event loop (the suite builds its "
+                            "services inside a simulation)") from None
+        if loop is self._loop:
+            return
+        self._loop = loop
+        self._reset()
+        if self.child.transcript is not None:
+            self.child.transcript = []  # a transcript covers one run, from its reset
+        self._sources = default_sources()
+        seed = int(getattr(self._sources, "seed", 0) or 0) & 0xFFFFFFFF
+        self.post("reset", {"seed": seed})
+
+    def check(self, epoch: int | None = None) -> None:
+        if self.dead is not None:
+            raise WireError(str(self.dead))
+        if epoch is not None and epoch != self.epoch:
+            raise WireError("a wire handle from an earlier simulation run was used")
+
+    def new_id(self) -> int:
+        return next(self._ids)
+
+    def call(self, op: str, args: dict[str, Any], *, mutates: bool = True, epoch: int | None = None) -> Any:
+        """A synchronous call: write it (after any pending deliveries) and serve the child's
+        events and requests until it returns. A mutating call outside a run schedules one."""
+        self.check(epoch)
+        if self._in_events:
+            raise WireError(f"{op}() was called while the driver read the child's events: a listener marked "
+                            "as an observer (conformance.adapter.observer) must not act on the implementation")
+        call_id = next(self._ids)
+        messages = self._take_outbox()
+        messages.append({"type": "call", "id": call_id, "op": op, "args": self.encode(args)})
+        returned = self._exchange(messages, call_id)
+        if mutates and not self._in_run:
+            self._schedule_run()
+        if "error" in returned:
+            raise self.error(returned["error"])  # the call threw on the child's side
+        return returned.get("value")
+
+    def post(self, op: str, args: dict[str, Any], *, epoch: int | None = None) -> None:
+        """A command that returns nothing and starts no work (a registration, the reset): it goes
+        out with the next message; should the child refuse it, a ``post_failed`` event says so."""
+        self.check(epoch)
+        self._outbox.append({"type": "post", "op": op, "args": self.encode(args)})
+
+    def _exchange(self, messages: list[dict[str, Any]], call_id: int) -> dict[str, Any]:
+        """Write, then serve the child until the call's ``return`` message (returned whole)."""
+        try:
+            self._write(messages)
+            return self._wait(call_id)
+        except WireError as exc:
+            self.fail(exc)
+            raise
+        except BaseException as exc:
+            # Interrupted mid-exchange (the wall-clock alarm, ^C): the child waits for an
+            # answer that will never come. It cannot be trusted any more.
+            self.fail(WireError(f"the exchange with the wire child was interrupted ({type(exc).__name__})"))
+            raise
+
+    def _write(self, messages: list[dict[str, Any]]) -> None:
+        now = self._sources.now_ms()
+        if now != self._clock:
+            messages.insert(0, {"type": "clock", "now": now})
+            self._clock = now
+        self.child.write(messages)
+
+    def _wait(self, call_id: int) -> dict[str, Any]:
+        while True:
+            message = self.child.read(self._decoder)
+            kind = message["type"]
+            if kind == "event":
+                self._event(message)
+            elif kind == "request":
+                self._serve(message)
+            elif kind == "return":
+                if message.get("id") != call_id:
+                    raise ProtocolError(f"the child returned call {message.get('id')!r} while call {call_id} was pending")
+                return message
+            else:
+                raise ProtocolError(f"the child sent an unexpected {kind!r} message")
+
+    def _take_outbox(self) -> list[dict[str, Any]]:
+        messages, self._outbox = self._outbox, []
+        return messages
+
+    def deliver(self, message: dict[str, Any]) -> None:
+        """Queue a delivery (a chunk, a tool result, a listener's late value); it is written with
+        the next message and its effect runs at the next run."""
+        if self.dead is not None:
+            return
+        self._outbox.append({"type": "deliver", **self.encode(message)})
+        if not self._in_run:
+            self._schedule_run()
+
+    def _schedule_run(self) -> None:
+        if self._pump_scheduled or self.dead is not None or self._loop is None:
+            return
+        self._pump_scheduled = True
+        self._loop.call_soon(self._run)
+
+    def _run(self) -> None:
+        """Let the child run until quiescent (a callback of the simulated loop)."""
+        self._pump_scheduled = False
+        if self.dead is not None:
+            return
+        self._in_run = True
+        try:
+            value = self.call("run", {}, mutates=False)
+        except WireError:
+            return  # failed and reported (every pending awaitable raises it)
+        finally:
+            self._in_run = False
+        if self._tripped is not None:
+            self.fail(self._tripped)
+            return
+        self._reconcile(value.get("agents", {}) if isinstance(value, dict) else {})
+        if self._outbox:
+            self._schedule_run()
+
+    def _reconcile(self, agents: Mapping[str, Any]) -> None:
+        for handle, state in agents.items():
+            agent = self._agents.get(handle)
+            if agent is None or not isinstance(state, list) or len(state) != 2:
+                continue
+            status, length = state
+            agent._status = str(status)
+            if length != len(agent._events):  # a log event the mirror missed: ask
+                agent._events = list(self.call("events", {"agent": handle}, mutates=False))
+
+    def fail(self, error: WireError) -> None:
+        """The child is gone or untrustworthy: every later use raises ``error``, every pending
+        awaitable raises it now, the run's verdict records it, and the child is killed."""
+        if self.dead is not None:
+            return
+        self.dead = error
+        promises, self._promises = self._promises, {}
+        for promise in promises.values():
+            promise._reject(WireError(str(error)))
+        for future in self._defers.values():
+            if not future.done():
+                future.set_exception(WireError(str(error)))
+        if self._loop is not None and simulator.current_loop() is self._loop:
+            simulator.observe("problem", check="wire", message=_first_line(error))
+        self.child.close()
+
+    # ------------------------------------------------------------------ promises and ids
+
+    def promise(self, value: Any, agent: WireAgent | None = None) -> WirePromise:
+        """The awaitable of a child promise returned by a call (``{"promise", "settled"?}``)."""
+        assert self._loop is not None
+        promise = WirePromise(self._loop)
+        if not isinstance(value, dict) or "promise" not in value:
+            raise ProtocolError(f"expected a promise, got {value!r}")
+        if value.get("settled"):
+            if agent is not None and "status" in value:
+                agent._status = str(value["status"])
+            promise._settle(None)
+        else:
+            self._promises[str(value["promise"])] = promise
+        return promise
+
+    def defer(self, ticks: int, op: str, args: dict[str, Any], *, epoch: int) -> asyncio.Future[Any]:
+        assert self._loop is not None
+        value = self.call("defer", {"ticks": int(ticks), "op": op, "args": args}, epoch=epoch)
+        future: asyncio.Future[Any] = self._loop.create_future()
+        self._defers[str(value["defer"])] = future
+        return future
+
+    def register_listener(self, fn: Callable[..., Any]) -> int:
+        registration = self.new_id()
+        self._listeners[registration] = fn
+        return registration
+
+    def register_model(self, adapter: Any) -> int:
+        registration = self.new_id()
+        self._models[registration] = adapter
+        return registration
+
+    def register_tool(self, tool: Any) -> int:
+        registration = self.new_id()
+        self._tools[registration] = tool
+        return registration
+
+    # Refs (protocol.Refs): live objects <-> tags.
+
+    def encode(self, value: Any) -> Any:
+        return encode(value, self)
+
+    def ref_of(self, value: Any) -> dict[str, Any] | None:
+        if isinstance(value, WireAgent):
+            return {"$agent": value._handle}
+        if isinstance(value, WireSession):
+            return {"$session": value._agent._handle}
+        if isinstance(value, AbortSignal):
+            handle = self._signal_ids.get(id(value))
+            return {"$signal": handle} if handle is not None else None
+        return None
+
+    def error_json(self, error: BaseException) -> dict[str, Any]:
+        """An exception as the ``error`` field of a message (it comes back as itself)."""
+        return error_info(error, self.error_origin(error))
+
+    def error_origin(self, error: BaseException) -> int:
+        self._errors.append(error)
+        return len(self._errors) - 1
+
+    def agent(self, handle: str) -> WireAgent:
+        try:
+            return self._agents[handle]
+        except KeyError:
+            raise ProtocolError(f"the child referred to agent {handle!r} before announcing it") from None
+
+    def session(self, handle: str) -> WireSession:
+        return self.agent(handle).session
+
+    def signal(self, handle: str) -> AbortSignal:
+        controller = self._signals.get(handle)
+        if controller is None:
+            controller = self._signals[handle] = AbortController()
+            self._signal_ids[id(controller.signal)] = handle
+        return controller.signal
+
+    def error(self, info: Mapping[str, Any]) -> BaseException:
+        origin = info.get("origin")
+        if isinstance(origin, int) and 0 <= origin < len(self._errors):
+            return self._errors[origin]  # a Python error that went through the child comes back as itself
+        code = info.get("code")
+        return RemoteError(str(info.get("message", "")), str(info.get("name", "Error")),
+                           code if isinstance(code, str) else None)
+
+    # ------------------------------------------------------------------ the child's events
+
+    def _event(self, message: dict[str, Any]) -> None:
+        handler = _EVENTS.get(str(message.get("ev")))
+        if handler is None:
+            raise ProtocolError(f"the child sent an unknown event {message.get('ev')!r}")
+        self._in_events = True
+        try:
+            handler(self, message)
+        finally:
+            self._in_events = False
+
+    def _on_agent(self, m: dict[str, Any]) -> None:
+        handle = str(m["agent"])
+        self._agents[handle] = WireAgent(self, handle, str(m["id"]), str(m["session"]), str(m["status"]),
+                                         list(m.get("events") or []))
+
+    def _on_status(self, m: dict[str, Any]) -> None:
+        self.agent(str(m["agent"]))._status = str(m["status"])
+
+    def _on_log(self, m: dict[str, Any]) -> None:
+        self.agent(str(m["agent"]))._events.append(m["event"])
+
+    def _on_notify(self, m: dict[str, Any]) -> None:
+        listener = self._listeners.get(m["listener"])
+        if listener is None:
+            return
+        try:
+            listener(*m["args"])
+        except Exception:  # an observer that fails must not break the exchange
+            self._logger.exception("an observer listener failed")
+
+    def _on_abort(self, m: dict[str, Any]) -> None:
+        self.signal(str(m["signal"]))
+        self._signals[str(m["signal"])].abort(str(m.get("reason") or "aborted"))
+
+    def _on_tool(self, m: dict[str, Any]) -> None:
+        tool = self._tools.get(m["tool"])
+        call = str(m["call"])
+        assert self._loop is not None
+        self._loop.create_task(self._execute(call, tool, m.get("arguments"), m.get("context") or {}),
+                               name=f"wire-tool-{call}")
+
+    async def _execute(self, call: str, tool: Any, arguments: Any, context: dict[str, Any]) -> None:
+        epoch = self.epoch
+        try:
+            if tool is None:
+                raise RemoteError("the tool was unregistered", "LookupError")
+            value = await tool.execute(arguments, context)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if epoch == self.epoch:
+                self.deliver({"op": "settle", "call": call, "error": self.error_json(exc)})
+            return
+        if epoch == self.epoch:
+            self.deliver({"op": "settle", "call": call, "value": value})
+
+    def _on_stream_closed(self, m: dict[str, Any]) -> None:
+        task = self._streams.pop(str(m["stream"]), None)
+        if task is not None:
+            task.cancel()  # the loop stopped reading: so does the driver (as a consumer would)
+
+    def _on_settled(self, m: dict[str, Any]) -> None:
+        promise = self._promises.pop(str(m["promise"]), None)
+        if "status" in m and m.get("agent") in self._agents and m["status"] is not None:
+            self._agents[m["agent"]]._status = str(m["status"])  # the status it was released in
+        if promise is None:
+            return
+        if "error" in m:
+            promise._reject(self.error(m["error"]))
+        else:
+            promise._settle(m.get("value"))
+
+    def _on_post_failed(self, m: dict[str, Any]) -> None:
+        error = self.error(m.get("error") or {})
+        message = f"the implementation refused {m.get('op')}(): {error}"
+        self._logger.warning("%s", message)
+        if self._loop is not None and simulator.current_loop() is self._loop:
+            simulator.observe("problem", check="wire", message=message)
+
+    def _on_warning(self, m: dict[str, Any]) -> None:
+        self._logger.warning("%s", m.get("message", ""))
+
+    def _on_tripwire(self, m: dict[str, Any]) -> None:
+        found = m.get("resources") or []
+        where = ", ".join(f"{r.get('type')} at {r.get('at')}" for r in found[:3] if isinstance(r, dict))
+        self._tripped = WireError(
+            f"the implementation created timers or I/O during a run ({where}): quiescence over the wire "
+            "is ambiguous with them (see docs/wire-protocol.md, 'Quiescence')")
+
+    def _on_deferred(self, m: dict[str, Any]) -> None:
+        future = self._defers.pop(str(m["defer"]), None)
+        if future is None or future.done():
+            return
+        if "error" in m:
+            future.set_exception(self.error(m["error"]))
+        else:
+            future.set_result(m.get("value"))
+
+    # ------------------------------------------------------------------ the child's requests
+
+    def _serve(self, message: dict[str, Any]) -> None:
+        reply: dict[str, Any] = {"type": "reply", "id": message.get("id")}
+        op = str(message.get("op"))
+        handler = _REQUESTS.get(op)
+        try:
+            if handler is None:
+                raise ProtocolError(f"the child sent an unknown request {op!r}")
+            handler(self, message, reply)
+        except WireError:
+            raise
+        except Exception as exc:
+            reply.pop("value", None)
+            reply.pop("pending", None)
+            reply["error"] = self.error_json(exc)
+            if _interrupt(exc):
+                raise
+        messages = self._take_outbox()
+        messages.append(self.encode(reply))
+        self._write(messages)
+
+    def _listener(self, message: dict[str, Any]) -> Callable[..., Any] | None:
+        return self._listeners.get(message.get("listener"))  # type: ignore[arg-type]
+
+    def _rq_listener(self, m: dict[str, Any], reply: dict[str, Any]) -> None:
+        listener = self._listener(m)
+        if listener is not None:
+            result = listener(*m.get("args", []))
+            if inspect.iscoroutine(result):
+                result.close()  # like an in-process bus: a notification cannot await it
+                raise TypeError("a listener of a notification returned a coroutine (notifications are synchronous)")
+        reply["value"] = None
+
+    def _rq_waterfall(self, m: dict[str, Any], reply: dict[str, Any]) -> None:
+        listener = self._listener(m)
+        call = str(m["call"])
+        next_fn = _Next(self, call, self.epoch)
+        value = m.get("value")
+        result = listener(*m.get("args", []), value, next_fn) if listener is not None else next_fn()
+        self._answer(call, result, reply)
+
+    def _rq_awaited(self, m: dict[str, Any], reply: dict[str, Any]) -> None:
+        listener = self._listener(m)
+        result = listener(*m.get("args", [])) if listener is not None else None
+        self._answer(str(m["call"]), result, reply)
+
+    def _answer(self, call: str, result: Any, reply: dict[str, Any]) -> None:
+        if not inspect.isawaitable(result):
+            reply["value"] = result
+            return
+        # Awaited later: the child's listener returns a promise the driver settles.
+        reply["pending"] = True
+        assert self._loop is not None
+        # A coroutine runs as the task itself (a task never started is closed cleanly).
+        work = result if inspect.iscoroutine(result) else _await(result)
+        task = self._loop.create_task(work, name=f"wire-listener-{call}")
+        epoch = self.epoch
+
+        def settle(done: asyncio.Task[Any]) -> None:
+            if done.cancelled() or epoch != self.epoch:
+                return
+            error = done.exception()
+            if error is not None:
+                self.deliver({"op": "settle", "call": call, "error": self.error_json(error)})
+            else:
+                self.deliver({"op": "settle", "call": call, "value": done.result()})
+
+        task.add_done_callback(settle)
+
+    def _on_stream(self, m: dict[str, Any]) -> None:
+        """The loop called a model: the Python adapter sees the request now (in the order of
+        the child's events) and is consumed by a task, delivering what it yields."""
+        sid = str(m["stream"])
+        assert self._loop is not None
+        adapter = self._models.get(m["model"])
+        try:
+            if adapter is None:
+                raise RemoteError("the model was unregistered", "LookupError")
+            stream = adapter.stream(m.get("request") or {})
+        except Exception as exc:  # FINISH-2: raised by stream(): the loop's first read fails
+            self.deliver({"op": "fail", "stream": sid, "error": self.error_json(exc)})
+            return
+        self._streams[sid] = self._loop.create_task(self._consume(sid, stream), name=f"wire-stream-{sid}")
+
+    async def _consume(self, sid: str, stream: Any) -> None:
+        epoch = self.epoch
+        try:
+            if inspect.isawaitable(stream) and not hasattr(stream, "__anext__"):
+                stream = await stream  # an ``async def stream()`` returning an iterator
+            async for chunk in stream:
+                if epoch != self.epoch or sid not in self._streams:
+                    return
+                self.deliver({"op": "chunk", "stream": sid, "chunk": chunk})
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if epoch == self.epoch and self._streams.pop(sid, None) is not None:
+                self.deliver({"op": "fail", "stream": sid, "error": self.error_json(exc)})
+            return
+        if epoch == self.epoch and self._streams.pop(sid, None) is not None:
+            self.deliver({"op": "end", "stream": sid})
+
+    def _rq_uuid(self, m: dict[str, Any], reply: dict[str, Any]) -> None:
+        reply["value"] = self._sources.uuid()
+
+    def _rq_next_id(self, m: dict[str, Any], reply: dict[str, Any]) -> None:
+        reply["value"] = self._sources.next_id(str(m.get("prefix", "id")))
+
+
+async def _await(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
+
+
+class _Next:
+    """A waterfall's ``next()`` on the driver's side: runs the rest of the child's chain."""
+
+    __slots__ = ("_call", "_conn", "_epoch")
+
+    def __init__(self, conn: Connection, call: str, epoch: int) -> None:
+        self._conn = conn
+        self._call = call
+        self._epoch = epoch
+
+    def __call__(self) -> WirePromise:
+        return self._conn.promise(self._conn.call("next", {"call": self._call}, epoch=self._epoch))
+
+
+_EVENTS: dict[str, Callable[[Connection, dict[str, Any]], None]] = {
+    "agent": Connection._on_agent,
+    "status": Connection._on_status,
+    "log": Connection._on_log,
+    "notify": Connection._on_notify,
+    "abort": Connection._on_abort,
+    "tool": Connection._on_tool,
+    "stream": Connection._on_stream,
+    "stream_closed": Connection._on_stream_closed,
+    "post_failed": Connection._on_post_failed,
+    "settled": Connection._on_settled,
+    "warning": Connection._on_warning,
+    "tripwire": Connection._on_tripwire,
+    "deferred": Connection._on_deferred,
+}
+
+_REQUESTS: dict[str, Callable[[Connection, dict[str, Any], dict[str, Any]], None]] = {
+    "listener": Connection._rq_listener,
+    "waterfall": Connection._rq_waterfall,
+    "awaited": Connection._rq_awaited,
+    "uuid": Connection._rq_uuid,
+    "next_id": Connection._rq_next_id,
+}

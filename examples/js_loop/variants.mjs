@@ -1,0 +1,26 @@
+// Two buggy variants of the loop, each one line of behaviour away from it, for the suite to kill
+// (and for `loopkit explore` to find as race cassettes):
+//
+//   w2-settle-early        window 2 settles waiters as soon as the turn is dropped, even when the
+//                          cancelling listener queued a replacement (the seed's bug: CANCEL-W2)
+//   marker-not-reset       the cancel marker is reset only when the agent parks, not once per
+//                          iteration, so it leaks onto a next turn run without going idle (MARKER-1)
+
+import { Agent } from './loop.mjs';
+
+class W2SettleEarly extends Agent {
+  dropInWindow2() {
+    this.releaseWaiters(); // the bug: "the turn was dropped, so we are idle" (B is still queued)
+    return super.dropInWindow2();
+  }
+}
+
+class MarkerNotReset extends Agent {
+  endIteration() {} // the bug: the marker survives into a turn that runs without going idle
+}
+
+/** @type {Record<string, typeof Agent>} */
+export const VARIANTS = {
+  'w2-settle-early': W2SettleEarly,
+  'marker-not-reset': MarkerNotReset,
+};

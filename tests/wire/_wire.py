@@ -1,0 +1,27 @@
+"""What the wire tests share: the kit's JavaScript loop and its variants as wire commands."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BRIDGE = ROOT / "examples" / "js_loop" / "bridge.mjs"
+FAULTY = Path(__file__).resolve().parent / "faulty.mjs"
+NODE = shutil.which("node")
+
+requires_node = pytest.mark.skipif(
+    NODE is None, reason="node is not on PATH: the JavaScript loop cannot be checked over the wire here")
+
+
+def command(script: Path, *args: str) -> str:
+    """The COMMAND of ``--impl wire:COMMAND`` running ``script`` with node."""
+    return shlex.join(["node", str(script), *args])
+
+
+JS_LOOP = command(BRIDGE)
+W2_SETTLE_EARLY = command(BRIDGE, "--variant", "w2-settle-early")
+MARKER_NOT_RESET = command(BRIDGE, "--variant", "marker-not-reset")

@@ -1,0 +1,59 @@
+"""``--impl wire:COMMAND`` through the command line: conformance (with its JSON report), run,
+explore and replay, and the one-line errors of a bad command."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+from _wire import JS_LOOP, MARKER_NOT_RESET, ROOT, requires_node
+from typer.testing import CliRunner
+
+from cli import app
+
+pytestmark = requires_node
+
+CANCEL_AND_REPLACE = str(ROOT / "examples" / "js_loop" / "scenarios" / "cancel_and_replace.yaml")
+
+
+def _loopkit(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize("spec", ["wire:", "wire:false"])
+def test_a_bad_wire_command_is_one_line_and_exit_2(spec: str) -> None:
+    for command in (["conformance", "--impl", spec, "--rule", "LOOP-2"], ["run", CANCEL_AND_REPLACE, "--impl", spec]):
+        code, output = _loopkit(*command)
+        lines = [line for line in output.splitlines() if line.strip()]
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in output, output
+
+
+def test_conformance_writes_the_wire_implementation_into_its_report(tmp_path: Path) -> None:
+    target = tmp_path / "report.json"
+    code, output = _loopkit("conformance", "--impl", f"wire:{JS_LOOP}", "--rule", "CANCEL-W2", "--rule", "PY-2",
+                            "--schedules", "1", "--json", str(target))
+    assert code == 0, output
+    report = json.loads(target.read_text())
+    assert report["implementation"] == f"wire:{JS_LOOP}"
+    assert report["implementation_info"]["kind"] == "wire"
+    assert {r["id"]: r["status"] for r in report["rules"]} == {"CANCEL-W2": "passed", "PY-2": "not-applicable"}
+
+
+def test_run_explore_and_replay_over_the_wire(tmp_path: Path) -> None:
+    variant, fixed = f"wire:{MARKER_NOT_RESET}", f"wire:{JS_LOOP}"
+    assert _loopkit("run", CANCEL_AND_REPLACE, "--impl", variant)[0] == 0, "plain order misses the race"
+    cassette = tmp_path / "race.yaml"
+    code, output = _loopkit("explore", CANCEL_AND_REPLACE, "--impl", variant, "--out", str(cassette))
+    assert code == 1 and "FOUND after" in output, output
+    assert f"--impl {shlex.quote(variant)}" in output, "the replay hint can be pasted into a shell"
+    assert _loopkit("replay", str(cassette), "--impl", variant)[0] == 1
+    assert _loopkit("replay", str(cassette), "--impl", fixed)[0] == 0
+    doc = yaml.safe_load(cassette.read_text())
+    doc["impl_info"]["runtime_version"] = "0.0.1"
+    cassette.write_text(yaml.safe_dump(doc, sort_keys=False))
+    code, output = _loopkit("replay", str(cassette), "--impl", variant)
+    assert code == 1 and "recorded on node 0.0.1, this implementation runs on node" in output
