@@ -55,7 +55,7 @@ def main(names: list[str]) -> int:
             elif proc.returncode == 2:
                 state, first = "setup error", proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
             print(f"{name:<16} {proc.returncode:>4} {seconds:>7.1f} {peak:>8.0f}  {state:<11} {first[:110]}")
-            bad = proc.returncode == 0 and name != "print_flood" or seconds > LIMIT
+            bad = (proc.returncode == 0 and name != "print_flood") or seconds > LIMIT
             worst = max(worst, 1 if bad else 0)
     return worst
 

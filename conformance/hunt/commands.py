@@ -123,7 +123,7 @@ def hunt(
     workloads: str = typer.Option("", "--workloads", metavar="A,B", help="Only these workloads (default: all)."),
     depth: int = typer.Option(2, "--depth", help="Actions per window: every sequence of 1..DEPTH verbs."),
     nth: int = typer.Option(3, "--nth", help="Occurrences of each point to open a window at."),
-    verbs: str = typer.Option("", "--verbs", metavar="A,B", help="Only these actions (default: send, steer, inject, cancel, abort, dispose, when_idle, raise)."),  # noqa: E501
+    verbs: str = typer.Option("", "--verbs", metavar="A,B", help="Only these actions (default: send, steer, inject, cancel, abort, dispose, when_idle, raise)."),
     first: bool = typer.Option(False, "--first", "-x", help="Stop at the first finding."),
     workers: int = typer.Option(0, "--workers", help="Processes (default: one per CPU)."),
     shard: str = typer.Option("", "--shard", metavar="I/N", help="Run the I-th of N parts (merge with 'hunt merge')."),

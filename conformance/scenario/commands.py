@@ -229,7 +229,7 @@ def explore(
             record = race.build(sc, impl, found, shrunk, impl_info=race.info_of(implementation))
             target = out or Path("cassettes") / "races" / f"{_slug(sc.name)}.yaml"
             race.save(record, target)
-            echo(f"race cassette: {target}   (replay: loopkit replay {target} --impl {impl})")
+            echo(f"race cassette: {target}   (replay: loopkit replay {target} --impl {shlex.quote(impl)})")
         except _user_errors() as exc:
             raise _fail(_one_line(exc)) from None
         except ValueError as exc:

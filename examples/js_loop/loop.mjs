@@ -188,6 +188,16 @@ export class Session {
     return false;
   }
 
+  /** LOG-5: the step still open in the last turn, or undefined. */
+  openStep() {
+    for (let i = this.#events.length - 1; i >= 0; i--) {
+      const { type, data } = this.#events[i];
+      if (type === 'step/end' || type === 'turn/end' || type === 'turn/start') return undefined;
+      if (type === 'step/start') return data.step;
+    }
+    return undefined;
+  }
+
   /** LOG-7: the conversation the log describes. */
   deriveMessages() {
     const wrap = (tag, data) => [
@@ -944,8 +954,13 @@ export class AgentLoopService {
     if (events === undefined) throw new LoopError(`cannot resume "${id}": no persisted session "${sessionId}"`, 'NO_SESSION');
     this.#checkFree(id);
     const agent = this.#adopt(id, sessionId, events, options);
-    // A log whose process died mid-turn is repaired: the open turn ends `interrupted`.
-    if (agent.session.turnOpen()) agent.session.append('turn/end', { turn: agent.session.lastTurn(), reason: { kind: 'interrupted' } });
+    // A log whose process died mid-turn is repaired (LOG-4/5): its open step ends, then the turn, `interrupted`.
+    if (agent.session.turnOpen()) {
+      const turn = agent.session.lastTurn();
+      const step = agent.session.openStep();
+      if (step !== undefined) agent.session.append('step/end', { turn, step });
+      agent.session.append('turn/end', { turn, reason: { kind: 'interrupted' } });
+    }
     return agent;
   }
 

@@ -44,7 +44,9 @@ def test_python_specifics_are_not_applicable_and_the_report_says_what_ran() -> N
 
 @pytest.mark.parametrize(("variant", "rule", "others"), [
     (W2_SETTLE_EARLY, "CANCEL-W2", ["CANCEL-W1", "MARKER-1"]),
-    (MARKER_NOT_RESET, "MARKER-1", ["CANCEL-W2", "CANCEL-4"]),
+    # CANCEL-4 also fails this one, rightly: steering re-queued after the cancel runs as a turn the
+    # stale marker aborts (a cancel governs one turn).
+    (MARKER_NOT_RESET, "MARKER-1", ["CANCEL-W2", "LOOP-8"]),
 ], ids=["w2-settle-early", "marker-not-reset"])
 def test_each_buggy_variant_fails_the_rule_it_breaks(variant: str, rule: str, others: list[str]) -> None:
     statuses = _statuses(variant, [rule, *others])
