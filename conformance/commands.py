@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -71,6 +73,18 @@ def conformance(
         MAX_HANGS, "--max-hangs", metavar="N",
         help="Stop after N tests exceeded --timeout (the rest is reported not run); 0 never stops.",
     ),
+    hunt: bool = typer.Option(
+        False, "--hunt", help="Also run the default hunt (loopkit hunt) and add its verdicts to the per-rule report."
+    ),
+    hunt_out: Path = typer.Option(  # noqa: B008 - typer's idiom
+        Path("hunt-report"), "--hunt-out", metavar="DIR", help="With --hunt: where its report.json and race cassettes go."
+    ),
+    hunt_workloads: str = typer.Option(
+        "", "--hunt-workloads", metavar="A,B", help="With --hunt: only these workloads (default: all)."
+    ),
+    hunt_depth: int = typer.Option(
+        2, "--hunt-depth", metavar="N", help="With --hunt: actions per window (as loopkit hunt --depth)."
+    ),
 ) -> None:
     """Check an implementation against every rule of the agent-loop contract.
 
@@ -93,6 +107,15 @@ def conformance(
         expected = load(baseline) if baseline else None
     except BaselineError as exc:
         raise _fail(str(exc)) from None
+    if hunt:
+        from .hunt.workloads import by_name
+
+        if hunt_depth < 1:
+            raise _fail("--hunt-depth must be at least 1")
+        try:
+            by_name([n.strip() for n in hunt_workloads.split(",") if n.strip()])
+        except ValueError as exc:
+            raise _fail(f"--hunt-workloads: {exc}") from None
     started = time.monotonic()
     with Interrupts() as stop:
         try:
@@ -103,8 +126,17 @@ def conformance(
                 echo(stop.message(0, "tests"))
                 raise typer.Exit(stop.exit_code) from None
             raise _fail(str(exc)) from None
+    if hunt and run.interrupted is None:
+        try:
+            run.results.extend(_hunt(run, impl, hunt_out, hunt_workloads, hunt_depth, workers))
+        except _HuntInterrupted as exc:
+            echo(exc.message)
+            raise typer.Exit(exc.exit_code) from None
     verdict = judge(run, expected)
     print_table(verdict, show_passed=not failures_only)
+    unattributed = [r for r in run.results if r.outcome == "failed" and not r.rules]
+    for r in unattributed:
+        echo(f"FAILED hunt (no rule id): {r.id}: {r.summary}" + (f"  (replay: {r.command})" if r.command else ""))
     elapsed = time.monotonic() - started
     if run.interrupted is not None:
         echo(stop.message(run.ran, "tests") + f" of {len(run.results)} in {elapsed:.1f}s; "
@@ -120,7 +152,35 @@ def conformance(
     sys.stdout.flush()
     if run.interrupted is not None:
         raise typer.Exit(stop.exit_code)
-    raise typer.Exit(0 if verdict.ok else 1)
+    raise typer.Exit(0 if verdict.ok and not unattributed else 1)
+
+
+class _HuntInterrupted(Exception):
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.message, self.exit_code = message, exit_code
+
+
+def _hunt(run: Any, impl: str, out: Path, workloads: str, depth: int, workers: int) -> list[Any]:
+    """Run the default hunt of ``run``'s implementation and return its verdicts as rule results
+    (:mod:`conformance.hunt.verdicts`); its coverage table and findings are printed."""
+    from .hunt import driver, search, verdicts
+    from .hunt.commands import print_report, write_report
+    from .hunt.report import dumps
+    from .interrupts import Interrupts
+
+    names = tuple(n.strip() for n in workloads.split(",") if n.strip())
+    config = search.Config(workloads=names, depth=depth)
+    with Interrupts() as stop:
+        result = driver.hunt(run.impl, impl, config, workers=workers or (os.cpu_count() or 1), out=out,
+                             should_stop=lambda: stop.requested)
+    rep = result.report
+    write_report(out / "report.json", dumps(rep))
+    print_report(rep, out, impl, [])
+    if rep["stopped"] == "interrupted":
+        raise _HuntInterrupted(stop.message(rep["totals"]["run"], "windows") + " of the hunt; no report written "
+                               f"but the hunt's own ({out / 'report.json'})", stop.exit_code)
+    return verdicts.results(rep, impl_spec=impl, out=out, selected=run.selected_rules or None)
 
 
 def register(app: typer.Typer) -> None:

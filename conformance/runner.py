@@ -71,10 +71,15 @@ class TestResult:
     outcome: str  # passed | failed | not-applicable | skipped | not-run
     message: str = ""
     nodeid: str = ""
+    command: str = ""
+    """How to reproduce it when not by pytest (a hunt finding: its ``loopkit replay``)."""
 
     @property
     def schedule(self) -> str:
-        """The schedule the test ran under (``fifo``, ``pct-2``...), from its parametrization."""
+        """The schedule the test ran under (``fifo``, ``pct-2``...), from its parametrization;
+        ``hunt`` for a hunt's result (its schedule is in its race cassette)."""
+        if self.nodeid == "hunt":
+            return "hunt"
         found = re.search(r"\b(fifo|random-\d+|pct-\d+)\b", self.id.partition("[")[2])
         return found.group(1) if found else "fifo"
 
@@ -119,6 +124,8 @@ class SuiteRun:
 
     def reproduce(self, result: TestResult) -> str:
         """The command that runs one test again, alone and verbosely."""
+        if result.command:
+            return result.command
         module, _, name = result.nodeid.partition("::")
         dotted = module.removesuffix(".py").replace("/", ".").replace(os.sep, ".")
         if not dotted.startswith("conformance."):

@@ -45,7 +45,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from .shards import ShardError
 
     return (ImplError, ScenarioError, ScenarioSetupError, RaceCassetteError, PoolError, ReportError, ShardError,
-            SimulationError, OSError, KeyError)
+            SimulationError, OSError)
 
 
 def _impl(spec: str) -> Any:
@@ -70,7 +70,8 @@ def _baseline(path: Path) -> set[str]:
     return {str(d) for d in data["differences"]}
 
 
-def _write_json(path: Path, text: str) -> None:
+def write_report(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (its directory made if need be)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
@@ -170,10 +171,10 @@ def hunt(
                                  progress=tick, should_stop=lambda: stop.requested, first=first)
         rep = result.report
         text = _dumps(rep)
-        _write_json(out / "report.json", text)
+        write_report(out / "report.json", text)
         new = [d for d in rep["differences"] if known is None or d["signature"] not in known]
         if write_baseline is not None:
-            _write_json(write_baseline, json.dumps({"format": BASELINE_FORMAT, "differences": sorted(
+            write_report(write_baseline, json.dumps({"format": BASELINE_FORMAT, "differences": sorted(
                 d["signature"] for d in rep["differences"])}, indent=2) + "\n")
     except _user_errors() as exc:
         raise _fail(_one_line(exc)) from None
@@ -238,7 +239,7 @@ def merge(
     try:
         merged = report.merge([(str(p), report.load(p)) for p in reports])
         text = report.dumps(merged)
-        _write_json(out / "report.json", text)
+        write_report(out / "report.json", text)
     except _user_errors() as exc:
         raise _fail(_one_line(exc)) from None
     if as_json:

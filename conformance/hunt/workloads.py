@@ -112,12 +112,12 @@ def workloads() -> tuple[Workload, ...]:
 
 
 def by_name(names: list[str] | None = None) -> tuple[Workload, ...]:
-    """The workloads named (all of them when ``names`` is empty); unknown names raise ``KeyError``."""
+    """The workloads named (all of them when ``names`` is empty); unknown names raise ``ValueError``."""
     every = workloads()
     if not names:
         return every
     table = {w.name: w for w in every}
     unknown = [n for n in names if n not in table]
     if unknown:
-        raise KeyError(f"unknown workload {unknown[0]!r} (choose from {', '.join(table)})")
+        raise ValueError(f"unknown workload {unknown[0]!r} (choose from {', '.join(table)})")
     return tuple(table[n] for n in names)

@@ -18,7 +18,7 @@ def test_the_base_workloads_of_the_issue_are_there() -> None:
 
 
 def test_unknown_workload_is_a_key_error_naming_the_choices() -> None:
-    with pytest.raises(KeyError, match=r"unknown workload 'nope'.*reply"):
+    with pytest.raises(ValueError, match=r"unknown workload 'nope'.*reply"):
         by_name(["nope"])
 
 
