@@ -230,16 +230,23 @@ class TraceView:
 
     def refused(self) -> set[int]:
         """Indices of the ``op`` events whose call raised: an ``op/error`` answers the latest
-        ``op`` of the same actor, kind and agent (events the call itself caused may lie between)."""
+        ``op`` of the same actor, kind and agent (events the call itself caused may lie between),
+        or, when it names one (``nth``: an awaitable's later failure), that one."""
         if "refused" in self._cache:
             cached: set[int] = self._cache["refused"]
             return cached
         out: set[int] = set()
         last: dict[tuple[Any, Any, Any], int] = {}
+        every: dict[tuple[Any, Any, Any], list[int]] = {}
         for e in self.indexed:
             key = (e.get("by"), e.get("op"), e.get("agent"))
             if e.get("kind") == "op":
                 last[key] = e["_i"]
+                every.setdefault(key, []).append(e["_i"])
+            elif e.get("kind") == "op/error" and isinstance(e.get("nth"), int) and 0 < e["nth"] <= len(every.get(key, ())):
+                out.add(every[key][e["nth"] - 1])
+                if last.get(key) == every[key][e["nth"] - 1]:
+                    del last[key]
             elif e.get("kind") == "op/error" and key in last:
                 out.add(last.pop(key))
         self._cache["refused"] = out
@@ -461,10 +468,10 @@ def _batching_check(view: TraceView) -> Violation | None:
         for t in turns:
             if t["trigger"] != "message":
                 continue  # an idle inject's one-shot turn drains nothing
-            if t["reason"] == "error":
+            if t["reason"] in ("error", "disposed"):
                 # The batch was taken when the turn started; a failure while its messages were
-                # written (a throwing turn/start or user/message listener, ERR-1, ERR-11) consumes
-                # what was not written yet.
+                # written (a throwing turn/start or user/message listener, ERR-1, ERR-11), or a
+                # dispose() there (DISP-1 ends the turn at once), consumes what was not written yet.
                 continue
             begin = t["_i"]
             for s in queued:

@@ -104,6 +104,7 @@ class World:
         self._optional: set[str] = set()
         self._settles = 0
         self._injections: list[asyncio.Future[Any]] = []
+        self._op_counts: dict[tuple[str, str, str], int] = {}  # ops per (actor, kind, agent)
         # The observers come first on the bus, so an event is in the timeline before any
         # scenario listener reacts to it (and a diagram shows cause before effect).
         if scenario.observe:
@@ -337,6 +338,8 @@ class World:
         entry: dict[str, Any] = {"by": by, "op": op, "agent": self._id_of(agent), "status": agent.status, **data}
         if on is not None:
             entry["on"] = on
+        key = (by, op, entry["agent"])
+        self._op_counts[key] = self._op_counts.get(key, 0) + 1
         simulator.observe("op", **entry)
         try:
             return fn()
@@ -376,12 +379,14 @@ class World:
             return asyncio.ensure_future(_as_coro(result))
 
         task = self._op(by, "inject", h, start, on, text=ev.texts(text))
+        # Which inject a later failure answers: others of the same caller may have come since.
+        nth = self._op_counts[(by, "inject", agent_id)]
         if task is not None:
             self._injections.append(task)  # work the world started: settled before it closes
 
             def retrieve(done: asyncio.Future[Any]) -> None:
                 if not done.cancelled() and done.exception() is not None:
-                    simulator.observe("op/error", by=by, op="inject", agent=agent_id,
+                    simulator.observe("op/error", by=by, op="inject", agent=agent_id, nth=nth,
                                       error=_describe(done.exception()))  # type: ignore[arg-type]
 
             task.add_done_callback(retrieve)
