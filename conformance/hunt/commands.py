@@ -16,8 +16,12 @@ from typing import Any
 
 import typer
 
+from . import search
+
 IMPL_HELP = "Implementation: MODULE:ATTR (an Implementation or a factory), 'reference' (default) or 'mutant:NAME'."
 BASELINE_FORMAT = "loopkit-hunt-baseline/1"
+
+_DEFAULT = search.Config()
 
 app = typer.Typer(help="Find races nobody wrote a scenario for: every window a caller can act in.",
                   no_args_is_help=False, add_completion=False)
@@ -122,8 +126,8 @@ def hunt(
     ctx: typer.Context,
     impl: str = typer.Option("reference", "--impl", metavar="MODULE:ATTR", help=IMPL_HELP),
     workloads: str = typer.Option("", "--workloads", metavar="A,B", help="Only these workloads (default: all)."),
-    depth: int = typer.Option(2, "--depth", help="Actions per window: every sequence of 1..DEPTH verbs."),
-    nth: int = typer.Option(3, "--nth", help="Occurrences of each point to open a window at."),
+    depth: int = typer.Option(_DEFAULT.depth, "--depth", help="Actions per window: every sequence of 1..DEPTH verbs."),
+    nth: int = typer.Option(_DEFAULT.nth, "--nth", help="Occurrences of each point to open a window at."),
     verbs: str = typer.Option("", "--verbs", metavar="A,B", help="Only these actions (default: send, steer, inject, cancel, abort, dispose, when_idle, raise)."),
     first: bool = typer.Option(False, "--first", "-x", help="Stop at the first finding."),
     workers: int = typer.Option(0, "--workers", help="Processes (default: one per CPU)."),
@@ -132,9 +136,9 @@ def hunt(
     baseline: Path | None = typer.Option(None, "--baseline", metavar="FILE", help="Known differences (with --against): only others fail."),  # noqa: B008
     write_baseline: Path | None = typer.Option(None, "--write-baseline", metavar="FILE", help="Write the differences found as a baseline."),  # noqa: B008
     seed: int = typer.Option(0, "--seed", help="The seed of every window's random and pct runs."),
-    random_runs: int = typer.Option(2, "--random", help="Seeded random schedules per explored window."),
-    pct_runs: int = typer.Option(2, "--pct", help="PCT schedules per explored window."),
-    dfs_runs: int = typer.Option(4, "--dfs", help="Bounded dfs schedules per explored window."),
+    random_runs: int = typer.Option(_DEFAULT.random, "--random", help="Seeded random schedules per explored window."),
+    pct_runs: int = typer.Option(_DEFAULT.pct, "--pct", help="PCT schedules per explored window."),
+    dfs_runs: int = typer.Option(_DEFAULT.dfs, "--dfs", help="Bounded dfs schedules per explored window."),
     cassettes: int = typer.Option(1, "--cassettes", help="Race cassettes per failure and workload."),
     out: Path = typer.Option(Path("hunt-report"), "--out", metavar="DIR", help="Where report.json and the cassettes go."),  # noqa: B008
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report on stdout instead of the table."),

@@ -47,10 +47,10 @@ class Config:
     verbs: tuple[str, ...] = win.VERBS
     """The actions windows are made of (``inject`` only where the implementation has it)."""
     modes: tuple[str, ...] = win.MODES
-    dfs: int = 4
+    dfs: int = 2
     """Schedules of the bounded dfs after its first (FIFO) one: at most one deviation each."""
-    random: int = 2
-    pct: int = 2
+    random: int = 1
+    pct: int = 1
     seed: int = 0
     cassettes: int = 1
     """Race cassettes per failure signature and workload (the first windows that show it)."""
