@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -105,7 +106,7 @@ def print_report(rep: dict[str, Any], out: Path | None, impl: str, new_differenc
         for ex in f["examples"]:
             line = f"  window: {ex['window']}"
             if ex.get("cassette") and out is not None:
-                line += f"\n  replay: loopkit replay {out / ex['cassette']} --impl {impl} --diagram race.html"
+                line += f"\n  replay: loopkit replay {out / ex['cassette']} --impl {shlex.quote(impl)} --diagram race.html"
             console.print(line)
     if rep["differences"]:
         console.print(f"{len(rep['differences'])} kind(s) of difference from {rep['config']['against']} "

@@ -1,0 +1,30 @@
+"""The hunt over the wire (needs node): it finds the JavaScript loop's marker bug by itself, on
+windows that act by listener and by actor; the model-call window is an actor's only there."""
+
+from __future__ import annotations
+
+from conformance.hunt import driver, search
+from conformance.impl import resolve
+
+from ._wire import JS_LOOP, MARKER_NOT_RESET, requires_node
+
+pytestmark = requires_node
+
+SMALL = search.Config(workloads=("reply",), depth=2, nth=1, verbs=("send", "cancel"), dfs=0, random=0, pct=0)
+
+
+def test_the_hunt_finds_the_marker_variant_over_the_wire() -> None:
+    spec = f"wire:{MARKER_NOT_RESET}"
+    rep = driver.hunt(resolve(spec), spec, SMALL, first=True).report
+    assert rep["findings"], "cancel; send from a running-status window must show the stale marker"
+    assert "MARKER-1" in rep["findings"][0]["rules"]
+
+
+def test_the_fixed_loop_passes_and_no_model_call_window_acts_by_listener() -> None:
+    spec = f"wire:{JS_LOOP}"
+    impl = resolve(spec)
+    (wp,) = search.plan(driver.by_name(["reply"]), impl, SMALL)
+    at_model = [w for w in wp.windows if w.point.on == "model/request"]
+    assert at_model and all(w.mode == "actor" for w in at_model)
+    rep = driver.hunt(impl, spec, SMALL).report
+    assert rep["findings"] == [] and rep["complete"]
