@@ -69,8 +69,8 @@ def workloads() -> tuple[Workload, ...]:
     out = [
         Workload("reply", _scenario("reply", (respond.text("the reply"),), description="a plain reply")),
         Workload("tool", _scenario("tool", (call, respond.text("done")), tools=(TOOL,), description="a tool call")),
-        Workload("two-step", _scenario("two-step", (call, second, respond.text("done")), tools=(TOOL,),
-                                       description="a two-step tool turn")),
+        Workload("two-step", _scenario("two-step", (call + second, respond.text("done")), tools=(TOOL,),
+                                       description="a two-step tool turn, two tool calls in its first step")),
         Workload("failing-tool", _scenario("failing-tool", (call, respond.text("done")), tools=(FAILING_TOOL,),
                                            description="a tool that fails")),
         Workload("max-tokens", _scenario("max-tokens", (respond.text("a long answer that is cut").truncate(2),),
@@ -78,6 +78,8 @@ def workloads() -> tuple[Workload, ...]:
         Workload("max-tokens-tools", _scenario(
             "max-tokens-tools", ((respond.text("calling") + call).finish("max-tokens"), respond.text("done")),
             tools=(TOOL,), description="a max-tokens step with a tool call that must not run")),
+        Workload("finish-aborted", _scenario("finish-aborted", (respond.text("partial").finish("aborted"),),
+                                             description="a step the model finishes aborted, nobody having aborted")),
         Workload("model-error", _scenario("model-error", (respond.error("overloaded", "OVERLOADED"),),
                                           description="a model error")),
         Workload("two-prompts", _scenario("two-prompts", (respond.text("one"), respond.text("two")),

@@ -19,7 +19,7 @@ from conformance.scenario import race
 
 ROOT = Path(__file__).resolve().parents[2]
 REF = resolve(None)
-SMALL = search.Config(workloads=("reply", "two-prompts"), depth=2, nth=1, verbs=("send", "cancel", "when_idle"),
+SMALL = search.Config(workloads=("reply", "two-prompts"), depth=2, nth=1, verbs=("send", "cancel"),
                       dfs=1, random=1, pct=1)
 TINY = search.Config(workloads=("reply",), depth=1, nth=1, verbs=("send", "cancel", "when_idle"), dfs=1, random=1,
                      pct=0)
