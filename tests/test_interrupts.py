@@ -134,6 +134,31 @@ def test_explore_sigkill_leaves_no_worker_behind(tmp_path: Path) -> None:
     assert _gone(workers), "an explore worker outlived its SIGKILLed parent"
 
 
+def test_hunt_interrupted_writes_an_incomplete_report_and_leaves_no_worker(tmp_path: Path) -> None:
+    proc = _start("hunt", "--workers", "2", "--out", str(tmp_path / "h"), cwd=tmp_path)
+    workers = _wait_for_workers(proc, 2)
+    time.sleep(2)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, out[-3000:] + err[-3000:]
+    assert time.monotonic() - sent < 5
+    assert "interrupted after " in out and " windows (SIGINT)" in out and "Traceback" not in err
+    data = json.loads((tmp_path / "h" / "report.json").read_text())
+    assert data["stopped"] == "interrupted" and data["complete"] is False
+    assert 0 < data["totals"]["run"] < data["totals"]["windows"]
+    assert _gone(workers), "a hunt worker outlived the interrupted hunt"
+
+
+def test_hunt_sigkill_leaves_no_worker_behind(tmp_path: Path) -> None:
+    proc = _start("hunt", "--workers", "2", "--out", str(tmp_path / "h"), cwd=tmp_path)
+    workers = _wait_for_workers(proc, 2)
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert _gone(workers), "a hunt worker outlived its SIGKILLed parent"
+    assert not (tmp_path / "h" / "report.json").exists()
+
+
 def test_selfcheck_interrupted_reports_the_mutants_checked(tmp_path: Path) -> None:
     report = tmp_path / "s.json"
     proc = _start("selfcheck", "--schedules", "2", "--json", str(report), cwd=tmp_path)

@@ -191,6 +191,8 @@ def hunt(
         print_report(rep, out, impl, new if known is not None else [])
         typer.echo(f"report: {out / 'report.json'}")
     if rep["stopped"] == "interrupted":
+        typer.echo(stop.message(rep["totals"]["run"], f"of {rep['totals']['windows']} windows") +
+                   f"; {len(rep['findings'])} finding(s) so far")
         raise typer.Exit(stop.exit_code)
     failed = bool(rep["findings"]) or (known is not None and bool(new))
     raise typer.Exit(1 if failed else 0)

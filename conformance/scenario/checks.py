@@ -659,13 +659,23 @@ def _shape_check(view: TraceView) -> Violation | None:
 
 
 def _one_failure_check(view: TraceView) -> Violation | None:
-    """ERR-9: once a turn recorded a failure, a later one is not written to the log."""
+    """ERR-9: once a turn recorded a failure, a later one is neither written to the log nor
+    announced; a failed turn is announced through ``agent/error`` exactly once."""
     for agent in view.agents:
+        announced: dict[int, list[Event]] = {}
+        for e in view.of_kind("agent/error", agent=agent):
+            if e.get("step") not in (0, None) and isinstance(e.get("turn"), int):  # step 0: before any turn (ERR-8)
+                announced.setdefault(e["turn"], []).append(e)
         for t in view.turns(agent):
             errors = [e for e in t["events"] if e["type"] == "error"]
             if len(errors) > 1:
                 return Violation(f"agent {agent}: turn {t['turn']} logged {len(errors)} error events: the first "
                                  "failure wins, a later one is not logged (ERR-9)", errors[1]["_i"], ("ERR-9",))
+            said = announced.get(t["turn"], [])
+            if errors and len(said) > 1:
+                return Violation(f"agent {agent}: failed turn {t['turn']} was announced {len(said)} times through "
+                                 f"agent/error ({said[0].get('error')}, then {said[1].get('error')}): the first "
+                                 "failure wins, a later one is not announced (ERR-9)", said[1]["_i"], ("ERR-9",))
     return None
 
 
