@@ -726,6 +726,18 @@ def _agent_models(view: TraceView) -> dict[str, str]:
 def _cancel_step_check(view: TraceView) -> Violation | None:
     """CANCEL-1/CANCEL-STEP/CANCEL-CONT: after a ``cancel()`` while a turn is open, that turn makes
     no further model call (its marker stops the next step and the continuation)."""
+    for agent in view.agents:
+        # CANCEL-CONT: a cancel inside the continuation waterfall opens no further step (not even
+        # an empty one: the gate decides before the next step's own marker check would drop it).
+        for c in view.ops(agent, "cancel"):
+            if c.get("on") != "agent/turn-continuation" or c.get("status") != "running":
+                continue
+            turn = next((t for t in view.turns(agent) if t["_i"] < c["_i"] and (t["end_i"] is None or t["end_i"] > c["_i"])), None)
+            opened = [e for e in (turn["events"] if turn else ()) if e["type"] == "step/start" and e["_i"] > c["_i"]]
+            if turn is not None and opened:
+                return Violation(f"agent {agent}: step {opened[0]['data'].get('step')} of turn {turn['turn']} opened after a "
+                                 "cancel() during the continuation waterfall (no further step runs)", opened[0]["_i"],
+                                 ("CANCEL-CONT",))
     models = _agent_models(view)
     if not models:
         return None
