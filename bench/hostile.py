@@ -12,14 +12,20 @@ whether the JSON report is there and complete, and the first failure.
 
 from __future__ import annotations
 
-import json
 import os
-import resource
-import subprocess
 import sys
-import tempfile
-import time
-from pathlib import Path
+
+# bench/ holds a conformance.py of its own: make sure the package is the one imported.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.getcwd()) != _HERE]
+sys.path.insert(0, os.path.dirname(_HERE))
+
+import json  # noqa: E402
+import resource  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTILE = ROOT / "tests" / "hostile"
