@@ -55,6 +55,20 @@ LISTENABLE = (*NOTIFICATIONS, *WATERFALLS, "session/event", "session/flush", *WO
 
 def texts(content: Any) -> str:
     """The text of a content value (a string or a list of blocks), joined with spaces."""
+    kind = type(content)
+    if kind is str:
+        return content
+    if kind is list:
+        # The common case (a log's content blocks), without the ABC machinery of
+        # isinstance(Mapping) per block: the oracles read every prompt's text.
+        parts = []
+        for b in content:
+            if type(b) is dict:
+                if "text" in b:
+                    parts.append(str(b["text"]))
+            elif isinstance(b, Mapping) and "text" in b:
+                parts.append(str(b.get("text", "")))
+        return " ".join(parts)
     if isinstance(content, str):
         return content
     if isinstance(content, Mapping):
