@@ -259,11 +259,11 @@ class TraceView:
     def ops(self, agent: str, *names: str) -> list[Event]:
         """The agent's ``op`` events (only ``names`` when given) that did not raise."""
         key = ("ops", agent, names)
-        if key not in self._cache:
-            refused = self.refused()
-            self._cache[key] = [e for e in self._by_kind_agent.get(("op", agent), [])
-                                if (not names or e.get("op") in names) and e["_i"] not in refused]
-        cached: list[Event] = self._cache[key]
+        cached: list[Event] | None = self._cache.get(key)
+        if cached is None:
+            refused = self._refused
+            cached = self._cache[key] = [e for e in self._by_kind_agent.get(("op", agent), ())
+                                         if (not names or e.get("op") in names) and e["_i"] not in refused]
         return cached
 
     def sends(self, agent: str) -> list[Event]:
@@ -283,9 +283,9 @@ class TraceView:
         world's final close. The close comes after the world settled the agent, so a prompt
         still unrun then was lost, not dropped: ``close=False`` leaves it out."""
         key = ("stops", agent, close)
-        if key not in self._cache:
-            self._cache[key] = self._stops(agent, close)
-        cached: list[int] = self._cache[key]
+        cached: list[int] | None = self._cache.get(key)
+        if cached is None:
+            cached = self._cache[key] = self._stops(agent, close)
         return cached
 
     def _stops(self, agent: str, close: bool) -> list[int]:
@@ -305,6 +305,25 @@ class TraceView:
         if any(after < i < stop for i in self.stops(agent, close=close)):
             return True
         return any(after < e["_i"] < stop for e in self._by_kind_agent.get(("agent/error", agent), ()))
+
+    def first_run(self, agent: str, text: Any) -> int | None:
+        """``_first_run_index(self.turns(agent), text)``, with every text's answer found in one
+        search (the oracles ask it of every prompt given)."""
+        found: dict[Any, int] | None = self._cache.get(("first_runs", agent))
+        if found is None:
+            found = {}
+            for t in self.turns(agent):  # the same search order: the first hit of a text wins
+                for e in t["events"]:
+                    kind = e["type"]
+                    if kind == "user/message":
+                        found.setdefault(ev.texts(e["data"].get("content")), int(t["_i"]))
+                    elif kind == "steering/message":
+                        found.setdefault(ev.texts(e["data"].get("content")), int(e["_i"]))
+            self._cache[("first_runs", agent)] = found
+        try:
+            return found.get(text)
+        except TypeError:  # an unhashable text: the plain search
+            return _first_run_index(self.turns(agent), text)
 
     def release(self, waiter: str) -> Event | None:
         found = self.of_kind("waiter/released", waiter=waiter)
@@ -432,14 +451,13 @@ def _idle_check(view: TraceView) -> Violation | None:
 
 def _cancel_check(view: TraceView) -> Violation | None:
     for agent in view.agents:
-        turns = view.turns(agent)
         cancels = [e["_i"] for e in view.ops(agent, "cancel")]
         if not cancels:
             continue
         for s in view.ops(agent, "send", "steer"):
             if s.get("status") == "disposed":
                 continue
-            started = _first_run_index(turns, s.get("text"))
+            started = view.first_run(agent, s.get("text"))
             if started is None:
                 continue
             cancel = next((c for c in cancels if s["_i"] < c < started), None)
@@ -484,7 +502,7 @@ def _batching_check(view: TraceView) -> Violation | None:
                     break
                 if any(s["_i"] < i < begin for i in stops):
                     continue
-                first = _first_run_index(turns, s.get("text"))
+                first = view.first_run(agent, s.get("text"))
                 if first is not None and first < begin:
                     continue  # it ran in an earlier turn
                 if any(u["reason"] == "error" and s["_i"] < u["_i"] < begin for u in turns):
@@ -501,7 +519,9 @@ def _batching_check(view: TraceView) -> Violation | None:
 def _finishes(turn: dict[str, Any]) -> dict[int, str]:
     out: dict[int, str] = {}
     for e in turn["events"]:
-        chunk = e["data"].get("chunk") if e["type"] == "assistant/chunk" else None
+        if e["type"] != "assistant/chunk":
+            continue
+        chunk = e["data"].get("chunk")
         if isinstance(chunk, _MAP) and chunk.get("type") == "finish":
             reason = chunk.get("reason")
             out[int(e["data"].get("step", 0) or 0)] = str(reason.get("kind") if isinstance(reason, _MAP) else reason)
