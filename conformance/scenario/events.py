@@ -137,7 +137,9 @@ def compact_data(event: Mapping[str, Any]) -> dict[str, Any]:
     return jsonable(data)
 
 
-_PLAIN = frozenset((str, int, float, bool, type(None)))
+PLAIN = frozenset((str, int, float, bool, type(None)))
+"""The types of JSON's plain values (exactly: a subclass is not plain here)."""
+_PLAIN = PLAIN
 
 
 def jsonable(value: Any) -> Any:

@@ -43,8 +43,6 @@ from .model import Action, Actor, Listener, Scenario, ToolSpec
 
 Observer = Callable[[dict[str, Any]], Any]
 
-_PLAIN = frozenset((str, int, float, bool, type(None)))
-
 
 class ScenarioSetupError(Exception):
     """The implementation failed while building the service or an agent (exit 2 at the CLI)."""
@@ -270,7 +268,7 @@ class World:
         """``fields`` of a notification (``agent/*``): what the world records of every one."""
         out = {"agent": self.agent_id(args[0]) if args else None}
         for arg_name, value in zip(ev.NOTIFICATIONS.get(name, ()), args[1:], strict=False):
-            if type(value) in _PLAIN and arg_name not in ev.SHAPED:
+            if type(value) in ev.PLAIN and arg_name not in ev.SHAPED:
                 out[arg_name] = value  # what ev.flatten gives, without its dict
             else:
                 out.update(ev.flatten(arg_name, value))
