@@ -457,11 +457,15 @@ def _copy(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
+_DIGEST_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+"""The encoder of ``history_digest``, built once (``json.dumps`` with options builds one per call)."""
+
+
 def history_digest(messages: Any) -> str:
     """A short digest of a request's messages (canonical JSON): what an oracle compares with the
     history the session log derives (LOG-7) without storing the whole history in the timeline."""
     try:
-        text = json.dumps(messages, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+        text = _DIGEST_JSON.encode(messages)
     except (TypeError, ValueError):
         return "unserialisable"
     return hashlib.sha1(text.encode()).hexdigest()[:16]

@@ -41,9 +41,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from conformance.fakes.model import history_digest
 from conformance.invariants import log_violations
 
 from . import events as ev
@@ -53,6 +53,10 @@ if TYPE_CHECKING:
     from .trace import Trace
 
 Event = dict[str, Any]
+
+_MAP = (dict, Mapping)
+"""``isinstance(x, _MAP)`` is ``isinstance(x, Mapping)``, with the common case (a plain dict)
+decided before the ABC machinery runs: the oracles ask it of every event they read."""
 
 
 @dataclass(frozen=True)
@@ -131,11 +135,63 @@ class Verdict:
 
 
 class TraceView:
-    """Indexed access to a scenario timeline (entries keep their timeline index as ``_i``)."""
+    """Indexed access to a scenario timeline (entries keep their timeline index as ``_i``).
+
+    The indices every oracle reads (entries by kind, by kind and agent, the agents, the refused
+    operations) are built in one pass when the view is made: the hunt judges every window run,
+    and one pass over the timeline costs less than one per index."""
 
     def __init__(self, timeline: Sequence[Event]) -> None:
         self.timeline = timeline
         self._cache: dict[Any, Any] = {}
+        indexed: list[Event] = []
+        by_kind: dict[str, list[Event]] = {}
+        by_kind_agent: dict[tuple[str, Any], list[Event]] = {}
+        agents: dict[str, None] = {}
+        refused: set[int] = set()
+        last_op: dict[tuple[Any, Any, Any], int] = {}
+        every_op: dict[tuple[Any, Any, Any], list[int]] = {}
+        for i, e in enumerate(timeline):
+            x = dict.copy(e)  # a plain dict's copy is a memcpy: cheaper than {**e, "_i": i}
+            x["_i"] = i
+            indexed.append(x)
+            kind = e.get("kind")
+            name = kind if type(kind) is str else str(kind)
+            agent = e.get("agent")
+            found = by_kind.get(name)
+            if found is None:
+                by_kind[name] = [x]
+            else:
+                found.append(x)
+            found = by_kind_agent.get((name, agent))
+            if found is None:
+                by_kind_agent[(name, agent)] = [x]
+            else:
+                found.append(x)
+            if name == "op":
+                if isinstance(agent, str):
+                    agents[agent] = None
+                key = (e.get("by"), e.get("op"), agent)
+                last_op[key] = i
+                every_op.setdefault(key, []).append(i)
+            elif name == "op/error":
+                # an ``op/error`` answers the latest ``op`` of the same actor, kind and agent, or
+                # the one it names (``nth``: an awaitable's later failure)
+                key = (e.get("by"), e.get("op"), agent)
+                nth, ops = e.get("nth"), every_op.get(key, ())
+                if isinstance(nth, int) and 0 < nth <= len(ops):
+                    refused.add(ops[nth - 1])
+                    if last_op.get(key) == ops[nth - 1]:
+                        del last_op[key]
+                elif key in last_op:
+                    refused.add(last_op.pop(key))
+            elif (name == "log" or name.startswith("agent/")) and isinstance(agent, str):
+                agents[agent] = None
+        self.indexed = indexed
+        self._by_kind = by_kind
+        self._by_kind_agent = by_kind_agent
+        self.agents: list[str] = list(agents)
+        self._refused = refused
 
     @classmethod
     def of(cls, trace: Trace) -> TraceView:
@@ -147,24 +203,6 @@ class TraceView:
         object.__setattr__(trace, "_view", view)
         return view
 
-    @cached_property
-    def indexed(self) -> list[Event]:
-        return [{**e, "_i": i} for i, e in enumerate(self.timeline)]
-
-    @cached_property
-    def _by_kind(self) -> dict[str, list[Event]]:
-        out: dict[str, list[Event]] = {}
-        for e in self.indexed:
-            out.setdefault(str(e.get("kind")), []).append(e)
-        return out
-
-    @cached_property
-    def _by_kind_agent(self) -> dict[tuple[str, Any], list[Event]]:
-        out: dict[tuple[str, Any], list[Event]] = {}
-        for e in self.indexed:
-            out.setdefault((str(e.get("kind")), e.get("agent")), []).append(e)
-        return out
-
     def of_kind(self, kind: str, **where: Any) -> list[Event]:
         """The events of ``kind`` matching ``where`` (a filter on ``agent`` is indexed)."""
         if "agent" in where and len(where) == 1:
@@ -172,41 +210,35 @@ class TraceView:
         found = self._by_kind.get(kind, [])
         return [e for e in found if ev.matches(e, where)] if where else list(found)
 
-    @cached_property
-    def agents(self) -> list[str]:
-        seen: dict[str, None] = {}
-        for e in self.indexed:
-            kind = str(e.get("kind", ""))
-            if (kind in ("log", "op") or kind.startswith("agent/")) and isinstance(e.get("agent"), str):
-                seen[e["agent"]] = None
-        return list(seen)
-
     def log(self, agent: str) -> list[Event]:
         """The agent's session events ``{type, seq, data, _i}`` in order."""
         key = ("log", agent)
-        if key not in self._cache:
-            self._cache[key] = [
+        out: list[Event] | None = self._cache.get(key)
+        if out is None:
+            out = self._cache[key] = [
                 {"type": e["type"], "seq": e["seq"], "data": e.get("data", {}), "_i": e["_i"]}
-                for e in self.of_kind("log", agent=agent)
+                for e in self._by_kind_agent.get(("log", agent), ())
             ]
-        out: list[Event] = self._cache[key]
         return out
 
     def turns(self, agent: str, upto: int | None = None) -> list[dict[str, Any]]:
         """Per turn of the log (the first ``upto`` session events): number, prompts (user
         messages), steering texts, reason, and the timeline indices of its start and end."""
+        if upto is not None and upto >= len(self.log(agent)):
+            upto = None  # the whole log (a waiter released at the end sees all of it): one cache entry
         key = ("turns", agent, upto)
-        if key not in self._cache:
-            self._cache[key] = self._turns(agent, upto)
-        cached: list[dict[str, Any]] = self._cache[key]
+        cached: list[dict[str, Any]] | None = self._cache.get(key)
+        if cached is None:
+            cached = self._cache[key] = self._turns(agent, upto)
         return cached
 
     def _turns(self, agent: str, upto: int | None) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
-        for e in self.log(agent)[:upto]:
+        log = self.log(agent)
+        for e in log if upto is None else log[:upto]:
             kind, data = e["type"], e["data"]
             if kind == "turn/start":
-                trigger = data.get("trigger") if isinstance(data.get("trigger"), Mapping) else {}
+                trigger = data.get("trigger") if isinstance(data.get("trigger"), _MAP) else {}
                 out.append({"turn": data.get("turn"), "prompts": [], "steering": [], "ended": False,
                             "reason": None, "trigger": trigger.get("kind"), "_i": e["_i"], "end_i": None,
                             "events": [e]})
@@ -224,7 +256,7 @@ class TraceView:
             elif kind == "turn/end":
                 current["ended"] = True
                 reason = data.get("reason") or {}
-                current["reason"] = reason.get("kind") if isinstance(reason, Mapping) else reason
+                current["reason"] = reason.get("kind") if isinstance(reason, _MAP) else reason
                 current["end_i"] = e["_i"]
         return out
 
@@ -232,34 +264,16 @@ class TraceView:
         """Indices of the ``op`` events whose call raised: an ``op/error`` answers the latest
         ``op`` of the same actor, kind and agent (events the call itself caused may lie between),
         or, when it names one (``nth``: an awaitable's later failure), that one."""
-        if "refused" in self._cache:
-            cached: set[int] = self._cache["refused"]
-            return cached
-        out: set[int] = set()
-        last: dict[tuple[Any, Any, Any], int] = {}
-        every: dict[tuple[Any, Any, Any], list[int]] = {}
-        for e in self.indexed:
-            key = (e.get("by"), e.get("op"), e.get("agent"))
-            if e.get("kind") == "op":
-                last[key] = e["_i"]
-                every.setdefault(key, []).append(e["_i"])
-            elif e.get("kind") == "op/error" and isinstance(e.get("nth"), int) and 0 < e["nth"] <= len(every.get(key, ())):
-                out.add(every[key][e["nth"] - 1])
-                if last.get(key) == every[key][e["nth"] - 1]:
-                    del last[key]
-            elif e.get("kind") == "op/error" and key in last:
-                out.add(last.pop(key))
-        self._cache["refused"] = out
-        return out
+        return self._refused
 
     def ops(self, agent: str, *names: str) -> list[Event]:
         """The agent's ``op`` events (only ``names`` when given) that did not raise."""
         key = ("ops", agent, names)
-        if key not in self._cache:
-            refused = self.refused()
-            self._cache[key] = [e for e in self._by_kind_agent.get(("op", agent), [])
-                                if (not names or e.get("op") in names) and e["_i"] not in refused]
-        cached: list[Event] = self._cache[key]
+        cached: list[Event] | None = self._cache.get(key)
+        if cached is None:
+            refused = self._refused
+            cached = self._cache[key] = [e for e in self._by_kind_agent.get(("op", agent), ())
+                                         if (not names or e.get("op") in names) and e["_i"] not in refused]
         return cached
 
     def sends(self, agent: str) -> list[Event]:
@@ -279,9 +293,9 @@ class TraceView:
         world's final close. The close comes after the world settled the agent, so a prompt
         still unrun then was lost, not dropped: ``close=False`` leaves it out."""
         key = ("stops", agent, close)
-        if key not in self._cache:
-            self._cache[key] = self._stops(agent, close)
-        cached: list[int] = self._cache[key]
+        cached: list[int] | None = self._cache.get(key)
+        if cached is None:
+            cached = self._cache[key] = self._stops(agent, close)
         return cached
 
     def _stops(self, agent: str, close: bool) -> list[int]:
@@ -302,13 +316,32 @@ class TraceView:
             return True
         return any(after < e["_i"] < stop for e in self._by_kind_agent.get(("agent/error", agent), ()))
 
+    def first_run(self, agent: str, text: Any) -> int | None:
+        """``_first_run_index(self.turns(agent), text)``, with every text's answer found in one
+        search (the oracles ask it of every prompt given)."""
+        found: dict[Any, int] | None = self._cache.get(("first_runs", agent))
+        if found is None:
+            found = {}
+            for t in self.turns(agent):  # the same search order: the first hit of a text wins
+                for e in t["events"]:
+                    kind = e["type"]
+                    if kind == "user/message":
+                        found.setdefault(ev.texts(e["data"].get("content")), int(t["_i"]))
+                    elif kind == "steering/message":
+                        found.setdefault(ev.texts(e["data"].get("content")), int(e["_i"]))
+            self._cache[("first_runs", agent)] = found
+        try:
+            return found.get(text)
+        except TypeError:  # an unhashable text: the plain search
+            return _first_run_index(self.turns(agent), text)
+
     def release(self, waiter: str) -> Event | None:
         found = self.of_kind("waiter/released", waiter=waiter)
         return found[0] if found else None
 
     def registration(self, waiter: str) -> Event | None:
-        found = [e for e in self.of_kind("op") if e.get("op") == "when_idle" and e.get("waiter") == waiter]
-        return found[0] if found else None
+        return next((e for e in self._by_kind.get("op", ()) if e.get("op") == "when_idle" and e.get("waiter") == waiter),
+                    None)
 
 
 def _ran(turns: list[dict[str, Any]], text: Any) -> list[dict[str, Any]]:
@@ -334,7 +367,8 @@ def _first_run_index(turns: list[dict[str, Any]], text: Any) -> int | None:
 def _log_check(view: TraceView) -> Violation | None:
     for agent in view.agents:
         log = view.log(agent)
-        problems = log_violations([{k: v for k, v in e.items() if k != "_i"} for e in log])
+        # log_violations reads an event's type, seq and data alone: the entries go as they are
+        problems = log_violations(log)
         if problems:
             rule = problems[0].split(":", 1)[0]
             return Violation(f"agent {agent}: {problems[0]}", log[0]["_i"] if log else None, (rule,))
@@ -427,14 +461,13 @@ def _idle_check(view: TraceView) -> Violation | None:
 
 def _cancel_check(view: TraceView) -> Violation | None:
     for agent in view.agents:
-        turns = view.turns(agent)
         cancels = [e["_i"] for e in view.ops(agent, "cancel")]
         if not cancels:
             continue
         for s in view.ops(agent, "send", "steer"):
             if s.get("status") == "disposed":
                 continue
-            started = _first_run_index(turns, s.get("text"))
+            started = view.first_run(agent, s.get("text"))
             if started is None:
                 continue
             cancel = next((c for c in cancels if s["_i"] < c < started), None)
@@ -479,7 +512,7 @@ def _batching_check(view: TraceView) -> Violation | None:
                     break
                 if any(s["_i"] < i < begin for i in stops):
                     continue
-                first = _first_run_index(turns, s.get("text"))
+                first = view.first_run(agent, s.get("text"))
                 if first is not None and first < begin:
                     continue  # it ran in an earlier turn
                 if any(u["reason"] == "error" and s["_i"] < u["_i"] < begin for u in turns):
@@ -496,10 +529,12 @@ def _batching_check(view: TraceView) -> Violation | None:
 def _finishes(turn: dict[str, Any]) -> dict[int, str]:
     out: dict[int, str] = {}
     for e in turn["events"]:
-        chunk = e["data"].get("chunk") if e["type"] == "assistant/chunk" else None
-        if isinstance(chunk, Mapping) and chunk.get("type") == "finish":
+        if e["type"] != "assistant/chunk":
+            continue
+        chunk = e["data"].get("chunk")
+        if isinstance(chunk, _MAP) and chunk.get("type") == "finish":
             reason = chunk.get("reason")
-            out[int(e["data"].get("step", 0) or 0)] = str(reason.get("kind") if isinstance(reason, Mapping) else reason)
+            out[int(e["data"].get("step", 0) or 0)] = str(reason.get("kind") if isinstance(reason, _MAP) else reason)
     return out
 
 
@@ -566,7 +601,7 @@ def _tools_check(view: TraceView) -> Violation | None:
                     if calls and data.get("message") in failures:
                         return Violation(f"agent {agent}: a failing tool failed turn {t['turn']} (TOOL-3: it must "
                                          "become an error result and the turn go on)", e["_i"], ("TOOL-3",))
-                elif kind == "turn/end" and isinstance(data.get("reason"), Mapping):
+                elif kind == "turn/end" and isinstance(data.get("reason"), _MAP):
                     if "code" in data["reason"] and data["reason"]["code"] is None:
                         return Violation(f"agent {agent}: a turn-end reason carries code null (ERR-7)", e["_i"], ("ERR-7",))
     return None
@@ -743,9 +778,9 @@ def _cancel_step_check(view: TraceView) -> Violation | None:
         return None
     requests: dict[str, list[int]] = {}
     for e in view.of_kind("model/request"):
-        agent = models.get(str(e.get("model")))
-        if agent is not None:
-            requests.setdefault(agent, []).append(e["_i"])
+        caller = models.get(str(e.get("model")))
+        if caller is not None:
+            requests.setdefault(caller, []).append(e["_i"])
     for agent, calls in requests.items():
         for c in view.ops(agent, "cancel"):
             if c.get("status") != "running":
@@ -794,7 +829,7 @@ def _assembly_check(view: TraceView) -> Violation | None:
                     continue  # a block that never closed is assembled from deltas (ASM-2): not compared
                 expected = [ended[i] for i in sorted(ended, key=lambda i: (not isinstance(i, int), i))]
                 if finish == "max-tokens":
-                    expected = [b for b in expected if not (isinstance(b, Mapping) and b.get("type") == "tool-call")]
+                    expected = [b for b in expected if not (isinstance(b, _MAP) and b.get("type") == "tool-call")]
                 got = list(messages[0]["data"].get("content") or [])
                 if got != expected:
                     return Violation(f"{where}: the assistant/message is not the step's block-end blocks in index "
@@ -806,40 +841,59 @@ def derive(events: Sequence[Event]) -> list[dict[str, Any]]:
     """LOG-7's derived history of a log (the spec's rules, restated for the oracle)."""
     out: list[dict[str, Any]] = []
     for e in events:
-        kind, data = e["type"], e["data"]
-        if kind == "user/message":
-            out.append({"role": "user", "content": list(data.get("content") or [])})
-        elif kind == "assistant/message":
-            out.append({"role": "assistant", "content": list(data.get("content") or [])})
-        elif kind == "tool/result":
-            out.append({"role": "user", "content": [{"type": "tool-result", "tool_call_id": data.get("call_id"),
-                                                     "content": list(data.get("content") or []),
-                                                     "is_error": bool(data.get("is_error"))}]})
-        elif kind in ("steering/message", "context/message"):
-            tag = "steering" if kind == "steering/message" else "context"
-            source = data.get("source") if isinstance(data.get("source"), Mapping) else {}
-            out.append({"role": "user", "content": [{"type": "text", "text": f'<{tag} source="{source.get("kind", "user")}">'},
-                                                    *(data.get("content") or []),
-                                                    {"type": "text", "text": f"</{tag}>"}]})
+        out += _derived(e)
     return out
+
+
+def _derived(e: Event) -> list[dict[str, Any]]:
+    """What one session event adds to the derived history (``derive`` is their concatenation)."""
+    out: list[dict[str, Any]] = []
+    kind, data = e["type"], e["data"]
+    if kind == "user/message":
+        out.append({"role": "user", "content": list(data.get("content") or [])})
+    elif kind == "assistant/message":
+        out.append({"role": "assistant", "content": list(data.get("content") or [])})
+    elif kind == "tool/result":
+        out.append({"role": "user", "content": [{"type": "tool-result", "tool_call_id": data.get("call_id"),
+                                                 "content": list(data.get("content") or []),
+                                                 "is_error": bool(data.get("is_error"))}]})
+    elif kind in ("steering/message", "context/message"):
+        tag = "steering" if kind == "steering/message" else "context"
+        source = data.get("source") if isinstance(data.get("source"), _MAP) else {}
+        out.append({"role": "user", "content": [{"type": "text", "text": f'<{tag} source="{source.get("kind", "user")}">'},
+                                                *(data.get("content") or []),
+                                                {"type": "text", "text": f"</{tag}>"}]})
+    return out
+
+
+def _prefix_digest(view: TraceView, agent: str, k: int) -> str:
+    """``history_digest(derive(log[:k]))`` of the agent's log, each event derived once and each
+    prefix digested once per view (several requests, several candidate prefixes each)."""
+    key = ("digest", agent, k)
+    digest: str | None = view._cache.get(key)
+    if digest is None:
+        parts: list[list[dict[str, Any]]] | None = view._cache.get(("derived", agent))
+        if parts is None:
+            parts = view._cache[("derived", agent)] = [_derived(x) for x in view.log(agent)]
+        digest = view._cache[key] = history_digest([m for part in parts[:k] for m in part])
+    return digest
 
 
 def _history_check(view: TraceView) -> Violation | None:
     """LOG-7/INJ-3/STEER-2: a model request's messages are the history its agent's log derives."""
-    from conformance.fakes.model import history_digest
-
     models = _agent_models(view)
     for e in view.of_kind("model/request"):
         agent = models.get(str(e.get("model")))
         if agent is None or "history" not in e:
             continue
+        # the log events before the request (the log is in timeline order: a prefix of it)
         log = [x for x in view.log(agent) if x["_i"] < e["_i"]]
         # The request was assembled somewhere between its step's start and the call (an
         # agent/request waterfall may await while context is injected): any prefix of the log
         # in that stretch may be the one it was built from.
         starts = [k for k, x in enumerate(log) if x["type"] == "step/start"]
         first = starts[-1] if starts else 0
-        if not any(history_digest(derive(log[:k])) == e["history"] for k in range(len(log), first - 1, -1)):
+        if not any(_prefix_digest(view, agent, k) == e["history"] for k in range(len(log), first - 1, -1)):
             return Violation(f"agent {agent}: model request #{e.get('call')} does not carry the history its log "
                              "derives (LOG-7: user, assistant and tool-result messages, steering and context "
                              "wrapped, at their positions)", e["_i"], ("LOG-7", "INJ-3", "STEER-2"))

@@ -55,6 +55,20 @@ LISTENABLE = (*NOTIFICATIONS, *WATERFALLS, "session/event", "session/flush", *WO
 
 def texts(content: Any) -> str:
     """The text of a content value (a string or a list of blocks), joined with spaces."""
+    kind = type(content)
+    if kind is str:
+        return content
+    if kind is list:
+        # The common case (a log's content blocks), without the ABC machinery of
+        # isinstance(Mapping) per block: the oracles read every prompt's text.
+        parts = []
+        for b in content:
+            if type(b) is dict:
+                if "text" in b:
+                    parts.append(str(b["text"]))
+            elif isinstance(b, Mapping) and "text" in b:
+                parts.append(str(b.get("text", "")))
+        return " ".join(parts)
     if isinstance(content, str):
         return content
     if isinstance(content, Mapping):
@@ -62,6 +76,11 @@ def texts(content: Any) -> str:
     if isinstance(content, list | tuple):
         return " ".join(str(b.get("text", "")) for b in content if isinstance(b, Mapping) and "text" in b)
     return ""
+
+
+SHAPED = frozenset(("content", "info", "source", "reason", "chunk", "error"))
+"""The argument names ``flatten`` shapes; any other argument with a plain value (a string, a
+number, a bool, None) becomes the one field ``{name: value}``."""
 
 
 def flatten(name: str, value: Any) -> dict[str, Any]:
@@ -94,8 +113,17 @@ def flatten(name: str, value: Any) -> dict[str, Any]:
 
 def compact_log(event: Mapping[str, Any]) -> dict[str, Any]:
     """A session event as a ``log`` timeline entry's fields: ``seq``, ``type``, ``data``."""
-    data = dict(event.get("data") or {})
-    if event.get("type") == "assistant/chunk" and isinstance(data.get("chunk"), Mapping):
+    return {"seq": event.get("seq"), "type": event.get("type"), "data": compact_data(event)}
+
+
+def compact_data(event: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``data`` of a session event's ``log`` entry (see ``compact_log``): a JSON-safe copy."""
+    data = event.get("data") or {}
+    if event.get("type") != "assistant/chunk":
+        # jsonable copies a mapping itself: no shallow copy first
+        return jsonable(data if type(data) is dict or isinstance(data, Mapping) else dict(data))
+    data = dict(data)
+    if isinstance(data.get("chunk"), Mapping):
         chunk = data["chunk"]
         compact: dict[str, Any] = {"type": chunk.get("type")}
         if "index" in chunk:
@@ -106,10 +134,12 @@ def compact_log(event: Mapping[str, Any]) -> dict[str, Any]:
         elif chunk.get("type") == "block-end":
             compact["block"] = chunk.get("block")  # what the assembly oracle compares with
         data["chunk"] = compact
-    return {"seq": event.get("seq"), "type": event.get("type"), "data": jsonable(data)}
+    return jsonable(data)
 
 
-_PLAIN = frozenset((str, int, float, bool, type(None)))
+PLAIN = frozenset((str, int, float, bool, type(None)))
+"""The types of JSON's plain values (exactly: a subclass is not plain here)."""
+_PLAIN = PLAIN
 
 
 def jsonable(value: Any) -> Any:
@@ -118,10 +148,12 @@ def jsonable(value: Any) -> Any:
     kind = type(value)
     if kind in _PLAIN:
         return value
-    if kind is dict:  # the common case, without the ABC machinery of isinstance(Mapping)
-        return {k if type(k) is str else str(k): jsonable(v) for k, v in value.items()}
+    # The common cases, without the ABC machinery of isinstance(Mapping), and plain leaves
+    # copied inline (no call per leaf): every session event's data goes through here.
+    if kind is dict:
+        return {(k if type(k) is str else str(k)): (v if type(v) in _PLAIN else jsonable(v)) for k, v in value.items()}
     if kind is list or kind is tuple:
-        return [jsonable(v) for v in value]
+        return [v if type(v) in _PLAIN else jsonable(v) for v in value]
     if isinstance(value, bool | int | str | float):
         return value
     if isinstance(value, Mapping):

@@ -48,7 +48,8 @@ class Trace:
 
     ``timeline`` entries are ``{"t_us": virtual microseconds, "kind": ..., **data}``;
     ``failures`` are ``{"check", "message", "at", "rules"?}``; ``result`` (the ``RunResult``, with
-    the traceback) is kept for inspection, not serialised.
+    the traceback) is kept for inspection, not serialised. Two traces are compared by their
+    ``to_json()`` (the schedule may not be made yet).
     """
 
     scenario: str
@@ -59,7 +60,9 @@ class Trace:
     error: str | None
     virtual_time_us: int
     steps: int
-    schedule_source: Schedule = field(repr=False)
+    schedule_source: Schedule | None = field(repr=False, compare=False)
+    """The schedule; ``None`` until first asked for when the trace comes from a run (``result``
+    makes it: labelling every choice point costs, and most runs pass and never need it)."""
     timeline: list[Event]
     failures: list[dict[str, Any]] = field(default_factory=list)
     untriggered: list[str] = field(default_factory=list)
@@ -79,7 +82,7 @@ class Trace:
             error=result.error_text(),
             virtual_time_us=us(result.virtual_time),
             steps=result.steps,
-            schedule_source=result.schedule,
+            schedule_source=None,
             timeline=_adopt(result.timeline),
             untriggered=sorted({str(e.get("name")) for e in result.timeline if e.get("kind") == "untriggered"}),
             pending=[{"task": p["task"], "coro": p["coro"]} for p in result.pending],
@@ -92,7 +95,7 @@ class Trace:
         """The schedule as JSON data (made when first asked for: most runs never are)."""
         cached = self.__dict__.get("_schedule")
         if cached is None:
-            cached = self.__dict__["_schedule"] = jsonable(self.schedule_source.to_dict())
+            cached = self.__dict__["_schedule"] = jsonable(self.schedule_object().to_dict())
         return cached
 
     @property
@@ -123,6 +126,9 @@ class Trace:
 
     def schedule_object(self) -> Schedule:
         """The schedule as a ``simulator.Schedule`` (for replay)."""
+        if self.schedule_source is None:
+            assert self.result is not None, "a trace has its schedule or the run it comes from"
+            self.schedule_source = self.result.schedule
         return self.schedule_source
 
     def to_dict(self) -> dict[str, Any]:

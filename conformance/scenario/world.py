@@ -212,11 +212,12 @@ class World:
 
     def _notification_observer(self, name: str) -> Callable[..., None]:
         loop = self._loop
+        fields = self._notification_fields
 
         def observe(*args: Any) -> None:
             # An implementation's leftover code finalised during a later run writes nothing there.
             if simulator.current_loop() is loop:
-                simulator.observe(name, **self.fields(name, args))
+                simulator.observe(name, **fields(name, args))
 
         observe.__qualname__ = f"observe:{name}"
         return observer(observe)
@@ -226,7 +227,9 @@ class World:
         if simulator.current_loop() is not self._loop:
             return
         agent = self._sessions.get(getattr(session, "id", None) or "", None)
-        simulator.observe("log", agent=agent, **ev.compact_log(event))
+        # ev.compact_log's fields, passed as they are made (no intermediate dict)
+        simulator.observe("log", agent=agent, seq=event.get("seq"), type=event.get("type"),
+                          data=ev.compact_data(event))
 
     def fields(self, name: str, args: tuple[Any, ...]) -> dict[str, Any]:
         """The flattened fields of an event's arguments (the ``where`` vocabulary)."""
@@ -260,9 +263,16 @@ class World:
             if name == "agent/turn-continuation" and len(args) > len(names):
                 out["decision"] = bool(args[len(names)])
             return out
+        return self._notification_fields(name, args)
+
+    def _notification_fields(self, name: str, args: tuple[Any, ...]) -> dict[str, Any]:
+        """``fields`` of a notification (``agent/*``): what the world records of every one."""
         out = {"agent": self.agent_id(args[0]) if args else None}
         for arg_name, value in zip(ev.NOTIFICATIONS.get(name, ()), args[1:], strict=False):
-            out.update(ev.flatten(arg_name, value))
+            if type(value) in ev.PLAIN and arg_name not in ev.SHAPED:
+                out[arg_name] = value  # what ev.flatten gives, without its dict
+            else:
+                out.update(ev.flatten(arg_name, value))
         return out
 
     def _notify(self, event: dict[str, Any]) -> None:
