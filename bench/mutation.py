@@ -17,7 +17,7 @@ count as survivors unless listed.
 
     python bench/mutation.py                       # run (incremental) and report
     python bench/mutation.py --report [--json]     # report the last run only
-    python bench/mutation.py --rerun-survivors     # re-test the survivors (after adding tests)
+    python bench/mutation.py --rerun-survivors     # re-test the survivors in scope (after adding tests)
     python bench/mutation.py --show NAME           # the diff of one mutant
 
 mutmut works in a copy: the repository's sources are synced into ``--workdir`` (default
@@ -164,8 +164,14 @@ class Score:
 
     @property
     def survivors(self) -> list[str]:
-        """Every mutant not killed, in scope or not (what --rerun-survivors re-tests)."""
+        """Every mutant not killed, in scope or not."""
         return sorted(k for k, s in self.statuses.items() if s not in KILLED)
+
+    @property
+    def to_retest(self) -> list[str]:
+        """What --rerun-survivors re-tests: the survivors inside the contract's reach, the ones
+        listed as equivalent included (a new test that kills one shows the listing was wrong)."""
+        return sorted(k for k, s in self.statuses.items() if s not in KILLED and self._match(k, self.outside) is None)
 
     @property
     def counted_survivors(self) -> list[str]:
@@ -214,7 +220,19 @@ def statuses(workdir: Path) -> dict[str, str]:
     return out
 
 
-_ROW = re.compile(r"^\|\s*`([^`]+)`\s*\|\s*(.+?)\s*\|\s*$")
+_ROW = re.compile(r"^\|\s*((?:`[^`]+`[\s,]*)+)\|\s*(.+?)\s*\|\s*$")
+_CODE = re.compile(r"`([^`]+)`")
+_BRACES = re.compile(r"\{([^{}]*)\}")
+
+
+def expand(pattern: str) -> list[str]:
+    """``a_{1,2}`` -> ``a_1``, ``a_2`` (brace lists, so one row can name a group of mutants by
+    number without a glob that would also swallow the function's future survivors)."""
+    match = _BRACES.search(pattern)
+    if match is None:
+        return [pattern]
+    head, tail = pattern[: match.start()], pattern[match.end():]
+    return [x for item in match.group(1).split(",") for x in expand(head + item.strip() + tail)]
 OUTSIDE_HEADING = "### Outside the contract"
 EQUIVALENT_HEADING = "### Equivalent mutants"
 
@@ -222,7 +240,7 @@ EQUIVALENT_HEADING = "### Equivalent mutants"
 def listed(doc: Path = DOC) -> tuple[dict[str, str], dict[str, str]]:
     """(outside, equivalent): pattern -> reason, from the two tables of ``docs/mutants.md``
     (rows ``| `pattern` | reason |`` under the headings above; a pattern is a mutant name or an
-    fnmatch glob over names)."""
+    fnmatch glob over names, with ``{a,b}`` brace lists; a row's first cell may hold several)."""
     tables: dict[str, dict[str, str]] = {OUTSIDE_HEADING: {}, EQUIVALENT_HEADING: {}}
     current: dict[str, str] | None = None
     for line in doc.read_text(encoding="utf-8").splitlines():
@@ -230,8 +248,12 @@ def listed(doc: Path = DOC) -> tuple[dict[str, str], dict[str, str]]:
             current = tables.get(line.strip())
             continue
         match = _ROW.match(line)
-        if current is not None and match and "mutmut" in match.group(1):
-            current[match.group(1)] = match.group(2)
+        if current is None or not match:
+            continue
+        for cell in _CODE.findall(match.group(1)):
+            for pattern in expand(cell):
+                if "mutmut" in pattern:
+                    current[pattern] = match.group(2)
     return tables[OUTSIDE_HEADING], tables[EQUIVALENT_HEADING]
 
 
@@ -271,16 +293,22 @@ def main(argv: list[str] | None = None) -> int:
         return mutmut(workdir, "show", args.show, hunt_examples=args.hunt_examples)
     if not args.report:
         sync(workdir, args.schedules)
-        names: list[str] = []
+        run = ("run", "--max-children", str(args.max_children))
         if args.rerun_survivors:
-            names = score(workdir).survivors
-            if not names:
+            # mutmut maps tests to functions once and re-traces only tests with new names, so a
+            # test that gained a second scenario would keep its old reach: trace everything again.
+            (workdir / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
+        # The incremental run first: it tests the mutants of changed files, which have no result.
+        code = mutmut(workdir, *run, hunt_examples=args.hunt_examples)
+        if code == 0 and args.rerun_survivors:
+            names = score(workdir).to_retest
+            if names:
+                code = mutmut(workdir, *run, *names, hunt_examples=args.hunt_examples)
+            else:
                 print("no survivors to re-test")
-        if not args.rerun_survivors or names:
-            code = mutmut(workdir, "run", "--max-children", str(args.max_children), *names, hunt_examples=args.hunt_examples)
-            if code != 0:
-                print(f"mutmut exited {code}", file=sys.stderr)
-                return 2
+        if code != 0:
+            print(f"mutmut exited {code}", file=sys.stderr)
+            return 2
     result = score(workdir)
     if args.json:
         json.dump(result.to_json(), sys.stdout, indent=2, sort_keys=True)

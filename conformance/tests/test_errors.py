@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Callable
@@ -731,5 +732,95 @@ def test_failure_before_turn_start_is_warned(run: Run) -> None:
             logger.removeHandler(capture)
         named = _warnings_naming(k, capture, "early-agent", None)
         assert named, f"the failure before turn/start was not warned naming the agent and a turn: {[r.getMessage() for r in capture.records]}"
+
+    run(scenario)
+
+
+@pytest.mark.rule("ERR-6", "LOOP-4")
+def test_flush_awaits_every_listener_when_one_fails_fast(run: Run) -> None:
+    # session/flush(session): every listener gets the agent's session and the flush is awaited
+    # in full (LOOP-4) although one listener fails at once: the slow one has finished before
+    # when_idle() resolves, and only the failure is reported (ERR-6); a listener returning a
+    # value is no failure.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/error")
+        a = k.agent()
+        sessions: list[Any] = []
+        finished: list[str] = []
+
+        async def slow(session: Any) -> str:
+            sessions.append(session)
+            await asyncio.sleep(2.0)
+            finished.append("slow")
+            return "flushed"
+
+        async def failing(session: Any) -> None:
+            sessions.append(session)
+            raise RuntimeError("disk full")
+
+        k.on("session/flush", slow)
+        k.on("session/flush", once(failing))
+        a.send("one")
+        await k.idle(a)
+        assert finished == ["slow"], "when_idle() resolved before the awaited flush had finished"
+        assert sessions and all(s is not None and s.id == a.session.id for s in sessions), sessions
+        errors = k.noted("agent/error")
+        assert len(errors) == 1 and "disk full" in str(errors[0][-1]), errors
+        a.send("two")
+        await k.idle(a)
+        assert finished == ["slow", "slow"] and len(k.noted("agent/error")) == 1, "a healthy flush reports nothing"
+
+    run(scenario)
+
+
+@pytest.mark.rule("ERR-9", "ERR-10")
+def test_two_late_failures_of_a_completed_turn_announced_once(run: Run) -> None:
+    # A clean turn, then a throwing agent/turn-end listener and a failing session/flush: both
+    # come after turn/end, the first is announced, the second is a later failure of the same
+    # turn (ERR-9: neither logged nor announced); turn/end keeps completed.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/error")
+        a = k.agent()
+        k.on("agent/turn-end", once(boom))
+
+        async def flush(*_args: object) -> None:
+            raise RuntimeError("disk full")
+
+        k.on("session/flush", once(flush))
+        a.send("one")
+        await k.idle(a)
+        errors = k.noted("agent/error")
+        assert len(errors) == 1, f"one turn, announced {len(errors)} times: {errors}"
+        assert _error_kinds(k, a) == ["completed"]
+        assert k.events(a, "error") == []
+
+    run(scenario)
+
+
+@pytest.mark.rule("ERR-4", "ERR-9")
+def test_throwing_turn_end_listener_announced_with_its_own_error(run: Run) -> None:
+    # A session/event listener throwing on the turn/end of a clean turn: the turn stays
+    # balanced with its reason, nothing follows, and whatever is announced through agent/error
+    # carries the listener's own error (ERR-9: "carrying the original error").
+    async def scenario(k: Kit) -> None:
+        k.record("agent/error")
+        failure = RuntimeError("turn/end listener failed")
+        thrown: list[int] = []
+
+        def listener(_session: object, event: dict[str, Any]) -> None:
+            if event["type"] == "turn/end" and not thrown:
+                thrown.append(1)
+                raise failure
+
+        k.on("session/event", listener)
+        a = k.agent()
+        a.send("one")
+        await k.idle(a)
+        assert thrown == [1] and _error_kinds(k, a) == ["completed"]
+        _nothing_after_turn_end(k, a)
+        errors = k.noted("agent/error")
+        assert len(errors) <= 1, errors
+        for _turn, _step, error in errors:
+            assert error is failure or str(error) == str(failure), error
 
     run(scenario)

@@ -373,3 +373,46 @@ def test_resume_of_a_log_whose_last_turn_never_closed(run: Run) -> None:
         await first.close()
 
     run(scenario)
+
+
+@pytest.mark.rule("SVC-4")
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ({"agents": [{"id": "ok"}], "extra": 1}, "extra"),
+        ({}, "agents"),
+        ({"agents": [{"id": "ok"}, "not a mapping"]}, "agents"),
+        ({"agents": [{"id": "ok"}, {"id": "other", "colour": "red"}]}, "colour"),
+        ({"agents": [{"id": "ok"}, {"id": "ok"}]}, "id"),
+        ({"agents": [{"id": "ok"}, {"id": "other", "model": 3}]}, "model"),
+        ({"agents": [{"id": "ok"}, {"id": "other", "system_prompt": ["x"]}]}, r"(?i)system_?prompt"),
+    ],
+    ids=["unknown-field", "no-agents", "entry-not-a-mapping", "unknown-entry-field", "duplicate-id", "model-not-a-string", "prompt-not-a-string"],
+)
+def test_bad_configuration_rejected_naming_the_field(run: Run, config: dict[str, Any], field: str) -> None:
+    # "A bad configuration is rejected with a clear error that names the field": the error
+    # names it, and the configuration is rejected as a whole: no agent it lists (not even the
+    # good one before the bad entry) is created.
+    async def scenario(k: Kit) -> None:
+        with pytest.raises(Exception, match=field):
+            k.service.load_config(config)
+        for agent_id in ("ok", "other"):
+            assert k.service.get(agent_id) is None, f"a rejected configuration created {agent_id!r}"
+
+    run(scenario)
+
+
+@pytest.mark.rule("SVC-4", "SVC-2")
+def test_configured_id_already_live_rejected_naming_the_field(run: Run) -> None:
+    # A configuration listing an id a live agent already has is a bad configuration (SVC-2:
+    # a second live agent with that id is rejected): the error names the field.
+    async def scenario(k: Kit) -> None:
+        k.service.load_config({"agents": [{"id": "conf"}]})
+        first = k.service.get("conf")
+        assert first is not None
+        k.agents.append(first)
+        with pytest.raises(Exception, match="id"):
+            k.service.load_config({"agents": [{"id": "conf"}]})
+        assert k.service.get("conf") is first
+
+    run(scenario)
