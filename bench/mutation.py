@@ -17,7 +17,8 @@ count as survivors unless listed.
 
     python bench/mutation.py                       # run (incremental) and report
     python bench/mutation.py --report [--json]     # report the last run only
-    python bench/mutation.py --rerun-survivors     # re-test the survivors in scope (after adding tests)
+    python bench/mutation.py --rerun-survivors [PATTERN ...]  # re-test the survivors in scope
+                                                   # (after adding tests; only those matching)
     python bench/mutation.py --show NAME           # the diff of one mutant
 
 mutmut works in a copy: the repository's sources are synced into ``--workdir`` (default
@@ -285,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", action="store_true", help="only report the last run")
     parser.add_argument("--rerun-survivors", action="store_true", help="re-test the survivors of the last run")
     parser.add_argument("--show", metavar="NAME", help="print the diff of one mutant")
+    parser.add_argument("patterns", nargs="*", help="with --rerun-survivors: only the survivors matching these fnmatch patterns")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     parser.add_argument("--min-score", type=float, default=None, help="exit 1 when the score is below this (0..1)")
     args = parser.parse_args(argv)
@@ -302,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
         code = mutmut(workdir, *run, hunt_examples=args.hunt_examples)
         if code == 0 and args.rerun_survivors:
             names = score(workdir).to_retest
+            if args.patterns:
+                names = [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in args.patterns)]
             if names:
                 code = mutmut(workdir, *run, *names, hunt_examples=args.hunt_examples)
             else:

@@ -687,13 +687,14 @@ def test_contained_model_and_flush_failures_are_warned(run: Run) -> None:
     run(scenario)
 
 
-@pytest.mark.rule("ERR-4")
+@pytest.mark.rule("ERR-4", "ERR-9", "DISP-5")
 @pytest.mark.parametrize("ending", ["failure", "disposal"])
 def test_throwing_step_end_listener_while_closing_an_open_step(run: Run, ending: str) -> None:
     # The step is still open when the turn closes (its model failed, or the agent was disposed
     # in it), so closing appends its step/end, and that append throws: the turn still balances
     # (one step/end, one turn/end), nothing follows, and the loop (or the disposal) goes on.
     async def scenario(k: Kit) -> None:
+        k.record("agent/error")
         a = k.agent()
         k.on("session/event", lambda _s, e: boom() if e["type"] == "step/end" else None)
         k.model.push(respond.raises("model failed") if ending == "failure" else respond.hang())
@@ -707,11 +708,15 @@ def test_throwing_step_end_listener_while_closing_an_open_step(run: Run, ending:
         _nothing_after_turn_end(k, a)
         if ending == "failure":
             assert _error_kinds(k, a) == ["error"]
+            # ERR-9: the first failure wins; the throwing step/end listener is a later one.
+            assert len(k.events(a, "error")) == 1 and len(k.noted("agent/error")) == 1
+            assert "model failed" in str(k.noted("agent/error")[0][-1])
             a.send("two")
             await k.idle(a)
             assert k.prompts(a)[-1] == ["two"], "the loop stays alive"
         else:
             assert k.reasons(a) == [{"kind": "disposed"}]
+            assert k.events(a, "error") == [], "DISP-5: disposal logs no error event"
 
     run(scenario)
 
@@ -822,5 +827,34 @@ def test_throwing_turn_end_listener_announced_with_its_own_error(run: Run) -> No
         assert len(errors) <= 1, errors
         for _turn, _step, error in errors:
             assert error is failure or str(error) == str(failure), error
+
+    run(scenario)
+
+
+@pytest.mark.rule("ERR-12", "DISP-2")
+def test_throwing_disposed_status_listener_warned_naming_the_turn(run: Run) -> None:
+    # Disposal inside turn 2 (from its agent/turn-start listener, right after the turn's
+    # user/message) with a listener throwing on agent/status('disposed'): disposal is not broken
+    # (DISP-2) and the contained failure is warned naming the agent and turn 2 (ERR-12).
+    async def scenario(k: Kit) -> None:
+        def arrange(a: AgentHandle) -> None:
+            k.on("agent/turn-start", lambda _agent, turn: a.dispose() if turn == 2 else None)
+            k.on("agent/status", lambda _agent, status: boom() if status == "disposed" else None)
+
+        logger = logging.getLogger(k.impl.logger_name)
+        capture = _Capture()
+        logger.addHandler(capture)
+        try:
+            a = k.agent("disposed-agent")
+            a.send("one")
+            await k.idle(a)
+            arrange(a)
+            a.send("two")
+            await k.idle(a)
+        finally:
+            logger.removeHandler(capture)
+        assert a.status == "disposed"
+        named = _warnings_naming(k, capture, "disposed-agent", 2)
+        assert named, f"no warning named the agent and turn 2: {[r.getMessage() for r in capture.records]}"
 
     run(scenario)
