@@ -318,29 +318,6 @@ def test_a_listener_result_is_logged_as_returned(run: Run) -> None:
     run(scenario)
 
 
-@pytest.mark.rule("TOOL-3")
-def test_tool_content_is_always_a_list_of_blocks(run: Run) -> None:
-    # "Content is always a list of blocks": a tool returning a list that mixes blocks with plain
-    # values gets a tool/result whose content is blocks: text blocks holding those values, and
-    # the blocks as given.
-    async def scenario(k: Kit) -> None:
-        k.tool("mixed", result=["line", 7, v.text("block")])
-        a = k.agent()
-        k.model.push(fakes.tool_calls(("c2", "mixed", "{}")))
-        a.send("hi")
-        await k.idle(a)
-        contents = {e["data"]["call_id"]: e["data"]["content"] for e in k.events(a, "tool/result")}
-        content = contents["c2"]
-        assert isinstance(content, list) and all(
-            isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) for b in content
-        ), content
-        assert [("line" in b["text"], "7" in b["text"]) for b in contents["c2"][:2]] == [(True, False), (False, True)]
-        assert contents["c2"][2] == v.text("block")
-        assert k.reasons(a) == [COMPLETED]
-
-    run(scenario)
-
-
 @pytest.mark.rule("TOOL-3", "LOG-6")
 def test_tool_returning_unloggable_content_is_a_failed_result(run: Run) -> None:
     # A tool whose content cannot be logged (not JSON, LOG-1) has failed: its call still gets

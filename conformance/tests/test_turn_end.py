@@ -309,18 +309,3 @@ def test_adapter_raising_when_called(run: Run) -> None:
 
     run(scenario)
 
-
-@pytest.mark.rule("FINISH-2")
-def test_adapter_raising_a_lookup_error_keeps_its_message(run: Run) -> None:
-    # "The turn ends error with the raised message": for a KeyError that is the message it was
-    # raised with, not Python's quoted rendering of the key.
-    async def scenario(k: Kit) -> None:
-        a = k.agent()
-        k.model.push(respond.raises(KeyError("no such deployment")))
-        a.send("one")
-        await k.idle(a)
-        assert k.reasons(a) == [{"kind": "error", "message": "no such deployment"}]
-        (error,) = k.events(a, "error")
-        assert error["data"]["message"] == "no such deployment"
-
-    run(scenario)
