@@ -205,3 +205,28 @@ def test_no_finish_in_a_tool_step_and_usage_per_step(run: Run) -> None:
         assert usages == [(1, {"input_tokens": 2, "output_tokens": 3, "cache_read_tokens": 1})]
 
     run(scenario)
+
+
+@pytest.mark.rule("ASM-1", "ASM-2")
+def test_block_end_alone_and_reasoning_from_deltas(run: Run) -> None:
+    # A block-end is authoritative even for an index no block-start or delta announced (ASM-1);
+    # an unclosed reasoning block is kept as a reasoning block built from its deltas, and an
+    # announced text block that never got a delta nor a block-end is kept as built: empty (ASM-2).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.model.push(respond.chunks(
+            v.reasoning_delta(0, "think"),
+            v.reasoning_delta(0, "ing"),
+            v.block_end(1, v.text("whole")),
+            v.block_start(2, "text"),
+            v.finish("stop"),
+        ))
+        a.send("hi")
+        await k.idle(a)
+        # Spelled out (0b's shapes), not built with the vocabulary the loop itself uses.
+        assert _message(k, a) == [
+            {"type": "reasoning", "text": "thinking"}, {"type": "text", "text": "whole"}, {"type": "text", "text": ""},
+        ]
+        assert k.reasons(a) == [COMPLETED]
+
+    run(scenario)

@@ -69,6 +69,38 @@ def test_abort_without_step_does_nothing(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("ABORT-1")
+@pytest.mark.parametrize("waterfall", ["agent/request", "agent/step-result"])
+def test_abort_while_a_step_waterfall_runs(run: Run, waterfall: str) -> None:
+    # The step is in flight while a slow agent/request or agent/step-result listener runs (no
+    # cancel marker is armed: only the step's abort): the turn ends aborted with the caller's
+    # reason, nothing of the step is dispatched, no further model step runs.
+    async def scenario(k: Kit) -> None:
+        echo = k.tool("echo")
+        a = await _parked(k)
+        entered = asyncio.Event()
+
+        async def slow(*args: object) -> object:
+            if not entered.is_set():  # the first step only
+                entered.set()
+                await asyncio.sleep(5.0)
+            return await args[-1]()  # type: ignore[operator]
+
+        k.on(waterfall, slow, needs="the abort lands while it runs")
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")))
+        a.send("A")
+        await asyncio.wait_for(entered.wait(), k.timeout)
+        a.abort("during " + waterfall)
+        await k.idle(a)
+        assert k.reasons(a) == [aborted("during " + waterfall)]
+        assert echo.calls == [], "nothing of the aborted step is dispatched"
+        assert len(k.model.requests) == (0 if waterfall == "agent/request" else 1), "no further model step runs"
+        k.model.push(fakes.text("B's answer"))  # after the unused answer, if agent/request stopped A
+        await _runs_alone_and_completes_after(k, a, "B")
+
+    run(scenario)
+
+
 @pytest.mark.rule("CANCEL-1", "CANCEL-2")
 def test_cancel_clears_fifos_and_aborts(run: Run, schedule: str) -> None:
     async def scenario(k: Kit) -> None:
@@ -317,6 +349,28 @@ def test_window2_replacement_runs_before_waiter(run: Run, schedule: str) -> None
         await k.until(lambda: len(k.reasons(a)) == 1, "B's turn to end")
         assert k.prompts(a) == [["B"]], "A is dropped, B runs"
         assert k.statuses() == ["running", "idle"], "B runs in the same running period"
+        assert k.reasons(a) == [COMPLETED], LATER_COMPLETES
+
+    run(scenario)
+
+
+@pytest.mark.rule("CANCEL-W2", "CANCEL-4")
+def test_window2_steering_after_the_cancel_is_requeued(run: Run, schedule: str) -> None:
+    # The running listener cancels, then steers (the agent is running, so it is steering):
+    # steering added after the cancel while the cancelled turn closes is late steering and is
+    # re-queued (CANCEL-4, LOOP-8); the dropped prompt never runs, the steering runs as a turn.
+    async def scenario(k: Kit) -> None:
+        a = await _parked(k)
+
+        def cancel_then_steer() -> None:
+            a.cancel("w2")
+            a.steer("late")
+
+        k.on("agent/status", _on_first_running(cancel_then_steer))
+        a.send("A")
+        await k.idle(a)
+        await k.until(lambda: len(k.reasons(a)) == 1, "the late steering's turn to end")
+        assert k.prompts(a) == [["late"]], "A is dropped, the late steering runs as a prompt"
         assert k.reasons(a) == [COMPLETED], LATER_COMPLETES
 
     run(scenario)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Callable
@@ -686,13 +687,14 @@ def test_contained_model_and_flush_failures_are_warned(run: Run) -> None:
     run(scenario)
 
 
-@pytest.mark.rule("ERR-4")
+@pytest.mark.rule("ERR-4", "ERR-9", "DISP-5")
 @pytest.mark.parametrize("ending", ["failure", "disposal"])
 def test_throwing_step_end_listener_while_closing_an_open_step(run: Run, ending: str) -> None:
     # The step is still open when the turn closes (its model failed, or the agent was disposed
     # in it), so closing appends its step/end, and that append throws: the turn still balances
     # (one step/end, one turn/end), nothing follows, and the loop (or the disposal) goes on.
     async def scenario(k: Kit) -> None:
+        k.record("agent/error")
         a = k.agent()
         k.on("session/event", lambda _s, e: boom() if e["type"] == "step/end" else None)
         k.model.push(respond.raises("model failed") if ending == "failure" else respond.hang())
@@ -706,11 +708,15 @@ def test_throwing_step_end_listener_while_closing_an_open_step(run: Run, ending:
         _nothing_after_turn_end(k, a)
         if ending == "failure":
             assert _error_kinds(k, a) == ["error"]
+            # ERR-9: the first failure wins; the throwing step/end listener is a later one.
+            assert len(k.events(a, "error")) == 1 and len(k.noted("agent/error")) == 1
+            assert "model failed" in str(k.noted("agent/error")[0][-1])
             a.send("two")
             await k.idle(a)
             assert k.prompts(a)[-1] == ["two"], "the loop stays alive"
         else:
             assert k.reasons(a) == [{"kind": "disposed"}]
+            assert k.events(a, "error") == [], "DISP-5: disposal logs no error event"
 
     run(scenario)
 
@@ -731,5 +737,124 @@ def test_failure_before_turn_start_is_warned(run: Run) -> None:
             logger.removeHandler(capture)
         named = _warnings_naming(k, capture, "early-agent", None)
         assert named, f"the failure before turn/start was not warned naming the agent and a turn: {[r.getMessage() for r in capture.records]}"
+
+    run(scenario)
+
+
+@pytest.mark.rule("ERR-6", "LOOP-4")
+def test_flush_awaits_every_listener_when_one_fails_fast(run: Run) -> None:
+    # session/flush(session): every listener gets the agent's session and the flush is awaited
+    # in full (LOOP-4) although one listener fails at once: the slow one has finished before
+    # when_idle() resolves, and only the failure is reported (ERR-6); a listener returning a
+    # value is no failure.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/error")
+        a = k.agent()
+        sessions: list[Any] = []
+        finished: list[str] = []
+
+        async def slow(session: Any) -> str:
+            sessions.append(session)
+            await asyncio.sleep(2.0)
+            finished.append("slow")
+            return "flushed"
+
+        async def failing(session: Any) -> None:
+            sessions.append(session)
+            raise RuntimeError("disk full")
+
+        k.on("session/flush", slow)
+        k.on("session/flush", once(failing))
+        a.send("one")
+        await k.idle(a)
+        assert finished == ["slow"], "when_idle() resolved before the awaited flush had finished"
+        assert sessions and all(s is not None and s.id == a.session.id for s in sessions), sessions
+        errors = k.noted("agent/error")
+        assert len(errors) == 1 and "disk full" in str(errors[0][-1]), errors
+        a.send("two")
+        await k.idle(a)
+        assert finished == ["slow", "slow"] and len(k.noted("agent/error")) == 1, "a healthy flush reports nothing"
+
+    run(scenario)
+
+
+@pytest.mark.rule("ERR-9", "ERR-10")
+def test_two_late_failures_of_a_completed_turn_announced_once(run: Run) -> None:
+    # A clean turn, then a throwing agent/turn-end listener and a failing session/flush: both
+    # come after turn/end, the first is announced, the second is a later failure of the same
+    # turn (ERR-9: neither logged nor announced); turn/end keeps completed.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/error")
+        a = k.agent()
+        k.on("agent/turn-end", once(boom))
+
+        async def flush(*_args: object) -> None:
+            raise RuntimeError("disk full")
+
+        k.on("session/flush", once(flush))
+        a.send("one")
+        await k.idle(a)
+        errors = k.noted("agent/error")
+        assert len(errors) == 1, f"one turn, announced {len(errors)} times: {errors}"
+        assert _error_kinds(k, a) == ["completed"]
+        assert k.events(a, "error") == []
+
+    run(scenario)
+
+
+@pytest.mark.rule("ERR-4", "ERR-9")
+def test_throwing_turn_end_listener_announced_with_its_own_error(run: Run) -> None:
+    # A session/event listener throwing on the turn/end of a clean turn: the turn stays
+    # balanced with its reason, nothing follows, and whatever is announced through agent/error
+    # carries the listener's own error (ERR-9: "carrying the original error").
+    async def scenario(k: Kit) -> None:
+        k.record("agent/error")
+        failure = RuntimeError("turn/end listener failed")
+        thrown: list[int] = []
+
+        def listener(_session: object, event: dict[str, Any]) -> None:
+            if event["type"] == "turn/end" and not thrown:
+                thrown.append(1)
+                raise failure
+
+        k.on("session/event", listener)
+        a = k.agent()
+        a.send("one")
+        await k.idle(a)
+        assert thrown == [1] and _error_kinds(k, a) == ["completed"]
+        _nothing_after_turn_end(k, a)
+        errors = k.noted("agent/error")
+        assert len(errors) <= 1, errors
+        for _turn, _step, error in errors:
+            assert error is failure or str(error) == str(failure), error
+
+    run(scenario)
+
+
+@pytest.mark.rule("ERR-12", "DISP-2")
+def test_throwing_disposed_status_listener_warned_naming_the_turn(run: Run) -> None:
+    # Disposal inside turn 2 (from its agent/turn-start listener, right after the turn's
+    # user/message) with a listener throwing on agent/status('disposed'): disposal is not broken
+    # (DISP-2) and the contained failure is warned naming the agent and turn 2 (ERR-12).
+    async def scenario(k: Kit) -> None:
+        def arrange(a: AgentHandle) -> None:
+            k.on("agent/turn-start", lambda _agent, turn: a.dispose() if turn == 2 else None)
+            k.on("agent/status", lambda _agent, status: boom() if status == "disposed" else None)
+
+        logger = logging.getLogger(k.impl.logger_name)
+        capture = _Capture()
+        logger.addHandler(capture)
+        try:
+            a = k.agent("disposed-agent")
+            a.send("one")
+            await k.idle(a)
+            arrange(a)
+            a.send("two")
+            await k.idle(a)
+        finally:
+            logger.removeHandler(capture)
+        assert a.status == "disposed"
+        named = _warnings_naming(k, capture, "disposed-agent", 2)
+        assert named, f"no warning named the agent and turn 2: {[r.getMessage() for r in capture.records]}"
 
     run(scenario)

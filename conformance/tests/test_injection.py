@@ -11,7 +11,7 @@ from conformance import fakes
 from conformance.harness import Kit
 from reference_loop import vocabulary as v
 
-from ._support import COMPLETED, USER, Run, request_texts
+from ._support import COMPLETED, USER, Run, request_texts, texts
 
 
 @pytest.mark.rule("INJ-1")
@@ -233,5 +233,40 @@ def test_context_injected_during_a_tool_reaches_the_next_step(run: Run) -> None:
         assert contents[position - 1] == [v.tool_call("c1", "lookup", "{}")], "context after the tool call"
         assert contents[position + 1][0]["type"] == "tool-result", "and before the tool result"
         assert len(k.events(a, "turn/start")) == 1
+
+    run(scenario)
+
+
+@pytest.mark.rule("INJ-2", "ERR-9")
+@pytest.mark.parametrize("event", ["turn/start", "context/message", "turn/end"])
+def test_idle_inject_keeps_its_shape_when_a_listener_throws(run: Run, event: str) -> None:
+    # A session/event listener throwing once on one event of the one-shot turn: the event stays
+    # in the log (LOG-2) and the turn keeps its whole shape, turn/start{injection}, the
+    # context, turn/end{completed} (INJ-2: balanced even if a listener throws); whatever the
+    # implementation announces through agent/error carries the listener's own error (ERR-9).
+    async def scenario(k: Kit) -> None:
+        k.record("agent/error")
+        failure = RuntimeError(f"listener on {event} failed")
+        thrown: list[str] = []
+
+        def listener(_session: object, logged: dict[str, Any]) -> None:
+            if logged["type"] == event and not thrown:
+                thrown.append(event)
+                raise failure
+
+        k.on("session/event", listener)
+        a = k.agent()
+        try:
+            await k.inject(a, "ctx")
+        except RuntimeError:
+            pass  # whether a throwing append listener reaches the caller is not fixed
+        await k.idle(a)
+        assert thrown == [event]
+        assert k.types(a) == ["turn/start", "context/message", "turn/end"]
+        start, ctx, end = (e["data"] for e in k.events(a))
+        assert start["trigger"]["kind"] == "injection" and texts(ctx["content"]) == ["ctx"]
+        assert end["reason"] == COMPLETED
+        for _turn, _step, error in k.noted("agent/error"):
+            assert error is failure or str(error) == str(failure), error
 
     run(scenario)

@@ -354,3 +354,105 @@ def test_tool_results_derive_blocks_whatever_the_tool_returned(run: Run) -> None
         ]
 
     run(scenario)
+
+
+# Spec section 0's table: the data keys of every session event (``?``: present only sometimes).
+_DATA_KEYS: dict[str, tuple[set[str], set[str]]] = {
+    "turn/start": ({"turn", "trigger"}, set()),
+    "turn/end": ({"turn", "reason"}, set()),
+    "step/start": ({"turn", "step"}, set()),
+    "step/end": ({"turn", "step"}, set()),
+    "user/message": ({"content", "source"}, set()),
+    "context/message": ({"content", "source"}, set()),
+    "steering/message": ({"turn", "content", "source"}, set()),
+    "assistant/chunk": ({"turn", "step", "chunk"}, set()),
+    "assistant/message": ({"turn", "step", "content"}, set()),
+    "tool/call": ({"turn", "step", "call_id", "name", "arguments"}, set()),
+    "tool/result": ({"turn", "step", "call_id", "content", "is_error"}, {"error"}),
+    "usage": ({"turn", "step", "usage"}, set()),
+    "error": ({"turn", "step", "message"}, {"code"}),
+}
+
+
+@pytest.mark.rule("LOG-4", "LOG-5")
+def test_event_data_has_the_tables_keys_and_names_its_turn_and_step(run: Run) -> None:
+    # Spec 0 / 0b: each event's data holds exactly the keys of section 0's table (compared
+    # literally), and the events inside a turn and a step name that turn and step (LOG-4,
+    # LOG-5: how the log itself says where an event lies). One turn with usage, tool calls (one
+    # failing with a code), steering and a second step; then a turn whose model fails.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.tool("echo", hook=lambda _args: a.steer("nudge"))
+        k.tool("coded", error="it broke", code="E_BROKE")
+        k.model.push(
+            fakes.tool_calls(("c1", "echo", '{"x": 1}'), ("c2", "coded", "{}")).usage(1, 2),
+            fakes.text("done", usage=(3, 4)),
+            respond.error("model failed", code="E_MODEL"),
+        )
+        a.send("one")
+        await k.idle(a)
+        a.send("two")
+        await k.idle(a)
+        events = k.events(a)
+        seen = {e["type"] for e in events}
+        assert {"steering/message", "tool/result", "usage", "error", "assistant/message"} <= seen, seen
+        turn: int | None = None
+        step: int | None = None
+        for event in events:
+            kind, data = event["type"], event["data"]
+            required, optional = _DATA_KEYS[kind]
+            assert required <= set(data) <= required | optional, f"{kind} data keys {sorted(data)}"
+            if kind == "turn/start":
+                turn, step = data["turn"], None
+                continue
+            if kind == "step/start":
+                step = data["step"]
+            if "turn" in required:
+                assert data["turn"] == turn, f"{kind} names turn {data['turn']}, lies in turn {turn}"
+            if "step" in required and kind != "error":
+                assert data["step"] == step, f"{kind} names step {data['step']}, lies in step {step}"
+            if kind == "step/end":
+                step = None
+        (error,) = k.events(a, "error")
+        assert error["data"]["step"] == 1 and error["data"]["code"] == "E_MODEL"
+        coded = [e["data"] for e in k.events(a, "tool/result") if e["data"]["call_id"] == "c2"]
+        assert coded and set(coded[0]["error"]) == {"name", "code"}, coded
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOG-1")
+def test_append_rejects_numbers_json_cannot_hold(run: Run) -> None:
+    # Spec 0b: data is plain JSON, which has no NaN or infinities: such data is rejected before
+    # it enters the log, like any other value that is not JSON.
+    async def scenario(k: Kit) -> None:
+        k.check_invariants = False  # raw appends outside a turn, on purpose
+        a = k.agent()
+        for bad in (float("nan"), float("inf"), float("-inf")):
+            before = len(k.events(a))
+            with pytest.raises(Exception):  # noqa: B017 - any error type is fine, it must raise
+                a.session.append("context/message", {"content": [v.text("x")], "source": USER, "n": bad})
+            assert len(k.events(a)) == before, f"{bad!r} entered the log"
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOG-7")
+def test_derived_tool_results_keep_their_error_flag(run: Run) -> None:
+    # A failing tool's result derives a tool-result block with is_error true, a healthy one
+    # with is_error false: the flag of the logged tool/result, carried into history.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.tool("broken", error="it broke")
+        k.tool("fine", result="ok")
+        k.model.push(fakes.tool_calls(("c1", "broken", "{}"), ("c2", "fine", "{}")))
+        a.send("hi")
+        await k.idle(a)
+        flags = {e["data"]["call_id"]: e["data"]["is_error"] for e in k.events(a, "tool/result")}
+        assert flags == {"c1": True, "c2": False}
+        blocks: list[Any] = [m["content"][0] for m in a.session.derive_messages() if m["content"] and m["content"][0].get("type") == "tool-result"]
+        assert [(b["tool_call_id"], b["is_error"]) for b in blocks] == [("c1", True), ("c2", False)]
+        sent = [m["content"][0] for m in k.model.requests[-1]["messages"] if m["content"] and m["content"][0].get("type") == "tool-result"]
+        assert sent == blocks, "the next request carries that history"
+
+    run(scenario)

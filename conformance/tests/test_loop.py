@@ -111,10 +111,13 @@ def test_turn_shape(run: Run) -> None:
 
 
 @pytest.mark.rule("LOOP-4")
-def test_turn_closed_by_boundary_failure_gets_no_turn_end_notification(run: Run) -> None:
+@pytest.mark.parametrize("boundary", ["agent/turn-start", "agent/step-start"])
+def test_turn_closed_by_boundary_failure_gets_no_turn_end_notification(run: Run, boundary: str) -> None:
+    # LOOP-4 names both notifications (and a session/event listener on turn/start, ERR-11's
+    # test): a turn closed because one threw gets no agent/turn-end.
     async def scenario(k: Kit) -> None:
         k.record("agent/turn-end")
-        k.on("agent/turn-start", once(boom))
+        k.on(boundary, once(boom))
         a = k.agent()
         a.send("one")
         await k.idle(a)
@@ -715,5 +718,112 @@ def test_unknown_model_name_fails_with_no_adapter(run: Run) -> None:
             assert error["data"].get("code") == "NO_ADAPTER" and error["data"]["step"] == 1
             assert k.events(agent, "assistant/chunk") == []
         assert k.model.requests == []
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOOP-9", "ERR-9")
+def test_queued_steering_status_and_error_notifications_carry_their_arguments(run: Run) -> None:
+    # Spec 0 / 0b, the rest of the taxonomy: agent/queued(agent, content, {source, steering}),
+    # agent/steering(agent, turn, content, source), agent/status(agent, status) and
+    # agent/error(agent, turn, step, error), the agent first: whatever object the implementation
+    # passes, one per agent (two agents here), never None.
+    async def scenario(k: Kit) -> None:
+        seen: list[tuple[Any, ...]] = []
+        for name in ("agent/queued", "agent/steering", "agent/status", "agent/error"):
+            k.on(name, lambda *args, name=name: seen.append((name, *args)))
+        a = k.agent("first")
+        k.tool("echo", hook=lambda _args: a.steer("nudge"))
+        failure = RuntimeError("model failed")
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")), fakes.text("done"), respond.raises(failure))
+        a.send("hi")
+        await k.idle(a)
+        b = k.agent("second")
+        b.send("fails")
+        await k.idle(b)
+        a.dispose()
+        firsts = [s[1] for s in seen]
+        assert firsts and all(x is not None for x in firsts), "every notification passes the agent first"
+        by_name: dict[str, list[tuple[Any, ...]]] = {}
+        for s in seen:
+            by_name.setdefault(s[0], []).append(s)
+        (steering,) = by_name["agent/steering"]
+        (error,) = by_name["agent/error"]
+        agent_a, agent_b = steering[1], error[1]  # only a steers, only b's turn fails
+        assert agent_a is not agent_b, "one object per agent"
+        assert all(s[1] in (agent_a, agent_b) for s in seen), "one object per agent"
+        assert [s[2:] for s in by_name["agent/queued"] if s[1] is agent_a] == [
+            ([v.text("hi")], {"source": USER, "steering": False}),
+            ([v.text("nudge")], {"source": USER, "steering": True}),
+        ]
+        assert [s[2:] for s in by_name["agent/queued"] if s[1] is agent_b] == [([v.text("fails")], {"source": USER, "steering": False})]
+        assert steering[2:] == (1, [v.text("nudge")], USER)
+        assert [s[2] for s in by_name["agent/status"] if s[1] is agent_a] == ["running", "idle", "disposed"]
+        assert [s[2] for s in by_name["agent/status"] if s[1] is agent_b] == ["running", "idle"]
+        assert error[2:4] == (1, 1), error
+        assert error[4] is failure or str(error[4]) == "model failed", "agent/error carries the original error"
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOOP-5", "LOOP-6")
+def test_step_result_gets_the_assembled_assistant_message(run: Run) -> None:
+    # Spec 0b: the agent/step-result waterfall gets the step's assembled message
+    # {"role": "assistant", "content": [blocks]}, a reasoning block among them as it streamed.
+    async def scenario(k: Kit) -> None:
+        got: list[Any] = []
+
+        async def result(*args: Any) -> Any:
+            got.append(args[-2])
+            return await args[-1]()
+
+        k.on("agent/step-result", result)
+        k.model.push(respond.reasoning("thinking") + respond.text("answer"))
+        a = k.agent()
+        a.send("hi")
+        await k.idle(a)
+        assert got == [{"role": "assistant", "content": [v.reasoning("thinking"), v.text("answer")]}]
+
+    run(scenario)
+
+
+class _RecordingAdapter:
+    """A model adapter that keeps every request it is handed and answers with one text block."""
+
+    def __init__(self) -> None:
+        self.requests: list[Any] = []
+
+    def stream(self, request: Any) -> Any:
+        self.requests.append(request)
+        return self._chunks()
+
+    async def _chunks(self) -> Any:
+        yield v.block_end(0, v.text("hi"))
+        yield v.finish("stop")
+
+
+@pytest.mark.rule("LOOP-10")
+def test_the_request_carries_the_steps_abort_signal(run: Run) -> None:
+    # Spec 0b: the request is {model, messages, system?, tools?} plus the step's abort signal;
+    # the agent/request waterfall sees it and the adapter receives that same signal.
+    async def scenario(k: Kit) -> None:
+        adapter = _RecordingAdapter()
+        k.service.register_model("recording", adapter)
+        seen: list[Any] = []
+
+        async def request(*args: Any) -> Any:
+            seen.append(args[-2].get("signal"))
+            return await args[-1]()
+
+        k.on("agent/request", request)
+        a = k.agent("r", model="recording")
+        a.send("one")
+        await k.idle(a)
+        a.send("two")
+        await k.idle(a)
+        signals = [r.get("signal") for r in adapter.requests]
+        assert len(signals) == 2 and all(s is not None for s in signals), "the request carries the step's abort signal"
+        assert [s is t for s, t in zip(seen, signals, strict=True)] == [True, True], "the waterfall's signal reaches the adapter"
+        assert signals[0] is not signals[1], "each step has its own signal"
 
     run(scenario)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -58,6 +59,7 @@ def test_resume_continues_session(run: Run) -> None:
         a.send("one")
         await k.idle(a)
         history = a.session.derive_messages()
+        logged = [dict(e) for e in a.session.events]
         await first.close()
 
         second = k.impl.create_service(persistence=store)
@@ -65,6 +67,8 @@ def test_resume_continues_session(run: Run) -> None:
         second.register_model(MODEL, model)
         b = await second.resume("gamma", "sess-1", agent_options={"model": MODEL})
         assert b.session.id == "sess-1"
+        assert b.id == "gamma" and second.get("gamma") is b, "the resumed agent has the id it was resumed under"
+        assert [dict(e) for e in b.session.events] == logged, "the loaded log is the persisted one, event for event"
         assert b.session.derive_messages() == history
         b.send("two")
         await k.idle(b)
@@ -369,6 +373,93 @@ def test_resume_of_a_log_whose_last_turn_never_closed(run: Run) -> None:
         await k.idle(b)
         assert [e["data"]["turn"] for e in b.session.events if e["type"] == "turn/start"] == [1, 2, 3]
         assert request_texts(model.requests[0])[-1] == "three"
+        await second.close()
+        await first.close()
+
+    run(scenario)
+
+
+@pytest.mark.rule("SVC-4")
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ({}, "agents"),
+        ({"agents": [{"id": "ok"}, "not a mapping"]}, "agents"),
+        ({"agents": [{"id": "ok"}, {"id": "ok"}]}, "id"),
+        ({"agents": [{"id": "ok"}, {"id": "other", "model": 3}]}, "model"),
+        ({"agents": [{"id": "ok"}, {"id": "other", "system_prompt": ["x"]}]}, r"(?i)system_?prompt"),
+    ],
+    ids=["no-agents", "entry-not-a-mapping", "duplicate-id", "model-not-a-string", "prompt-not-a-string"],
+)
+def test_bad_configuration_rejected_naming_the_field(run: Run, config: dict[str, Any], field: str) -> None:
+    # "A bad configuration is rejected with a clear error that names the field", for the
+    # shapes `agents: [{id, model?, system_prompt?}]` rules out. (Whether the agents listed
+    # before a bad entry exist afterwards, and whether an unknown field is bad, SVC-4 leaves open.)
+    async def scenario(k: Kit) -> None:
+        with pytest.raises(Exception, match=field):
+            k.service.load_config(config)
+
+    run(scenario)
+
+
+@pytest.mark.rule("SVC-4", "SVC-2")
+def test_configured_id_already_live_rejected_naming_the_field(run: Run) -> None:
+    # A configuration listing an id a live agent already has is a bad configuration (SVC-2:
+    # a second live agent with that id is rejected): the error names the field.
+    async def scenario(k: Kit) -> None:
+        k.service.load_config({"agents": [{"id": "conf"}]})
+        first = k.service.get("conf")
+        assert first is not None
+        k.agents.append(first)
+        with pytest.raises(Exception, match="id"):
+            k.service.load_config({"agents": [{"id": "conf"}]})
+        assert k.service.get("conf") is first
+
+    run(scenario)
+
+
+@pytest.mark.rule("SVC-3", "LOG-5")
+@pytest.mark.parametrize("where", ["mid-stream", "between-steps"])
+def test_resume_of_a_log_interrupted_after_a_closed_step(run: Run, where: str) -> None:
+    # The second turn's first step (a tool call) has closed; the process "dies" either while
+    # the second step streams (a chunk logged, the step open) or between the steps (a slow
+    # continuation listener, no step open). The resumed log is the persisted one plus what
+    # balances it: a step/end {turn, step} for the open step only, one turn/end per turn.
+    async def scenario(k: Kit) -> None:
+        store = k.impl.new_persistence()
+        first = k.impl.create_service(persistence=store)
+        first.register_tool(k.tool("echo"))  # the kit's tool, on the first service too
+        script = [fakes.text("one-reply"), fakes.tool_calls(("c1", "echo", "{}"))]
+        script.append(respond.text("partial").hang(after=1) if where == "mid-stream" else fakes.text("never"))
+        first.register_model(MODEL, FakeModel(script, default=respond.text("ok")))
+        if where == "between-steps":
+            async def slow(*args: Any) -> Any:
+                if args[1] == 2:
+                    await asyncio.sleep(60.0)
+                return await args[-1]()
+
+            first.on("agent/turn-continuation", slow)
+        a = first.create_agent("zeta", "sess-cut", agent_options={"model": MODEL})
+        a.send("one")
+        await k.idle(a)
+        a.send("two")
+        if where == "mid-stream":
+            await k.until(lambda: sum(e["type"] == "assistant/chunk" and e["data"]["step"] == 2 for e in a.session.events) >= 1, "the second step's chunk")
+        else:
+            await k.until(lambda: sum(e["type"] == "step/end" and e["data"]["turn"] == 2 for e in a.session.events) == 1, "the first step's end")
+            await k.settle()
+        logged = [dict(e) for e in a.session.events]
+
+        second = k.impl.create_service(persistence=store)
+        second.register_model(MODEL, FakeModel(default=respond.text("ok")))
+        b = await second.resume("zeta-resumed", "sess-cut", agent_options={"model": MODEL})
+        events: list[dict[str, Any]] = [dict(e) for e in b.session.events]
+        assert events[: len(logged)] == logged, "the persisted events come back unchanged"
+        assert log_violations(events, allow_open_turn=False) == [], log_violations(events)
+        repair = events[len(logged):]
+        ends = [e["data"] for e in repair if e["type"] == "step/end"]
+        assert ends == ([{"turn": 2, "step": 2}] if where == "mid-stream" else []), repair
+        assert [e["type"] for e in events].count("turn/end") == 2
         await second.close()
         await first.close()
 

@@ -329,3 +329,43 @@ def test_listener_throwing_on_running_is_contained(run: Run) -> None:
         assert k.prompts(a) == [["A"], ["B"]]
 
     run(scenario)
+
+
+@pytest.mark.rule("STATUS-1")
+def test_a_new_agent_is_idle(run: Run) -> None:
+    # Before anything ran, the agent's status is idle: the first transition is idle -> running.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/status")
+        a = k.agent()
+        assert a.status == "idle"
+        await k.settle()
+        assert a.status == "idle" and k.statuses() == [], "nothing to do: no transition"
+        a.send("one")
+        await k.idle(a)
+        assert k.statuses() == ["running", "idle"]
+
+    run(scenario)
+
+
+@pytest.mark.rule("STATUS-2", "ERR-8")
+def test_status_listener_failure_if_announced_carries_turn_and_error(run: Run) -> None:
+    # ERR-8 allows announcing a throwing agent/status listener through agent/error; if the
+    # implementation does, the announcement has the taxonomy's shape: (agent, turn, step,
+    # error) with a turn number and the listener's own error.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/error")
+        failure = RuntimeError("status listener failed")
+
+        def throwing(*_args: object) -> None:
+            raise failure
+
+        k.on("agent/status", throwing)
+        a = k.agent()
+        a.send("one")
+        await k.idle(a)
+        for turn, step, error in k.noted("agent/error"):
+            assert isinstance(turn, int) and isinstance(step, int), (turn, step)
+            assert error is failure or str(error) == "status listener failed", error
+        assert a.status == "idle"
+
+    run(scenario)

@@ -316,3 +316,22 @@ def test_a_listener_result_is_logged_as_returned(run: Run) -> None:
         assert k.reasons(a) == [COMPLETED], "the turn goes on"
 
     run(scenario)
+
+
+@pytest.mark.rule("TOOL-3", "LOG-6")
+def test_tool_returning_unloggable_content_is_a_failed_result(run: Run) -> None:
+    # A tool whose content cannot be logged (not JSON, LOG-1) has failed: its call still gets
+    # a tool/result, with is_error true and content that is a list of blocks; the turn goes on.
+    async def scenario(k: Kit) -> None:
+        k.tool("odd", result=[{"type": "text", "text": "x", "extra": object()}])
+        a = k.agent()
+        k.model.push(fakes.tool_calls(("c1", "odd", "{}")))
+        a.send("hi")
+        await k.idle(a)
+        (result,) = [e["data"] for e in k.events(a, "tool/result")]
+        assert result["call_id"] == "c1" and result["is_error"] is True, result
+        assert isinstance(result["content"], list) and all(b.get("type") == "text" for b in result["content"])
+        assert k.reasons(a) == [COMPLETED], "the turn goes on"
+        assert len(k.model.requests) == 2
+
+    run(scenario)

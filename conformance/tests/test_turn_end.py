@@ -308,3 +308,4 @@ def test_adapter_raising_when_called(run: Run) -> None:
         assert len(k.reasons(a)) == 2 and adapter.calls == 2, "the loop goes on"
 
     run(scenario)
+
