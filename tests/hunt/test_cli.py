@@ -1,0 +1,65 @@
+"""``loopkit hunt`` and ``loopkit hunt merge`` on the command line: exit codes, the report and
+its cassettes, one-line errors, and shards merged into exactly the one-machine bytes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli import app
+
+SMALL = ["--workloads", "reply,two-prompts", "--depth", "1", "--nth", "1", "--verbs", "send,cancel,when_idle",
+         "--dfs", "0", "--random", "0", "--pct", "0", "--workers", "1"]
+
+
+def _hunt(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, ["hunt", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_a_finding_exits_1_with_its_cassette_and_the_reference_exits_0(tmp_path: Path) -> None:
+    code, out, _ = _hunt("--impl", "mutant:waiters-after-status", *SMALL, "--out", str(tmp_path / "m"))
+    assert code == 1, out
+    assert "FOUND IDLE-2" in out and "window kind" in out and "replay: loopkit replay " in out
+    report = json.loads((tmp_path / "m" / "report.json").read_text())
+    cassettes = [ex["cassette"] for f in report["findings"] for ex in f["examples"] if ex.get("cassette")]
+    assert cassettes and all((tmp_path / "m" / c).exists() for c in cassettes)
+    code, out, _ = _hunt(*SMALL, "--out", str(tmp_path / "r"))
+    assert code == 0 and "ok: no oracle failed" in out
+
+
+def test_shards_merged_on_the_command_line_print_the_one_machine_bytes(tmp_path: Path) -> None:
+    code, whole, _ = _hunt(*SMALL, "--out", str(tmp_path / "w"), "--json")
+    assert code == 0
+    for i in (1, 2):
+        assert _hunt(*SMALL, "--shard", f"{i}/2", "--out", str(tmp_path / f"s{i}"))[0] == 0
+    result = CliRunner().invoke(app, ["hunt", "merge", str(tmp_path / "s1" / "report.json"),
+                                      str(tmp_path / "s2" / "report.json"), "--out", str(tmp_path / "m"), "--json"])
+    assert result.exit_code == 0, result.stdout
+    assert result.stdout == whole == (tmp_path / "m" / "report.json").read_text()
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--workloads", "bogus"], "error: unknown workload 'bogus' (choose from reply, "),
+    (["--shard", "3/2"], "error: --shard '3/2': I must be between 1 and N"),
+    (["--depth", "0"], "error: --depth, --nth and --cassettes must be at least 1"),
+    (["--baseline", "b.json"], "error: --baseline needs --against"),
+    (["--verbs", "jump"], "error: unknown action 'jump'"),
+    (["--impl", "nope:x"], "error: cannot import 'nope'"),
+])
+def test_bad_input_is_one_line_and_exit_2(args: list[str], says: str) -> None:
+    code, out, err = _hunt(*args)
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(says), err
+
+
+def test_merge_of_something_else_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    bogus = tmp_path / "x.json"
+    bogus.write_text('{"format": "other"}\n')
+    result = CliRunner().invoke(app, ["hunt", "merge", str(bogus), "--out", str(tmp_path / "m")])
+    assert result.exit_code == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and str(bogus) in result.stderr
