@@ -51,7 +51,7 @@ def test_shards_merged_on_the_command_line_print_the_one_machine_bytes(tmp_path:
     (["--impl", "nope:x"], "error: cannot import 'nope'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: list[str], says: str) -> None:
-    code, out, err = _hunt(*args)
+    code, _out, err = _hunt(*args)
     assert code == 2
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith(says), err
