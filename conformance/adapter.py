@@ -24,6 +24,10 @@ the reference, the service and agent objects *are* the handles. Rules of the sui
 * Listeners the kit only uses to observe are marked with :func:`observer`. An adapter may call
   such a listener after the event rather than inside it (in order with everything else it
   reports), for example without a round trip over the wire (``conformance.wire``).
+* ``reentrant_model`` (optional, default true): whether a caller may act on the implementation
+  synchronously from inside a model call (the kit's fake model's ``stream()``). An adapter
+  that calls the model where it cannot be re-entered (``conformance.wire``) says false, and
+  the hunt then lands its model-call windows by actor only.
 
 See ``docs/conformance.md`` for a worked example and ``examples/tiny_loop`` for a third-party
 implementation.

@@ -107,13 +107,14 @@ def conformance(
         expected = load(baseline) if baseline else None
     except BaselineError as exc:
         raise _fail(str(exc)) from None
+    hunt_names = tuple(n.strip() for n in hunt_workloads.split(",") if n.strip())
     if hunt:
         from .hunt.workloads import by_name
 
         if hunt_depth < 1:
             raise _fail("--hunt-depth must be at least 1")
         try:
-            by_name([n.strip() for n in hunt_workloads.split(",") if n.strip()])
+            by_name(list(hunt_names))
         except ValueError as exc:
             raise _fail(f"--hunt-workloads: {exc}") from None
     started = time.monotonic()
@@ -127,11 +128,7 @@ def conformance(
                 raise typer.Exit(stop.exit_code) from None
             raise _fail(str(exc)) from None
     if hunt and run.interrupted is None:
-        try:
-            run.results.extend(_hunt(run, impl, hunt_out, hunt_workloads, hunt_depth, workers))
-        except _HuntInterrupted as exc:
-            echo(exc.message)
-            raise typer.Exit(exc.exit_code) from None
+        run.results.extend(_hunt(run, impl, hunt_out, hunt_names, hunt_depth, workers))
     verdict = judge(run, expected)
     print_table(verdict, show_passed=not failures_only)
     unattributed = [r for r in run.results if r.outcome == "failed" and not r.rules]
@@ -155,22 +152,15 @@ def conformance(
     raise typer.Exit(0 if verdict.ok and not unattributed else 1)
 
 
-class _HuntInterrupted(Exception):
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.message, self.exit_code = message, exit_code
-
-
-def _hunt(run: Any, impl: str, out: Path, workloads: str, depth: int, workers: int) -> list[Any]:
+def _hunt(run: Any, impl: str, out: Path, workloads: tuple[str, ...], depth: int, workers: int) -> list[Any]:
     """Run the default hunt of ``run``'s implementation and return its verdicts as rule results
     (:mod:`conformance.hunt.verdicts`); its coverage table and findings are printed."""
     from .hunt import driver, search, verdicts
     from .hunt.commands import print_report, write_report
     from .hunt.report import dumps
-    from .interrupts import Interrupts
+    from .interrupts import Interrupts, echo
 
-    names = tuple(n.strip() for n in workloads.split(",") if n.strip())
-    config = search.Config(workloads=names, depth=depth)
+    config = search.Config(workloads=workloads, depth=depth)
     with Interrupts() as stop:
         result = driver.hunt(run.impl, impl, config, workers=workers or (os.cpu_count() or 1), out=out,
                              should_stop=lambda: stop.requested)
@@ -178,8 +168,9 @@ def _hunt(run: Any, impl: str, out: Path, workloads: str, depth: int, workers: i
     write_report(out / "report.json", dumps(rep))
     print_report(rep, out, impl, [])
     if rep["stopped"] == "interrupted":
-        raise _HuntInterrupted(stop.message(rep["totals"]["run"], "windows") + " of the hunt; no report written "
-                               f"but the hunt's own ({out / 'report.json'})", stop.exit_code)
+        echo(stop.message(rep["totals"]["run"], "windows") + f" of the hunt; no report written but the hunt's own "
+             f"({out / 'report.json'})")
+        raise typer.Exit(stop.exit_code)
     return verdicts.results(rep, impl_spec=impl, out=out, selected=run.selected_rules or None)
 
 

@@ -84,14 +84,6 @@ def verbs_for(impl: Implementation, verbs: tuple[str, ...] = win.VERBS) -> list[
     return [v for v in verbs if v != "inject" or "injection" in features]
 
 
-def _reentrant_model(impl: Implementation) -> bool:
-    """Whether the caller may act synchronously inside a model call. Over the wire the kit's
-    model is called while the driver reads the child's events, where an action would re-enter
-    the child (the protocol refuses it): there the model-call window is an actor's only."""
-    info = getattr(impl, "info", None)
-    return not (isinstance(info, dict) and info.get("kind") == "wire")
-
-
 def plan(workloads: tuple[Workload, ...], impl: Implementation, config: Config) -> list[WorkloadPlan]:
     """Every window of every workload ``impl`` can run, from a probe run of each."""
     features = set(getattr(impl, "features", ()))
@@ -107,7 +99,7 @@ def plan(workloads: tuple[Workload, ...], impl: Implementation, config: Config) 
         for point in win.points(workload, win.probe(workload, impl), config.nth):
             start = len(wp.windows)
             modes = config.modes
-            if point.on == "model/request" and not _reentrant_model(impl):
+            if point.on == "model/request" and not getattr(impl, "reentrant_model", True):  # adapter.py
                 modes = tuple(m for m in modes if m != "listener")
             wp.windows += list(win.enumerate_windows(workload, [point], verbs, config.depth, modes))
             if len(wp.windows) > start:

@@ -31,12 +31,28 @@ LATER_COMPLETES = "the later prompt's turn must complete, not inherit the cancel
 
 async def _runs_alone_and_completes(k: Kit, a: AgentHandle, prompt: str) -> None:
     """Send ``prompt`` after a cancel: it runs, alone, in a turn that completes (MARKER-1: the
-    cancel governed one turn and did not leak). Waits for that turn itself, not quiescence."""
+    cancel governed one turn and did not leak), after whatever turns came before. Waits for
+    that turn itself, not quiescence."""
+    before = len(k.reasons(a))
     a.send(prompt)
     await k.idle(a)
-    await k.until(lambda: len(k.reasons(a)) == 1, f"{prompt}'s turn to end")
-    assert k.prompts(a) == [[prompt]]
-    assert k.reasons(a)[-1:] == [COMPLETED], LATER_COMPLETES
+    await k.until(lambda: len(k.reasons(a)) == before + 1, f"{prompt}'s turn to end")
+    assert k.prompts(a)[before:] == [[prompt]]
+    assert k.reasons(a)[before:] == [COMPLETED], LATER_COMPLETES
+
+
+def _slow_first_call(k: Kit, waterfall: str, needs: str) -> asyncio.Event:
+    """A ``waterfall`` listener that holds the first step for 5 s; the event says it has begun."""
+    entered = asyncio.Event()
+
+    async def slow(*args: object) -> object:
+        if not entered.is_set():  # the first step only
+            entered.set()
+            await asyncio.sleep(5.0)
+        return await args[-1]()  # type: ignore[operator]
+
+    k.on(waterfall, slow, needs=needs)
+    return entered
 
 
 @pytest.mark.rule("ABORT-1")
@@ -78,15 +94,7 @@ def test_abort_while_a_step_waterfall_runs(run: Run, waterfall: str) -> None:
     async def scenario(k: Kit) -> None:
         echo = k.tool("echo")
         a = await _parked(k)
-        entered = asyncio.Event()
-
-        async def slow(*args: object) -> object:
-            if not entered.is_set():  # the first step only
-                entered.set()
-                await asyncio.sleep(5.0)
-            return await args[-1]()  # type: ignore[operator]
-
-        k.on(waterfall, slow, needs="the abort lands while it runs")
+        entered = _slow_first_call(k, waterfall, "the abort lands while it runs")
         k.model.push(fakes.tool_calls(("c1", "echo", "{}")))
         a.send("A")
         await asyncio.wait_for(entered.wait(), k.timeout)
@@ -96,7 +104,7 @@ def test_abort_while_a_step_waterfall_runs(run: Run, waterfall: str) -> None:
         assert echo.calls == [], "nothing of the aborted step is dispatched"
         assert len(k.model.requests) == (0 if waterfall == "agent/request" else 1), "no further model step runs"
         k.model.push(fakes.text("B's answer"))  # after the unused answer, if agent/request stopped A
-        await _runs_alone_and_completes_after(k, a, "B")
+        await _runs_alone_and_completes(k, a, "B")
 
     run(scenario)
 
@@ -660,15 +668,7 @@ def test_cancel_while_a_step_waterfall_runs(run: Run, schedule: str, waterfall: 
     async def scenario(k: Kit) -> None:
         echo = k.tool("echo")
         a = await _parked(k)
-        entered = asyncio.Event()
-
-        async def slow(*args: object) -> object:
-            if not entered.is_set():  # the first step only
-                entered.set()
-                await asyncio.sleep(5.0)
-            return await args[-1]()  # type: ignore[operator]
-
-        k.on(waterfall, slow, needs="the cancel lands while it runs")
+        entered = _slow_first_call(k, waterfall, "the cancel lands while it runs")
         k.model.push(fakes.tool_calls(("c1", "echo", "{}")))
         a.send("A")
         await asyncio.wait_for(entered.wait(), k.timeout)
@@ -676,16 +676,7 @@ def test_cancel_while_a_step_waterfall_runs(run: Run, schedule: str, waterfall: 
         await k.idle(a)
         assert k.reasons(a) == [aborted("during " + waterfall)]
         assert echo.calls == [], "nothing of the cancelled step is dispatched"
-        await _runs_alone_and_completes_after(k, a, "B")
+        await _runs_alone_and_completes(k, a, "B")
 
     run(scenario)
 
-
-async def _runs_alone_and_completes_after(k: Kit, a: AgentHandle, prompt: str) -> None:
-    """``prompt``, sent after an earlier turn, runs alone in a turn that completes."""
-    before = len(k.reasons(a))
-    a.send(prompt)
-    await k.idle(a)
-    await k.until(lambda: len(k.reasons(a)) == before + 1, f"{prompt}'s turn to end")
-    assert k.prompts(a)[-1] == [prompt]
-    assert k.reasons(a)[-1] == COMPLETED, LATER_COMPLETES

@@ -250,29 +250,3 @@ def test_cancelling_driver_task_during_the_flush(run: Run) -> None:
         await k.idle(a)
 
     run(scenario)
-
-
-@pytest.mark.rule("PY-1")
-def test_cancelling_driver_task_during_the_flush_keeps_one_turn_end(run: Run) -> None:
-    # The driver's task cancelled while it awaits the turn's session/flush (the turn already
-    # closed): the driver ends, the agent ends disposed, and the log keeps its one turn/end.
-    async def scenario(k: Kit) -> None:
-        a = k.agent()
-        flushing = asyncio.Event()
-
-        async def slow_flush(*_args: object) -> None:
-            flushing.set()
-            await asyncio.sleep(5.0)
-
-        k.on("session/flush", slow_flush, needs="the test cancels the driver inside the flush")
-        a.send("A")
-        await asyncio.wait_for(flushing.wait(), k.timeout)
-        task = k.service.driver_task(a)
-        assert task is not None, "the adapter must expose the driver task (ServiceHandle.driver_task)"
-        task.cancel()
-        await k.until(task.done, "the driver task to end")
-        await k.settle()
-        assert a.status == "disposed"
-        assert k.types(a).count("turn/end") == 1 and k.reasons(a) == [COMPLETED]
-
-    run(scenario)

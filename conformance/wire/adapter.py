@@ -41,6 +41,10 @@ class WireImplementation:
     and the next service gets a fresh one.
     """
 
+    reentrant_model = False
+    """The kit's model is called while the driver reads the child's events: a caller action
+    from inside a model call would re-enter the child, which the protocol refuses."""
+
     def __init__(self, command: str, *, cwd: str | None = None, timeout: float | None = None,
                  transcript: bool = False) -> None:
         import shlex
