@@ -156,7 +156,7 @@ def _hunt(run: Any, impl: str, out: Path, workloads: tuple[str, ...], depth: int
     """Run the default hunt of ``run``'s implementation and return its verdicts as rule results
     (:mod:`conformance.hunt.verdicts`); its coverage table and findings are printed."""
     from .hunt import driver, search, verdicts
-    from .hunt.commands import print_report, write_report
+    from .hunt.console import print_report, write_report
     from .hunt.report import dumps
     from .interrupts import Interrupts, echo
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import typer
 
 from . import search
+from .console import print_report, write_report
 
 IMPL_HELP = "Implementation: MODULE:ATTR (an Implementation or a factory), 'reference' (default) or 'mutant:NAME'."
 BASELINE_FORMAT = "loopkit-hunt-baseline/1"
@@ -73,53 +73,6 @@ def _baseline(path: Path) -> set[str]:
         raise ReportError(f"{path}: not a hunt baseline (expected format {BASELINE_FORMAT!r} and a "
                           "'differences' list)")
     return {str(d) for d in data["differences"]}
-
-
-def write_report(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (its directory made if need be)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-
-
-def print_report(rep: dict[str, Any], out: Path | None, impl: str, new_differences: list[dict[str, Any]]) -> None:
-    """The coverage table, the findings and the differences, for a terminal."""
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console(highlight=False, soft_wrap=True)
-    table = Table(title=f"hunt of {rep['impl']}" + (f" (shard {rep['shard']})" if rep["shard"] else ""),
-                  title_justify="left")
-    for col in ("window kind", "enumerated", "run", "distinct traces"):
-        table.add_column(col, justify="left" if col == "window kind" else "right")
-    for kind, row in rep["coverage"].items():
-        table.add_row(kind, str(row["enumerated"]), str(row["run"]), str(row["distinct"]))
-    t = rep["totals"]
-    table.add_row("[bold]all[/]", str(t["windows"]), str(t["run"]), str(t["distinct"]))
-    console.print(table)
-    console.print(f"{t['workloads']} workload(s); {t['explored']} window(s) explored, {t['schedules']} schedules")
-    for f in rep["findings"]:
-        console.print(f"[bold red]FOUND[/] {f['signature']} in {f['windows']} window(s) "
-                      f"({', '.join(f['workloads'])})")
-        console.print(f"  {f['message']}")
-        for ex in f["examples"]:
-            line = f"  window: {ex['window']}"
-            if ex.get("cassette") and out is not None:
-                line += f"\n  replay: loopkit replay {out / ex['cassette']} --impl {shlex.quote(impl)} --diagram race.html"
-            console.print(line)
-    if rep["differences"]:
-        console.print(f"{len(rep['differences'])} kind(s) of difference from {rep['config']['against']} "
-                      f"({len(new_differences)} not in the baseline):")
-        for d in rep["differences"][:20]:
-            mark = "new " if d in new_differences else ""
-            console.print(f"  {mark}{d['signature']}: {d['windows']} window(s), e.g. {d['first']}")
-    if rep["stopped"] == "interrupted":
-        console.print("[yellow]interrupted[/]: the report covers what ran before the stop")
-    elif rep["stopped"]:
-        console.print(f"stopped at the {rep['stopped']} ({t['run']} of {t['windows']} windows run)")
-    elif not rep["findings"]:
-        console.print(f"ok: no oracle failed in {t['windows']} windows")
 
 
 @app.callback(invoke_without_command=True)

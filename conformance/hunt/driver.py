@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.adapter import Implementation
+from conformance.report import atomic_write
 
 from . import pool, report, search, shards
 from .workloads import by_name
@@ -196,9 +197,7 @@ def _hunt(impl: Implementation, impl_spec: str, config: search.Config, against: 
                 f = next(f for f in sections[p]["findings"] if f["index"] == index)
                 path = out / f["cassette"]
                 path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(".yaml.tmp")
-                tmp.write_text(text or "", encoding="utf-8")
-                tmp.replace(path)
+                atomic_write(str(path), text or "")
                 written.append(path)
         for s in sections:
             for f in s["findings"]:

@@ -4,6 +4,7 @@ windows that act by listener and by actor; the model-call window is an actor's o
 from __future__ import annotations
 
 from conformance.hunt import driver, search
+from conformance.hunt.workloads import by_name
 from conformance.impl import resolve
 
 from ._wire import JS_LOOP, MARKER_NOT_RESET, requires_node
@@ -23,7 +24,7 @@ def test_the_hunt_finds_the_marker_variant_over_the_wire() -> None:
 def test_the_fixed_loop_passes_and_no_model_call_window_acts_by_listener() -> None:
     spec = f"wire:{JS_LOOP}"
     impl = resolve(spec)
-    (wp,) = search.plan(driver.by_name(["reply"]), impl, SMALL)
+    (wp,) = search.plan(by_name(["reply"]), impl, SMALL)
     at_model = [w for w in wp.windows if w.point.on == "model/request"]
     assert at_model and all(w.mode == "actor" for w in at_model)
     rep = driver.hunt(impl, spec, SMALL).report
