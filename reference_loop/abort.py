@@ -48,7 +48,7 @@ class AbortSignal:
         Returns a disposer that unregisters the callback.
         """
         if self._aborted:
-            callback(self._reason or "aborted")
+            callback(self._reason if self._reason is not None else "aborted")
             return lambda: None
         self._listeners.append(callback)
 
@@ -63,7 +63,7 @@ class AbortSignal:
     async def wait(self) -> str:
         """Wait until the signal fires; return its reason."""
         if self._aborted:
-            return self._reason or "aborted"
+            return self._reason if self._reason is not None else "aborted"
         fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
         try:
@@ -76,7 +76,7 @@ class AbortSignal:
 
     def throw_if_aborted(self) -> None:
         if self._aborted:
-            raise AbortError(self._reason or "aborted")
+            raise AbortError(self._reason if self._reason is not None else "aborted")
 
     def _fire(self, reason: str) -> None:
         if self._aborted:

@@ -372,7 +372,7 @@ class ReactLoopAgent:
             request = self._build_request(assembly, signal)
             request = await self._step_waterfall("agent/request", turn, step, request, signal)
             if signal.aborted:
-                return _StepOutcome(aborted=signal.reason or "aborted")
+                return _StepOutcome(aborted=_abort_reason(signal))
             if not isinstance(request, Mapping):
                 raise LoopError(
                     f"agent/request must return a request mapping, got {type(request).__name__}",
@@ -396,7 +396,7 @@ class ReactLoopAgent:
                 "model",
             )
             if not completed or signal.aborted:
-                return _StepOutcome(aborted=signal.reason or "aborted")
+                return _StepOutcome(aborted=_abort_reason(signal))
             finish = assembler.finish_reason
             if finish.get("kind") == "error":  # FINISH-1
                 raise LoopError(str(finish.get("message") or "model error"), finish.get("code"))
@@ -410,7 +410,7 @@ class ReactLoopAgent:
                 message = _without_tool_calls(message)  # MAXTOK-5: before agent/step-result
             message = await self._step_waterfall("agent/step-result", turn, step, message, signal)
             if signal.aborted:
-                return _StepOutcome(aborted=signal.reason or "aborted")
+                return _StepOutcome(aborted=_abort_reason(signal))
             message = _check_message(message)
             if max_tokens:
                 message = _without_tool_calls(message)  # MAXTOK-5: and again after it
@@ -434,7 +434,7 @@ class ReactLoopAgent:
                     break
                 await self._run_tool(turn, step, call, signal)
             if signal.aborted:  # TOOL-5: an abort during a tool ends the step
-                return _StepOutcome(aborted=signal.reason or "aborted")
+                return _StepOutcome(aborted=_abort_reason(signal))
             return _StepOutcome(had_tool_calls=bool(calls))  # MAXTOK-5: none for max-tokens
         finally:
             self._step_abort = None
@@ -527,7 +527,7 @@ class ReactLoopAgent:
             if await self._in_subtask(execute(), signal, "tool"):
                 result = _tool_result(box["result"])
             else:
-                result = error_result(AbortError(signal.reason or "aborted"))
+                result = error_result(AbortError(_abort_reason(signal)))
         except Exception as exc:  # TOOL-3: a failing/unknown tool or listener is a result
             self._warn(turn.number, f"tool {name!r} (call {call_id}) failed", exc)
             result = error_result(exc)
@@ -859,6 +859,12 @@ class ReactLoopAgent:
 
 def _identity(value: Any) -> Any:
     return value
+
+
+def _abort_reason(signal: AbortSignal) -> str:
+    """The reason a fired signal carries: the caller's, even an empty one (ABORT-1, CANCEL-1)."""
+    reason = signal.reason
+    return "aborted" if reason is None else reason
 
 
 def _fire(controller: AbortController, reason: str, agent: ReactLoopAgent) -> None:

@@ -109,6 +109,25 @@ def test_abort_while_a_step_waterfall_runs(run: Run, waterfall: str) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("ABORT-1", "CANCEL-1")
+def test_abort_keeps_the_callers_reason_even_empty(run: Run) -> None:
+    # An empty reason is still the caller's: only an omitted one takes the default.
+    async def scenario(k: Kit) -> None:
+        a = await _parked(k)
+        k.model.push(respond.hang(), respond.hang())
+        a.send("A")
+        await k.until(lambda: len(k.model.requests) == 1, "A's model call")
+        a.abort("")
+        await k.until(lambda: len(k.reasons(a)) == 1, "A's turn to end")
+        a.send("B")
+        await k.until(lambda: len(k.model.requests) == 2, "B's model call")
+        a.cancel("")
+        await k.idle(a)
+        assert k.reasons(a) == [aborted(""), aborted("")], "an empty reason is kept, not replaced by the default"
+
+    run(scenario)
+
+
 @pytest.mark.rule("CANCEL-1", "CANCEL-2")
 def test_cancel_clears_fifos_and_aborts(run: Run, schedule: str) -> None:
     async def scenario(k: Kit) -> None:
