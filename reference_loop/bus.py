@@ -74,11 +74,14 @@ class EventBus:
 
     def emit(self, name: str, *args: Any) -> None:
         """Notify synchronously, in registration order; re-raise the first failure after all ran."""
+        regs = self._listeners.get(name)
+        if not regs:
+            return
         first: BaseException | None = None
-        for listener in self.listeners(name):
+        for listener in [reg.fn for reg in regs]:  # a snapshot: a listener may register another
             try:
                 result = listener(*args)
-                if inspect.isawaitable(result):
+                if result is not None and inspect.isawaitable(result):
                     if inspect.iscoroutine(result):
                         result.close()
                     raise AsyncNotificationListenerError(

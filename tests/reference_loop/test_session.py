@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reference_loop.bus import EventBus
-from reference_loop.session import Session, SessionValidationError
+from reference_loop.session import Session, SessionValidationError, json_snapshot
 
 
 class Clock:
@@ -138,3 +141,52 @@ def test_derive_messages_and_turn_queries() -> None:
 def test_loaded_events_are_checked() -> None:
     with pytest.raises(SessionValidationError, match="event 0: seq is 4"):
         Session("s", EventBus(), Clock(), [{"type": "turn/start", "seq": 4, "time": 1, "data": {}}])
+
+
+# json_snapshot copies plain values directly; whatever it copies must equal the JSON round trip.
+_json_like = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner)
+    | st.dictionaries(st.text(max_size=3) | st.integers() | st.booleans() | st.none(), inner, max_size=3),
+    max_leaves=12,
+)
+
+
+def _round_trip(value: object) -> object:
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        return ("rejected", f"w is not JSON-serialisable: {exc}")
+
+
+def _snapshot(value: object) -> object:
+    try:
+        return json_snapshot(value, "w")
+    except SessionValidationError as exc:
+        return ("rejected", str(exc))
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(_json_like)
+def test_snapshot_is_the_json_round_trip(value: object) -> None:
+    assert repr(_snapshot(value)) == repr(_round_trip(value))
+
+
+def test_snapshot_is_a_deep_copy_and_rejects_what_json_rejects() -> None:
+    data = {"a": [{"b": 1.5}], "c": "x"}
+    copy = json_snapshot(data, "w")
+    assert copy == data and copy["a"] is not data["a"] and copy["a"][0] is not data["a"][0]
+    cyclic: dict[str, object] = {}
+    cyclic["self"] = cyclic
+    with pytest.raises(SessionValidationError, match="w is not JSON-serialisable: Circular reference"):
+        json_snapshot(cyclic, "w")
+    with pytest.raises(SessionValidationError, match="w is not JSON-serialisable"):
+        json_snapshot({"x": float("inf")}, "w")
+    with pytest.raises(SessionValidationError, match="w is not JSON-serialisable"):
+        json_snapshot({"x": object()}, "w")
+    deep: list[object] = []
+    node = deep
+    for _ in range(200):  # deeper than the direct copy goes: the round trip copies it
+        node.append([])
+        node = node[0]  # type: ignore[assignment]
+    assert json_snapshot(deep, "w") == deep
