@@ -145,3 +145,22 @@ def test_a_worker_that_dies_is_an_error_naming_its_unit() -> None:
 def test_a_unit_that_raises_is_an_error_naming_it() -> None:
     with pytest.raises(pool.PoolError, match="unit 2: ValueError: broken unit"):
         pool.run(_raises, list(range(5)), workers=2, describe=lambda u: f"unit {u}")
+
+
+def test_a_trace_signature_ignores_times_and_the_windows_own_calls_only() -> None:
+    from conformance.hunt.windows import Point, Window
+    from conformance.hunt.workloads import by_name
+    from conformance.scenario import engine
+
+    wl = by_name(["reply"])[0]
+    point = Point("agent/status", (("status", "idle"),))
+    trace = engine.run_one(Window("reply", point, ("send",)).scenario(wl.scenario), REF).trace
+    sig = search.signature(trace)
+    shifted = [{**e, "t_us": e["t_us"] + 7} for e in trace.timeline]
+    renamed = [{**e, "text": "W2"} if e.get("text") == "W1" else e for e in trace.timeline]
+    assert search.signature(type("T", (), {"timeline": shifted})()) == sig, "times are not the trace"
+    assert search.signature(type("T", (), {"timeline": renamed})()) == sig, "the window's texts are anonymous"
+    other = [e for e in trace.timeline if e.get("kind") != "agent/queued"]
+    assert search.signature(type("T", (), {"timeline": other})()) != sig
+    twice = engine.run_one(Window("reply", point, ("send", "send")).scenario(wl.scenario), REF).trace
+    assert search.signature(twice) != sig, "a second prompt is a second turn"
