@@ -128,7 +128,7 @@ def conformance(
                 raise typer.Exit(stop.exit_code) from None
             raise _fail(str(exc)) from None
     if hunt and run.interrupted is None:
-        run.results.extend(_hunt(run, impl, hunt_out, hunt_names, hunt_depth, workers))
+        run.results.extend(_hunt(run, impl, hunt_out, hunt_names, hunt_depth, workers, timeout))
     verdict = judge(run, expected)
     print_table(verdict, show_passed=not failures_only)
     unattributed = [r for r in run.results if r.outcome == "failed" and not r.rules]
@@ -152,18 +152,27 @@ def conformance(
     raise typer.Exit(0 if verdict.ok and not unattributed else 1)
 
 
-def _hunt(run: Any, impl: str, out: Path, workloads: tuple[str, ...], depth: int, workers: int) -> list[Any]:
+def _hunt(run: Any, impl: str, out: Path, workloads: tuple[str, ...], depth: int, workers: int,
+          timeout: float) -> list[Any]:
     """Run the default hunt of ``run``'s implementation and return its verdicts as rule results
-    (:mod:`conformance.hunt.verdicts`); its coverage table and findings are printed."""
+    (:mod:`conformance.hunt.verdicts`); its coverage table and findings are printed. ``timeout``
+    bounds each window's run; the hunt stops at the first that spins."""
     from .hunt import driver, search, verdicts
     from .hunt.console import print_report, write_report
     from .hunt.report import dumps
+    from .hunt.windows import SpinError
     from .interrupts import Interrupts, echo
+    from .runner import TestResult
+    from .scenario import engine
 
+    engine.set_wall_limit(timeout)  # per window run, as --timeout is per rule test
     config = search.Config(workloads=workloads, depth=depth)
     with Interrupts() as stop:
-        result = driver.hunt(run.impl, impl, config, workers=workers or (os.cpu_count() or 1), out=out,
-                             should_stop=lambda: stop.requested)
+        try:
+            result = driver.hunt(run.impl, impl, config, workers=workers or (os.cpu_count() or 1), out=out,
+                                 should_stop=lambda: stop.requested)
+        except SpinError as exc:  # the implementation spins before any window: one failure
+            return [TestResult("hunt::probe", [], "failed", str(exc), nodeid=verdicts.HUNT_NODE)]
     rep = result.report
     write_report(out / "report.json", dumps(rep))
     print_report(rep, out, impl, [])

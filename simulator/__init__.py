@@ -42,6 +42,7 @@ from simulator.explore import (
 from simulator.result import RunResult
 from simulator.schedule import Choice, Schedule, load_schedule, save_schedule
 from simulator.strategies.dpor import access, shared
+from simulator.supervise import WallClockExceeded
 
 __all__ = [
     "Choice",
@@ -54,6 +55,7 @@ __all__ = [
     "ShrinkResult",
     "SimLoop",
     "SimulationError",
+    "WallClockExceeded",
     "access",
     "allow_blocking",
     "check_determinism",

@@ -30,6 +30,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from simulator import _freeze
+from simulator import supervise as _supervise
 from simulator.errors import SimulationError
 from simulator.sources import SimSources
 
@@ -1289,6 +1290,7 @@ def run(
     timer_window: float = DEFAULT_TIMER_WINDOW,
     scenario: str | None = None,
     stall_advances: int | None = DEFAULT_STALL_ADVANCES,
+    wall_limit: float | None = None,
 ) -> RunResult:
     """Run ``main()`` (a zero-argument callable returning a coroutine) on a fresh deterministic
     loop and return a :class:`~simulator.result.RunResult`.
@@ -1304,6 +1306,10 @@ def run(
     ``stall_advances``: the progress watchdog; when virtual time has jumped that many times
     with no task created or finished and nothing observed (only timers fire, e.g. a deadlock
     kept alive by a heartbeat), the run ends as a deadlock (``stalled=True``); None disables.
+    ``wall_limit``: wall-clock seconds the run may take (``supervise.wall_clock``); past them the
+    program is interrupted where it spins and the outcome is ``"budget-exceeded"`` with
+    ``budget_reason == "wall"`` and the :class:`~simulator.supervise.WallClockExceeded` as
+    ``error`` (None: no limit).
     Never raises for the program's own errors: they become the outcome.
     """
     global _CURRENT
@@ -1345,6 +1351,8 @@ def run(
     pending: list[dict[str, Any]] = []
     main_task: asyncio.Task[Any] | None = None
     state = ""
+    wall = _supervise.wall_clock(wall_limit)
+    wall.__enter__()
     try:
         try:
             coro = main()
@@ -1362,6 +1370,9 @@ def run(
                     state = loop._drive_traced(choose, loop._max_steps)
                 else:
                     state = loop._drive(choose, True, loop._max_steps)
+            except _supervise.WallClockExceeded as exc:
+                state, error = "wall", exc
+                loop._budget_reason = "wall"
             except BaseException:
                 _cleanup(loop)
                 raise
@@ -1379,7 +1390,7 @@ def run(
                     else:
                         outcome, error = "failed", exc2
             else:
-                outcome = "budget-exceeded" if state == "budget" else "deadlock"
+                outcome = "budget-exceeded" if state in ("budget", "wall") else "deadlock"
                 pending = [
                     {"task": t.get_name(), "coro": _coro_name(t.get_coro()),
                      "stack": await_stack(t)}
@@ -1387,8 +1398,13 @@ def run(
                     if not t.done()
                 ]
         unretrieved = _collect_unretrieved(loop, main_task)
-        _cleanup(loop)
+        try:
+            _cleanup(loop)
+        except _supervise.WallClockExceeded as exc:  # it spins while unwinding, too
+            if error is None:
+                outcome, error, loop._budget_reason = "budget-exceeded", exc, "wall"
     finally:
+        wall.__exit__(None, None, None)
         loop._in_run = False
         loop._observers.clear()  # observers belong to this run
         _CURRENT = None

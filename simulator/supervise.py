@@ -19,6 +19,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from typing import Any
 
 PR_SET_PDEATHSIG = 1
 """From ``<linux/prctl.h>``."""
@@ -58,3 +60,72 @@ def die_with_parent(parent: int | None = None) -> None:
         os._exit(1)
     with contextlib.suppress(RuntimeError):  # no threads (an interpreter shutting down): prctl only
         threading.Thread(target=_watch, args=(expected,), name="loopkit-parent-watch", daemon=True).start()
+
+
+# --------------------------------------------------------------------------- wall-clock limit
+
+WALL_GRACE = 0.5
+"""Seconds between the repeated alarms after the first, while the program does not stop."""
+WALL_ALARMS = 6
+"""Alarms after which a program that swallows every one of them ends the process (exit 70)."""
+
+
+class WallClockExceeded(KeyboardInterrupt):
+    """A simulated run exceeded its wall-clock limit: the program never yields to the event loop
+    (a busy loop, or blocking code the simulator does not intercept). Every wait of a simulation
+    is virtual, so wall time spent means a spin.
+
+    A ``KeyboardInterrupt`` so that asyncio's callback wrappers and the program's own
+    ``except Exception`` let it through to the simulator's run loop."""
+
+    def __init__(self, limit: float, where: str) -> None:
+        self.limit = limit
+        self.where = where
+        super().__init__(f"exceeded the wall-clock limit ({limit:g}s) spinning in {where}: every wait of a "
+                         "simulation is virtual, so the program never yields to the event loop (a busy loop, "
+                         "or blocking code)")
+
+
+def _where(frame: Any) -> str:
+    if frame is None:
+        return "an unknown place"
+    code = frame.f_code
+    return f"{code.co_name} ({os.path.basename(code.co_filename)}:{frame.f_lineno})"
+
+
+@contextlib.contextmanager
+def wall_clock(limit: float | None) -> Iterator[None]:
+    """Raise :class:`WallClockExceeded` in whatever runs when ``limit`` wall seconds have passed,
+    again every :data:`WALL_GRACE` seconds until the block ends; a program that swallows
+    :data:`WALL_ALARMS` of them ends the process with a one-line message (exit 70).
+
+    Needs ``SIGALRM`` (POSIX) and the main thread; elsewhere, or with ``limit`` None or 0, the
+    block runs unsupervised, and so it does when a timer is already running (a supervisor outside,
+    such as the conformance plugin's, keeps time). The previous ``SIGALRM`` handler is restored."""
+    if (not limit or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread()
+            or signal.getitimer(signal.ITIMER_REAL)[0] > 0):  # a supervisor outside already keeps time
+        yield
+        return
+    alarms = 0
+    first = ""
+
+    def on_alarm(_signum: int, frame: Any) -> None:
+        nonlocal alarms, first
+        alarms += 1
+        where = _where(frame)
+        first = first or where
+        if alarms > WALL_ALARMS:
+            sys.stderr.write(f"loopkit: the program under test did not stop after {WALL_ALARMS} wall-clock alarms "
+                             f"(spinning in {first}); ending the process\n")
+            sys.stderr.flush()
+            os._exit(70)
+        signal.setitimer(signal.ITIMER_REAL, WALL_GRACE)
+        raise WallClockExceeded(limit, where)
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

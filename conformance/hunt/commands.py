@@ -96,6 +96,7 @@ def hunt(
     cassettes: int = typer.Option(1, "--cassettes", help="Race cassettes per failure and workload."),
     out: Path = typer.Option(Path("hunt-report"), "--out", metavar="DIR", help="Where report.json and the cassettes go."),  # noqa: B008
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report on stdout instead of the table."),
+    timeout: float = typer.Option(5.0, "--timeout", metavar="SECONDS", help="Wall-clock seconds one window's run may take (0: no limit); the hunt stops at the first window past it (the implementation spins)."),
 ) -> None:
     """Open every window a caller can act in (after each notification, inside each waterfall,
     flush and tool call, between chunks, after creation), do every sequence of actions there,
@@ -105,11 +106,17 @@ def hunt(
     from conformance.interrupts import Interrupts
 
     from . import driver, search, shards
+    from .windows import SpinError
 
     if depth < 1 or nth < 1 or min(random_runs, pct_runs, dfs_runs) < 0 or cassettes < 1 or workers < 0:
         raise _fail("--depth, --nth and --cassettes must be at least 1; --random, --pct, --dfs, --workers at least 0")
     if baseline is not None and not against:
         raise _fail("--baseline needs --against")
+    if not timeout >= 0:
+        raise _fail(f"--timeout must be a number of seconds, at least 0 (got {timeout})")
+    from ..scenario import engine
+
+    engine.set_wall_limit(timeout)
     try:
         part = shards.parse(shard) if shard else None
         known = _baseline(baseline) if baseline is not None else None
@@ -134,6 +141,9 @@ def hunt(
         if write_baseline is not None:
             write_report(write_baseline, json.dumps({"format": BASELINE_FORMAT, "differences": sorted(
                 d["signature"] for d in rep["differences"])}, indent=2) + "\n")
+    except SpinError as exc:  # a finding, not bad input
+        typer.echo(f"FAILED: {exc}")
+        raise typer.Exit(1) from None
     except _user_errors() as exc:
         raise _fail(_one_line(exc)) from None
     except ValueError as exc:

@@ -49,7 +49,12 @@ def _plain_unit(unit: tuple[int, int, int]) -> list[search.Plain]:
 def _explore_unit(unit: tuple[int, tuple[int, ...]]) -> list[tuple[int, dict[str, Any] | None]]:
     assert _CTX is not None
     p, indices = unit
-    return [search.explore(_CTX.plans[p], i, _CTX.impl, _CTX.config) for i in indices]
+    out = []
+    for i in indices:
+        out.append(search.explore(_CTX.plans[p], i, _CTX.impl, _CTX.config))
+        if search.hung(out[-1][1]):
+            break  # the hunt stops: the unit's other windows may spin as long
+    return out
 
 
 def _cassette_unit(unit: tuple[int, int, dict[str, Any]]) -> str:
@@ -108,9 +113,10 @@ def hunt(impl: Implementation, impl_spec: str, config: search.Config, *, against
     ``first`` the hunt stops at its first finding (the report then says ``stopped``)."""
     tick = progress or (lambda phase, done, total: None)
     found = [False]
+    spun = [False]  # a window ran past the wall-clock limit: every other may spin as long
 
     def stop() -> bool:
-        return (first and found[0]) or bool(should_stop and should_stop())
+        return (first and found[0]) or spun[0] or bool(should_stop and should_stop())
 
     # Contained failures are logged as warnings (ERR-12) tens of thousands of times: with no
     # handler anywhere, logging's last resort would print every one on stderr.
@@ -118,7 +124,7 @@ def hunt(impl: Implementation, impl_spec: str, config: search.Config, *, against
     logging.getLogger().addHandler(quiet)
     gc.freeze()  # the long-lived setup is no garbage: keep full collections cheap
     try:
-        return _hunt(impl, impl_spec, config, against, workers, shard, out, tick, stop, found, should_stop)
+        return _hunt(impl, impl_spec, config, against, workers, shard, out, tick, stop, found, should_stop, spun)
     finally:
         gc.unfreeze()
         logging.getLogger().removeHandler(quiet)
@@ -126,7 +132,8 @@ def hunt(impl: Implementation, impl_spec: str, config: search.Config, *, against
 
 def _hunt(impl: Implementation, impl_spec: str, config: search.Config, against: Implementation | None,
           workers: int, shard: tuple[int, int] | None, out: Path | None, tick: Progress,
-          stop: Callable[[], bool], found: list[bool], should_stop: Callable[[], bool] | None) -> HuntResult:
+          stop: Callable[[], bool], found: list[bool], should_stop: Callable[[], bool] | None,
+          spun: list[bool]) -> HuntResult:
     global _CTX
     every = search.plan(by_name(list(config.workloads)), impl, config)
     planned = [wp.workload.name for wp in every]
@@ -148,11 +155,12 @@ def _hunt(impl: Implementation, impl_spec: str, config: search.Config, against: 
         def tick1(i: int, results: list[search.Plain]) -> None:
             done1[0] += units1[i][2] - units1[i][1]
             found[0] = found[0] or any(r.failure is not None for r in results)
+            spun[0] = spun[0] or any(search.hung(r.failure) for r in results)
             tick("plain", done1[0], total1)
 
         tick("plain", 0, total1)
         got1 = pool.run(_plain_unit, units1, workers=workers, done=tick1, should_stop=stop, describe=describe)
-        stopped = any(r is None for r in got1)
+        stopped = spun[0] or any(r is None for r in got1)
         plain: list[list[search.Plain | None]] = [[None] * len(wp.windows) for wp in plans]
         for (p, a, _b), results in zip(units1, got1, strict=True):
             for k, r in enumerate(results or []):
@@ -168,12 +176,13 @@ def _hunt(impl: Implementation, impl_spec: str, config: search.Config, against: 
             def tick2(i: int, results: list[tuple[int, dict[str, Any] | None]]) -> None:
                 done2[0] += len(units2[i][1])
                 found[0] = found[0] or any(f is not None for _, f in results)
+                spun[0] = spun[0] or any(search.hung(f) for _, f in results)
                 tick("explore", done2[0], total2)
 
             tick("explore", 0, total2)
             got2 = pool.run(_explore_unit, units2, workers=workers, done=tick2, should_stop=stop,
                             describe=describe)
-            stopped = any(r is None for r in got2)
+            stopped = spun[0] or any(r is None for r in got2)
             for (p, indices), outcomes in zip(units2, got2, strict=True):
                 for i, outcome in zip(indices, outcomes or [], strict=False):
                     explored[p][i] = outcome
@@ -206,7 +215,10 @@ def _hunt(impl: Implementation, impl_spec: str, config: search.Config, against: 
         _CTX = None
     why = None
     if stopped:
-        why = "interrupted" if should_stop is not None and should_stop() else "first finding"
+        if should_stop is not None and should_stop():
+            why = "interrupted"
+        else:
+            why = "wall-clock limit" if spun[0] else "first finding"
     rep = report.assemble(impl=impl_spec, config=config.to_dict(), sections=sections,
                           shard=f"{shard[0]}/{shard[1]}" if shard else None, planned=planned, stopped=why)
     return HuntResult(rep, written)

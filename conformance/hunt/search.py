@@ -137,13 +137,23 @@ def reached(trace: Trace) -> bool:
 
 
 def failure_of(report: engine.RunReport) -> dict[str, Any]:
-    """The failure of a failing run, as the report states it (its schedule kept for phase 3)."""
+    """The failure of a failing run, as the report states it (its schedule kept for phase 3).
+
+    A run stopped by its wall-clock limit is a ``wall-clock`` failure, ``hang`` set: the
+    implementation spins, and what the oracles say of the half-run it left is noise."""
     t = report.trace
-    checks = sorted({f["check"] for f in t.failures}) or [f"outcome:{t.outcome}"]
+    hang = t.result is not None and engine.spun(t.result)
+    if hang:
+        checks, rules, message = ["wall-clock"], [], str(t.error)
+    else:
+        checks = sorted({f["check"] for f in t.failures}) or [f"outcome:{t.outcome}"]
+        rules = sorted({r for f in t.failures for r in f.get("rules", [])})
+        message = t.failures[0]["message"] if t.failures else str(t.error)
     return {
         "checks": checks,
-        "rules": sorted({r for f in t.failures for r in f.get("rules", [])}),
-        "message": t.failures[0]["message"] if t.failures else str(t.error),
+        "rules": rules,
+        "message": message,
+        "hang": hang,
         "strategy": t.strategy,
         "seed": t.seed,
         "schedule": t.schedule_object().to_json(),
@@ -162,7 +172,8 @@ class Plain:
 
 def plain(wp: WorkloadPlan, start: int, end: int, impl: Implementation,
           against: Implementation | None = None) -> list[Plain]:
-    """Phase 1 of windows ``start..end`` of one workload (and their run on ``against``)."""
+    """Phase 1 of windows ``start..end`` of one workload (and their run on ``against``); it ends
+    early, after the window, at a window that spins (the rest are not run: the hunt stops)."""
     out = []
     for index in range(start, end):
         sc = wp.scenario(index)
@@ -172,7 +183,14 @@ def plain(wp: WorkloadPlan, start: int, end: int, impl: Implementation,
             other = engine.run_one(sc, against)
             result.difference = observable.difference(other.trace, rep.trace, reached(other.trace), result.reached)
         out.append(result)
+        if result.failure is not None and result.failure["hang"]:
+            break
     return out
+
+
+def hung(failure: dict[str, Any] | None) -> bool:
+    """Whether a window's failure is a spin (the hunt stops at the first)."""
+    return failure is not None and bool(failure.get("hang"))
 
 
 def distinct(results: list[Plain | None]) -> list[int]:
@@ -248,5 +266,5 @@ def signature_of(failure: dict[str, Any]) -> str:
     return f"{'+'.join(failure['checks'])} [{', '.join(failure['rules'])}]"
 
 
-__all__ = ["Config", "Plain", "WorkloadPlan", "cassette", "distinct", "explore", "failure_of", "plain", "plan",
+__all__ = ["Config", "Plain", "WorkloadPlan", "cassette", "distinct", "explore", "failure_of", "hung", "plain", "plan",
            "reached", "signature", "signature_of", "signatures", "verbs_for", "window_seed"]

@@ -31,7 +31,7 @@ import simulator
 from conformance.adapter import Implementation
 
 from ..scenario import events as ev
-from ..scenario.engine import main_of
+from ..scenario.engine import main_of, run_kwargs, spun
 from ..scenario.model import Action, Actor, Listener, Scenario
 from .workloads import Workload
 
@@ -163,14 +163,20 @@ def probe(workload: Workload, impl: Implementation) -> list[dict[str, Any]]:
     listeners = tuple(Listener(on=on, do=(), name=f"probe:{on}", times="always", optional=True)
                       for on in _WATERFALL_PROBES)
     sc = replace(workload.scenario, listeners=(*workload.scenario.listeners, *listeners))
-    result = simulator.run(main_of(sc, impl), max_steps=sc.limits.max_steps, max_time=sc.limits.max_time,
-                           scenario=sc.name)
+    result = simulator.run(main_of(sc, impl), **run_kwargs(sc))
+    if spun(result):
+        raise SpinError(f"workload {workload.name!r}: its own run, with no window, {result.error}")
     if result.error is not None and not isinstance(result.error, AssertionError):
         from ..scenario.world import ScenarioSetupError
 
         if isinstance(result.error, ScenarioSetupError):
             raise result.error
     return list(result.timeline)
+
+
+class SpinError(Exception):
+    """A workload's probe run exceeded the wall-clock limit: the implementation spins before any
+    window opens (a finding, not bad input: ``loopkit hunt`` exits 1)."""
 
 
 def points(workload: Workload, timeline: list[dict[str, Any]], max_nth: int = 3) -> list[Point]:

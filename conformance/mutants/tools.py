@@ -53,7 +53,7 @@ MUTANTS = [
             Patch(
                 "agent",
                 "            if signal.aborted:  # TOOL-5: an abort during a tool ends the step\n"
-                '                return _StepOutcome(aborted=signal.reason or "aborted")\n',
+                '                return _StepOutcome(aborted=_abort_reason(signal))\n',
                 "",
             ),
         ),

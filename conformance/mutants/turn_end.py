@@ -79,7 +79,7 @@ MUTANTS = [
             Patch(
                 "agent",
                 '                raise LoopError("model stream aborted", "ABORTED")\n',
-                '                return _StepOutcome(aborted=signal.reason or "aborted")\n',
+                '                return _StepOutcome(aborted=_abort_reason(signal))\n',
             ),
         ),
     ),

@@ -41,6 +41,19 @@ def _one_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
+TIMEOUT_HELP = ("Wall-clock seconds one run may take (0: no limit). Every wait of a run is virtual, so a run "
+                "that takes seconds means the implementation never yields (a busy loop, or blocking code).")
+
+
+def _timeout(seconds: float) -> None:
+    """Set the wall-clock limit of every run of this command (engine.set_wall_limit)."""
+    from . import engine
+
+    if not seconds >= 0:  # NaN too
+        raise _fail(f"--timeout must be a number of seconds, at least 0 (got {seconds})")
+    engine.set_wall_limit(seconds)
+
+
 def _impl(spec: str) -> Any:
     from conformance.impl import resolve
 
@@ -91,11 +104,13 @@ def run(
     seed: int = typer.Option(0, "--seed", help="The run's seed (sources and strategy)."),
     trace: Path | None = typer.Option(None, "--trace", metavar="FILE", help="Write the trace as JSON here."),  # noqa: B008
     diagram: Path | None = typer.Option(None, "--diagram", metavar="FILE", help="Write a sequence diagram: .html page or Mermaid text."),  # noqa: B008
+    timeout: float = typer.Option(5.0, "--timeout", metavar="SECONDS", help=TIMEOUT_HELP),
 ) -> None:
     """Run a scenario once and print its timeline; exit 1 when a check fails."""
     from . import engine
     from .model import load
 
+    _timeout(timeout)
     if strategy not in engine.RUN_STRATEGIES:
         raise _fail(f"unknown strategy {strategy!r} (choose from {', '.join(engine.RUN_STRATEGIES)})")
     try:
@@ -173,6 +188,7 @@ def explore(
     seed: int = typer.Option(0, "--seed", help="First seed; run i uses seed + i."),
     workers: int = typer.Option(1, "--workers", help="Processes (disjoint seeds; random and pct)."),
     out: Path | None = typer.Option(None, "--out", metavar="FILE", help="Race cassette to write (default cassettes/races/NAME.yaml)."),  # noqa: B008
+    timeout: float = typer.Option(5.0, "--timeout", metavar="SECONDS", help=TIMEOUT_HELP),
 ) -> None:
     """Explore schedules; on the first failure shrink it and write a race cassette (exit 1).
 
@@ -189,6 +205,7 @@ def explore(
         raise _fail(f"unknown strategy {strategy!r} (choose from {', '.join(engine.STRATEGIES)})")
     if budget < 1 or workers < 1:
         raise _fail("--budget and --workers must be at least 1")
+    _timeout(timeout)
     unit = "examples" if strategy == "hypothesis" else "schedules"
     with Interrupts() as stop:
         try:
@@ -251,12 +268,14 @@ def replay(
     cassette_path: Path = typer.Argument(..., metavar="CASSETTE", help="A race cassette (cassettes/races/*.yaml)."),  # noqa: B008
     impl: str = typer.Option("reference", "--impl", metavar="MODULE:ATTR", help=IMPL_HELP),
     diagram: Path | None = typer.Option(None, "--diagram", metavar="FILE", help="Write a sequence diagram: .html page or Mermaid text."),  # noqa: B008
+    timeout: float = typer.Option(5.0, "--timeout", metavar="SECONDS", help=TIMEOUT_HELP),
 ) -> None:
     """Re-run a race cassette's schedule: exit 0 checks hold, 1 they fail, 2 it diverges."""
     import simulator
 
     from . import race
 
+    _timeout(timeout)
     try:
         record = race.load(cassette_path)
         implementation = _impl(impl)

@@ -98,8 +98,29 @@ def main_of(scenario: Scenario, impl: Implementation) -> Callable[[], Coroutine[
     return main
 
 
-def _run_kwargs(scenario: Scenario) -> dict[str, Any]:
-    return {"max_steps": scenario.limits.max_steps, "max_time": scenario.limits.max_time, "scenario": scenario.name}
+WALL_LIMIT = 5.0
+"""Default wall-clock seconds one run of a scenario may take (``--timeout``). A run's waits are all
+virtual, so it takes milliseconds; one that takes seconds spins (``simulator.supervise``)."""
+
+_wall_limit: float | None = WALL_LIMIT
+
+
+def set_wall_limit(seconds: float | None) -> None:
+    """The wall-clock limit of every run from now on, in this process and the workers it forks
+    (``None`` or 0: none). ``loopkit run/explore/replay/hunt --timeout`` set it."""
+    global _wall_limit
+    _wall_limit = seconds or None
+
+
+def spun(result: RunResult) -> bool:
+    """Whether a run was stopped by its wall-clock limit (the implementation never yielded)."""
+    return result.budget_reason == "wall"
+
+
+def run_kwargs(scenario: Scenario) -> dict[str, Any]:
+    """The ``simulator.run`` limits of one run of ``scenario`` (its own, and the wall-clock limit)."""
+    return {"max_steps": scenario.limits.max_steps, "max_time": scenario.limits.max_time, "scenario": scenario.name,
+            "wall_limit": _wall_limit}
 
 
 def judge_run(scenario: Scenario, result: RunResult, checks: Sequence[LoopCheck] | None = None) -> tuple[Trace, Verdict]:
@@ -122,7 +143,7 @@ def run_one(
 ) -> RunReport:
     """One run under ``strategy`` (``None``: FIFO) and ``seed``, or under a recorded ``schedule``
     (strict while it lasts, then FIFO; raises ``Divergence``)."""
-    kwargs = _run_kwargs(scenario)
+    kwargs = run_kwargs(scenario)
     if schedule is not None:
         strategy = Tape(schedule)
         seed = schedule.seed
@@ -153,7 +174,7 @@ def make_strategy(name: str, *, pct_horizon: int | None = None, pct_depth: int =
 def probe(scenario: Scenario, impl: Implementation) -> dict[str, int]:
     """Choice points and tasks of the FIFO run (fixes pct's horizon; sizes its guarantee)."""
     rec = Recording(Strategy())  # the base strategy always picks 0 but records the choices
-    result = simulator.run(main_of(scenario, impl), strategy=rec, seed=0, **_run_kwargs(scenario))
+    result = simulator.run(main_of(scenario, impl), strategy=rec, seed=0, **run_kwargs(scenario))
     if isinstance(result.error, ScenarioSetupError):
         raise result.error
     labels = [c.label for c in result.schedule.choices]
@@ -257,7 +278,7 @@ def explore(
 
     found = simulator.explore(
         main_of(scenario, impl), strategy=searched, budget=budget, seed=seed, is_failure=failed,
-        track=False, workers=out.workers, progress=progress, should_stop=should_stop, **_run_kwargs(scenario),
+        track=False, workers=out.workers, progress=progress, should_stop=should_stop, **run_kwargs(scenario),
     )
     out.runs = found.runs
     out.interrupted = found.interrupted
@@ -293,6 +314,8 @@ class Shrunk:
 def shrink(scenario: Scenario, impl: Implementation, failing: RunReport, *, max_runs: int = 60) -> Shrunk:
     """Fewer deviations from FIFO, then a shorter tape, keeping the same failed checks."""
     original = failing.trace.schedule_object()
+    if failing.trace.result is not None and spun(failing.trace.result):
+        return Shrunk(original, failing, original.size(), original.size(), 0)  # every try would spin again
     key = set(failing.failure_key)
     checks = checks_of(scenario)
 
@@ -302,7 +325,8 @@ def shrink(scenario: Scenario, impl: Implementation, failing: RunReport, *, max_
 
     try:
         found = simulator.shrink(main_of(scenario, impl), original, is_failure=is_failure, max_runs=max_runs,
-                                 max_steps=scenario.limits.max_steps, max_time=scenario.limits.max_time)
+                                 max_steps=scenario.limits.max_steps, max_time=scenario.limits.max_time,
+                                 wall_limit=_wall_limit)
         candidate, runs = found.schedule, found.runs
     except ValueError:
         candidate, runs = original, 0

@@ -23,11 +23,12 @@ Hook = Callable[[], None]
 
 
 class _Agent:
-    """An agent handle whose ``send`` does something hostile first."""
+    """An agent handle whose ``send`` (or ``steer``) does something hostile first."""
 
-    def __init__(self, agent: Any, hook: Hook) -> None:
+    def __init__(self, agent: Any, hook: Hook, on_steer: Hook | None = None) -> None:
         self._agent = agent
         self._hook = hook
+        self._on_steer = on_steer
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._agent, name)
@@ -36,14 +37,20 @@ class _Agent:
         self._hook()
         self._agent.send(content, source)
 
+    def steer(self, content: Any, source: Any = None) -> None:
+        if self._on_steer is not None:
+            self._on_steer()
+        self._agent.steer(content, source)
+
 
 class _Service:
     """A service handle wrapping every agent it makes (and ``close`` when asked)."""
 
-    def __init__(self, service: Any, hook: Hook, on_close: Hook | None) -> None:
+    def __init__(self, service: Any, hook: Hook, on_close: Hook | None, on_steer: Hook | None = None) -> None:
         self._service = service
         self._hook = hook
         self._on_close = on_close
+        self._on_steer = on_steer
         self._agents: dict[int, _Agent] = {}
 
     def __getattr__(self, name: str) -> Any:
@@ -52,7 +59,7 @@ class _Service:
     def _wrap(self, agent: Any) -> Any:
         if agent is None:
             return None
-        return self._agents.setdefault(id(agent), _Agent(agent, self._hook))
+        return self._agents.setdefault(id(agent), _Agent(agent, self._hook, self._on_steer))
 
     def create(self, agent_id: str, options: Any = None) -> Any:
         return self._wrap(self._service.create(agent_id, options))
@@ -79,14 +86,15 @@ class Hostile(ReferenceImplementation):
     """The reference, with ``on_send`` run in every ``send`` (and ``on_create``/``on_close``)."""
 
     def __init__(self, name: str, on_send: Hook = lambda: None, on_create: Hook | None = None,
-                 on_close: Hook | None = None) -> None:
+                 on_close: Hook | None = None, on_steer: Hook | None = None) -> None:
         super().__init__(name=name)
-        self._on_send, self._on_create, self._on_close = on_send, on_create, on_close
+        self._on_send, self._on_create, self._on_close, self._on_steer = on_send, on_create, on_close, on_steer
 
     def create_service(self, *, persistence: object | None = None) -> Any:
         if self._on_create is not None:
             self._on_create()
-        return _Service(super().create_service(persistence=persistence), self._on_send, self._on_close)
+        return _Service(super().create_service(persistence=persistence), self._on_send, self._on_close,
+                        self._on_steer)
 
 
 def _spin() -> None:
@@ -180,6 +188,7 @@ threads = Hostile("thread", on_send=_thread)
 spin_in_create = Hostile("spin-in-create", on_create=_spin)
 exit_in_create = Hostile("exit-in-create", on_create=lambda: os._exit(0))
 spin_in_close = Hostile("spin-in-close", on_close=_spin)
+spin_on_steer = Hostile("spin-on-steer", on_steer=_spin)  # only windows that steer spin (the hunt)
 dies = Dying(name="driver-dies")
 
 ALL = {

@@ -114,3 +114,55 @@ def test_a_dead_driver_task_is_named_when_a_wait_times_out(monkeypatch: pytest.M
     assert result.outcome == "failed"
     assert "did not resolve (status running); a: its driver task died of RuntimeError: driver exploded " \
            "(raised at hostile_adapters.py:" in result.message
+
+
+# ----------------------------------------------------------------- run, explore, replay, hunt
+# Outside the rule suite every run has its own wall-clock limit (--timeout): a spinning
+# implementation is a failed run that says where it spins, never a command that hangs.
+
+WINDOW1 = str(HERE.parent.parent / "conformance" / "scenario" / "examples" / "window1.yaml")
+
+
+def _cli(*args: str, timeout: float = 90) -> tuple[subprocess.CompletedProcess[str], float]:
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "cli", *args], cwd=HERE, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PYTHONPATH": str(HERE.parent.parent), "COLUMNS": "200"})
+    return proc, time.monotonic() - started
+
+
+@pytest.mark.parametrize("impl", ["spin", "hang"])
+def test_a_spinning_run_fails_naming_where_it_spins(impl: str) -> None:
+    proc, seconds = _cli("run", WINDOW1, "--impl", f"hostile_adapters:{impl}", "--timeout", "1")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    verdict = [line for line in proc.stdout.splitlines() if line.startswith("FAILED")]
+    where = "_spin (hostile_adapters.py:" if impl == "spin" else "spinning in wait (threading.py:"
+    assert verdict and "exceeded the wall-clock limit (1s)" in verdict[0] and where in verdict[0], proc.stdout
+    assert seconds < 30
+
+
+def test_explore_of_a_spinning_implementation_writes_its_cassette_unshrunk(tmp_path: Path) -> None:
+    out = tmp_path / "race.yaml"
+    proc, seconds = _cli("explore", WINDOW1, "--impl", "hostile_adapters:spin", "--timeout", "1", "--budget", "50",
+                         "--out", str(out))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert out.exists() and "0 runs" in proc.stdout  # shrinking a spin would spin each try
+    assert seconds < 30
+    replayed, _ = _cli("replay", str(out), "--impl", "hostile_adapters:spin", "--timeout", "1")
+    assert replayed.returncode == 1 and "exceeded the wall-clock limit" in replayed.stdout
+
+
+def test_a_hunt_of_a_spinning_implementation_stops_with_a_finding(tmp_path: Path) -> None:
+    # Only windows that steer spin: the hunt stops at the first ones, reports them, exits 1.
+    proc, seconds = _cli("hunt", "--impl", "hostile_adapters:spin_on_steer", "--workloads", "reply", "--timeout", "1",
+                         "--workers", "2", "--out", str(tmp_path))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    rep = json.loads((tmp_path / "report.json").read_text())
+    assert rep["stopped"] == "wall-clock limit" and rep["complete"] is False
+    assert [f["checks"] for f in rep["findings"]] == [["wall-clock"]]
+    assert "steer" in rep["findings"][0]["first"] and "_spin (hostile_adapters.py:" in rep["findings"][0]["message"]
+    assert seconds < 60
+    # Spinning in the workload itself (every send spins): one line, exit 1, no window run.
+    proc, seconds = _cli("hunt", "--impl", "hostile_adapters:spin", "--workloads", "reply", "--timeout", "1",
+                         "--out", str(tmp_path / "b"))
+    assert proc.returncode == 1 and proc.stdout.startswith("FAILED: workload 'reply': its own run"), proc.stdout
+    assert seconds < 30

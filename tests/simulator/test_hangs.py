@@ -56,3 +56,49 @@ def test_spin_loop_reported_promptly() -> None:
     assert r.outcome == "budget-exceeded" and r.budget_reason == "steps"
     assert r.steps <= 100_010, r.steps  # the default step budget, not a million steps
     assert "spinner" in r.report()
+
+
+# --------------------------------------------------------------------------- wall-clock limit
+
+
+def test_a_spin_is_stopped_by_the_wall_clock_limit_and_named() -> None:
+    import signal
+
+    async def main() -> None:
+        await asyncio.sleep(1.0)
+        while True:
+            try:
+                while True:  # a busy loop that never yields
+                    pass
+            except Exception:  # the program's own handler does not swallow the limit
+                pass
+
+    before = signal.getsignal(signal.SIGALRM)
+    t0 = _CLOCK[0]()
+    result = simulator.run(main, wall_limit=0.2)
+    assert _CLOCK[0]() - t0 < 5.0
+    assert result.outcome == "budget-exceeded" and result.budget_reason == "wall"
+    assert isinstance(result.error, simulator.WallClockExceeded)
+    assert "exceeded the wall-clock limit (0.2s) spinning in main (test_hangs.py:" in str(result.error)
+    assert signal.getsignal(signal.SIGALRM) == before and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+    assert simulator.run(main, wall_limit=0.2).timeline == result.timeline  # the same virtual run
+
+
+def test_a_run_that_yields_is_not_limited_and_an_outer_timer_is_left_alone() -> None:
+    import signal
+
+    async def main() -> int:
+        await asyncio.sleep(3600.0)  # an hour of virtual time: no wall time at all
+        return 7
+
+    assert simulator.run(main, wall_limit=0.5).value == 7
+    fired: list[int] = []
+    previous = signal.signal(signal.SIGALRM, lambda *_: fired.append(1))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30.0)  # somebody else's supervisor keeps time
+        assert simulator.run(main, wall_limit=0.01).value == 7
+        assert signal.getitimer(signal.ITIMER_REAL)[0] > 25.0, "the outer timer is not disturbed"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert fired == []
