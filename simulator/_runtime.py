@@ -1269,6 +1269,9 @@ class SimLoop(base_events.BaseEventLoop):
         trace.append((esid, psid, dep, fp, node))
 
 
+_RunResult: type[RunResult] | None = None
+
+
 def _on_main_done(fut: Any) -> None:
     fut.get_loop()._stopping = True
 
@@ -1306,8 +1309,9 @@ def run(
     kept alive by a heartbeat), the run ends as a deadlock (``stalled=True``); None disables.
     Never raises for the program's own errors: they become the outcome.
     """
-    global _CURRENT
-    from simulator.result import RunResult
+    global _CURRENT, _RunResult
+    if _RunResult is None:
+        from simulator.result import RunResult as _RunResult  # (a cycle at import time)
 
     if _CURRENT is not None:
         raise SimulationError("simulator.run() called inside a running simulation")
@@ -1399,11 +1403,14 @@ def run(
     choices, loop._choices = loop._choices, []
     if strategy is not None:
         strategy.end(outcome)
-    return RunResult(
+    # The loop may outlive the run in a reference cycle (a finished task keeps its loop): the
+    # run's timeline goes with the result alone, freed with it, not by the garbage collector.
+    timeline, loop._timeline = loop._timeline, []
+    return _RunResult(
         outcome=outcome,
         value=value,
         error=error,
-        timeline=loop._timeline,
+        timeline=timeline,
         virtual_time=loop._now,
         steps=loop._steps,
         pending=pending,
@@ -1542,13 +1549,32 @@ def observe(kind: str, **data: Any) -> None:
     simulation."""
     loop = _CURRENT
     if loop is not None and loop._recording:
+        ev = {"t": loop._now, "kind": kind, **data}
+        loop._timeline.append(ev)
+        observers = loop._observers
+        if observers:
+            if len(observers) == 1:
+                observers[0].fn(ev)
+            else:
+                # a snapshot: an observer may add or dispose observers while being notified
+                for entry in tuple(observers):
+                    entry.fn(ev)
+
+
+def observe_fields(kind: str, data: dict[str, Any]) -> None:
+    """``observe(kind, **data)`` for fields already in a dict (one dict fewer per event)."""
+    loop = _CURRENT
+    if loop is not None and loop._recording:
         ev = {"t": loop._now, "kind": kind}
         ev.update(data)
         loop._timeline.append(ev)
-        if loop._observers:
-            # a snapshot: an observer may add or dispose observers while being notified
-            for entry in tuple(loop._observers):
-                entry.fn(ev)
+        observers = loop._observers
+        if observers:
+            if len(observers) == 1:
+                observers[0].fn(ev)
+            else:
+                for entry in tuple(observers):
+                    entry.fn(ev)
 
 
 def on_observe(callback: Callable[[dict[str, Any]], Any]) -> Callable[[], None]:
