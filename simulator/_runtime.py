@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import heapq
+import itertools
 import sys
 import threading
 import traceback
@@ -564,6 +565,11 @@ class SimLoop(base_events.BaseEventLoop):
         self._tr_fp: dict[int, int] | None = None
         self._tr_names: dict[int, int] = {}
         self._tr_keep: list[Any] = []
+
+    def set_debug(self, enabled: bool) -> None:
+        super().set_debug(enabled)
+        # Every future made asks its loop get_debug(): a C callable answers, not a Python method.
+        self.get_debug = itertools.repeat(self._debug).__next__  # type: ignore[method-assign]
 
     # -- clock ----------------------------------------------------------------------------
     def time(self) -> float:

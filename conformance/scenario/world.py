@@ -320,7 +320,13 @@ class World:
 
     def _sample(self) -> None:
         """Record every pending waiter that is now released (see the module docstring)."""
-        for waiter in tuple(self._pending):
+        pending = self._pending
+        if len(pending) == 1:  # the common case, without the snapshot
+            waiter = pending[0]
+            if waiter.done is not None and waiter.done():
+                self._released(waiter, precise=True)
+            return
+        for waiter in tuple(pending):
             if waiter.done is not None and waiter.done():
                 self._released(waiter, precise=True)
 
