@@ -1525,7 +1525,7 @@ def _cleanup(loop: SimLoop) -> None:
 #: methods a run may override on the loop instance (FIFO, tracing): dropped at cleanup, which
 #: also breaks the loop <-> bound method reference cycles
 _INSTANCE_HOOKS = ("call_soon", "call_at", "time", "create_future", "_timer_handle_cancelled",
-                   "_task_class")
+                   "_task_class", "get_debug")
 
 
 def _drive_any(loop: SimLoop) -> None:

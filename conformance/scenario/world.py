@@ -38,6 +38,8 @@ import simulator
 from cassettes.model import CassetteModel
 from conformance.adapter import AgentHandle, Implementation, ServiceHandle, observer
 from conformance.fakes import FakeModel, FakeTool, Gate, ScriptEntry, ToolBox
+from simulator._runtime import current_loop as simulator_current_loop
+from simulator._runtime import observe as simulator_observe
 from simulator._runtime import observe_fields as simulator_observe_fields
 
 from . import events as ev
@@ -218,15 +220,13 @@ class World:
         # world lives as long as the run does (the loop's observers hold it).
         loop = self._loop
         world = weakref.ref(self)
-        current = simulator.current_loop
-        record = simulator_observe_fields
 
         def observe(*args: Any) -> None:
             # An implementation's leftover code finalised during a later run writes nothing there.
-            if current() is loop:
+            if simulator_current_loop() is loop:
                 w = world()
                 if w is not None:
-                    record(name, w._notification_fields(name, args))
+                    simulator_observe_fields(name, w._notification_fields(name, args))
 
         observe.__qualname__ = f"observe:{name}"
         return observer(observe)
@@ -234,19 +234,17 @@ class World:
     def _log_observer(self) -> Callable[..., None]:
         loop = self._loop
         world = weakref.ref(self)
-        current = simulator.current_loop
-        record = simulator.observe
-        compact = ev.compact_data
 
         def observe(session: Any, event: Mapping[str, Any]) -> None:
-            if current() is not loop:
+            if simulator_current_loop() is not loop:
                 return
             w = world()
             if w is None:
                 return
             agent = w._sessions.get(getattr(session, "id", None) or "", None)
             # ev.compact_log's fields, passed as they are made (no intermediate dict)
-            record("log", agent=agent, seq=event.get("seq"), type=event.get("type"), data=compact(event))
+            simulator_observe("log", agent=agent, seq=event.get("seq"), type=event.get("type"),
+                              data=ev.compact_data(event))
 
         observe.__qualname__ = "observe:session/event"
         return observer(observe)
