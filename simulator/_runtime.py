@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import heapq
+import itertools
 import sys
 import threading
 import traceback
@@ -565,6 +566,11 @@ class SimLoop(base_events.BaseEventLoop):
         self._tr_fp: dict[int, int] | None = None
         self._tr_names: dict[int, int] = {}
         self._tr_keep: list[Any] = []
+
+    def set_debug(self, enabled: bool) -> None:
+        super().set_debug(enabled)
+        # Every future made asks its loop get_debug(): a C callable answers, not a Python method.
+        self.get_debug = itertools.repeat(self._debug).__next__  # type: ignore[method-assign]
 
     # -- clock ----------------------------------------------------------------------------
     def time(self) -> float:
@@ -1270,6 +1276,9 @@ class SimLoop(base_events.BaseEventLoop):
         trace.append((esid, psid, dep, fp, node))
 
 
+_RunResult: type[RunResult] | None = None
+
+
 def _on_main_done(fut: Any) -> None:
     fut.get_loop()._stopping = True
 
@@ -1312,8 +1321,9 @@ def run(
     ``error`` (None: no limit).
     Never raises for the program's own errors: they become the outcome.
     """
-    global _CURRENT
-    from simulator.result import RunResult
+    global _CURRENT, _RunResult
+    if _RunResult is None:
+        from simulator.result import RunResult as _RunResult  # (a cycle at import time)
 
     if _CURRENT is not None:
         raise SimulationError("simulator.run() called inside a running simulation")
@@ -1415,11 +1425,14 @@ def run(
     choices, loop._choices = loop._choices, []
     if strategy is not None:
         strategy.end(outcome)
-    return RunResult(
+    # The loop may outlive the run in a reference cycle (a finished task keeps its loop): the
+    # run's timeline goes with the result alone, freed with it, not by the garbage collector.
+    timeline, loop._timeline = loop._timeline, []
+    return _RunResult(
         outcome=outcome,
         value=value,
         error=error,
-        timeline=loop._timeline,
+        timeline=timeline,
         virtual_time=loop._now,
         steps=loop._steps,
         pending=pending,
@@ -1528,7 +1541,7 @@ def _cleanup(loop: SimLoop) -> None:
 #: methods a run may override on the loop instance (FIFO, tracing): dropped at cleanup, which
 #: also breaks the loop <-> bound method reference cycles
 _INSTANCE_HOOKS = ("call_soon", "call_at", "time", "create_future", "_timer_handle_cancelled",
-                   "_task_class")
+                   "_task_class", "get_debug")
 
 
 def _drive_any(loop: SimLoop) -> None:
@@ -1558,13 +1571,32 @@ def observe(kind: str, **data: Any) -> None:
     simulation."""
     loop = _CURRENT
     if loop is not None and loop._recording:
+        ev = {"t": loop._now, "kind": kind, **data}
+        loop._timeline.append(ev)
+        observers = loop._observers
+        if observers:
+            if len(observers) == 1:
+                observers[0].fn(ev)
+            else:
+                # a snapshot: an observer may add or dispose observers while being notified
+                for entry in tuple(observers):
+                    entry.fn(ev)
+
+
+def observe_fields(kind: str, data: dict[str, Any]) -> None:
+    """``observe(kind, **data)`` for fields already in a dict (one dict fewer per event)."""
+    loop = _CURRENT
+    if loop is not None and loop._recording:
         ev = {"t": loop._now, "kind": kind}
         ev.update(data)
         loop._timeline.append(ev)
-        if loop._observers:
-            # a snapshot: an observer may add or dispose observers while being notified
-            for entry in tuple(loop._observers):
-                entry.fn(ev)
+        observers = loop._observers
+        if observers:
+            if len(observers) == 1:
+                observers[0].fn(ev)
+            else:
+                for entry in tuple(observers):
+                    entry.fn(ev)
 
 
 def on_observe(callback: Callable[[dict[str, Any]], Any]) -> Callable[[], None]:

@@ -461,13 +461,36 @@ _DIGEST_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_as
 """The encoder of ``history_digest``, built once (``json.dumps`` with options builds one per call)."""
 
 
+def _digest_encoder() -> Callable[[Any, int], Any] | None:
+    """``_DIGEST_JSON``'s own C encoder (what its ``encode`` builds per call), built once: its
+    circular-reference markers are empty again after every encoding that succeeds, and a
+    failed one builds it anew. ``None`` without the C accelerator."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return None
+    enc = _DIGEST_JSON
+    return make({}, enc.default, json.encoder.encode_basestring, None, enc.key_separator,
+                enc.item_separator, enc.sort_keys, enc.skipkeys, enc.allow_nan)
+
+
+_DIGEST_C = _digest_encoder()
+
+
 def history_digest(messages: Any) -> str:
     """A short digest of a request's messages (canonical JSON): what an oracle compares with the
     history the session log derives (LOG-7) without storing the whole history in the timeline."""
+    global _DIGEST_C
     try:
-        text = _DIGEST_JSON.encode(messages)
+        if _DIGEST_C is not None and type(messages) is not str:
+            text = "".join(_DIGEST_C(messages, 0))
+        else:
+            text = _DIGEST_JSON.encode(messages)
     except (TypeError, ValueError):
+        _DIGEST_C = _digest_encoder()
         return "unserialisable"
+    except BaseException:
+        _DIGEST_C = _digest_encoder()
+        raise
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 

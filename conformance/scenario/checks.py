@@ -215,8 +215,11 @@ class TraceView:
         key = ("log", agent)
         out: list[Event] | None = self._cache.get(key)
         if out is None:
+            # An entry the world recorded has them all: the indexed entry itself serves (the
+            # oracles read only these four keys); one without gets the reduced entry it always had.
             out = self._cache[key] = [
-                {"type": e["type"], "seq": e["seq"], "data": e.get("data", {}), "_i": e["_i"]}
+                e if "data" in e and "type" in e and "seq" in e
+                else {"type": e["type"], "seq": e["seq"], "data": e.get("data", {}), "_i": e["_i"]}
                 for e in self._by_kind_agent.get(("log", agent), ())
             ]
         return out

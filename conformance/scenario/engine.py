@@ -84,8 +84,14 @@ def failure_key(trace: Trace) -> tuple[str, ...]:
 def checks_of(scenario: Scenario) -> list[LoopCheck]:
     """The oracles (with the plain-world ones when no Python body could rewrite messages or
     requests), then the scenario's own checks."""
-    plain = PLAIN_ORACLES if scenario.body is None else ()
-    return [*ORACLES, *plain, *(compile_check(c) for c in scenario.checks)]
+    # Compiled once per scenario object (its checks are a tuple, its body fixed; a compiled check
+    # is a pure function of the trace): every run of a search judges with the same list.
+    cached = scenario.__dict__.get("_compiled_checks")
+    if cached is None or cached[0] is not scenario.checks or cached[1] is not scenario.body:
+        plain = PLAIN_ORACLES if scenario.body is None else ()
+        cached = (scenario.checks, scenario.body, (*ORACLES, *plain, *(compile_check(c) for c in scenario.checks)))
+        object.__setattr__(scenario, "_compiled_checks", cached)
+    return list(cached[2])
 
 
 def main_of(scenario: Scenario, impl: Implementation) -> Callable[[], Coroutine[Any, Any, None]]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,9 @@ import simulator
 from cassettes.model import CassetteModel
 from conformance.adapter import AgentHandle, Implementation, ServiceHandle, observer
 from conformance.fakes import FakeModel, FakeTool, Gate, ScriptEntry, ToolBox
+from simulator._runtime import current_loop as simulator_current_loop
+from simulator._runtime import observe as simulator_observe
+from simulator._runtime import observe_fields as simulator_observe_fields
 
 from . import events as ev
 from .model import Action, Actor, Listener, Scenario, ToolSpec
@@ -110,7 +114,7 @@ class World:
         if scenario.observe:
             for name in ev.OBSERVED:
                 self.service.on(name, self._notification_observer(name))
-            self.service.on("session/event", self._log_observer)
+            self.service.on("session/event", self._log_observer())
         simulator.on_observe(self._notify)
 
     # ------------------------------------------------------------------ building
@@ -211,25 +215,39 @@ class World:
     # ------------------------------------------------------------------ observing
 
     def _notification_observer(self, name: str) -> Callable[..., None]:
+        # The observers hold the world weakly: the implementation's objects (often in reference
+        # cycles of their own) then keep no world, loop or timeline alive after the run. The
+        # world lives as long as the run does (the loop's observers hold it).
         loop = self._loop
-        fields = self._notification_fields
+        world = weakref.ref(self)
 
         def observe(*args: Any) -> None:
             # An implementation's leftover code finalised during a later run writes nothing there.
-            if simulator.current_loop() is loop:
-                simulator.observe(name, **fields(name, args))
+            if simulator_current_loop() is loop:
+                w = world()
+                if w is not None:
+                    simulator_observe_fields(name, w._notification_fields(name, args))
 
         observe.__qualname__ = f"observe:{name}"
         return observer(observe)
 
-    @observer
-    def _log_observer(self, session: Any, event: Mapping[str, Any]) -> None:
-        if simulator.current_loop() is not self._loop:
-            return
-        agent = self._sessions.get(getattr(session, "id", None) or "", None)
-        # ev.compact_log's fields, passed as they are made (no intermediate dict)
-        simulator.observe("log", agent=agent, seq=event.get("seq"), type=event.get("type"),
-                          data=ev.compact_data(event))
+    def _log_observer(self) -> Callable[..., None]:
+        loop = self._loop
+        world = weakref.ref(self)
+
+        def observe(session: Any, event: Mapping[str, Any]) -> None:
+            if simulator_current_loop() is not loop:
+                return
+            w = world()
+            if w is None:
+                return
+            agent = w._sessions.get(getattr(session, "id", None) or "", None)
+            # ev.compact_log's fields, passed as they are made (no intermediate dict)
+            simulator_observe("log", agent=agent, seq=event.get("seq"), type=event.get("type"),
+                              data=ev.compact_data(event))
+
+        observe.__qualname__ = "observe:session/event"
+        return observer(observe)
 
     def fields(self, name: str, args: tuple[Any, ...]) -> dict[str, Any]:
         """The flattened fields of an event's arguments (the ``where`` vocabulary)."""
@@ -267,9 +285,20 @@ class World:
 
     def _notification_fields(self, name: str, args: tuple[Any, ...]) -> dict[str, Any]:
         """``fields`` of a notification (``agent/*``): what the world records of every one."""
-        out = {"agent": self.agent_id(args[0]) if args else None}
+        if not args:
+            return {"agent": None}
+        obj = args[0]
+        agent: str | None = None
+        for agent_id, handle in self.agents.items():  # agent_id(), its common case inline
+            if handle is obj:
+                agent = agent_id
+                break
+        else:
+            agent = self.agent_id(obj)
+        out = {"agent": agent}
+        plain, shaped = ev.PLAIN, ev.SHAPED
         for arg_name, value in zip(ev.NOTIFICATIONS.get(name, ()), args[1:], strict=False):
-            if type(value) in ev.PLAIN and arg_name not in ev.SHAPED:
+            if type(value) in plain and arg_name not in shaped:
                 out[arg_name] = value  # what ev.flatten gives, without its dict
             else:
                 out.update(ev.flatten(arg_name, value))
@@ -278,6 +307,8 @@ class World:
     def _notify(self, event: dict[str, Any]) -> None:
         if self._pending:
             self._sample()
+        if not self._observers:
+            return
         for kind, where, fn in tuple(self._observers):
             if kind is not None and event.get("kind") != kind:
                 continue
@@ -287,7 +318,13 @@ class World:
 
     def _sample(self) -> None:
         """Record every pending waiter that is now released (see the module docstring)."""
-        for waiter in tuple(self._pending):
+        pending = self._pending
+        if len(pending) == 1:  # the common case, without the snapshot
+            waiter = pending[0]
+            if waiter.done is not None and waiter.done():
+                self._released(waiter, precise=True)
+            return
+        for waiter in tuple(pending):
             if waiter.done is not None and waiter.done():
                 self._released(waiter, precise=True)
 
