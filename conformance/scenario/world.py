@@ -38,9 +38,9 @@ import simulator
 from cassettes.model import CassetteModel
 from conformance.adapter import AgentHandle, Implementation, ServiceHandle, observer
 from conformance.fakes import FakeModel, FakeTool, Gate, ScriptEntry, ToolBox
-from simulator._runtime import current_loop as simulator_current_loop
-from simulator._runtime import observe as simulator_observe
-from simulator._runtime import observe_fields as simulator_observe_fields
+from simulator import current_loop as simulator_current_loop
+from simulator import observe as simulator_observe
+from simulator import observe_fields as simulator_observe_fields
 
 from . import events as ev
 from .model import Action, Actor, Listener, Scenario, ToolSpec
