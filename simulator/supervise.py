@@ -66,6 +66,8 @@ def die_with_parent(parent: int | None = None) -> None:
 
 WALL_GRACE = 0.5
 """Seconds between the repeated alarms after the first, while the program does not stop."""
+WALL_MAX = 1e8
+"""Limits at or beyond this many seconds (infinity included) mean no limit."""
 WALL_ALARMS = 6
 """Alarms after which a program that swallows every one of them ends the process (exit 70)."""
 
@@ -102,7 +104,7 @@ def wall_clock(limit: float | None) -> Iterator[None]:
     Needs ``SIGALRM`` (POSIX) and the main thread; elsewhere, or with ``limit`` None or 0, the
     block runs unsupervised, and so it does when a timer is already running (a supervisor outside,
     such as the conformance plugin's, keeps time). The previous ``SIGALRM`` handler is restored."""
-    if (not limit or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread()
+    if (not limit or not 0 < limit < WALL_MAX or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread()
             or signal.getitimer(signal.ITIMER_REAL)[0] > 0):  # a supervisor outside already keeps time
         yield
         return

@@ -112,8 +112,8 @@ def hunt(
         raise _fail("--depth, --nth and --cassettes must be at least 1; --random, --pct, --dfs, --workers at least 0")
     if baseline is not None and not against:
         raise _fail("--baseline needs --against")
-    if not timeout >= 0:
-        raise _fail(f"--timeout must be a number of seconds, at least 0 (got {timeout})")
+    if not 0 <= timeout < float("inf"):  # NaN too
+        raise _fail(f"--timeout must be a finite number of seconds, at least 0 (got {timeout})")
     from ..scenario import engine
 
     engine.set_wall_limit(timeout)

@@ -49,8 +49,8 @@ def _timeout(seconds: float) -> None:
     """Set the wall-clock limit of every run of this command (engine.set_wall_limit)."""
     from . import engine
 
-    if not seconds >= 0:  # NaN too
-        raise _fail(f"--timeout must be a number of seconds, at least 0 (got {seconds})")
+    if not 0 <= seconds < float("inf"):  # NaN too
+        raise _fail(f"--timeout must be a finite number of seconds, at least 0 (got {seconds})")
     engine.set_wall_limit(seconds)
 
 
