@@ -42,13 +42,17 @@ class _NotPlain(Exception):
     """``_plain_copy`` met a value only the JSON round trip copies faithfully."""
 
 
-_SCALARS = frozenset((str, int, bool, type(None)))
+_SCALARS = frozenset((str, bool, type(None)))
 _MAX_PLAIN_DEPTH = 64
 
 
 def _plain_copy(value: Any, depth: int) -> Any:
     kind = type(value)
     if kind in _SCALARS:
+        return value
+    if kind is int:
+        if value.bit_length() > 64:  # JSON may refuse its digits (sys.get_int_max_str_digits)
+            raise _NotPlain
         return value
     if kind is float:
         if value - value != 0.0:  # NaN or an infinity: the round trip rejects it

@@ -1361,8 +1361,7 @@ def run(
     pending: list[dict[str, Any]] = []
     main_task: asyncio.Task[Any] | None = None
     state = ""
-    wall = _supervise.wall_clock(wall_limit)
-    wall.__enter__()
+    wall = _supervise.WallClock(wall_limit)
     try:
         try:
             coro = main()
@@ -1373,6 +1372,7 @@ def run(
             outcome, error = "failed", exc
         if main_task is not None:
             main_task.add_done_callback(_on_main_done)
+            wall.arm()
             try:
                 if choose is None:
                     state = loop._drive_fifo(loop._max_steps)
@@ -1384,8 +1384,11 @@ def run(
                 state, error = "wall", exc
                 loop._budget_reason = "wall"
             except BaseException:
+                wall.disarm()
                 _cleanup(loop)
                 raise
+            finally:
+                wall.disarm()  # what follows is the simulator's own bookkeeping: no alarm in it
             if state == "stopped":
                 if main_task.cancelled():
                     outcome = "failed"
@@ -1408,13 +1411,19 @@ def run(
                     if not t.done()
                 ]
         unretrieved = _collect_unretrieved(loop, main_task)
+        wall.arm()  # the program unwinds in the cleanup: it may spin there too
         try:
             _cleanup(loop)
-        except _supervise.WallClockExceeded as exc:  # it spins while unwinding, too
+        except _supervise.WallClockExceeded as exc:
             if error is None:
                 outcome, error, loop._budget_reason = "budget-exceeded", exc, "wall"
+        except Exception:
+            if state != "wall":  # after an alarm the loop may be left mid-step: its cleanup may fail
+                raise
+        finally:
+            wall.disarm()
     finally:
-        wall.__exit__(None, None, None)
+        wall.disarm()
         loop._in_run = False
         loop._observers.clear()  # observers belong to this run
         _CURRENT = None

@@ -436,7 +436,7 @@ def _explore_parallel(
     if first is not None:
         res.first_failure_run = first[0] - seed + 1
         res.first_failure = replay(main, Schedule.from_json(first[2]), strict=True,
-                                   **{k: v for k, v in run_kwargs.items() if k in ("max_steps", "max_time")})
+                                   **{k: v for k, v in run_kwargs.items() if k in ("max_steps", "max_time", "wall_limit")})
     return res
 
 

@@ -95,39 +95,83 @@ def _where(frame: Any) -> str:
     return f"{code.co_name} ({os.path.basename(code.co_filename)}:{frame.f_lineno})"
 
 
-@contextlib.contextmanager
-def wall_clock(limit: float | None) -> Iterator[None]:
-    """Raise :class:`WallClockExceeded` in whatever runs when ``limit`` wall seconds have passed,
-    again every :data:`WALL_GRACE` seconds until the block ends; a program that swallows
-    :data:`WALL_ALARMS` of them ends the process with a one-line message (exit 70).
+# A program under test may have replaced os._exit (the simulator guards it inside a run): the
+# last resort must reach the real one.
+_real_exit = getattr(os._exit, "__wrapped__", os._exit)
 
-    Needs ``SIGALRM`` (POSIX) and the main thread; elsewhere, or with ``limit`` None or 0, the
-    block runs unsupervised, and so it does when a timer is already running (a supervisor outside,
-    such as the conformance plugin's, keeps time). The previous ``SIGALRM`` handler is restored."""
-    if (not limit or not 0 < limit < WALL_MAX or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread()
-            or signal.getitimer(signal.ITIMER_REAL)[0] > 0):  # a supervisor outside already keeps time
-        yield
-        return
-    alarms = 0
-    first = ""
 
-    def on_alarm(_signum: int, frame: Any) -> None:
-        nonlocal alarms, first
-        alarms += 1
+class WallClock:
+    """The wall-clock limit of one run: :meth:`arm` before the program runs, :meth:`disarm`
+    after; while armed, :class:`WallClockExceeded` is raised in whatever runs once ``limit`` wall
+    seconds have passed, and again every :data:`WALL_GRACE` seconds until disarmed. A program
+    that swallows :data:`WALL_ALARMS` of them ends the process: one ``FAILED`` line on stderr,
+    exit 1 (the verdict on it, as for any failing run).
+
+    It only arms on the main thread of a POSIX process, with a finite positive ``limit``, and
+    when no timer is running already (a supervisor outside, such as the conformance plugin's,
+    keeps time then). :meth:`disarm` is race-free: an alarm due at that moment is dropped, and
+    the previous ``SIGALRM`` handler is back when it returns."""
+
+    def __init__(self, limit: float | None) -> None:
+        self.limit = limit
+        self.armed = False
+        self._alarms = 0
+        self._first = ""
+        self._previous: Any = None
+
+    def arm(self) -> None:
+        limit = self.limit
+        if (self.armed or not limit or not 0 < limit < WALL_MAX or not hasattr(signal, "setitimer")
+                or threading.current_thread() is not threading.main_thread()
+                or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
+            return
+        self._previous = signal.signal(signal.SIGALRM, self._on_alarm)
+        self.armed = True
+        # Armed again after an alarm (the program unwinding): it gets the grace period only.
+        signal.setitimer(signal.ITIMER_REAL, WALL_GRACE if self._first else limit)
+
+    def disarm(self) -> None:
+        if not self.armed:
+            return
+        mask = hasattr(signal, "pthread_sigmask")
+        if mask:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            if mask and signal.SIGALRM in signal.sigpending():
+                signal.sigwait({signal.SIGALRM})  # an alarm that came due meanwhile: dropped
+            signal.signal(signal.SIGALRM, self._previous if self._previous is not None else signal.SIG_DFL)
+            self.armed = False
+        finally:
+            if mask:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
+
+    @property
+    def fired(self) -> bool:
+        """Whether the limit was reached (at least one alarm)."""
+        return self._alarms > 0
+
+    def _on_alarm(self, _signum: int, frame: Any) -> None:
+        self._alarms += 1
         where = _where(frame)
-        first = first or where
-        if alarms > WALL_ALARMS:
-            sys.stderr.write(f"loopkit: the program under test did not stop after {WALL_ALARMS} wall-clock alarms "
-                             f"(spinning in {first}); ending the process\n")
+        self._first = self._first or where
+        if self._alarms > WALL_ALARMS:
+            sys.stderr.write(f"FAILED: the program under test did not stop after {WALL_ALARMS} wall-clock alarms "
+                             f"(spinning in {self._first}): every wait of a simulation is virtual, so it never "
+                             "yields; ending the process\n")
             sys.stderr.flush()
-            os._exit(70)
+            _real_exit(1)
         signal.setitimer(signal.ITIMER_REAL, WALL_GRACE)
-        raise WallClockExceeded(limit, where)
+        assert self.limit is not None
+        raise WallClockExceeded(self.limit, where)
 
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, limit)
+
+@contextlib.contextmanager
+def wall_clock(limit: float | None) -> Iterator[WallClock]:
+    """A :class:`WallClock` armed for the block and disarmed after it (see there)."""
+    clock = WallClock(limit)
+    clock.arm()
     try:
-        yield
+        yield clock
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        clock.disarm()

@@ -690,7 +690,7 @@ class FakeModel:
                     if signal is not None and signal.aborted:
                         outcome = "aborted"
                         if response.abort_mode == "raise":
-                            raise AbortError(signal.reason or "aborted")
+                            raise AbortError(signal.reason if signal.reason is not None else "aborted")
                         if response.abort_mode == "finish" and not _finished(chunks[:i]):
                             yield v.finish("aborted")
                         return

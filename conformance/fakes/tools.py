@@ -376,7 +376,8 @@ class FakeTool:
 
 
 def _reason(signal: AbortSignal | None) -> str:
-    return (signal.reason if signal is not None else None) or "aborted"
+    reason = signal.reason if signal is not None else None
+    return reason if reason is not None else "aborted"
 
 
 def _copy(value: Any) -> Any:

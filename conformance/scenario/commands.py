@@ -234,6 +234,9 @@ def explore(
                 echo(f"ok: no failing schedule for {sc.name!r} on {impl} in {found.runs} {unit}")
                 raise typer.Exit(0)
             echo(f"FOUND after {found.found_at} {unit} (seed {found.failing_seed}):")
+            t = found.failure.trace
+            if t.outcome != "completed" and t.error:  # a spin, a crash: say it before the checks it upset
+                echo(f"  outcome {t.outcome}: {t.error}")
             for f in found.failure.trace.failures:
                 echo(f"  check {f['check']}: {f['message']}")
             if stop.requested:  # keep the failure as found: shrinking is more runs

@@ -354,7 +354,7 @@ class Connection:
 
     def _on_abort(self, m: dict[str, Any]) -> None:
         self.signal(str(m["signal"]))
-        self._signals[str(m["signal"])].abort(str(m.get("reason") or "aborted"))
+        self._signals[str(m["signal"])].abort(str(m["reason"]) if m.get("reason") is not None else "aborted")
 
     def _on_tool(self, m: dict[str, Any]) -> None:
         tool = self._tools.get(m["tool"])

@@ -102,6 +102,15 @@ def _spin() -> None:
         pass
 
 
+def _spin_swallowing() -> None:
+    while True:  # a busy loop that swallows every interruption, even BaseException
+        try:
+            while True:
+                pass
+        except BaseException:
+            pass
+
+
 def _hang() -> None:
     threading.Event().wait()  # blocks the thread forever (no simulator escape for this one)
 
@@ -189,6 +198,7 @@ spin_in_create = Hostile("spin-in-create", on_create=_spin)
 exit_in_create = Hostile("exit-in-create", on_create=lambda: os._exit(0))
 spin_in_close = Hostile("spin-in-close", on_close=_spin)
 spin_on_steer = Hostile("spin-on-steer", on_steer=_spin)  # only windows that steer spin (the hunt)
+spin_swallowing = Hostile("spin-swallowing", on_send=_spin_swallowing)
 dies = Dying(name="driver-dies")
 
 ALL = {

@@ -140,11 +140,14 @@ def test_a_spinning_run_fails_naming_where_it_spins(impl: str) -> None:
     assert seconds < 30
 
 
-def test_explore_of_a_spinning_implementation_writes_its_cassette_unshrunk(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_explore_of_a_spinning_implementation_writes_its_cassette_unshrunk(tmp_path: Path, workers: str) -> None:
     out = tmp_path / "race.yaml"
     proc, seconds = _cli("explore", WINDOW1, "--impl", "hostile_adapters:spin", "--timeout", "1", "--budget", "50",
-                         "--out", str(out))
+                         "--workers", workers, "--out", str(out))
     assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "outcome budget-exceeded: WallClockExceeded: exceeded the wall-clock limit (1s) spinning in _spin" \
+        in proc.stdout, proc.stdout
     assert out.exists() and "0 runs" in proc.stdout  # shrinking a spin would spin each try
     assert seconds < 30
     replayed, _ = _cli("replay", str(out), "--impl", "hostile_adapters:spin", "--timeout", "1")
@@ -165,4 +168,15 @@ def test_a_hunt_of_a_spinning_implementation_stops_with_a_finding(tmp_path: Path
     proc, seconds = _cli("hunt", "--impl", "hostile_adapters:spin", "--workloads", "reply", "--timeout", "1",
                          "--out", str(tmp_path / "b"))
     assert proc.returncode == 1 and proc.stdout.startswith("FAILED: workload 'reply': its own run"), proc.stdout
+    assert seconds < 30
+
+
+@pytest.mark.parametrize("command", ["run", "hunt"])
+def test_a_program_that_swallows_every_alarm_ends_the_process_with_a_verdict(tmp_path: Path, command: str) -> None:
+    args = [WINDOW1] if command == "run" else ["--workloads", "reply", "--workers", "1", "--out", str(tmp_path)]
+    proc, seconds = _cli(command, *args, "--impl", "hostile_adapters:spin_swallowing", "--timeout", "0.5")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert lines[-1].startswith("FAILED: the program under test did not stop after 6 wall-clock alarms (spinning in "
+                                "_spin_swallowing (hostile_adapters.py:"), proc.stderr
     assert seconds < 30

@@ -184,6 +184,9 @@ def test_snapshot_is_a_deep_copy_and_rejects_what_json_rejects() -> None:
         json_snapshot({"x": float("inf")}, "w")
     with pytest.raises(SessionValidationError, match="w is not JSON-serialisable"):
         json_snapshot({"x": object()}, "w")
+    with pytest.raises(SessionValidationError, match="w is not JSON-serialisable: Exceeds the limit"):
+        json_snapshot({"n": [10**5000]}, "w")  # more digits than JSON writes
+    assert json_snapshot({"n": 2**70}, "w") == {"n": 2**70}
     deep: list[object] = []
     node = deep
     for _ in range(200):  # deeper than the direct copy goes: the round trip copies it

@@ -102,3 +102,28 @@ def test_a_run_that_yields_is_not_limited_and_an_outer_timer_is_left_alone() -> 
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert fired == []
+
+
+def test_the_limit_covers_the_program_not_the_simulators_bookkeeping(monkeypatch: object) -> None:
+    import signal
+
+    from simulator import _runtime
+
+    real = _runtime._collect_unretrieved
+
+    def slow(*args: object) -> object:
+        t0 = _CLOCK[0]()
+        while _CLOCK[0]() - t0 < 0.4:  # bookkeeping past the limit, after the program ended
+            pass
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_runtime, "_collect_unretrieved", slow)  # type: ignore[attr-defined]
+
+    async def main() -> int:
+        await asyncio.sleep(1.0)
+        return 5
+
+    before = signal.getsignal(signal.SIGALRM)
+    result = simulator.run(main, wall_limit=0.2)
+    assert result.outcome == "completed" and result.value == 5
+    assert signal.getsignal(signal.SIGALRM) == before and signal.getitimer(signal.ITIMER_REAL)[0] == 0
