@@ -68,7 +68,7 @@ WALL_GRACE = 0.5
 """Seconds between the repeated alarms after the first, while the program does not stop."""
 WALL_MAX = 1e8
 """Limits at or beyond this many seconds (infinity included) mean no limit."""
-WALL_ALARMS = 6
+WALL_ALARMS = 4
 """Alarms after which a program that swallows every one of them ends the process (exit 70)."""
 
 
