@@ -26,13 +26,14 @@ import os
 import signal
 import sys
 import threading
-import traceback
 from collections.abc import Callable, Generator
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import pytest
+
+from simulator.supervise import WALL_ALARMS, WALL_GRACE, real_exit, spinning_frame
 
 from . import catalogue, schedules
 from .adapter import Implementation
@@ -44,16 +45,16 @@ WALL_TIMEOUT = 5.0
 """Default wall-clock seconds per rule test (setup, call and teardown together)."""
 MAX_HANGS = 3
 """Default number of rule tests that may exceed the wall-clock limit before the run stops."""
-GRACE = 0.5
+GRACE = WALL_GRACE
 """Seconds between the repeated alarms after the first, when a test does not stop."""
-ALARMS = 4
+ALARMS = WALL_ALARMS
 """Alarms after which an xdist worker ends itself (the runner restarts it and reports the test)."""
 OUTPUT_LIMIT = 8192
 """Characters of an implementation's stdout/stderr kept per test when output is bounded."""
 WALL_MESSAGE = "exceeded the wall-clock limit"
 """The fixed part of a timed-out test's message (the runner counts hangs by it)."""
 
-_real_exit = getattr(os._exit, "__wrapped__", os._exit)  # the simulator guards os._exit in a run
+_real_exit = real_exit  # the simulator guards os._exit in a run
 
 
 class WallTimeout(BaseException):
@@ -127,16 +128,13 @@ def _spinning_in(frame: FrameType | None) -> str:
     """The innermost frame of the implementation (not the kit, asyncio or pytest) at the alarm."""
     here = Path(__file__).resolve().parent
     kit = (str(here), str(here.parent / "simulator"))
-    skip = ("asyncio", "_pytest", "pluggy", "contextlib", "threading")
-    stack = traceback.extract_stack(frame) if frame is not None else []
-    for entry in reversed(stack):
-        path = entry.filename
-        if path.startswith(kit) or any(f"{os.sep}{part}{os.sep}" in path for part in skip):
-            continue
-        return f"{entry.name}() at {Path(path).name}:{entry.lineno}"
-    if stack:
-        return f"{stack[-1].name}() at {Path(stack[-1].filename).name}:{stack[-1].lineno}"
-    return ""
+    parts = ("asyncio", "_pytest", "pluggy", "contextlib", "threading")
+
+    def skip(path: str) -> bool:
+        return path.startswith(kit) or any(f"{os.sep}{part}{os.sep}" in path for part in parts)
+
+    entry = spinning_frame(frame, skip)
+    return f"{entry.name}() at {Path(entry.filename).name}:{entry.lineno}" if entry is not None else ""
 
 
 class _Supervisor:

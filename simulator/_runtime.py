@@ -1315,7 +1315,7 @@ def run(
     ``stall_advances``: the progress watchdog; when virtual time has jumped that many times
     with no task created or finished and nothing observed (only timers fire, e.g. a deadlock
     kept alive by a heartbeat), the run ends as a deadlock (``stalled=True``); None disables.
-    ``wall_limit``: wall-clock seconds the run may take (``supervise.wall_clock``); past them the
+    ``wall_limit``: wall-clock seconds the run may take (``supervise.WallClock``); past them the
     program is interrupted where it spins and the outcome is ``"budget-exceeded"`` with
     ``budget_reason == "wall"`` and the :class:`~simulator.supervise.WallClockExceeded` as
     ``error`` (None: no limit).
@@ -1580,32 +1580,26 @@ def observe(kind: str, **data: Any) -> None:
     simulation."""
     loop = _CURRENT
     if loop is not None and loop._recording:
-        ev = {"t": loop._now, "kind": kind, **data}
-        loop._timeline.append(ev)
-        observers = loop._observers
-        if observers:
-            if len(observers) == 1:
-                observers[0].fn(ev)
-            else:
-                # a snapshot: an observer may add or dispose observers while being notified
-                for entry in tuple(observers):
-                    entry.fn(ev)
+        _record(loop, {"t": loop._now, "kind": kind, **data})
 
 
 def observe_fields(kind: str, data: dict[str, Any]) -> None:
     """``observe(kind, **data)`` for fields already in a dict (one dict fewer per event)."""
     loop = _CURRENT
     if loop is not None and loop._recording:
-        ev = {"t": loop._now, "kind": kind}
-        ev.update(data)
-        loop._timeline.append(ev)
-        observers = loop._observers
-        if observers:
-            if len(observers) == 1:
-                observers[0].fn(ev)
-            else:
-                for entry in tuple(observers):
-                    entry.fn(ev)
+        _record(loop, {"t": loop._now, "kind": kind, **data})
+
+
+def _record(loop: SimLoop, ev: dict[str, Any]) -> None:
+    loop._timeline.append(ev)
+    observers = loop._observers
+    if observers:
+        if len(observers) == 1:
+            observers[0].fn(ev)
+        else:
+            # a snapshot: an observer may add or dispose observers while being notified
+            for entry in tuple(observers):
+                entry.fn(ev)
 
 
 def on_observe(callback: Callable[[dict[str, Any]], Any]) -> Callable[[], None]:

@@ -19,7 +19,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+import traceback
+from collections.abc import Callable
 from typing import Any
 
 PR_SET_PDEATHSIG = 1
@@ -69,7 +70,7 @@ WALL_GRACE = 0.5
 WALL_MAX = 1e8
 """Limits at or beyond this many seconds (infinity included) mean no limit."""
 WALL_ALARMS = 4
-"""Alarms after which a program that swallows every one of them ends the process (exit 70)."""
+"""Alarms after which a program that swallows every one of them ends the process (exit 1)."""
 
 
 class WallClockExceeded(KeyboardInterrupt):
@@ -88,16 +89,25 @@ class WallClockExceeded(KeyboardInterrupt):
                          "or blocking code)")
 
 
+def spinning_frame(frame: Any, skip: Callable[[str], bool] = lambda _path: False) -> traceback.FrameSummary | None:
+    """Where a program spins at an alarm: the innermost frame of ``frame``'s stack whose file
+    ``skip`` does not exclude (the innermost of all when it excludes every one)."""
+    stack = traceback.extract_stack(frame) if frame is not None else []
+    for entry in reversed(stack):
+        if not skip(entry.filename):
+            return entry
+    return stack[-1] if stack else None
+
+
 def _where(frame: Any) -> str:
-    if frame is None:
+    entry = spinning_frame(frame)
+    if entry is None:
         return "an unknown place"
-    code = frame.f_code
-    return f"{code.co_name} ({os.path.basename(code.co_filename)}:{frame.f_lineno})"
+    return f"{entry.name} ({os.path.basename(entry.filename)}:{entry.lineno})"
 
 
-# A program under test may have replaced os._exit (the simulator guards it inside a run): the
-# last resort must reach the real one.
-_real_exit = getattr(os._exit, "__wrapped__", os._exit)
+real_exit = getattr(os._exit, "__wrapped__", os._exit)
+"""The real ``os._exit``: inside a run the simulator guards it, and a last resort must exit."""
 
 
 class WallClock:
@@ -160,18 +170,7 @@ class WallClock:
                              f"(spinning in {self._first}): every wait of a simulation is virtual, so it never "
                              "yields; ending the process\n")
             sys.stderr.flush()
-            _real_exit(1)
+            real_exit(1)
         signal.setitimer(signal.ITIMER_REAL, WALL_GRACE)
         assert self.limit is not None
         raise WallClockExceeded(self.limit, where)
-
-
-@contextlib.contextmanager
-def wall_clock(limit: float | None) -> Iterator[WallClock]:
-    """A :class:`WallClock` armed for the block and disarmed after it (see there)."""
-    clock = WallClock(limit)
-    clock.arm()
-    try:
-        yield clock
-    finally:
-        clock.disarm()

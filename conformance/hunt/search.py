@@ -137,7 +137,7 @@ def failure_of(report: engine.RunReport) -> dict[str, Any]:
     A run stopped by its wall-clock limit is a ``wall-clock`` failure, ``hang`` set: the
     implementation spins, and what the oracles say of the half-run it left is noise."""
     t = report.trace
-    hang = t.result is not None and engine.spun(t.result)
+    hang = engine.spun(t.result)
     if hang:
         checks, rules, message = ["wall-clock"], [], str(t.error)
     else:
@@ -176,12 +176,12 @@ def plain(wp: WorkloadPlan, start: int, end: int, impl: Implementation,
         result = Plain(reached(rep.trace), signature(rep.trace), None if rep.ok else failure_of(rep))
         if against is not None:
             other = engine.run_one(sc, against)
-            if other.trace.result is not None and engine.spun(other.trace.result):
+            if engine.spun(other.trace.result):
                 raise ValueError(f"the --against implementation spins in window {wp.windows[index].name!r}: "
                                  f"{other.trace.error}")
             result.difference = observable.difference(other.trace, rep.trace, reached(other.trace), result.reached)
         out.append(result)
-        if result.failure is not None and result.failure["hang"]:
+        if hung(result.failure):
             break
     return out
 

@@ -118,9 +118,9 @@ def set_wall_limit(seconds: float | None) -> None:
     _wall_limit = seconds or None
 
 
-def spun(result: RunResult) -> bool:
+def spun(result: RunResult | None) -> bool:
     """Whether a run was stopped by its wall-clock limit (the implementation never yielded)."""
-    return result.budget_reason == "wall"
+    return result is not None and result.budget_reason == "wall"
 
 
 def run_kwargs(scenario: Scenario) -> dict[str, Any]:
@@ -320,7 +320,7 @@ class Shrunk:
 def shrink(scenario: Scenario, impl: Implementation, failing: RunReport, *, max_runs: int = 60) -> Shrunk:
     """Fewer deviations from FIFO, then a shorter tape, keeping the same failed checks."""
     original = failing.trace.schedule_object()
-    if failing.trace.result is not None and spun(failing.trace.result):
+    if spun(failing.trace.result):
         return Shrunk(original, failing, original.size(), original.size(), 0)  # every try would spin again
     key = set(failing.failure_key)
     checks = checks_of(scenario)
@@ -331,8 +331,7 @@ def shrink(scenario: Scenario, impl: Implementation, failing: RunReport, *, max_
 
     try:
         found = simulator.shrink(main_of(scenario, impl), original, is_failure=is_failure, max_runs=max_runs,
-                                 max_steps=scenario.limits.max_steps, max_time=scenario.limits.max_time,
-                                 wall_limit=_wall_limit)
+                                 **run_kwargs(scenario))
         candidate, runs = found.schedule, found.runs
     except ValueError:
         candidate, runs = original, 0

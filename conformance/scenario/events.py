@@ -139,21 +139,20 @@ def compact_data(event: Mapping[str, Any]) -> dict[str, Any]:
 
 PLAIN = frozenset((str, int, float, bool, type(None)))
 """The types of JSON's plain values (exactly: a subclass is not plain here)."""
-_PLAIN = PLAIN
 
 
 def jsonable(value: Any) -> Any:
     """A JSON-safe, deterministic copy: tuples become lists, sets sorted lists, unknown objects
     ``"<TypeName>"`` (never a ``repr`` with a memory address), exceptions ``"Type: message"``."""
     kind = type(value)
-    if kind in _PLAIN:
+    if kind in PLAIN:
         return value
     # The common cases, without the ABC machinery of isinstance(Mapping), and plain leaves
     # copied inline (no call per leaf): every session event's data goes through here.
     if kind is dict:
-        return {(k if type(k) is str else str(k)): (v if type(v) in _PLAIN else jsonable(v)) for k, v in value.items()}
+        return {(k if type(k) is str else str(k)): (v if type(v) in PLAIN else jsonable(v)) for k, v in value.items()}
     if kind is list or kind is tuple:
-        return [v if type(v) in _PLAIN else jsonable(v) for v in value]
+        return [v if type(v) in PLAIN else jsonable(v) for v in value]
     if isinstance(value, bool | int | str | float):
         return value
     if isinstance(value, Mapping):

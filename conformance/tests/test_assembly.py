@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from conformance.adapter import AgentHandle
 from conformance.fakes import respond
 from conformance.harness import Kit
 from reference_loop import vocabulary as v
 
 from ._support import COMPLETED, Run
+
+
+async def _answer(k: Kit, agent: AgentHandle, *chunks: Any) -> None:
+    """The model streams ``chunks`` for a prompt sent to ``agent``; returns once it is idle."""
+    k.model.push(respond.chunks(*chunks))
+    agent.send("hi")
+    await k.idle(agent)
 
 
 def _message(k: Kit, agent: object) -> list[dict]:
@@ -21,15 +31,13 @@ def _message(k: Kit, agent: object) -> list[dict]:
 def test_block_end_is_authoritative(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
-        k.model.push(respond.chunks(
+        await _answer(k, a,
             v.block_start(0, "text"),
             v.text_delta(0, "par"),
             v.block_end(0, v.text("FULL")),
             v.text_delta(0, "late"),
             v.finish("stop"),
-        ))
-        a.send("hi")
-        await k.idle(a)
+        )
         assert _message(k, a) == [v.text("FULL")]
 
     run(scenario)
@@ -40,16 +48,14 @@ def test_unclosed_blocks_kept(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
         echo = k.tool("echo")
-        k.model.push(respond.chunks(
+        await _answer(k, a,
             v.block_start(0, "text"),
             v.text_delta(0, "ab"),
             v.text_delta(0, "c"),
             v.tool_call_delta(1, "c1", '{"a":', name="echo"),
             v.tool_call_delta(1, "c1", "1}"),
             v.finish("tool-calls"),
-        ))
-        a.send("hi")
-        await k.idle(a)
+        )
         assert _message(k, a) == [v.text("abc"), v.tool_call("c1", "echo", '{"a":1}')]
         assert echo.call_args == [{"a": 1}], "a tool call built from deltas is dispatched"
 
@@ -60,7 +66,7 @@ def test_unclosed_blocks_kept(run: Run) -> None:
 def test_index_order_kept(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
-        k.model.push(respond.chunks(
+        await _answer(k, a,
             v.block_start(0, "text"),
             v.block_start(1, "reasoning"),
             v.reasoning_delta(1, "think"),
@@ -68,9 +74,7 @@ def test_index_order_kept(run: Run) -> None:
             v.text_delta(0, "A"),
             v.block_end(0, v.text("A")),
             v.finish("stop"),
-        ))
-        a.send("hi")
-        await k.idle(a)
+        )
         assert _message(k, a) == [v.text("A"), v.reasoning("think")]
 
     run(scenario)
@@ -80,15 +84,13 @@ def test_index_order_kept(run: Run) -> None:
 def test_no_finish_is_stop_and_last_usage_wins(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
-        k.model.push(respond.chunks(
+        await _answer(k, a,
             v.block_start(0, "text"),
             v.text_delta(0, "hi"),
             v.block_end(0, v.text("hi")),
             v.usage(1, 1),
             v.usage(5, 7),
-        ))
-        a.send("hi")
-        await k.idle(a)
+        )
         assert k.reasons(a) == [COMPLETED]
         usages = [e["data"]["usage"] for e in k.events(a, "usage")]
         assert usages == [{"input_tokens": 5, "output_tokens": 7}]
@@ -104,15 +106,13 @@ def test_block_end_wins_for_tool_calls_too(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
         echo = k.tool("echo")
-        k.model.push(respond.chunks(
+        await _answer(k, a,
             v.block_start(0, "tool-call"),
             v.tool_call_delta(0, "c1", '{"from": "deltas"}', name="echo"),
             v.block_end(0, v.tool_call("c1", "echo", '{"from": "block-end"}')),
             v.tool_call_delta(0, "c1", "garbage"),
             v.finish("tool-calls"),
-        ))
-        a.send("hi")
-        await k.idle(a)
+        )
         assert _message(k, a) == [v.tool_call("c1", "echo", '{"from": "block-end"}')]
         assert echo.call_args == [{"from": "block-end"}]
         assistant = [m for m in k.model.requests[1]["messages"] if m["role"] == "assistant"]
@@ -129,7 +129,7 @@ def test_unclosed_blocks_reach_the_next_request(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
         echo = k.tool("echo")
-        k.model.push(respond.chunks(
+        await _answer(k, a,
             v.block_start(0, "reasoning"),
             v.reasoning_delta(0, "thinking "),
             v.reasoning_delta(0, "hard"),
@@ -139,9 +139,7 @@ def test_unclosed_blocks_reach_the_next_request(run: Run) -> None:
             v.text_delta(2, "so"),
             v.reasoning_delta(3, "and mused"),
             v.finish("tool-calls"),
-        ))
-        a.send("hi")
-        await k.idle(a)
+        )
         kept = [v.reasoning("thinking hard"), v.tool_call("c7", "echo", '{"n": 7}'), v.text("said so"), v.reasoning("and mused")]
         assert echo.call_args == [{"n": 7}]
         assert len(k.model.requests) == 2, "the tool call continues the turn"
@@ -156,7 +154,7 @@ def test_index_order_kept_for_three_blocks_closing_backwards(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
         echo = k.tool("echo")
-        k.model.push(respond.chunks(
+        await _answer(k, a,
             v.block_start(0, "reasoning"),
             v.block_start(1, "text"),
             v.block_start(2, "tool-call"),
@@ -167,9 +165,7 @@ def test_index_order_kept_for_three_blocks_closing_backwards(run: Run) -> None:
             v.reasoning_delta(0, "R"),
             v.block_end(0, v.reasoning("R")),
             v.finish("tool-calls"),
-        ))
-        a.send("hi")
-        await k.idle(a)
+        )
         ordered = [v.reasoning("R"), v.text("B"), v.tool_call("c1", "echo", "{}")]
         assert _message(k, a) == ordered
         assert len(echo.calls) == 1
@@ -214,15 +210,13 @@ def test_block_end_alone_and_reasoning_from_deltas(run: Run) -> None:
     # announced text block that never got a delta nor a block-end is kept as built: empty (ASM-2).
     async def scenario(k: Kit) -> None:
         a = k.agent()
-        k.model.push(respond.chunks(
+        await _answer(k, a,
             v.reasoning_delta(0, "think"),
             v.reasoning_delta(0, "ing"),
             v.block_end(1, v.text("whole")),
             v.block_start(2, "text"),
             v.finish("stop"),
-        ))
-        a.send("hi")
-        await k.idle(a)
+        )
         # Spelled out (0b's shapes), not built with the vocabulary the loop itself uses.
         assert _message(k, a) == [
             {"type": "reasoning", "text": "thinking"}, {"type": "text", "text": "whole"}, {"type": "text", "text": ""},

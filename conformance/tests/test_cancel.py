@@ -85,6 +85,21 @@ def test_abort_without_step_does_nothing(run: Run) -> None:
     run(scenario)
 
 
+async def _stopped_in_a_step_waterfall(k: Kit, waterfall: str, verb: str) -> tuple[AgentHandle, fakes.FakeTool]:
+    """Prompt ``A`` (a step that would call ``echo``), and ``abort``/``cancel`` it with reason
+    ``during <waterfall>`` while a slow ``waterfall`` listener holds its first step; returns
+    once the agent is idle again."""
+    echo = k.tool("echo")
+    a = await _parked(k)
+    entered = _slow_first_call(k, waterfall, f"the {verb} lands while it runs")
+    k.model.push(fakes.tool_calls(("c1", "echo", "{}")))
+    a.send("A")
+    await asyncio.wait_for(entered.wait(), k.timeout)
+    getattr(a, verb)("during " + waterfall)
+    await k.idle(a)
+    return a, echo
+
+
 @pytest.mark.rule("ABORT-1")
 @pytest.mark.parametrize("waterfall", ["agent/request", "agent/step-result"])
 def test_abort_while_a_step_waterfall_runs(run: Run, waterfall: str) -> None:
@@ -92,14 +107,7 @@ def test_abort_while_a_step_waterfall_runs(run: Run, waterfall: str) -> None:
     # cancel marker is armed: only the step's abort): the turn ends aborted with the caller's
     # reason, nothing of the step is dispatched, no further model step runs.
     async def scenario(k: Kit) -> None:
-        echo = k.tool("echo")
-        a = await _parked(k)
-        entered = _slow_first_call(k, waterfall, "the abort lands while it runs")
-        k.model.push(fakes.tool_calls(("c1", "echo", "{}")))
-        a.send("A")
-        await asyncio.wait_for(entered.wait(), k.timeout)
-        a.abort("during " + waterfall)
-        await k.idle(a)
+        a, echo = await _stopped_in_a_step_waterfall(k, waterfall, "abort")
         assert k.reasons(a) == [aborted("during " + waterfall)]
         assert echo.calls == [], "nothing of the aborted step is dispatched"
         assert len(k.model.requests) == (0 if waterfall == "agent/request" else 1), "no further model step runs"
@@ -685,14 +693,7 @@ def test_cancel_while_a_step_waterfall_runs(run: Run, schedule: str, waterfall: 
     # or agent/step-result listener is still running; the turn ends aborted with that reason,
     # nothing of the step is dispatched and a later prompt runs normally.
     async def scenario(k: Kit) -> None:
-        echo = k.tool("echo")
-        a = await _parked(k)
-        entered = _slow_first_call(k, waterfall, "the cancel lands while it runs")
-        k.model.push(fakes.tool_calls(("c1", "echo", "{}")))
-        a.send("A")
-        await asyncio.wait_for(entered.wait(), k.timeout)
-        a.cancel("during " + waterfall)
-        await k.idle(a)
+        a, echo = await _stopped_in_a_step_waterfall(k, waterfall, "cancel")
         assert k.reasons(a) == [aborted("during " + waterfall)]
         assert echo.calls == [], "nothing of the cancelled step is dispatched"
         await _runs_alone_and_completes(k, a, "B")
