@@ -287,15 +287,7 @@ class World:
         """``fields`` of a notification (``agent/*``): what the world records of every one."""
         if not args:
             return {"agent": None}
-        obj = args[0]
-        agent: str | None = None
-        for agent_id, handle in self.agents.items():  # agent_id(), its common case inline
-            if handle is obj:
-                agent = agent_id
-                break
-        else:
-            agent = self.agent_id(obj)
-        out = {"agent": agent}
+        out = {"agent": self.agent_id(args[0])}
         plain, shaped = ev.PLAIN, ev.SHAPED
         for arg_name, value in zip(ev.NOTIFICATIONS.get(name, ()), args[1:], strict=False):
             if type(value) in plain and arg_name not in shaped:
@@ -318,13 +310,7 @@ class World:
 
     def _sample(self) -> None:
         """Record every pending waiter that is now released (see the module docstring)."""
-        pending = self._pending
-        if len(pending) == 1:  # the common case, without the snapshot
-            waiter = pending[0]
-            if waiter.done is not None and waiter.done():
-                self._released(waiter, precise=True)
-            return
-        for waiter in tuple(pending):
+        for waiter in tuple(self._pending):
             if waiter.done is not None and waiter.done():
                 self._released(waiter, precise=True)
 
