@@ -156,11 +156,6 @@ class WallClock:
             if mask:
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
 
-    @property
-    def fired(self) -> bool:
-        """Whether the limit was reached (at least one alarm)."""
-        return self._alarms > 0
-
     def _on_alarm(self, _signum: int, frame: Any) -> None:
         self._alarms += 1
         where = _where(frame)
