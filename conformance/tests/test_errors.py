@@ -803,7 +803,7 @@ def test_two_late_failures_of_a_completed_turn_announced_once(run: Run) -> None:
 
 
 @pytest.mark.rule("ERR-4", "ERR-9")
-def test_throwing_turn_end_listener_announced_with_its_own_error(run: Run) -> None:
+def test_throwing_turn_end_listener_if_announced_carries_its_own_error(run: Run) -> None:
     # A session/event listener throwing on the turn/end of a clean turn: the turn stays
     # balanced with its reason, nothing follows, and whatever is announced through agent/error
     # carries the listener's own error (ERR-9: "carrying the original error").
