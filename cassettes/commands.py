@@ -13,9 +13,7 @@ import typer
 from reference_loop.protocols import ModelRequest
 
 from .errors import CassetteError, ProviderError
-from .providers import ADAPTERS
-from .scrub import redact_url
-from .testserver import SCENARIOS
+from .names import ADAPTER_NAMES
 
 TEST_SERVER_HEADER = (
     "Recorded through loopkit's {adapter} adapter, by vcrpy, against the local test server\n"
@@ -65,7 +63,7 @@ def _summary(report: dict[str, Any]) -> str:
 def record(
     out: Annotated[Path, typer.Argument(help="Cassette file to write (e.g. cassettes/llm/openai-chat/hello.yaml).")],
     model: Annotated[str, typer.Option("--model", help="Provider model name (a scenario name for --test-server).")],
-    adapter: Annotated[str, typer.Option("--adapter", help=f"One of: {', '.join(ADAPTERS)}.")] = "openai-chat",
+    adapter: Annotated[str, typer.Option("--adapter", help=f"One of: {', '.join(ADAPTER_NAMES)}.")] = "openai-chat",
     prompt: Annotated[str, typer.Option("--prompt", help="The user message.")] = "Say hello.",
     system: Annotated[str | None, typer.Option("--system", help="System prompt.")] = None,
     tools: Annotated[Path | None, typer.Option("--tools", help="JSON file: a list of {name, description, input_schema}.")] = None,
@@ -78,7 +76,11 @@ def record(
     answer_tools: Annotated[str | None, typer.Option("--answer-tools", help="Answer every tool call with this text and record the next turn too.")] = None,
 ) -> None:
     """Record one request through an adapter (key and base URL from the environment)."""
+    # Imported here: the adapters load httpx and botocore, which other commands do not need.
+    from .providers import ADAPTERS
     from .record import record_cassette
+    from .scrub import redact_url
+    from .testserver import SCENARIOS
 
     if adapter not in ADAPTERS:
         typer.echo(f"error: unknown adapter {adapter!r} (known: {', '.join(ADAPTERS)})", err=True)

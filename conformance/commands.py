@@ -16,8 +16,7 @@ from typing import Any
 import typer
 
 from . import schedules
-from .plugin import MAX_HANGS, WALL_TIMEOUT
-from .runner import DEFAULT_WORKERS
+from .limits import DEFAULT_WORKERS, MAX_HANGS, WALL_TIMEOUT
 
 
 def _fail(message: str) -> typer.Exit:

@@ -39,12 +39,9 @@ from . import catalogue, schedules
 from .adapter import Implementation
 from .harness import Body, run_scenario
 from .impl import ImplError, resolve
+from .limits import MAX_HANGS, WALL_TIMEOUT
 
 NOT_APPLICABLE = "not-applicable"
-WALL_TIMEOUT = 5.0
-"""Default wall-clock seconds per rule test (setup, call and teardown together)."""
-MAX_HANGS = 3
-"""Default number of rule tests that may exceed the wall-clock limit before the run stops."""
 GRACE = WALL_GRACE
 """Seconds between the repeated alarms after the first, when a test does not stop."""
 ALARMS = WALL_ALARMS

@@ -19,16 +19,15 @@ writing leaves the previous file or none, never half of one).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from . import catalogue
 from .baseline import Baseline
+from .files import atomic_write
 from .runner import SuiteRun, TestResult
 
 TABLE_LINES = 30
@@ -178,18 +177,6 @@ def to_json(verdict: Verdict) -> dict[str, Any]:
     if verdict.implementation_info:
         report["implementation_info"] = dict(verdict.implementation_info)  # additive: wire implementations
     return report
-
-
-def atomic_write(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same directory and a rename."""
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, target)
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
 
 
 def write_json(verdict: Verdict, path: str) -> None:

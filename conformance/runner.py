@@ -46,10 +46,9 @@ from .adapter import Implementation
 from .harness import SetupError
 from .impl import ImplError, resolve
 from .interrupts import Interrupts
-from .plugin import MAX_HANGS, WALL_MESSAGE, WALL_TIMEOUT
+from .limits import DEFAULT_WORKERS, MAX_HANGS, WALL_TIMEOUT
+from .plugin import WALL_MESSAGE
 
-DEFAULT_WORKERS = 2
-"""Worker processes by default (the CI machines have two cores)."""
 MESSAGE_LIMIT = 20_000
 """Characters of one failure message kept (a full assertion diff fits; a 5 MB repr does not)."""
 NEEDS_HOOK = "needs hook "

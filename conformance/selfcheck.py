@@ -168,7 +168,7 @@ def to_json(result: SelfCheck) -> dict[str, Any]:
 
 def write_json(result: SelfCheck, path: str) -> None:
     """Write the JSON report (stable bytes: sorted keys, fixed indentation)."""
-    from .report import atomic_write
+    from .files import atomic_write
 
     atomic_write(path, json.dumps(to_json(result), indent=2, sort_keys=True) + "\n")
 

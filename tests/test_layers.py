@@ -38,3 +38,15 @@ def test_no_import_climbs_a_layer() -> None:
                 if top in ORDER and ORDER[top] > ORDER[pkg]:
                     offenders.append(f"{path.relative_to(ROOT)} imports {name}")
     assert offenders == []
+
+
+def test_the_command_line_starts_without_the_heavy_libraries() -> None:
+    # Every command pays for what ``import cli`` loads: pytest is for ``conformance`` alone,
+    # httpx, vcrpy and botocore for the cassette commands and cassette models.
+    import subprocess
+    import sys
+
+    code = ("import sys, cli; print(' '.join(m for m in ('pytest', 'httpx', 'vcr', 'botocore', 'hypothesis') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.split() == []

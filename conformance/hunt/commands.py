@@ -16,13 +16,13 @@ from typing import Any
 
 import typer
 
-from . import search
+from .config import Config
 from .console import print_report, write_report
 
 IMPL_HELP = "Implementation: MODULE:ATTR (an Implementation or a factory), 'reference' (default) or 'mutant:NAME'."
 BASELINE_FORMAT = "loopkit-hunt-baseline/1"
 
-_DEFAULT = search.Config()
+_DEFAULT = Config()
 
 app = typer.Typer(help="Find races nobody wrote a scenario for: every window a caller can act in.",
                   no_args_is_help=False, add_completion=False)
@@ -105,7 +105,7 @@ def hunt(
         return
     from conformance.interrupts import Interrupts
 
-    from . import driver, search, shards
+    from . import driver, shards
     from .windows import SpinError
 
     if depth < 1 or nth < 1 or min(random_runs, pct_runs, dfs_runs) < 0 or cassettes < 1 or workers < 0:
@@ -126,8 +126,8 @@ def hunt(
         from .workloads import by_name
 
         by_name(list(names))  # an unknown workload is bad input
-        actions = tuple(v.strip() for v in verbs.split(",") if v.strip()) or search.Config().verbs
-        config = search.Config(workloads=names, depth=depth, nth=nth, verbs=actions, dfs=dfs_runs,
+        actions = tuple(v.strip() for v in verbs.split(",") if v.strip()) or Config().verbs
+        config = Config(workloads=names, depth=depth, nth=nth, verbs=actions, dfs=dfs_runs,
                                random=random_runs, pct=pct_runs, seed=seed, cassettes=cassettes,
                                against=against or None)
         n = workers or (os.cpu_count() or 1)

@@ -8,7 +8,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from ..report import atomic_write
+from ..files import atomic_write
 
 
 def write_report(path: Path, text: str) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.adapter import Implementation
-from conformance.report import atomic_write
+from conformance.files import atomic_write
 
 from . import pool, report, search, shards
 from .workloads import by_name

@@ -33,35 +33,8 @@ from ..scenario.trace import Trace
 from ..scenario.yaml_format import dump
 from . import observable
 from . import windows as win
+from .config import VERBS, Config
 from .workloads import Workload
-
-
-@dataclass(frozen=True)
-class Config:
-    """What a hunt covers and how hard it searches each window."""
-
-    workloads: tuple[str, ...] = ()
-    """The workloads by name (empty: every one the implementation's features allow)."""
-    depth: int = 2
-    nth: int = 3
-    verbs: tuple[str, ...] = win.VERBS
-    """The actions windows are made of (``inject`` only where the implementation has it)."""
-    modes: tuple[str, ...] = win.MODES
-    dfs: int = 2
-    """Schedules of the bounded dfs after its first (FIFO) one: at most one deviation each."""
-    random: int = 1
-    pct: int = 1
-    seed: int = 0
-    cassettes: int = 1
-    """Race cassettes per failure signature and workload (the first windows that show it)."""
-    against: str | None = None
-    """The implementation (spec) traces are compared with, window by window (``None``: none)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"workloads": list(self.workloads), "depth": self.depth, "nth": self.nth, "verbs": list(self.verbs),
-                "modes": list(self.modes),
-                "dfs": self.dfs, "random": self.random, "pct": self.pct, "seed": self.seed,
-                "cassettes": self.cassettes, "against": self.against}
 
 
 @dataclass
@@ -77,7 +50,7 @@ class WorkloadPlan:
         return self.windows[index].scenario(self.workload.scenario)
 
 
-def verbs_for(impl: Implementation, verbs: tuple[str, ...] = win.VERBS) -> list[str]:
+def verbs_for(impl: Implementation, verbs: tuple[str, ...] = VERBS) -> list[str]:
     """The window verbs of ``verbs`` that ``impl`` supports (``inject`` needs the ``injection``
     feature)."""
     features = set(getattr(impl, "features", ()))
@@ -87,9 +60,9 @@ def verbs_for(impl: Implementation, verbs: tuple[str, ...] = win.VERBS) -> list[
 def plan(workloads: tuple[Workload, ...], impl: Implementation, config: Config) -> list[WorkloadPlan]:
     """Every window of every workload ``impl`` can run, from a probe run of each."""
     features = set(getattr(impl, "features", ()))
-    unknown = [v for v in config.verbs if v not in win.VERBS]
+    unknown = [v for v in config.verbs if v not in VERBS]
     if unknown:
-        raise ValueError(f"unknown action {unknown[0]!r} (choose from {', '.join(win.VERBS)})")
+        raise ValueError(f"unknown action {unknown[0]!r} (choose from {', '.join(VERBS)})")
     verbs = verbs_for(impl, config.verbs)
     out: list[WorkloadPlan] = []
     for workload in workloads:

@@ -33,13 +33,9 @@ from conformance.adapter import Implementation
 from ..scenario import events as ev
 from ..scenario.engine import main_of, run_kwargs, spun
 from ..scenario.model import Action, Actor, Listener, Scenario
+from .config import MODES as MODES
+from .config import VERBS as VERBS  # re-exported: windows are made of these
 from .workloads import Workload
-
-VERBS = ("send", "steer", "inject", "cancel", "abort", "dispose", "when_idle", "raise")
-"""The actions a window may do: a caller's, and ``raise`` (the listener throws, as a plugin
-might: last in a sequence, and only where a listener acts)."""
-
-MODES = ("listener", "actor")
 
 _WATERFALL_PROBES = (*ev.WATERFALLS, "session/flush")
 

@@ -32,10 +32,9 @@ import inspect
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import simulator
-from cassettes.model import CassetteModel
 from conformance.adapter import AgentHandle, Implementation, ServiceHandle, observer
 from conformance.fakes import FakeModel, FakeTool, Gate, ScriptEntry, ToolBox
 from simulator import current_loop as simulator_current_loop
@@ -44,6 +43,9 @@ from simulator import observe_fields as simulator_observe_fields
 
 from . import events as ev
 from .model import Action, Actor, Listener, Scenario, ToolSpec
+
+if TYPE_CHECKING:  # imported where used: httpx and vcrpy load only for a scenario with a cassette
+    from cassettes.model import CassetteModel
 
 Observer = Callable[[dict[str, Any]], Any]
 
@@ -142,6 +144,8 @@ class World:
         registered as ``name`` (default: the file's stem). Its problems (a request it cannot
         answer, with ``strict`` unplayed interactions) fail the run like a fake model's; a
         missing or malformed file raises ``CassetteError`` here."""
+        from cassettes.model import CassetteModel
+
         name = name if name is not None else Path(path).stem
         if name in self.models:
             raise ValueError(f"a model named {name!r} already exists")

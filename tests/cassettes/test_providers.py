@@ -134,3 +134,12 @@ def test_stock_vcrpy_replays_our_format_as_one_body(tmp_path: Path) -> None:
         response = httpx.post(f"http://127.0.0.1:{port.group(1)}/v1/messages", json={})
     assert response.text == Cassette.load(source).interactions[0].body
     assert json.loads(response.text.split("data: ", 1)[1].split("\n")[0])["type"] == "message_start"
+
+
+def test_the_help_lists_every_adapter_by_name_in_registry_order() -> None:
+    """``cassettes.names`` (what ``loopkit cassette record --help`` lists without loading httpx)
+    names exactly the registered adapters."""
+    from cassettes.names import ADAPTER_NAMES
+    from cassettes.providers import ADAPTERS
+
+    assert ADAPTER_NAMES == tuple(ADAPTERS)

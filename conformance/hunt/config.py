@@ -1,0 +1,43 @@
+"""What a hunt covers and how hard it searches: the actions and modes windows are made of, and
+the hunt's :class:`Config`. A module of its own, free of the engine, so ``loopkit hunt --help``
+shows the defaults without loading the simulation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+VERBS = ("send", "steer", "inject", "cancel", "abort", "dispose", "when_idle", "raise")
+"""The actions a window may do: a caller's, and ``raise`` (the listener throws, as a plugin
+might: last in a sequence, and only where a listener acts)."""
+
+MODES = ("listener", "actor")
+"""How a window acts: synchronously in a listener at its point, or by an actor started there."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """What a hunt covers and how hard it searches each window."""
+
+    workloads: tuple[str, ...] = ()
+    """The workloads by name (empty: every one the implementation's features allow)."""
+    depth: int = 2
+    nth: int = 3
+    verbs: tuple[str, ...] = VERBS
+    """The actions windows are made of (``inject`` only where the implementation has it)."""
+    modes: tuple[str, ...] = MODES
+    dfs: int = 2
+    """Schedules of the bounded dfs after its first (FIFO) one: at most one deviation each."""
+    random: int = 1
+    pct: int = 1
+    seed: int = 0
+    cassettes: int = 1
+    """Race cassettes per failure signature and workload (the first windows that show it)."""
+    against: str | None = None
+    """The implementation (spec) traces are compared with, window by window (``None``: none)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"workloads": list(self.workloads), "depth": self.depth, "nth": self.nth, "verbs": list(self.verbs),
+                "modes": list(self.modes),
+                "dfs": self.dfs, "random": self.random, "pct": self.pct, "seed": self.seed,
+                "cassettes": self.cassettes, "against": self.against}
