@@ -10,6 +10,10 @@ from collections.abc import Sequence
 from typing import Any
 
 
+def _where(index: int, kind: Any) -> str:
+    return f"event {index} ({kind})"  # only when there is a violation to say: most logs are sound
+
+
 def log_violations(events: Sequence[dict[str, Any]], *, allow_open_turn: bool = False) -> list[str]:
     """Violations of LOG-3 (contiguous seq), LOG-4 (turns pair and nest, nothing outside a turn),
     LOG-5 (steps nest, chunks inside a step) and LOG-6 (results follow their calls)."""
@@ -20,38 +24,37 @@ def log_violations(events: Sequence[dict[str, Any]], *, allow_open_turn: bool = 
     for index, event in enumerate(events):
         kind = event.get("type")
         data = event.get("data", {})
-        where = f"event {index} ({kind})"
         if event.get("seq") != index:
-            out.append(f"LOG-3: {where} has seq {event.get('seq')}, expected {index}")
+            out.append(f"LOG-3: {_where(index, kind)} has seq {event.get('seq')}, expected {index}")
         if kind == "turn/start":
             if turn is not None:
-                out.append(f"LOG-4: {where} opens turn {data.get('turn')} while turn {turn} is open")
+                out.append(f"LOG-4: {_where(index, kind)} opens turn {data.get('turn')} while turn {turn} is open")
             turn, step = data.get("turn"), None
             continue
         if turn is None:
-            out.append(f"LOG-4: {where} lies outside a turn")
+            out.append(f"LOG-4: {_where(index, kind)} lies outside a turn")
             continue
         if "turn" in data and data["turn"] != turn:
-            out.append(f"LOG-4: {where} names turn {data['turn']} inside turn {turn}")
+            out.append(f"LOG-4: {_where(index, kind)} names turn {data['turn']} inside turn {turn}")
         if kind == "turn/end":
             if step is not None:
-                out.append(f"LOG-5: {where} closes turn {turn} with step {step} still open")
+                out.append(f"LOG-5: {_where(index, kind)} closes turn {turn} with step {step} still open")
             turn, step = None, None
         elif kind == "step/start":
             if step is not None:
-                out.append(f"LOG-5: {where} opens step {data.get('step')} while step {step} is open")
+                out.append(f"LOG-5: {_where(index, kind)} opens step {data.get('step')} while step {step} is open")
             step = data.get("step")
         elif kind == "step/end":
             if step is None or data.get("step") != step:
-                out.append(f"LOG-5: {where} closes step {data.get('step')} but open step is {step}")
+                out.append(f"LOG-5: {_where(index, kind)} closes step {data.get('step')} but open step is {step}")
             step = None
         elif kind == "assistant/chunk":
             if step is None:
-                out.append(f"LOG-5: {where} lies outside a step")
+                out.append(f"LOG-5: {_where(index, kind)} lies outside a step")
         elif kind == "tool/call":
             calls.add(str(data.get("call_id")))
         elif kind == "tool/result" and str(data.get("call_id")) not in calls:
-            out.append(f"LOG-6: {where} has no earlier tool/call {data.get('call_id')!r}")
+            out.append(f"LOG-6: {_where(index, kind)} has no earlier tool/call {data.get('call_id')!r}")
     if turn is not None and not allow_open_turn:
         out.append(f"LOG-4: turn {turn} never ended")
     return out
