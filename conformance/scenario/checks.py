@@ -496,6 +496,63 @@ def _aborted_turns_check(view: TraceView) -> Violation | None:
     return None
 
 
+_BETWEEN_STEPS = frozenset(("turn/start", "step/end", "turn/end"))
+"""Session events after which no step is in flight (LOOP-4/5: a step runs from its steering
+drain to its ``step/end``), until the log says otherwise."""
+
+
+def _no_step_in_flight(log: list[Event], at: int) -> bool:
+    """Whether, by the agent's log at timeline index ``at``, no step was in flight: the last
+    entry closes a step or a turn, or opens a turn (its ``user/message`` entries included)."""
+    for e in reversed(log):
+        if e["_i"] > at:
+            continue
+        if e["type"] == "user/message":
+            continue  # a turn's prompts follow its turn/start; an idle inject's are outside any turn
+        return e["type"] in _BETWEEN_STEPS
+    return True
+
+
+def _stop_reason(op: Event) -> str:
+    reason = op.get("reason")
+    return reason if isinstance(reason, str) else ("aborted" if op.get("op") == "abort" else "cancelled")
+
+
+def _deferred_abort_check(view: TraceView) -> Violation | None:
+    """ABORT-1: an ``abort()`` made while a turn runs but no step is in flight does nothing; it is
+    not deferred to the turn's next step. Judged only where that is certain: an abort done
+    synchronously by a listener (inside the notification or waterfall), at a point where the log
+    shows no open step, whose reason no other stop of the run shares."""
+    for agent in view.agents:
+        stops = view.ops(agent, "cancel", "abort")
+        if not stops:
+            continue
+        log = view.log(agent)
+        clean: list[Event] = []
+        unclear: set[str] = set()
+        for op in stops:
+            if op.get("op") == "abort" and op.get("on") and op.get("status") == "running" \
+                    and _no_step_in_flight(log, op["_i"]):
+                clean.append(op)
+            else:
+                unclear.add(_stop_reason(op))
+        for op in clean:
+            reason = _stop_reason(op)
+            if reason in unclear:
+                continue
+            turn = next((t for t in view.turns(agent) if t["_i"] < op["_i"] and t["end_i"] is not None
+                         and op["_i"] < t["end_i"]), None)
+            if turn is None or turn["reason"] != "aborted":
+                continue
+            ended = turn["events"][-1]["data"].get("reason")
+            if isinstance(ended, _MAP) and ended.get("reason") == reason:
+                return Violation(
+                    f"agent {agent}: turn {turn['turn']} ends aborted{{reason: {reason!r}}}, but that abort() came "
+                    f"from a {op.get('on')} listener while no step was in flight (it does nothing: it is not "
+                    "deferred to a later step)", turn["end_i"], ("ABORT-1",))
+    return None
+
+
 def _batching_check(view: TraceView) -> Violation | None:
     for agent in view.agents:
         turns = view.turns(agent)
@@ -919,6 +976,7 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("IDLE-2", _idle_check, "when_idle() resolves only at quiescence", ("IDLE-2",)),
     LoopCheck("CANCEL-2", _cancel_check, "cancelled queued work never runs", ("CANCEL-2", "CANCEL-4")),
     LoopCheck("MARKER-1", _aborted_turns_check, "a cancel governs exactly one turn", ("MARKER-1",)),
+    LoopCheck("ABORT-1", _deferred_abort_check, "an abort with no step in flight is not deferred", ("ABORT-1",)),
     LoopCheck("LOOP-2", _batching_check, "a turn drains every prompt queued before it", ("LOOP-2",)),
     LoopCheck("MAXTOK", _maxtok_check, "turn-end reasons and their precedence",
               ("MAXTOK-1", "MAXTOK-2", "MAXTOK-3", "MAXTOK-4", "MAXTOK-5", "DISP-1")),

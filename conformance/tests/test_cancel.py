@@ -85,6 +85,33 @@ def test_abort_without_step_does_nothing(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("ABORT-1")
+@pytest.mark.parametrize("boundary", ["agent/turn-start", "agent/step-end", "agent/turn-continuation"])
+def test_abort_between_steps_of_a_running_turn_does_nothing(run: Run, schedule: str, boundary: str) -> None:
+    # A turn runs but no step is in flight: before its first step (agent/turn-start), after a
+    # step closed (agent/step-end follows step/end), at the continuation gate. The abort is
+    # not latched for the next step: that step runs and the turn completes.
+    async def scenario(k: Kit) -> None:
+        k.tool("echo")
+        a = await _parked(k)
+        hit = once(lambda *_: a.abort("too early"))
+        if boundary == "agent/turn-continuation":
+            async def gate(*args: object) -> object:
+                hit()
+                return await args[-1]()  # type: ignore[operator]
+
+            k.on(boundary, gate, needs="the abort lands at the continuation gate")
+        else:
+            k.on(boundary, hit, needs="the abort lands while no step is in flight")
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")), fakes.text("done"))
+        a.send("A")
+        await k.idle(a)
+        assert k.reasons(a) == [COMPLETED], "an abort with no step in flight is not deferred to a later step"
+        assert len(k.model.requests) == 2, "both steps run"
+
+    run(scenario)
+
+
 async def _stopped_in_a_step_waterfall(k: Kit, waterfall: str, verb: str) -> tuple[AgentHandle, fakes.FakeTool]:
     """Prompt ``A`` (a step that would call ``echo``), and ``abort``/``cancel`` it with reason
     ``during <waterfall>`` while a slow ``waterfall`` listener holds its first step; returns

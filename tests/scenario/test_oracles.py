@@ -202,6 +202,34 @@ def test_aborted_turn_needs_a_cancel_or_abort_during_it() -> None:
     assert _check("MARKER-1", during) is None
 
 
+def _aborted_turn(abort_at: str, *, on: str | None = "agent/step-end", reason: str = "hunt") -> list[dict[str, Any]]:
+    """Turn 1 of prompt A with two steps, ending aborted{hunt}; an abort(reason) lands at ``abort_at``
+    (after that log entry), made by a listener ``on`` that event (``None``: by an actor)."""
+    entries = [_log(0, "turn/start", turn=1), _log(1, "user/message", content=[{"type": "text", "text": "A"}]),
+               _log(2, "step/start", turn=1, step=1), _log(3, "step/end", turn=1, step=1),
+               _log(4, "step/start", turn=1, step=2), _log(5, "step/end", turn=1, step=2),
+               _log(6, "turn/end", turn=1, reason={"kind": "aborted", "reason": "hunt"})]
+    at = next(i for i, e in enumerate(entries) if f"{e['type']}#{e['data'].get('step', '')}" == abort_at) + 1
+    stop = _op("abort", by="window", status="running", reason=reason, **({"on": on} if on else {}))
+    return [_op("send", "A"), _status("running"), *entries[:at], stop, *entries[at:], _status("idle")]
+
+
+def test_an_abort_with_no_step_in_flight_is_not_deferred() -> None:
+    # Between steps (after step 1 closed) or before the first: the abort does nothing (ABORT-1).
+    for between in ("step/end#1", "user/message#", "turn/start#"):
+        found = _check("ABORT-1", _aborted_turn(between))
+        assert found is not None and found.rules == ("ABORT-1",) and "no step was in flight" in found.message
+        assert found.at == 9
+    # Inside a step the abort is the cause; an actor's abort may land in a step's first moments;
+    # another stop with the same reason may be the cause.
+    assert _check("ABORT-1", _aborted_turn("step/start#2")) is None
+    assert _check("ABORT-1", _aborted_turn("step/end#1", on=None)) is None
+    assert _check("ABORT-1", _aborted_turn("step/end#1", reason="other")) is None
+    tl = _aborted_turn("step/end#1")
+    tl.insert(8, _op("cancel", by="window", status="running", reason="hunt"))
+    assert _check("ABORT-1", tl) is None
+
+
 def test_a_turn_takes_every_prompt_queued_before_it() -> None:
     split = [_op("send", "A"), _op("send", "B"), *_turn(0, 1, "A"), *_turn(3, 2, "B")]
     found = _check("LOOP-2", split)
