@@ -1099,7 +1099,9 @@ class SimLoop(base_events.BaseEventLoop):
                     continue
                 self._cur_group = None
                 if track is not None:
-                    track[getattr(h._callback, "__self__", None)] = steps
+                    owner = getattr(h._callback, "__self__", None)
+                    if isinstance(owner, _Task):  # a task's step; other owners (a set's discard) may not hash
+                        track[owner] = steps
                 h._run()
                 steps += 1
                 if steps >= limit:
@@ -1207,7 +1209,9 @@ class SimLoop(base_events.BaseEventLoop):
                     continue
                 self._cur_group = None
                 if track is not None:
-                    track[getattr(h._callback, "__self__", None)] = steps
+                    owner = getattr(h._callback, "__self__", None)
+                    if isinstance(owner, _Task):  # a task's step; other owners (a set's discard) may not hash
+                        track[owner] = steps
                 run_event(h, g.sid, idx, dep, node)
                 steps += 1
                 if steps >= limit:

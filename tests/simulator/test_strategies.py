@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import simulator
-from simulator.strategies import DFSStrategy, PCTStrategy, RandomStrategy
+from simulator.strategies import DFSStrategy, DPORStrategy, PCTStrategy, RandomStrategy
 from simulator.strategies.hypothesis import HypothesisStrategy
 
 
@@ -177,3 +177,25 @@ def test_explore_in_two_processes() -> None:
                             stop_on_failure=False)
     assert res.runs == 40 and res.failures > 0
     assert res.first_failure is not None and res.first_failure.failed
+
+
+async def _background_tasks_idiom() -> str:
+    # asyncio's documented way to keep a task referenced: a set, and its discard as done callback.
+    keep: set[asyncio.Task[Any]] = set()
+    for _ in range(3):
+        task = asyncio.ensure_future(asyncio.sleep(0))
+        keep.add(task)
+        task.add_done_callback(keep.discard)
+    while keep:
+        await asyncio.sleep(0)
+    return "ok"
+
+
+@pytest.mark.parametrize("make", [lambda: None, RandomStrategy, lambda: RandomStrategy(switch_bias=0.0),
+                                  lambda: PCTStrategy(seed=1), DFSStrategy, DPORStrategy],
+                         ids=["fifo", "random", "uniform", "pct", "dfs", "dpor"])
+def test_a_done_callback_bound_to_an_unhashable_object_runs_under_every_strategy(make: Any) -> None:
+    # The random strategy's run tracking once keyed every callback's owner: a set is unhashable.
+    for seed in range(5):
+        result = simulator.run(_background_tasks_idiom, strategy=make(), seed=seed)
+        assert result.error is None and result.value == "ok", result.error
