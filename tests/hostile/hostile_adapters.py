@@ -102,6 +102,18 @@ def _spin() -> None:
         pass
 
 
+_STALLED: list[bool] = []
+
+
+def _stall_once() -> None:
+    """The first call in a process is slow past any small limit (a loaded machine), then never."""
+    if not _STALLED:
+        _STALLED.append(True)
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            pass
+
+
 def _spin_swallowing() -> None:
     while True:  # a busy loop that swallows every interruption, even BaseException
         try:
@@ -199,6 +211,7 @@ exit_in_create = Hostile("exit-in-create", on_create=lambda: os._exit(0))
 spin_in_close = Hostile("spin-in-close", on_close=_spin)
 spin_on_steer = Hostile("spin-on-steer", on_steer=_spin)  # only windows that steer spin (the hunt)
 spin_swallowing = Hostile("spin-swallowing", on_send=_spin_swallowing)
+stalls_once = Hostile("stalls-once", on_steer=_stall_once)  # one slow window: not a spin
 dies = Dying(name="driver-dies")
 
 ALL = {

@@ -178,3 +178,14 @@ def test_a_program_that_swallows_every_alarm_ends_the_process_with_a_verdict() -
     assert lines[-1].startswith("FAILED: the program under test did not stop after 4 wall-clock alarms (spinning in "
                                 "_spin_swallowing (hostile_adapters.py:"), proc.stderr
     assert seconds < 30
+
+
+def test_a_window_slow_once_is_not_a_spin(tmp_path: Path) -> None:
+    # The first steering window of each worker outlasts the limit once (as on a loaded machine);
+    # its replay does not: the hunt reports nothing and exits 0.
+    proc, seconds = _cli("hunt", "--impl", "hostile_adapters:stalls_once", "--workloads", "reply", "--verbs", "steer",
+                         "--depth", "1", "--timeout", "0.3", "--workers", "1", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rep = json.loads((tmp_path / "report.json").read_text())
+    assert rep["stopped"] is None and rep["findings"] == []
+    assert seconds < 60
