@@ -464,7 +464,8 @@ def _idle_check(view: TraceView) -> Violation | None:
 
 def _cancel_check(view: TraceView) -> Violation | None:
     for agent in view.agents:
-        cancels = [e["_i"] for e in view.ops(agent, "cancel")]
+        # a cancel() on a disposed agent is a no-op (0b): it drops nothing
+        cancels = [e["_i"] for e in view.ops(agent, "cancel") if e.get("status") != "disposed"]
         if not cancels:
             continue
         for s in view.ops(agent, "send", "steer"):
@@ -550,6 +551,30 @@ def _deferred_abort_check(view: TraceView) -> Violation | None:
                     f"agent {agent}: turn {turn['turn']} ends aborted{{reason: {reason!r}}}, but that abort() came "
                     f"from a {op.get('on')} listener while no step was in flight (it does nothing: it is not "
                     "deferred to a later step)", turn["end_i"], ("ABORT-1",))
+    return None
+
+
+def _abort_reason_check(view: TraceView) -> Violation | None:
+    """ABORT-1/CANCEL-1: an aborted turn ends with the reason of a ``cancel()`` or ``abort()``
+    that came since the agent's previous turn ended (the caller's reason, or the default
+    ``aborted`` / ``cancelled`` when it gave none)."""
+    for agent in view.agents:
+        stops = view.ops(agent, "cancel", "abort")
+        since = -1
+        for t in view.turns(agent):
+            end = t["end_i"]
+            if end is None:
+                continue
+            if t["reason"] == "aborted":
+                ended = t["events"][-1]["data"].get("reason")
+                reason = ended.get("reason") if isinstance(ended, _MAP) else None
+                given = {_stop_reason(op) for op in stops if since < op["_i"] < end}
+                if given and reason not in given:
+                    return Violation(
+                        f"agent {agent}: turn {t['turn']} ends aborted{{reason: {reason!r}}}, but the cancel()/abort() "
+                        f"calls that could end it gave {sorted(given)!r} (a cancelled or aborted turn carries the "
+                        "caller's reason)", end, ("CANCEL-1", "ABORT-1"))
+            since = end
     return None
 
 
@@ -977,6 +1002,7 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("CANCEL-2", _cancel_check, "cancelled queued work never runs", ("CANCEL-2", "CANCEL-4")),
     LoopCheck("MARKER-1", _aborted_turns_check, "a cancel governs exactly one turn", ("MARKER-1",)),
     LoopCheck("ABORT-1", _deferred_abort_check, "an abort with no step in flight is not deferred", ("ABORT-1",)),
+    LoopCheck("REASON", _abort_reason_check, "an aborted turn carries its caller's reason", ("CANCEL-1", "ABORT-1")),
     LoopCheck("LOOP-2", _batching_check, "a turn drains every prompt queued before it", ("LOOP-2",)),
     LoopCheck("MAXTOK", _maxtok_check, "turn-end reasons and their precedence",
               ("MAXTOK-1", "MAXTOK-2", "MAXTOK-3", "MAXTOK-4", "MAXTOK-5", "DISP-1")),

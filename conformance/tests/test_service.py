@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import re
+from collections.abc import Awaitable
 from typing import Any
 
 import pytest
 
 from conformance import fakes
-from conformance.fakes import FakeModel, respond
+from conformance.adapter import AgentHandle, Implementation, ServiceHandle
+from conformance.fakes import FakeModel, Gate, respond
 from conformance.harness import MODEL, Kit
 from conformance.invariants import log_violations
 
@@ -464,3 +467,158 @@ def test_resume_of_a_log_interrupted_after_a_closed_step(run: Run, where: str) -
         await first.close()
 
     run(scenario)
+
+
+class HeldLoads:
+    """A persistence backend whose ``load()`` waits at a gate, as a database or a file read
+    would: the wrapped backend, every other attribute passed through as it is (a synchronous
+    method stays synchronous, an async one async). A ``load()`` that returns an awaitable is
+    held until the gate opens; a synchronous one cannot be held (no await, so nothing can land
+    in it) and returns at once."""
+
+    def __init__(self, inner: Any, gate: Gate, kit: Kit) -> None:
+        self._inner = inner
+        self._gate = gate
+        self._kit = kit
+        self.entered = 0
+        """Calls of ``load()`` so far."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("_inner", "_gate", "_kit"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+    def load(self, *args: Any, **kwargs: Any) -> Any:
+        self.entered += 1
+        self._kit.poke()
+        result = self._inner.load(*args, **kwargs)
+        if not inspect.isawaitable(result):
+            return result
+        return self._held(result)
+
+    async def _held(self, result: Awaitable[Any]) -> Any:
+        await self._gate.wait()
+        return await result
+
+
+def _persistence_or_skip(impl: Implementation) -> None:
+    if "persistence" not in impl.features:
+        pytest.skip("not-applicable: feature persistence not supported")
+
+
+def _opaque_skip(opaque: list[str]) -> None:
+    if opaque:
+        pytest.skip(f"not-applicable: the persistence backend ({opaque[0]}) has no load() in this "
+                    "process to hold at a gate (it lives in the implementation's own process)")
+
+
+async def _persisted(k: Kit, store: Any, agent_id: str, session_id: str) -> None:
+    """A first service writes one completed turn of ``session_id`` to ``store``, then closes."""
+    first = k.impl.create_service(persistence=store)
+    first.register_model(MODEL, FakeModel(default=respond.text("ok")))
+    a = first.create_agent(agent_id, session_id, agent_options={"model": MODEL})
+    a.send("one")
+    await k.idle(a)
+    await first.close()
+
+
+async def _resuming(k: Kit, service: ServiceHandle, held: HeldLoads, n: int) -> asyncio.Future[AgentHandle]:
+    """Start ``service.resume("x", "sess-1")`` as the ``n``-th load and wait until it is inside
+    its load (or, with a load that cannot be held, done)."""
+    task: asyncio.Future[AgentHandle] = asyncio.ensure_future(
+        service.resume("x", "sess-1", agent_options={"model": MODEL}))
+    task.add_done_callback(lambda _task: k.poke())
+    await k.until(lambda: held.entered >= n or task.done(), f"resume() {n}'s load")
+    return task
+
+
+async def _outcome(k: Kit, task: asyncio.Future[AgentHandle]) -> tuple[AgentHandle | None, Exception | None]:
+    try:
+        return await asyncio.wait_for(asyncio.shield(task), k.timeout), None
+    except TimeoutError:
+        raise AssertionError("resume() did not finish once its load was released") from None
+    except Exception as exc:
+        assert not isinstance(exc, AssertionError), exc  # rejected in the implementation's words
+        return None, exc
+
+
+@pytest.mark.rule("SVC-2")
+def test_create_while_a_resume_of_the_id_loads(run: Run, impl: Implementation) -> None:
+    # resume("x") has checked the id and awaits the backend's load; create("x") lands in that
+    # await. Exactly one of them makes the live agent x: the resume is rejected or the create
+    # was, and the registry holds the one that succeeded (the created agent is not silently
+    # replaced by the resumed one, nor left live beside it). Which one wins SVC-2 leaves open.
+    _persistence_or_skip(impl)
+    opaque: list[str] = []
+
+    async def scenario(k: Kit) -> None:
+        store = k.impl.new_persistence()
+        if not callable(getattr(store, "load", None)):
+            opaque.append(type(store).__name__)
+            return
+        await _persisted(k, store, "x", "sess-1")
+        gate = k.gate("load")
+        held = HeldLoads(store, gate, k)
+        service = k.impl.create_service(persistence=held)
+        service.register_model(MODEL, FakeModel(default=respond.text("ok")))
+        try:
+            resuming = await _resuming(k, service, held, 1)
+            created: AgentHandle | None = None
+            create_error: Exception | None = None
+            try:
+                created = service.create("x", {"model": MODEL})
+            except Exception as exc:
+                assert not isinstance(exc, AssertionError), exc
+                create_error = exc
+            gate.open()
+            resumed, resume_error = await _outcome(k, resuming)
+            assert (created is None) != (resumed is None), (
+                "exactly one live agent x: "
+                + ("create() and resume() both succeeded" if created is not None else
+                   f"create() failed ({create_error!r}) and resume() failed ({resume_error!r})"))
+            winner = created if created is not None else resumed
+            assert winner is not None
+            assert service.get("x") is winner, (
+                f"get('x') is not the agent that succeeded ({'create' if created is not None else 'resume'})")
+            assert winner.status != "disposed", winner.status
+        finally:
+            gate.open()
+            await service.close()
+
+    run(scenario)
+    _opaque_skip(opaque)
+
+
+@pytest.mark.rule("SVC-2")
+def test_two_resumes_of_one_id_at_once(run: Run, impl: Implementation) -> None:
+    # Two resume("x") of one stored session, the second started while the first awaits its
+    # load: exactly one succeeds, and get("x") is that one (which of the two SVC-2 leaves open).
+    _persistence_or_skip(impl)
+    opaque: list[str] = []
+
+    async def scenario(k: Kit) -> None:
+        store = k.impl.new_persistence()
+        if not callable(getattr(store, "load", None)):
+            opaque.append(type(store).__name__)
+            return
+        await _persisted(k, store, "x", "sess-1")
+        gate = k.gate("load")
+        held = HeldLoads(store, gate, k)
+        service = k.impl.create_service(persistence=held)
+        service.register_model(MODEL, FakeModel(default=respond.text("ok")))
+        try:
+            tasks = [await _resuming(k, service, held, n) for n in (1, 2)]
+            gate.open()
+            outcomes = [await _outcome(k, task) for task in tasks]
+            winners = [agent for agent, _error in outcomes if agent is not None]
+            assert len(winners) == 1, (
+                f"exactly one of two concurrent resume('x') succeeds; {len(winners)} did"
+                + (f" (errors: {[repr(e) for _a, e in outcomes]})" if not winners else ""))
+            assert service.get("x") is winners[0], "get('x') is not the resumed agent"
+            assert winners[0].status != "disposed", winners[0].status
+        finally:
+            gate.open()
+            await service.close()
+
+    run(scenario)
+    _opaque_skip(opaque)

@@ -230,6 +230,29 @@ def test_an_abort_with_no_step_in_flight_is_not_deferred() -> None:
     assert _check("ABORT-1", tl) is None
 
 
+def test_an_aborted_turn_carries_the_reason_of_its_stop() -> None:
+    # The turn ends with the reason of a stop since the previous turn ended (defaults filled in).
+    def ended(reason: str, *stops: dict[str, Any]) -> list[dict[str, Any]]:
+        return [_op("send", "A"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}), *stops,
+                _log(1, "turn/end", turn=1, reason={"kind": "aborted", "reason": reason})]
+
+    found = _check("REASON", ended("aborted", _op("cancel", status="running", reason="user stop")))
+    assert found is not None and found.rules == ("CANCEL-1", "ABORT-1") and "'user stop'" in found.message
+    assert _check("REASON", ended("user stop", _op("cancel", status="running", reason="user stop"))) is None
+    assert _check("REASON", ended("cancelled", _op("cancel", status="running"))) is None
+    assert _check("REASON", ended("aborted", _op("abort", status="running"))) is None
+    assert _check("REASON", ended("x", _op("abort", status="running", reason="y"), _op("cancel", status="running",
+                                                                                      reason="x"))) is None
+
+
+def test_a_cancel_on_a_disposed_agent_drops_nothing() -> None:
+    # 0b: cancel() on a disposed agent is a no-op, so a prompt that runs after it broke no CANCEL-2.
+    tl = [_op("send", "A"), _op("cancel", status="disposed"), *_turn(0, 1, "A")]
+    assert _check("CANCEL-2", tl) is None
+    tl[1] = _op("cancel", status="idle")
+    assert _check("CANCEL-2", tl) is not None
+
+
 def test_a_turn_takes_every_prompt_queued_before_it() -> None:
     split = [_op("send", "A"), _op("send", "B"), *_turn(0, 1, "A"), *_turn(3, 2, "B")]
     found = _check("LOOP-2", split)
