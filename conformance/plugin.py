@@ -21,6 +21,7 @@ does nothing outside the rule tests: it only adds options, the ``rule`` marker a
 from __future__ import annotations
 
 import argparse
+import inspect
 import logging
 import os
 import signal
@@ -317,11 +318,14 @@ def rule_ids(item: pytest.Item | Any) -> list[str]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    # Race rules run under fifo plus N seeded random and pct schedules.
+    # Race rules run under fifo plus N seeded random and pct schedules, and so does a test of
+    # another rule that asks for ``schedule`` itself (it races something: an abort between
+    # steps, an inject against a send).
     if "schedule" not in metafunc.fixturenames:
         return
     ids = [rid for m in metafunc.definition.iter_markers("rule") for rid in m.args]
-    if any(catalogue.RULES_BY_ID[r].race for r in ids if r in catalogue.RULES_BY_ID):
+    if "schedule" in inspect.signature(metafunc.function).parameters or any(
+            catalogue.RULES_BY_ID[r].race for r in ids if r in catalogue.RULES_BY_ID):
         count = metafunc.config.getoption("--loopkit-schedules")
         metafunc.parametrize("schedule", schedules.schedule_names(count))
 

@@ -578,6 +578,68 @@ def _abort_reason_check(view: TraceView) -> Violation | None:
     return None
 
 
+_ERR2_LISTENERS = frozenset(("agent/turn-start", "agent/step-start", "agent/step-end", "agent/request", "agent/step-result",
+                    "agent/turn-continuation"))
+"""The listeners whose failure ends the turn ``error`` (ERR-2)."""
+_OPENING = frozenset(("agent/turn-start", "agent/step-start"))
+"""The boundaries whose failure closes the turn without ``agent/turn-end`` (LOOP-4)."""
+
+
+def _last_log_type(log: list[Event], at: int) -> Any:
+    return next((e["type"] for e in reversed(log) if e["_i"] < at), None)
+
+
+def _boundary_failure_check(view: TraceView) -> Violation | None:
+    """ERR-2/ERR-3/ERR-11/LOOP-4: a listener that raises at a turn's boundary (one of ERR-2's
+    gates, or a ``session/event`` listener on ``turn/start``) ends that turn ``error`` with exactly
+    one ``error`` event and no further step; one on ``agent/turn-start``, ``agent/step-start`` or
+    ``turn/start`` gets no ``agent/turn-end``, and one on ``turn/start`` consumes the prompt (no
+    ``user/message``). Judged where nothing else ends the turn: no cancel, abort or dispose in it."""
+    notified = bool(view.of_kind("agent/status"))  # notifications observed at all
+    for agent in view.agents:
+        raises = view.ops(agent, "raise")
+        if not raises:
+            continue
+        log = view.log(agent)
+        stops = [op["_i"] for op in view.ops(agent, "cancel", "abort", "dispose")] + \
+                [op["_i"] for a in view.agents for op in view.ops(a, "dispose") if a != agent]
+        for r in raises:
+            on, at = r.get("on"), r["_i"]
+            at_turn_start = on == "session/event" and _last_log_type(log, at) == "turn/start"
+            if r.get("status") != "running" or not (on in _ERR2_LISTENERS or at_turn_start):
+                continue
+            turn = next((t for t in view.turns(agent) if t["_i"] < at and t["end_i"] is not None and at < t["end_i"]), None)
+            if turn is None or any(turn["_i"] < i < turn["end_i"] for i in stops):
+                continue
+            if at_turn_start and turn["trigger"] == "injection":
+                continue  # the one-shot inject turn: INJ-2 also allows it to complete
+            where = f"a {on} listener raised in turn {turn['turn']}" + (" (on turn/start)" if at_turn_start else "")
+            rules = ("ERR-11",) if at_turn_start else ("ERR-2", "ERR-3") if on == "agent/step-end" else ("ERR-2",)
+            if turn["reason"] != "error":
+                return Violation(f"agent {agent}: {where}, but the turn ends {turn['reason']!r}, not 'error'",
+                                 turn["end_i"], rules)
+            errors = [e for e in turn["events"] if e["type"] == "error"]
+            if len(errors) != 1:
+                return Violation(f"agent {agent}: {where}: the turn logs {len(errors)} error events, not exactly one",
+                                 turn["end_i"], rules)
+            later = [e for e in turn["events"] if e["type"] == "step/start" and e["_i"] > at]
+            if later:
+                return Violation(f"agent {agent}: {where}, yet step {later[0]['data'].get('step')} opened after it "
+                                 "(the failure ends the turn: no further step runs)", later[0]["_i"], rules)
+            if at_turn_start:
+                prompts = [e for e in turn["events"] if e["type"] == "user/message"]
+                if prompts:
+                    return Violation(f"agent {agent}: {where}, yet its prompt was logged as a user/message (the "
+                                     "failure consumes it)", prompts[0]["_i"], ("ERR-11",))
+            if notified and (on in _OPENING or at_turn_start):
+                ends = [e for e in view.of_kind("agent/turn-end", agent=agent) if e.get("turn") == turn["turn"]]
+                if ends:
+                    return Violation(f"agent {agent}: {where}, yet agent/turn-end was notified for it (a turn closed "
+                                     "by a boundary failure gets its turn/end but no agent/turn-end)", ends[0]["_i"],
+                                     ("LOOP-4",))
+    return None
+
+
 def _batching_check(view: TraceView) -> Violation | None:
     for agent in view.agents:
         turns = view.turns(agent)
@@ -1003,6 +1065,8 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("MARKER-1", _aborted_turns_check, "a cancel governs exactly one turn", ("MARKER-1",)),
     LoopCheck("ABORT-1", _deferred_abort_check, "an abort with no step in flight is not deferred", ("ABORT-1",)),
     LoopCheck("REASON", _abort_reason_check, "an aborted turn carries its caller's reason", ("CANCEL-1", "ABORT-1")),
+    LoopCheck("BOUNDARY", _boundary_failure_check, "a plugin failing at a turn's boundary ends the turn error",
+              ("ERR-2", "ERR-3", "ERR-11", "LOOP-4")),
     LoopCheck("LOOP-2", _batching_check, "a turn drains every prompt queued before it", ("LOOP-2",)),
     LoopCheck("MAXTOK", _maxtok_check, "turn-end reasons and their precedence",
               ("MAXTOK-1", "MAXTOK-2", "MAXTOK-3", "MAXTOK-4", "MAXTOK-5", "DISP-1")),

@@ -384,6 +384,20 @@ class World:
             simulator.observe("op/error", by=by, op=op, agent=entry["agent"], error=_describe(exc))
             return None
 
+    def _raising(self, agent: str | AgentHandle | None, by: str, on: str | None) -> None:
+        """Record a listener's ``raise`` as an ``op`` (the oracles judge what a throwing plugin
+        causes, ERR-2/ERR-11), then let it raise."""
+        try:
+            h = self.handle(agent)
+        except LookupError:
+            return
+        if self._pending:
+            self._sample()
+        entry: dict[str, Any] = {"by": by, "op": "raise", "agent": self._id_of(h), "status": h.status}
+        if on is not None:
+            entry["on"] = on
+        simulator.observe("op", **entry)
+
     def _id_of(self, h: AgentHandle) -> str:
         for agent_id, handle in self.agents.items():
             if handle is h:
@@ -493,8 +507,9 @@ class World:
             return False
         return True
 
-    def do(self, action: Action, by: str, on: str | None = None) -> Any:
-        """Perform one :class:`~.model.Action`; an awaiting action returns its awaitable."""
+    def do(self, action: Action, by: str, on: str | None = None, subject: str | None = None) -> Any:
+        """Perform one :class:`~.model.Action`; an awaiting action returns its awaitable.
+        ``subject``: the agent a ``raise`` without one fails (the listener's event's agent)."""
         verb, agent = action.verb, action.agent
         if verb == "send":
             self.send(agent, action.text, by=by, on=on)
@@ -513,6 +528,7 @@ class World:
         elif verb == "when_idle":
             self.when_idle(agent, action.name, by=by, on=on)
         elif verb == "raise":
+            self._raising(agent if agent is not None else subject, by, on)
             raise RuntimeError(action.message or "listener failure")
         elif verb == "sleep":
             return asyncio.sleep(action.seconds or 0.0)
@@ -551,7 +567,9 @@ class World:
             self._elements[name] += 1
             simulator.observe("listener", name=name, on=event)
             for action in listener.do:
-                self.do(action, name, on=event)
+                # a failure hits the agent whose event this is (the fields say which)
+                subject = fields().get("agent") if action.verb == "raise" else None
+                self.do(action, name, on=event, subject=subject if isinstance(subject, str) else None)
 
         def react(args: tuple[Any, ...]) -> None:
             fire(lambda: self.fields(event, args))
@@ -728,7 +746,8 @@ class World:
                 continue
             await asyncio.sleep(0)
             later = simulator.current_timeline()[ops:]
-            if h.status != "running" and not any(e.get("kind") == "op" and e.get("by") != "world" for e in later):
+            if h.status != "running" and not any(e.get("kind") == "op" and e.get("by") != "world" and e.get("op") != "raise"
+                                                 for e in later):
                 return True
         return h.status != "running"
 

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import re
+from collections.abc import Awaitable
+from typing import Any
 
 import pytest
 
 from conformance import fakes
 from conformance.adapter import AgentHandle
-from conformance.fakes import respond
+from conformance.fakes import Gate, respond
 from conformance.harness import Kit
 
-from ._support import DISPOSED, Run, Watch, boom
+from ._support import DISPOSED, Run, Watch, boom, texts
 
 
 async def _mid_turn(k: Kit) -> AgentHandle:
@@ -205,5 +209,155 @@ def test_throwing_turn_end_listener_during_close(run: Run, listener: str) -> Non
         await k.until(lambda: bool(hanging.calls), "the tool call")
         await k.service.close()
         assert k.reasons(a) == [DISPOSED]
+
+    run(scenario)
+
+
+def _verbs(k: Kit) -> list[str]:
+    """The input verbs DISP-3 names: send(), steer() and, with the feature, inject()."""
+    return ["send", "steer", *(["inject"] if "injection" in k.impl.features else [])]
+
+
+async def _awaited(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
+
+
+@pytest.mark.rule("DISP-3")
+@pytest.mark.parametrize("when", ["idle", "mid-turn"])
+def test_input_from_the_disposed_status_listener_raises(run: Run, when: str) -> None:
+    # A synchronous agent/status listener seeing status disposed calls send(), steer() and
+    # inject(): the agent is disposed, so each raises a clear error, and nothing of them is
+    # logged or run afterwards. An inject() that returns an awaitable (an async inject) may
+    # raise when it is awaited (right after dispose() returned), as in the tests above.
+    async def scenario(k: Kit) -> None:
+        k.check_invariants = when == "idle"  # the disposed turn's balance is DISP-1's
+        names = _verbs(k)
+        outcomes: dict[str, BaseException | None] = {}
+        pending: dict[str, Awaitable[Any]] = {}
+        agents: list[Any] = []
+
+        def on_status(_agent: object, status: str) -> None:
+            if status != "disposed" or outcomes or pending:
+                return
+            for name in names:
+                try:
+                    result = getattr(agents[0], name)("late")
+                except Exception as exc:
+                    outcomes[name] = exc
+                else:
+                    if name == "inject" and inspect.isawaitable(result):
+                        pending[name] = result
+                    else:
+                        outcomes[name] = None
+
+        k.on("agent/status", on_status, needs="the test calls the verbs from the disposed status listener")
+        if when == "idle":
+            a = k.agent()
+            agents.append(a)
+            a.send("A")
+            await k.idle(a)
+        else:
+            k.model.push(respond.hang())
+            a = k.agent()
+            agents.append(a)
+            a.send("A")
+            await k.until(lambda: bool(k.model.requests), "A's model call")
+        requests = len(k.model.requests)
+        a.dispose()
+        for name, awaitable in pending.items():
+            try:
+                await _awaited(awaitable)
+            except Exception as exc:
+                outcomes[name] = exc
+            else:
+                outcomes[name] = None
+        for name in names:
+            assert name in outcomes, f"the disposed status listener did not call {name}()"
+            raised = outcomes[name]
+            assert raised is not None, f"{name}() from the agent/status('disposed') listener did not raise"
+            assert _clear(raised), f"{name}() on a disposed agent raised an unclear error: {raised!r}"
+        await k.idle(a)
+        await k.settle()
+        late = [
+            e for e in k.events(a, "user/message", "steering/message", "context/message")
+            if "late" in texts(e["data"]["content"])
+        ]
+        assert late == [], f"input refused by a disposed agent was logged: {late}"
+        assert len(k.model.requests) == requests, "input refused by a disposed agent ran the model"
+
+    run(scenario)
+
+
+FLUSH_DONE: tuple[list[str], ...] = ([], ["start", "end"], ["start", "cancelled"])
+"""What a flush listener may have done by the time the driver has exited (a loop may cancel
+its flush on disposal, or not flush a disposed turn)."""
+
+
+def _slow_flush(k: Kit, log: list[str], gate: Gate | None = None, needs: str | None = None) -> None:
+    """A session/flush listener taking a virtual second (or until ``gate`` opens); ``log``
+    gets start, then end (or cancelled)."""
+
+    async def flush(*_args: object) -> None:
+        log.append("start")
+        k.poke()  # wake k.until() waiting for the flush to begin
+        try:
+            await (gate.wait() if gate is not None else asyncio.sleep(1.0))
+        except asyncio.CancelledError:
+            log.append("cancelled")
+            raise
+        log.append("end")
+
+    k.on("session/flush", flush, needs=needs)
+
+
+@pytest.mark.rule("IDLE-4")
+@pytest.mark.parametrize("where", ["in-the-flush", "mid-turn"])
+def test_when_idle_from_the_disposed_status_listener_waits_for_driver_exit(run: Run, schedule: str, where: str) -> None:
+    # when_idle() called by a synchronous agent/status listener seeing status disposed: the
+    # agent is disposed, so the waiter resolves only once the driver loop has exited, seen
+    # through the driver's flush (disposed while the driver is inside the turn's awaited
+    # flush, or mid-turn with a slow flush) and the driver task (when the adapter exposes it).
+    async def scenario(k: Kit) -> None:
+        k.check_invariants = where == "in-the-flush"  # the disposed turn's balance is DISP-1's
+        flush: list[str] = []
+        gate = k.gate() if where == "in-the-flush" else None
+        needs = "the test disposes while the driver is inside the flush" if gate is not None else None
+        _slow_flush(k, flush, gate=gate, needs=needs)
+        waiters: list[Any] = []
+        agents: list[Any] = []
+
+        def on_status(_agent: object, status: str) -> None:
+            if status == "disposed" and not waiters:
+                waiters.append(agents[0].when_idle())
+
+        k.on("agent/status", on_status, needs="the test calls when_idle() from the disposed status listener")
+        a = k.agent()
+        agents.append(a)
+        if gate is None:
+            k.model.push(respond.hang())
+        a.send("A")
+        if gate is None:
+            await k.until(lambda: bool(k.model.requests), "A's model call")
+        else:
+            await k.until(lambda: flush == ["start"], "the turn's flush")
+        task = k.service.driver_task(a)
+        a.dispose()
+        assert len(waiters) == 1, "the disposed status listener did not call when_idle()"
+
+        async def released() -> tuple[list[str], bool]:
+            await _awaited(waiters[0])
+            return list(flush), task is None or task.done()
+
+        watcher = asyncio.ensure_future(released())
+        await k.settle()  # a waiter released too early resolves now, with the driver still busy
+        if gate is not None:
+            gate.open()
+        try:
+            seen = await asyncio.wait_for(asyncio.shield(watcher), k.timeout)
+        except TimeoutError:
+            raise AssertionError(f"when_idle() from the disposed status listener never resolved{k.why()}") from None
+        allowed = FLUSH_DONE[1:] if gate is not None else FLUSH_DONE
+        assert seen[0] in allowed, f"released while the driver was still flushing: {seen[0]}"
+        assert seen[1], "released before the driver task exited"
 
     run(scenario)

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
+import itertools
+from collections.abc import Awaitable
 from typing import Any
 
 import pytest
 
 from conformance import fakes
+from conformance.adapter import AgentHandle
 from conformance.harness import Kit
+from conformance.invariants import log_violations
 from reference_loop import vocabulary as v
 
 from ._support import COMPLETED, USER, Run, request_texts, texts
@@ -283,5 +288,72 @@ def test_idle_inject_turn_stays_balanced_when_a_listener_throws(run: Run, event:
         assert contexts in ([], [["ctx"]]), contexts
         for _turn, _step, error in k.noted("agent/error"):
             assert error is failure or str(error) == str(failure), error
+
+    run(scenario)
+
+
+async def _awaited(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
+
+
+def _start_inject(agent: AgentHandle, content: str) -> asyncio.Future[Any] | None:
+    """Call ``agent.inject(content)`` now, without awaiting it: an ``async`` inject's awaitable
+    is scheduled as a task (awaited later); a synchronous one has already run (INJ-4)."""
+    result: Any = agent.inject(content)
+    return asyncio.ensure_future(_awaited(result)) if inspect.isawaitable(result) else None
+
+
+@pytest.mark.rule("INJ-2")
+@pytest.mark.parametrize("history", ["fresh", "after-a-turn"])
+@pytest.mark.parametrize("order", ["inject-then-send", "send-then-inject"])
+def test_idle_inject_racing_a_send(run: Run, schedule: str, order: str, history: str) -> None:
+    # inject("C") on an idle agent and send("A") in one synchronous stretch, in either order:
+    # the driver may open A's turn while the inject runs. Whatever the interleaving, turns pair
+    # and nest (LOG-4: no turn/start inside an open turn) with increasing numbers, the context is
+    # written exactly once and A runs exactly once. A context written inside A's open turn is
+    # INJ-1; one written outside it is INJ-2's one-shot turn: turn/start{injection}, the
+    # context/message, turn/end{completed}, nothing else.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        if history == "after-a-turn":
+            a.send("first")
+            await k.idle(a)
+        requests = len(k.model.requests)
+        if order == "inject-then-send":
+            pending = _start_inject(a, "C")
+            a.send("A")
+        else:
+            a.send("A")
+            pending = _start_inject(a, "C")
+        await k.idle(a)
+        if pending is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(pending), k.timeout)
+            except TimeoutError:
+                raise AssertionError(f"inject() never finished{k.why()}") from None
+        await k.idle(a)  # a synchronous inject may leave its flush scheduled until then
+        events = k.events(a)
+        types = [e["type"] for e in events]
+        nesting = [p for p in log_violations(events) if p.startswith("LOG-4")]
+        assert not nesting, f"{nesting[0]}: {types}"
+        numbers = [e["data"]["turn"] for e in events if e["type"] == "turn/start"]
+        assert all(x < y for x, y in itertools.pairwise(numbers)), f"turn numbers must increase: {numbers}"
+        contexts = [i for i, e in enumerate(events) if e["type"] == "context/message"]
+        assert len(contexts) == 1, f"the context must be written exactly once: {types}"
+        assert texts(events[contexts[0]]["data"]["content"]) == ["C"]
+        prompts = [i for i, e in enumerate(events) if e["type"] == "user/message" and texts(e["data"]["content"]) == ["A"]]
+        assert len(prompts) == 1, f"A must run exactly once: {types}"
+        assert len(k.model.requests) == requests + 1, "A runs once and inject does not run the model"
+        # The turn holding the context: from the turn/start before it to the turn/end after it.
+        at = contexts[0]
+        start = max(i for i in range(at) if types[i] == "turn/start")
+        end = next(i for i in range(at, len(types)) if types[i] == "turn/end")
+        if start < prompts[0] < end:
+            return  # written into A's open turn: INJ-1
+        assert types[start : end + 1] == ["turn/start", "context/message", "turn/end"], (
+            f"a context written outside A's turn must be a one-shot turn of its own: {types}"
+        )
+        assert events[start]["data"]["trigger"]["kind"] == "injection", events[start]["data"]
+        assert events[end]["data"]["reason"] == COMPLETED, events[end]["data"]
 
     run(scenario)

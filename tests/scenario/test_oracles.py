@@ -253,6 +253,30 @@ def test_a_cancel_on_a_disposed_agent_drops_nothing() -> None:
     assert _check("CANCEL-2", tl) is not None
 
 
+def test_a_plugin_failing_at_a_boundary_ends_the_turn_error() -> None:
+    def turn(on: str, end: str, *extra: dict[str, Any], turn_end: bool = False) -> list[dict[str, Any]]:
+        raised = _op("raise", by="window", status="running", on=on)
+        out = [_op("send", "A"), _status("running"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}),
+               _log(1, "step/start", turn=1, step=1), raised, *extra, _log(2, "step/end", turn=1, step=1),
+               _log(3, "turn/end", turn=1, reason={"kind": end})]
+        return out + ([{"kind": "agent/turn-end", "agent": "a", "turn": 1}] if turn_end else []) + [_status("idle")]
+
+    found = _check("BOUNDARY", turn("agent/step-end", "completed"))
+    assert found is not None and found.rules == ("ERR-2", "ERR-3") and "not 'error'" in found.message
+    error = _log(9, "error", turn=1, step=1, message="boom")
+    assert _check("BOUNDARY", turn("agent/step-end", "error", error)) is None
+    found = _check("BOUNDARY", turn("agent/request", "error"))
+    assert found is not None and "0 error events" in found.message
+    found = _check("BOUNDARY", turn("agent/step-end", "error", error, _log(9, "step/start", turn=1, step=2)))
+    assert found is not None and "step 2 opened" in found.message
+    found = _check("BOUNDARY", turn("agent/step-start", "error", error, turn_end=True))
+    assert found is not None and found.rules == ("LOOP-4",)
+    assert _check("BOUNDARY", turn("agent/step-end", "error", error, turn_end=True)) is None
+    # A cancel in the turn may end it first; an agent/turn-end listener is ERR-10's, not judged here.
+    assert _check("BOUNDARY", turn("agent/step-end", "aborted", _op("cancel", status="running"))) is None
+    assert _check("BOUNDARY", turn("agent/turn-end", "completed")) is None
+
+
 def test_a_turn_takes_every_prompt_queued_before_it() -> None:
     split = [_op("send", "A"), _op("send", "B"), *_turn(0, 1, "A"), *_turn(3, 2, "B")]
     found = _check("LOOP-2", split)
