@@ -736,6 +736,13 @@ def _tools_check(view: TraceView) -> Violation | None:
                     calls[str(data.get("call_id"))] = e["_i"]
                 elif kind == "tool/result":
                     open_calls.pop(data.get("step"), None)
+                    content = data.get("content")
+                    if data.get("is_error") is True and not (
+                            isinstance(content, list) and len(content) == 1 and isinstance(content[0], _MAP)
+                            and content[0].get("type") == "text" and str(content[0].get("text", "")).startswith("Error: ")):
+                        return Violation(f"agent {agent}: the error result of tool call {data.get('call_id')} has content "
+                                         f"{content!r}, not [{{'type': 'text', 'text': 'Error: <message>'}}] (content is "
+                                         "always a list of blocks)", e["_i"], ("TOOL-3",))
                     at = calls.get(str(data.get("call_id")))
                     if at is not None and any(at < i < e["_i"] for i in stops):
                         later_step = any(x["type"] == "step/start" and x["_i"] > e["_i"] for x in t["events"])

@@ -277,6 +277,19 @@ def test_a_plugin_failing_at_a_boundary_ends_the_turn_error() -> None:
     assert _check("BOUNDARY", turn("agent/turn-end", "completed")) is None
 
 
+def test_an_error_tool_result_is_one_error_text_block() -> None:
+    def result(content: Any) -> list[dict[str, Any]]:
+        return [_op("send", "A"), _log(0, "turn/start", turn=1), _log(1, "step/start", turn=1, step=1),
+                _log(2, "tool/call", turn=1, step=1, call_id="c1", name="t", arguments="{}"),
+                _log(3, "tool/result", turn=1, step=1, call_id="c1", content=content, is_error=True),
+                _log(4, "step/end", turn=1, step=1), _log(5, "turn/end", turn=1, reason={"kind": "completed"})]
+
+    assert _check("TOOLS", result([{"type": "text", "text": "Error: boom"}])) is None
+    for bad in ("Error: boom", [{"type": "text", "text": "boom"}], [], [{"type": "text", "text": "Error: a"}] * 2):
+        found = _check("TOOLS", result(bad))
+        assert found is not None and found.rules == ("TOOL-3",) and found.at == 4, bad
+
+
 def test_a_turn_takes_every_prompt_queued_before_it() -> None:
     split = [_op("send", "A"), _op("send", "B"), *_turn(0, 1, "A"), *_turn(3, 2, "B")]
     found = _check("LOOP-2", split)
