@@ -713,6 +713,31 @@ def _maxtok_check(view: TraceView) -> Violation | None:
                 if e["type"] == "tool/call" and e["data"].get("step") in max_steps:
                     return Violation(f"{where} dispatched tool call {e['data'].get('call_id')} from a max-tokens "
                                      "step (MAXTOK-5)", e["_i"], ("MAXTOK-5",))
+            found = _continued_after_max_tokens(view, agent, t, max_steps)
+            if found is not None:
+                return Violation(f"{where}: step {found['data'].get('step')} ran after max-tokens step "
+                                 f"{found['data'].get('step', 0) - 1}, with no steering drained or added since (a "
+                                 "max-tokens step counts as one without tool calls: the turn stops)", found["_i"],
+                                 ("MAXTOK-5", "CONT-1"))
+    return None
+
+
+def _continued_after_max_tokens(view: TraceView, agent: str, turn: dict[str, Any], max_steps: set[Any]) -> Event | None:
+    """The ``step/start`` that followed a max-tokens step although nothing allowed it: no steering
+    logged or ``steer()``-ed since that step started (CONT-1/CONT-2), no continuation listener
+    of the scenario's own that could have forced it."""
+    if any(e.get("on") == "agent/turn-continuation" and e.get("name") != "window" for e in view.of_kind("listener")):
+        return None  # a listener of the scenario's own may force-continue (CONT-1)
+    starts = {e["data"].get("step"): e for e in turn["events"] if e["type"] == "step/start"}
+    steers = [e["_i"] for e in view.ops(agent, "steer")]
+    for step in max_steps:
+        nxt = starts.get(step + 1) if isinstance(step, int) else None
+        begun = starts.get(step)
+        if nxt is None or begun is None:
+            continue
+        drained = any(e["type"] == "steering/message" and begun["_i"] < e["_i"] < nxt["_i"] for e in turn["events"])
+        if not drained and not any(begun["_i"] < i < nxt["_i"] for i in steers):
+            return nxt
     return None
 
 

@@ -290,6 +290,22 @@ def test_an_error_tool_result_is_one_error_text_block() -> None:
         assert found is not None and found.rules == ("TOOL-3",) and found.at == 4, bad
 
 
+def test_a_max_tokens_step_stops_the_turn_unless_steering_came() -> None:
+    # MAXTOK-5/CONT-1: its tool calls removed, a max-tokens step counts as one without them.
+    def turn(*between: dict[str, Any]) -> list[dict[str, Any]]:
+        finish = {"type": "finish", "reason": {"kind": "max-tokens"}}
+        return [_op("send", "A"), _log(0, "turn/start", turn=1), _log(1, "step/start", turn=1, step=1),
+                _log(2, "assistant/chunk", turn=1, step=1, chunk=finish), *between, _log(3, "step/end", turn=1, step=1),
+                _log(4, "step/start", turn=1, step=2), _log(5, "step/end", turn=1, step=2),
+                _log(6, "turn/end", turn=1, reason={"kind": "max-tokens"})]
+
+    found = _check("MAXTOK", turn())
+    assert found is not None and found.rules == ("MAXTOK-5", "CONT-1") and "step 2 ran" in found.message
+    assert _check("MAXTOK", turn(_log(9, "steering/message", turn=1, content="s"))) is None
+    assert _check("MAXTOK", turn(_op("steer", "s", status="running"))) is None
+    assert _check("MAXTOK", [*turn(), {"kind": "listener", "name": "mine", "on": "agent/turn-continuation"}]) is None
+
+
 def test_a_turn_takes_every_prompt_queued_before_it() -> None:
     split = [_op("send", "A"), _op("send", "B"), *_turn(0, 1, "A"), *_turn(3, 2, "B")]
     found = _check("LOOP-2", split)
