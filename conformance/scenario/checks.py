@@ -640,6 +640,37 @@ def _boundary_failure_check(view: TraceView) -> Violation | None:
     return None
 
 
+def _steering_after_stop_check(view: TraceView) -> Violation | None:
+    """STEER-3/CANCEL-4: no steering is drained into a turn after the ``abort()`` or ``cancel()``
+    that ended it: steering waiting at an abort becomes a queued prompt of a new turn, at a
+    cancel it is dropped, and steering added afterwards is late (LOOP-8)."""
+    for agent in view.agents:
+        stops = view.ops(agent, "cancel", "abort")
+        if not stops:
+            continue
+        for t in view.turns(agent):
+            if t["reason"] != "aborted" or t["end_i"] is None:
+                continue
+            ended = t["events"][-1]["data"].get("reason")
+            reason = ended.get("reason") if isinstance(ended, _MAP) else None
+            governing = [op for op in stops if t["_i"] < op["_i"] < t["end_i"] and _stop_reason(op) == reason]
+            if not governing:
+                continue
+            stop = governing[-1]
+            after = [e for e in t["events"] if e["_i"] > stop["_i"]]
+            if any(e["type"] == "step/start" for e in after):
+                continue  # a step opened after it: this stop did not end the step (other oracles judge)
+            drained = next((e for e in after if e["type"] == "steering/message"), None)
+            if drained is not None:
+                verb = stop.get("op")
+                return Violation(
+                    f"agent {agent}: steering {ev.texts(drained['data'].get('content'))!r} was drained into turn "
+                    f"{t['turn']} after the {verb}() that ended it (it belongs to a new turn"
+                    f"{'' if verb == 'abort' else ', or is dropped'})", drained["_i"],
+                    ("STEER-3",) if verb == "abort" else ("CANCEL-4",))
+    return None
+
+
 def _batching_check(view: TraceView) -> Violation | None:
     for agent in view.agents:
         turns = view.turns(agent)
@@ -1097,6 +1128,8 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("MARKER-1", _aborted_turns_check, "a cancel governs exactly one turn", ("MARKER-1",)),
     LoopCheck("ABORT-1", _deferred_abort_check, "an abort with no step in flight is not deferred", ("ABORT-1",)),
     LoopCheck("REASON", _abort_reason_check, "an aborted turn carries its caller's reason", ("CANCEL-1", "ABORT-1")),
+    LoopCheck("STEER-3", _steering_after_stop_check, "no steering drained into a turn after its stop",
+              ("STEER-3", "CANCEL-4")),
     LoopCheck("BOUNDARY", _boundary_failure_check, "a plugin failing at a turn's boundary ends the turn error",
               ("ERR-2", "ERR-3", "ERR-11", "LOOP-4")),
     LoopCheck("LOOP-2", _batching_check, "a turn drains every prompt queued before it", ("LOOP-2",)),

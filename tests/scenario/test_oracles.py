@@ -306,6 +306,22 @@ def test_a_max_tokens_step_stops_the_turn_unless_steering_came() -> None:
     assert _check("MAXTOK", [*turn(), {"kind": "listener", "name": "mine", "on": "agent/turn-continuation"}]) is None
 
 
+def test_no_steering_is_drained_into_a_turn_after_the_stop_that_ended_it() -> None:
+    def turn(verb: str, *after: dict[str, Any]) -> list[dict[str, Any]]:
+        return [_op("send", "A"), _log(0, "turn/start", turn=1), _log(1, "step/start", turn=1, step=1),
+                _op("steer", "S", status="running"), _op(verb, status="running", reason="stop"), *after,
+                _log(3, "step/end", turn=1, step=1), _log(4, "turn/end", turn=1, reason={"kind": "aborted", "reason": "stop"})]
+
+    steering = _log(2, "steering/message", turn=1, step=1, content=[{"type": "text", "text": "S"}])
+    found = _check("STEER-3", turn("abort", steering))
+    assert found is not None and found.rules == ("STEER-3",) and "'S'" in found.message and found.at == 5
+    found = _check("STEER-3", turn("cancel", steering))
+    assert found is not None and found.rules == ("CANCEL-4",)
+    assert _check("STEER-3", turn("abort")) is None
+    # A step opened after the stop: it did not end that step (the abort came between steps).
+    assert _check("STEER-3", turn("abort", _log(9, "step/start", turn=1, step=2), steering)) is None
+
+
 def test_a_turn_takes_every_prompt_queued_before_it() -> None:
     split = [_op("send", "A"), _op("send", "B"), *_turn(0, 1, "A"), *_turn(3, 2, "B")]
     found = _check("LOOP-2", split)
