@@ -600,7 +600,7 @@ class Agent:
 
     def _drain_steering(self, t: _Turn) -> bool:
         drained = False
-        while self._steering:
+        while self._steering and self._marker is None:  # a cancelled turn drains no more: the rest is late (CANCEL-4)
             blocks, source = self._steering.popleft()
             drained = True
             self._append(t, "steering/message", {"turn": t.number, "content": blocks, "source": source})
