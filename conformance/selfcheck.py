@@ -10,7 +10,7 @@ every test and every mutant is killed. Its JSON report has the fixed shape::
      "complete": bool}        # false when interrupted: only the mutants checked by then
 
 The reference and the mutants are the kit's own code, trusted to run in this process (no
-worker processes: 44 suite runs would pay their start-up 44 times); the wall-clock limit per
+worker processes: 59 suite runs would pay their start-up 59 times); the wall-clock limit per
 test still applies. An interrupt stops the current suite at its next test and the self-check
 after it: the report then lists what was checked, and says it is incomplete.
 """

@@ -185,4 +185,73 @@ MUTANTS = [
             ),
         ),
     ),
+    Mutant(
+        "abort-deferred-to-next-step",
+        "abort() while a turn runs but no step is in flight (turn-start, between steps, continuation) "
+        "is latched and fires the turn's next step instead of doing nothing",
+        ("ABORT-1",),
+        "8",
+        (
+            Patch(
+                "agent",
+                "        self._turn: _Turn | None = None\n",
+                "        self._turn: _Turn | None = None\n"
+                "        self._pending_abort: str | None = None  # an abort that came between steps\n",
+            ),
+            Patch(
+                "agent",
+                "        self._turn = turn\n",
+                "        self._turn = turn\n        self._pending_abort = None  # turn-scoped\n",
+            ),
+            Patch(
+                "agent",
+                "        self._step_abort = controller  # from here on abort()/cancel() abort this step\n",
+                "        self._step_abort = controller  # from here on abort()/cancel() abort this step\n"
+                "        if self._pending_abort is not None:  # don't lose an abort that came between steps\n"
+                "            pending, self._pending_abort = self._pending_abort, None\n"
+                "            _fire(controller, pending, self)\n",
+            ),
+            Patch(
+                "agent",
+                "        if self._disposed or controller is None:\n            return\n"
+                "        _fire(controller, reason, self)\n",
+                "        if self._disposed:\n            return\n"
+                "        if controller is None:\n"
+                "            if self._turn is not None:\n"
+                "                self._pending_abort = reason  # between steps: abort the next one\n"
+                "            return\n"
+                "        _fire(controller, reason, self)\n",
+            ),
+        ),
+        interleaving=True,
+    ),
+    Mutant(
+        "cancel-mid-default-reason",
+        "cancel() aborts the in-flight step through self.abort() without passing its reason, so a "
+        "turn cancelled mid-stream or mid-tool ends aborted{aborted}, not aborted{caller's reason}",
+        ("CANCEL-1", "CANCEL-MID"),
+        "8",
+        (
+            Patch(
+                "agent",
+                "            _fire(controller, reason, self)  # CANCEL-MID\n",
+                "            self.abort()  # CANCEL-MID: abort the in-flight step\n",
+            ),
+        ),
+    ),
+    Mutant(
+        "park-ignores-marker",
+        "the driver's idle wait wakes only for queued work or disposal, not for an armed marker: "
+        "work queued and cancelled before the driver parks leaves its when_idle() waiters hanging",
+        ("CANCEL-W0", "IDLE-2"),
+        "8",
+        (
+            Patch(
+                "agent",
+                "                    lambda: self._disposed or self._marker is not None\n",
+                "                    lambda: self._disposed\n",
+            ),
+        ),
+        interleaving=True,
+    ),
 ]

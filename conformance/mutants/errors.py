@@ -59,4 +59,33 @@ MUTANTS = [
             ),
         ),
     ),
+    Mutant(
+        "late-failure-not-recorded",
+        "a failure after turn/end (a throwing agent/turn-end listener, a failing flush, a throwing "
+        "session/event listener in an idle inject's one-shot turn) is announced but not recorded as the "
+        "turn's failure, so every further late failure of that turn is announced again",
+        ("ERR-9",), "7",
+        (Patch("agent",
+               "        if self._disposed or turn.failure is not None:\n"
+               "            return\n"
+               "        turn.failure = exc\n"
+               "        self._announce(turn.number, turn.step, exc)\n",
+               "        if self._disposed or turn.failure is not None:\n"
+               "            return\n"
+               "        self._announce(turn.number, turn.step, exc)  # turn/end is written: nothing to record\n"),),
+    ),
+    Mutant(
+        "step-end-throw-swallowed",
+        "agent/step-end is emitted under a local try/except that only warns, so a throwing step-end "
+        "listener neither fails the turn nor stops further steps",
+        ("ERR-3", "ERR-2"), "7",
+        (Patch("agent",
+               "        self._append_step_event(turn, \"step/end\")\n"
+               "        self._bus.emit(\"agent/step-end\", self, turn.number, turn.step)\n",
+               "        self._append_step_event(turn, \"step/end\")\n"
+               "        try:\n"
+               "            self._bus.emit(\"agent/step-end\", self, turn.number, turn.step)\n"
+               "        except Exception as exc:  # a progress UI must not break the turn\n"
+               "            self._warn(turn.number, \"an agent/step-end listener failed\", exc)\n"),),
+    ),
 ]

@@ -101,4 +101,49 @@ MUTANTS = [
             ),
         ),
     ),
+    Mutant(
+        "dispose-flag-late",
+        "dispose() sets its disposed flag only after the agent/status('disposed') listeners ran (so "
+        "they 'can still use the agent'): a listener's send() on the disposed agent is accepted and "
+        "lost, and its when_idle() does not wait for the driver to exit",
+        ("DISP-3", "IDLE-4"),
+        "9",
+        (
+            Patch(
+                "agent",
+                "        if self._disposed:\n            return\n        self._disposed = True\n        try:\n"
+                "            controller = self._step_abort\n",
+                "        if self._status == \"disposed\":\n            return\n        try:\n"
+                "            controller = self._step_abort\n",
+            ),
+            Patch(
+                "agent",
+                "        finally:\n            self._release_waiters(self._pending_exit())\n",
+                "        finally:\n            self._disposed = True  # listeners above could still use the agent\n"
+                "            self._release_waiters(self._pending_exit())\n",
+            ),
+        ),
+        interleaving=True,
+    ),
+    Mutant(
+        "resume-no-recheck",
+        "resume() checks the agent id before awaiting the persisted log but not after: a create() or a "
+        "second resume() of the same id during the load yields two live agents, the later replacing the first",
+        ("SVC-2",), "11",
+        (Patch("service",
+               "        self._check_new(agent_id)  # the load awaited: someone may have taken the id meanwhile\n",
+               ""),),
+        interleaving=True,
+    ),
+    Mutant(
+        "inject-check-then-yield",
+        "an idle inject() decides from the log that no turn is open, then yields once before writing its "
+        "one-shot turn: a driver that wakes in that gap opens a turn, and the one-shot turn lands inside it",
+        ("INJ-2", "LOG-4"), "10",
+        (Patch("agent",
+               "        # INJ-2: no turn open: a one-shot turn, balanced whatever throws, then flushed.\n",
+               "        # INJ-2: no turn open: a one-shot turn, balanced whatever throws, then flushed.\n"
+               "        await asyncio.sleep(0)  # let a flush in progress settle before writing the turn\n"),),
+        interleaving=True,
+    ),
 ]

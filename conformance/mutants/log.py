@@ -65,4 +65,20 @@ MUTANTS = [
             ),
         ),
     ),
+    Mutant(
+        "usage-chunk-unlogged",
+        "usage chunks are folded into the assembler but not appended as assistant/chunk (nor emitted as "
+        "agent/stream-chunk), since the step's usage gets its own usage event anyway",
+        ("LOG-3",), "1",
+        (Patch("agent",
+               "                if signal.aborted:\n"
+               "                    break\n"
+               "                event = self._session.append(\n",
+               "                if signal.aborted:\n"
+               "                    break\n"
+               "                if isinstance(chunk, dict) and chunk.get(\"type\") == \"usage\":\n"
+               "                    assembler.add(chunk)  # logged once, as the step's usage event\n"
+               "                    continue\n"
+               "                event = self._session.append(\n"),),
+    ),
 ]

@@ -135,4 +135,55 @@ MUTANTS = [
             ),
         ),
     ),
+    Mutant(
+        "flush-not-awaited",
+        "the driver starts session/flush as a background task instead of awaiting it, so the agent "
+        "goes idle (and when_idle() resolves) before the turn's flush has run",
+        ("LOOP-4",),
+        "3",
+        (
+            Patch(
+                "agent",
+                "            await self._flush(turn)  # LOOP-4: the awaited session/flush comes last\n",
+                "            # persistence must not hold up the loop: flush in the background\n"
+                "            asyncio.get_running_loop().create_task(\n"
+                "                self._flush(turn), name=f\"agent:{self._id}:flush\"\n"
+                "            )\n",
+            ),
+        ),
+        interleaving=True,
+    ),
+    Mutant(
+        "abort-path-drains-steering",
+        "an aborted step drains the steering FIFO into the aborted turn's log before its step/end "
+        "(as a normal step does), so steering given during the step never reaches a model",
+        ("STEER-3", "LOOP-8"),
+        "4",
+        (
+            Patch(
+                "agent",
+                "                turn.aborted = outcome.aborted\n                self._end_step(turn)\n",
+                "                turn.aborted = outcome.aborted\n"
+                "                self._drain_steering(turn)  # LOOP-5: steering drained, then step/end\n"
+                "                self._end_step(turn)\n",
+            ),
+        ),
+        interleaving=True,
+    ),
+    Mutant(
+        "turn-end-after-boundary-failure",
+        "notify_end is set before agent/turn-start is emitted, so a turn closed because an "
+        "agent/turn-start listener threw still gets an agent/turn-end notification",
+        ("LOOP-4",),
+        "3",
+        (
+            Patch(
+                "agent",
+                "        self._bus.emit(\"agent/turn-start\", self, turn.number)  # a throw: LOOP-4 boundary failure\n"
+                "        turn.notify_end = True\n",
+                "        turn.notify_end = True  # the turn is open: its end will be announced\n"
+                "        self._bus.emit(\"agent/turn-start\", self, turn.number)\n",
+            ),
+        ),
+    ),
 ]

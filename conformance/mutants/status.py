@@ -75,4 +75,29 @@ MUTANTS = [
             ),
         ),
     ),
+    Mutant(
+        "idle-release-rechecks-queue",
+        "idle waiters are released after the agent/status('idle') listeners ran (in a finally) and "
+        "only if the agent is still quiescent then, so work queued by an idle listener holds them",
+        ("IDLE-3", "IDLE-2"),
+        "2",
+        (
+            Patch(
+                "agent",
+                "        if status == \"idle\":\n"
+                "            self._release_waiters()  # IDLE-3: before the event, so a throwing listener can't hang it\n",
+                "",
+            ),
+            Patch(
+                "agent",
+                "            self._announce(turn, 0, exc)\n\n    def _release_waiters(",
+                "            self._announce(turn, 0, exc)\n"
+                "        finally:\n"
+                "            # release only if still quiescent once the listeners have run\n"
+                "            if status == \"idle\" and self._status == \"idle\" and not self._inbox.has_queued:\n"
+                "                self._release_waiters()\n\n    def _release_waiters(",
+            ),
+        ),
+        interleaving=True,
+    ),
 ]

@@ -71,4 +71,13 @@ MUTANTS = [
             ),
         ),
     ),
+    Mutant(
+        "tool-error-content-string",
+        "a failed tool's error result carries its content as the bare string 'Error: <message>' "
+        "instead of a list holding one text block",
+        ("TOOL-3",), "5",
+        (Patch("tools",
+               "    result: dict[str, Any] = {\"content\": [v.text(f\"Error: {error_message(exc)}\")], \"is_error\": True}\n",
+               "    result: dict[str, Any] = {\"content\": f\"Error: {error_message(exc)}\", \"is_error\": True}\n"),),
+    ),
 ]

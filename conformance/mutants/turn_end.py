@@ -83,4 +83,16 @@ MUTANTS = [
             ),
         ),
     ),
+    Mutant(
+        "maxtok-counts-stripped-calls",
+        "the step's had-tool-calls flag is computed from the assembled stream, not from the message the "
+        "tools ran from, so a max-tokens step whose tool calls were stripped still continues the turn "
+        "with a further model step",
+        ("MAXTOK-5",), "6",
+        (Patch("agent",
+               "            return _StepOutcome(had_tool_calls=bool(calls))  # MAXTOK-5: none for max-tokens\n",
+               "            return _StepOutcome(\n"
+               "                had_tool_calls=any(b.get(\"type\") == \"tool-call\" for b in assembler.content())\n"
+               "            )\n"),),
+    ),
 ]
