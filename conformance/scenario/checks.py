@@ -660,7 +660,13 @@ def _steering_after_stop_check(view: TraceView) -> Violation | None:
             after = [e for e in t["events"] if e["_i"] > stop["_i"]]
             if any(e["type"] == "step/start" for e in after):
                 continue  # a step opened after it: this stop did not end the step (other oracles judge)
-            drained = next((e for e in after if e["type"] == "steering/message"), None)
+            late = {op.get("text") for op in view.ops(agent, "steer") if op["_i"] > stop["_i"]}
+            in_drain = stop.get("on") == "agent/steering" or (
+                stop.get("on") == "session/event" and _last_log_type(view.log(agent), stop["_i"]) == "steering/message")
+            # A stop made inside a drain may find the rest of that drain already taken from the FIFO
+            # (a batch drain logs it after): only steering given after the stop is judged there.
+            drained = next((e for e in after if e["type"] == "steering/message"
+                            and (not in_drain or ev.texts(e["data"].get("content")) in late)), None)
             if drained is not None:
                 verb = stop.get("op")
                 return Violation(

@@ -320,6 +320,14 @@ def test_no_steering_is_drained_into_a_turn_after_the_stop_that_ended_it() -> No
     assert _check("STEER-3", turn("abort")) is None
     # A step opened after the stop: it did not end that step (the abort came between steps).
     assert _check("STEER-3", turn("abort", _log(9, "step/start", turn=1, step=2), steering)) is None
+    # A stop made inside a drain (by a listener on a steering/message): the rest of that drain
+    # may be logged after it; steering given after the stop may not.
+    inside = turn("abort", steering)
+    inside.insert(4, _log(1, "steering/message", turn=1, step=1, content=[{"type": "text", "text": "R"}]))
+    inside[5] = {**inside[5], "on": "session/event"}
+    assert _check("STEER-3", inside) is None
+    inside.insert(6, _op("steer", "S", status="running"))
+    assert _check("STEER-3", inside) is not None
 
 
 def test_a_turn_takes_every_prompt_queued_before_it() -> None:
