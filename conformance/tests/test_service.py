@@ -522,6 +522,22 @@ async def _persisted(k: Kit, store: Any, agent_id: str, session_id: str) -> None
     await first.close()
 
 
+async def _held_service(k: Kit, opaque: list[str]) -> tuple[ServiceHandle, HeldLoads, Gate] | None:
+    """A service over a store holding agent ``x``'s session ``sess-1``, whose ``load()`` waits
+    at the returned gate; ``None`` (the backend's name noted in ``opaque``) when the backend has
+    no ``load()`` in this process to hold."""
+    store = k.impl.new_persistence()
+    if not callable(getattr(store, "load", None)):
+        opaque.append(type(store).__name__)
+        return None
+    await _persisted(k, store, "x", "sess-1")
+    gate = k.gate("load")
+    held = HeldLoads(store, gate, k)
+    service = k.impl.create_service(persistence=held)
+    service.register_model(MODEL, FakeModel(default=respond.text("ok")))
+    return service, held, gate
+
+
 async def _resuming(k: Kit, service: ServiceHandle, held: HeldLoads, n: int) -> asyncio.Future[AgentHandle]:
     """Start ``service.resume("x", "sess-1")`` as the ``n``-th load and wait until it is inside
     its load (or, with a load that cannot be held, done)."""
@@ -552,15 +568,10 @@ def test_create_while_a_resume_of_the_id_loads(run: Run, impl: Implementation) -
     opaque: list[str] = []
 
     async def scenario(k: Kit) -> None:
-        store = k.impl.new_persistence()
-        if not callable(getattr(store, "load", None)):
-            opaque.append(type(store).__name__)
+        made = await _held_service(k, opaque)
+        if made is None:
             return
-        await _persisted(k, store, "x", "sess-1")
-        gate = k.gate("load")
-        held = HeldLoads(store, gate, k)
-        service = k.impl.create_service(persistence=held)
-        service.register_model(MODEL, FakeModel(default=respond.text("ok")))
+        service, held, gate = made
         try:
             resuming = await _resuming(k, service, held, 1)
             created: AgentHandle | None = None
@@ -597,15 +608,10 @@ def test_two_resumes_of_one_id_at_once(run: Run, impl: Implementation) -> None:
     opaque: list[str] = []
 
     async def scenario(k: Kit) -> None:
-        store = k.impl.new_persistence()
-        if not callable(getattr(store, "load", None)):
-            opaque.append(type(store).__name__)
+        made = await _held_service(k, opaque)
+        if made is None:
             return
-        await _persisted(k, store, "x", "sess-1")
-        gate = k.gate("load")
-        held = HeldLoads(store, gate, k)
-        service = k.impl.create_service(persistence=held)
-        service.register_model(MODEL, FakeModel(default=respond.text("ok")))
+        service, held, gate = made
         try:
             tasks = [await _resuming(k, service, held, n) for n in (1, 2)]
             gate.open()
