@@ -153,9 +153,15 @@ class Kit:
     async def inject(self, agent: AgentHandle, content: Any, source: Any = None) -> None:
         """Call ``agent.inject`` and await what it returns when that is awaitable: INJ-4 allows
         an ``async`` inject and a synchronous one (whose flush may still be scheduled)."""
+        pending = self.start_inject(agent, content, source)
+        if pending is not None:
+            await pending
+
+    def start_inject(self, agent: AgentHandle, content: Any, source: Any = None) -> Awaitable[Any] | None:
+        """Call ``agent.inject`` now, in this synchronous stretch: what an ``async`` inject returns
+        (to await), or ``None`` when it was a synchronous one."""
         result: Any = agent.inject(content) if source is None else agent.inject(content, source)
-        if inspect.isawaitable(result):
-            await result
+        return result if inspect.isawaitable(result) else None
 
     # ------------------------------------------------------------------ waiting
     async def idle(self, agent: AgentHandle, waiter: Awaitable[Any] | None = None) -> None:

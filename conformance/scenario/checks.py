@@ -243,8 +243,8 @@ class TraceView:
             if kind == "turn/start":
                 trigger = data.get("trigger") if isinstance(data.get("trigger"), _MAP) else {}
                 out.append({"turn": data.get("turn"), "prompts": [], "steering": [], "ended": False,
-                            "reason": None, "trigger": trigger.get("kind"), "_i": e["_i"], "end_i": None,
-                            "events": [e]})
+                            "reason": None, "stop": None, "trigger": trigger.get("kind"), "_i": e["_i"],
+                            "end_i": None, "events": [e]})
                 continue
             if not out:
                 continue
@@ -260,6 +260,7 @@ class TraceView:
                 current["ended"] = True
                 reason = data.get("reason") or {}
                 current["reason"] = reason.get("kind") if isinstance(reason, _MAP) else reason
+                current["stop"] = reason.get("reason") if isinstance(reason, _MAP) else None  # aborted{reason}
                 current["end_i"] = e["_i"]
         return out
 
@@ -514,6 +515,11 @@ def _no_step_in_flight(log: list[Event], at: int) -> bool:
     return True
 
 
+def _ended_turn_around(view: TraceView, agent: str, at: int) -> dict[str, Any] | None:
+    """The agent's turn that was open at timeline index ``at`` and has ended, if any."""
+    return next((t for t in view.turns(agent) if t["_i"] < at and t["end_i"] is not None and at < t["end_i"]), None)
+
+
 def _stop_reason(op: Event) -> str:
     reason = op.get("reason")
     return reason if isinstance(reason, str) else ("aborted" if op.get("op") == "abort" else "cancelled")
@@ -541,12 +547,8 @@ def _deferred_abort_check(view: TraceView) -> Violation | None:
             reason = _stop_reason(op)
             if reason in unclear:
                 continue
-            turn = next((t for t in view.turns(agent) if t["_i"] < op["_i"] and t["end_i"] is not None
-                         and op["_i"] < t["end_i"]), None)
-            if turn is None or turn["reason"] != "aborted":
-                continue
-            ended = turn["events"][-1]["data"].get("reason")
-            if isinstance(ended, _MAP) and ended.get("reason") == reason:
+            turn = _ended_turn_around(view, agent, op["_i"])
+            if turn is not None and turn["reason"] == "aborted" and turn["stop"] == reason:
                 return Violation(
                     f"agent {agent}: turn {turn['turn']} ends aborted{{reason: {reason!r}}}, but that abort() came "
                     f"from a {op.get('on')} listener while no step was in flight (it does nothing: it is not "
@@ -566,8 +568,7 @@ def _abort_reason_check(view: TraceView) -> Violation | None:
             if end is None:
                 continue
             if t["reason"] == "aborted":
-                ended = t["events"][-1]["data"].get("reason")
-                reason = ended.get("reason") if isinstance(ended, _MAP) else None
+                reason = t["stop"]
                 given = {_stop_reason(op) for op in stops if since < op["_i"] < end}
                 if given and reason not in given:
                     return Violation(
@@ -608,7 +609,7 @@ def _boundary_failure_check(view: TraceView) -> Violation | None:
             at_turn_start = on == "session/event" and _last_log_type(log, at) == "turn/start"
             if r.get("status") != "running" or not (on in _ERR2_LISTENERS or at_turn_start):
                 continue
-            turn = next((t for t in view.turns(agent) if t["_i"] < at and t["end_i"] is not None and at < t["end_i"]), None)
+            turn = _ended_turn_around(view, agent, at)
             if turn is None or any(turn["_i"] < i < turn["end_i"] for i in stops):
                 continue
             if at_turn_start and turn["trigger"] == "injection":
@@ -651,9 +652,7 @@ def _steering_after_stop_check(view: TraceView) -> Violation | None:
         for t in view.turns(agent):
             if t["reason"] != "aborted" or t["end_i"] is None:
                 continue
-            ended = t["events"][-1]["data"].get("reason")
-            reason = ended.get("reason") if isinstance(ended, _MAP) else None
-            governing = [op for op in stops if t["_i"] < op["_i"] < t["end_i"] and _stop_reason(op) == reason]
+            governing = [op for op in stops if t["_i"] < op["_i"] < t["end_i"] and _stop_reason(op) == t["stop"]]
             if not governing:
                 continue
             stop = governing[-1]

@@ -370,6 +370,15 @@ class World:
             **data: Any) -> Any:
         """Record an ``op`` and perform it; an error is recorded as ``op/error`` (the verdict
         comes from the checks, e.g. DISP-3 expects ``send`` on a disposed agent to raise)."""
+        entry = self._record_op(by, op, agent, on, **data)
+        try:
+            return fn()
+        except Exception as exc:
+            simulator.observe("op/error", by=by, op=op, agent=entry["agent"], error=_describe(exc))
+            return None
+
+    def _record_op(self, by: str, op: str, agent: AgentHandle, on: str | None, **data: Any) -> dict[str, Any]:
+        """Record the ``op`` timeline entry of an operation about to be done (and count it)."""
         if self._pending:
             self._sample()  # a release before this operation is recorded before it
         entry: dict[str, Any] = {"by": by, "op": op, "agent": self._id_of(agent), "status": agent.status, **data}
@@ -378,25 +387,16 @@ class World:
         key = (by, op, entry["agent"])
         self._op_counts[key] = self._op_counts.get(key, 0) + 1
         simulator.observe("op", **entry)
-        try:
-            return fn()
-        except Exception as exc:
-            simulator.observe("op/error", by=by, op=op, agent=entry["agent"], error=_describe(exc))
-            return None
+        return entry
 
     def _raising(self, agent: str | AgentHandle | None, by: str, on: str | None) -> None:
         """Record a listener's ``raise`` as an ``op`` (the oracles judge what a throwing plugin
-        causes, ERR-2/ERR-11), then let it raise."""
+        causes, ERR-2/ERR-11), before it raises."""
         try:
             h = self.handle(agent)
         except LookupError:
             return
-        if self._pending:
-            self._sample()
-        entry: dict[str, Any] = {"by": by, "op": "raise", "agent": self._id_of(h), "status": h.status}
-        if on is not None:
-            entry["on"] = on
-        simulator.observe("op", **entry)
+        self._record_op(by, "raise", h, on)
 
     def _id_of(self, h: AgentHandle) -> str:
         for agent_id, handle in self.agents.items():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import itertools
 from collections.abc import Awaitable
 from typing import Any
@@ -11,7 +10,6 @@ from typing import Any
 import pytest
 
 from conformance import fakes
-from conformance.adapter import AgentHandle
 from conformance.harness import Kit
 from conformance.invariants import log_violations
 from reference_loop import vocabulary as v
@@ -296,11 +294,9 @@ async def _awaited(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
 
 
-def _start_inject(agent: AgentHandle, content: str) -> asyncio.Future[Any] | None:
-    """Call ``agent.inject(content)`` now, without awaiting it: an ``async`` inject's awaitable
-    is scheduled as a task (awaited later); a synchronous one has already run (INJ-4)."""
-    result: Any = agent.inject(content)
-    return asyncio.ensure_future(_awaited(result)) if inspect.isawaitable(result) else None
+def _scheduled(awaitable: Awaitable[Any] | None) -> asyncio.Future[Any] | None:
+    """An ``async`` inject's awaitable as a task (awaited later, INJ-4)."""
+    return asyncio.ensure_future(_awaited(awaitable)) if awaitable is not None else None
 
 
 @pytest.mark.rule("INJ-2")
@@ -320,11 +316,11 @@ def test_idle_inject_racing_a_send(run: Run, schedule: str, order: str, history:
             await k.idle(a)
         requests = len(k.model.requests)
         if order == "inject-then-send":
-            pending = _start_inject(a, "C")
+            pending = _scheduled(k.start_inject(a, "C"))
             a.send("A")
         else:
             a.send("A")
-            pending = _start_inject(a, "C")
+            pending = _scheduled(k.start_inject(a, "C"))
         await k.idle(a)
         if pending is not None:
             try:
