@@ -218,10 +218,6 @@ def _verbs(k: Kit) -> list[str]:
     return ["send", "steer", *(["inject"] if "injection" in k.impl.features else [])]
 
 
-async def _awaited(awaitable: Awaitable[Any]) -> Any:
-    return await awaitable
-
-
 @pytest.mark.rule("DISP-3")
 @pytest.mark.parametrize("when", ["idle", "mid-turn"])
 def test_input_from_the_disposed_status_listener_raises(run: Run, when: str) -> None:
@@ -266,7 +262,7 @@ def test_input_from_the_disposed_status_listener_raises(run: Run, when: str) -> 
         a.dispose()
         for name, awaitable in pending.items():
             try:
-                await _awaited(awaitable)
+                await awaitable
             except Exception as exc:
                 outcomes[name] = exc
             else:
@@ -345,7 +341,7 @@ def test_when_idle_from_the_disposed_status_listener_waits_for_driver_exit(run: 
         assert len(waiters) == 1, "the disposed status listener did not call when_idle()"
 
         async def released() -> tuple[list[str], bool]:
-            await _awaited(waiters[0])
+            await waiters[0]
             return list(flush), task is None or task.done()
 
         watcher = asyncio.ensure_future(released())
