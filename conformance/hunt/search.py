@@ -27,6 +27,7 @@ from conformance.adapter import Implementation
 from simulator.errors import SimulationError
 from simulator.schedule import Schedule
 from simulator.strategies import DFSStrategy, PCTStrategy, RandomStrategy
+from simulator.strategies.base import Strategy
 
 from ..scenario import engine, race
 from ..scenario.model import Scenario
@@ -129,10 +130,12 @@ def failure_of(report: engine.RunReport) -> dict[str, Any]:
     }
 
 
-def confirmed(sc: Scenario, impl: Implementation, rep: engine.RunReport) -> engine.RunReport:
-    """``rep``, or when it spun, its replay if that one does not: a loaded machine can stretch a
-    window's milliseconds past the wall-clock limit once, and a false spin would stop the hunt.
-    A real spin spins again on the same schedule (it costs the limit twice)."""
+def confirmed(sc: Scenario, impl: Implementation, strategy: Strategy | None = None, seed: int = 0) -> engine.RunReport:
+    """One run of ``sc`` (``engine.run_one``), replayed once on its schedule when it spun, and
+    the replay kept if that one does not: a loaded machine can stretch a window's milliseconds
+    past the wall-clock limit once, and a false spin would stop the hunt. A real spin spins
+    again on the same schedule (it costs the limit twice)."""
+    rep = engine.run_one(sc, impl, strategy, seed)
     if not engine.spun(rep.trace.result):
         return rep
     try:
@@ -159,10 +162,10 @@ def plain(wp: WorkloadPlan, start: int, end: int, impl: Implementation,
     out = []
     for index in range(start, end):
         sc = wp.scenario(index)
-        rep = confirmed(sc, impl, engine.run_one(sc, impl))
+        rep = confirmed(sc, impl)
         result = Plain(reached(rep.trace), signature(rep.trace), None if rep.ok else failure_of(rep))
         if against is not None:
-            other = confirmed(sc, against, engine.run_one(sc, against))
+            other = confirmed(sc, against)
             if engine.spun(other.trace.result):
                 raise ValueError(f"the --against implementation spins in window {wp.windows[index].name!r}: "
                                  f"{other.trace.error}")
@@ -213,18 +216,18 @@ def explore(wp: WorkloadPlan, index: int, impl: Implementation, config: Config) 
         for _ in range(config.dfs + 1):
             if dfs.exhausted:
                 break
-            rep = confirmed(sc, impl, engine.run_one(sc, impl, dfs, 0))
+            rep = confirmed(sc, impl, dfs, 0)
             runs += 1
             if not rep.ok:
                 return runs, failure_of(rep)
     seed = window_seed(config, wp.workload.name, index)
     for i in range(config.random):
-        rep = confirmed(sc, impl, engine.run_one(sc, impl, RandomStrategy(), seed + i))
+        rep = confirmed(sc, impl, RandomStrategy(), seed + i)
         runs += 1
         if not rep.ok:
             return runs, failure_of(rep)
     for i in range(config.pct):
-        rep = confirmed(sc, impl, engine.run_one(sc, impl, PCTStrategy(seed=seed + i, horizon=64), seed + i))
+        rep = confirmed(sc, impl, PCTStrategy(seed=seed + i, horizon=64), seed + i)
         runs += 1
         if not rep.ok:
             return runs, failure_of(rep)
