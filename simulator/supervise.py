@@ -13,6 +13,7 @@ parent's output pipe open (which makes ``loopkit explore ... | tee`` wait foreve
 
 from __future__ import annotations
 
+import _signal
 import contextlib
 import os
 import signal
@@ -110,6 +111,18 @@ real_exit = getattr(os._exit, "__wrapped__", os._exit)
 """The real ``os._exit``: inside a run the simulator guards it, and a last resort must exit."""
 
 
+# Every run arms and disarms: the C module's functions, without the ``signal`` module's enum
+# conversions (a tenth of the cost; they take and return plain ints).
+_HAVE_TIMER = hasattr(_signal, "setitimer")
+_HAVE_MASK = hasattr(_signal, "pthread_sigmask")
+_SIGALRM: int = getattr(_signal, "SIGALRM", 14)
+_ITIMER_REAL: int = getattr(_signal, "ITIMER_REAL", 0)
+_SIG_BLOCK: int = getattr(_signal, "SIG_BLOCK", 0)
+_SIG_UNBLOCK: int = getattr(_signal, "SIG_UNBLOCK", 1)
+_SIG_DFL: int = _signal.SIG_DFL
+_ALRM_SET = frozenset({_SIGALRM})
+
+
 class WallClock:
     """The wall-clock limit of one run: :meth:`arm` before the program runs, :meth:`disarm`
     after; while armed, :class:`WallClockExceeded` is raised in whatever runs once ``limit`` wall
@@ -131,30 +144,29 @@ class WallClock:
 
     def arm(self) -> None:
         limit = self.limit
-        if (self.armed or not limit or not 0 < limit < WALL_MAX or not hasattr(signal, "setitimer")
+        if (self.armed or not limit or not 0 < limit < WALL_MAX or not _HAVE_TIMER
                 or threading.current_thread() is not threading.main_thread()
-                or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
+                or _signal.getitimer(_ITIMER_REAL)[0] > 0):
             return
-        self._previous = signal.signal(signal.SIGALRM, self._on_alarm)
+        self._previous = _signal.signal(_SIGALRM, self._on_alarm)
         self.armed = True
         # Armed again after an alarm (the program unwinding): it gets the grace period only.
-        signal.setitimer(signal.ITIMER_REAL, WALL_GRACE if self._first else limit)
+        _signal.setitimer(_ITIMER_REAL, WALL_GRACE if self._first else limit)
 
     def disarm(self) -> None:
         if not self.armed:
             return
-        mask = hasattr(signal, "pthread_sigmask")
-        if mask:
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        if _HAVE_MASK:
+            _signal.pthread_sigmask(_SIG_BLOCK, _ALRM_SET)
         try:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            if mask and signal.SIGALRM in signal.sigpending():
-                signal.sigwait({signal.SIGALRM})  # an alarm that came due meanwhile: dropped
-            signal.signal(signal.SIGALRM, self._previous if self._previous is not None else signal.SIG_DFL)
+            _signal.setitimer(_ITIMER_REAL, 0)
+            if _HAVE_MASK and _SIGALRM in _signal.sigpending():
+                _signal.sigwait(_ALRM_SET)  # an alarm that came due meanwhile: dropped
+            _signal.signal(_SIGALRM, self._previous if self._previous is not None else _SIG_DFL)
             self.armed = False
         finally:
-            if mask:
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
+            if _HAVE_MASK:
+                _signal.pthread_sigmask(_SIG_UNBLOCK, _ALRM_SET)
 
     def _on_alarm(self, _signum: int, frame: Any) -> None:
         self._alarms += 1
@@ -166,6 +178,6 @@ class WallClock:
                              "yields; ending the process\n")
             sys.stderr.flush()
             real_exit(1)
-        signal.setitimer(signal.ITIMER_REAL, WALL_GRACE)
+        _signal.setitimer(_ITIMER_REAL, WALL_GRACE)
         assert self.limit is not None
         raise WallClockExceeded(self.limit, where)

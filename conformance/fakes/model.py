@@ -665,6 +665,8 @@ class FakeModel:
         loop: Any,
     ) -> AsyncIterator[v.Chunk]:
         outcome = "closed"
+        i = 0
+        usage: Any = None  # the last usage chunk streamed (ASM-4: the step's usage)
         try:
             if error is not None:
                 outcome = "exhausted"
@@ -673,7 +675,6 @@ class FakeModel:
             response = await _resolve_entry(entry, request)
             signal = request.get("signal")
             chunks, faults = self._prepared(response)
-            i = 0
             while True:
                 if i < len(chunks) or faults.pending(i):
                     delay = response.first if i == 0 else response.between
@@ -706,8 +707,11 @@ class FakeModel:
                     break
                 chunk = _chunk_copy(chunks[i])  # the consumer's own copy: a cached list is shared
                 i += 1
-                if chunk.get("type") == "finish":
+                kind = chunk.get("type")
+                if kind == "finish":
                     outcome = chunk["reason"]["kind"]
+                elif kind == "usage":
+                    usage = chunk.get("usage")
                 yield chunk
             if outcome == "closed":
                 outcome = "ended"
@@ -721,7 +725,9 @@ class FakeModel:
         finally:
             self.outcomes.append(outcome)
             if self.observe:
-                _observe(loop, "model/done", model=self.name, call=call, outcome=outcome)
+                # ``chunks``: how many the loop was given (LOG-3/LOOP-5: each is logged)
+                _observe(loop, "model/done", model=self.name, call=call, outcome=outcome, chunks=i,
+                         **({} if usage is None else {"usage": copy.deepcopy(usage)}))
 
 
 def _finished(chunks: Sequence[Mapping[str, Any]]) -> bool:

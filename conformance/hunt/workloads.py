@@ -68,7 +68,8 @@ def workloads() -> tuple[Workload, ...]:
     second = respond.tool_call("lookup", {"q": "y"}, id="c2")
     out = [
         Workload("reply", _scenario("reply", (respond.text("the reply"),), description="a plain reply")),
-        Workload("tool", _scenario("tool", (call, respond.text("done")), tools=(TOOL,), description="a tool call")),
+        Workload("tool", _scenario("tool", (call, respond.text("done").usage(12, 3)), tools=(TOOL,),
+                                   description="a tool call, the answer reporting its usage")),
         Workload("two-step", _scenario("two-step", (call + second, respond.text("done")), tools=(TOOL,),
                                        description="a two-step tool turn, two tool calls in its first step")),
         Workload("failing-tool", _scenario("failing-tool", (call, respond.text("done")), tools=(FAILING_TOOL,),

@@ -35,6 +35,10 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
   waiter released by the disposal waits for the driver to close its turn (IDLE-4);
 * ``problems`` — what the world itself saw go wrong (an actor or listener that raised, a fake
   model called past its script, an agent that never settled).
+
+In plain worlds (no Python body that could rewrite a step's message or a request) also
+``PLAIN_ORACLES``: ``ASSEMBLY`` (ASM-1/3), ``HISTORY`` (LOG-7) and ``CHUNKS`` (every chunk a
+fake model streamed to its end is logged, and its usage: LOG-3, LOOP-5, ASM-4).
 """
 
 from __future__ import annotations
@@ -1052,6 +1056,54 @@ def _assembly_check(view: TraceView) -> Violation | None:
     return None
 
 
+_UNFINISHED = frozenset(("aborted", "cancelled", "raised", "exhausted", "closed"))
+"""Fake-model call outcomes where the loop was not given the whole stream, or stopped taking it."""
+
+
+def _chunks_check(view: TraceView) -> Violation | None:
+    """LOG-3/LOOP-5/ASM-4: every chunk a model call streamed to its end is logged as an
+    ``assistant/chunk`` of its step, and a streamed ``usage`` is the step's ``usage`` event.
+    Steps something interrupted (an abort, a cancel, a disposal, a raising listener, a contained
+    failure, the world's close) are not judged: what they log of the rest is another rule's."""
+    models = _agent_models(view)
+    requests = {(e.get("model"), e.get("call")): e["_i"] for e in view.of_kind("model/request")}
+    closing = view.of_kind("world/closing")
+    closed_at = closing[0]["_i"] if closing else len(view.timeline)
+    for done in view.of_kind("model/done"):
+        given = done.get("chunks")
+        agent = models.get(str(done.get("model")))
+        start = requests.get((done.get("model"), done.get("call")))
+        if agent is None or start is None or not isinstance(given, int) or done.get("outcome") in _UNFINISHED:
+            continue
+        turn = next((t for t in view.turns(agent) if t["_i"] < start and (t["end_i"] is None or t["end_i"] > start)), None)
+        opened = [e for e in (turn["events"] if turn else ()) if e["type"] == "step/start" and e["_i"] < start]
+        if turn is None or not opened:
+            continue
+        step = opened[-1]["data"].get("step")
+        events = _steps(turn).get(step, []) if isinstance(step, int) else []
+        end = next((e["_i"] for e in events if e["type"] == "step/end"), turn["end_i"])
+        if end is None or end > closed_at:
+            continue
+        if any(start < e["_i"] < end for e in view.ops(agent, "abort", "cancel", "dispose", "raise")) or any(
+                start < e["_i"] < end for e in view.of_kind("agent/error", agent=agent)):
+            continue
+        where = f"agent {agent}: turn {turn['turn']} step {step}"
+        logged = sum(1 for e in events if e["type"] == "assistant/chunk")
+        if logged < given:
+            return Violation(f"{where}: the model streamed {given} chunk(s) but the log has {logged} assistant/chunk "
+                             "event(s) (LOG-3: chunks are never filtered out; LOOP-5: each chunk is appended)",
+                             end, ("LOG-3", "LOOP-5"))
+        usage = done.get("usage")
+        if usage is not None and any(e["type"] == "assistant/message" for e in events):
+            found = [e["data"].get("usage") for e in events if e["type"] == "usage"]
+            if usage not in found:
+                return Violation(f"{where}: the model reported usage {usage} but the step logged "
+                                 f"{'usage ' + str(found[-1]) if found else 'no usage event'} (LOOP-5: usage is "
+                                 "appended when the model reported it; ASM-4: the last usage chunk is the step's)",
+                                 end, ("LOOP-5", "ASM-4"))
+    return None
+
+
 def derive(events: Sequence[Event]) -> list[dict[str, Any]]:
     """LOG-7's derived history of a log (the spec's rules, restated for the oracle)."""
     out: list[dict[str, Any]] = []
@@ -1161,6 +1213,8 @@ PLAIN_ORACLES: tuple[LoopCheck, ...] = (
               ("ASM-1", "ASM-3", "MAXTOK-5", "FINISH-1")),
     LoopCheck("HISTORY", _history_check, "a model request carries the derived history",
               ("LOG-7", "INJ-3", "STEER-2")),
+    LoopCheck("CHUNKS", _chunks_check, "every chunk a model streamed is logged, and its usage",
+              ("LOG-3", "LOOP-5", "ASM-4")),
 )
 """Oracles that hold when no listener rewrites a step's message (``agent/step-result``) or a
 model request (``agent/request``): declared scenarios (YAML, generated, the hunt's) rewrite

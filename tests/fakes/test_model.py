@@ -522,10 +522,17 @@ def test_observed_events_show_model_activity() -> None:
     assert digests == [history_digest(request()["messages"])] * 2  # what the model was asked (LOG-7)
     assert result.timeline == [
         {"t": 0.0, "kind": "model/request", "model": "m", "call": 1, "messages": 1},
-        {"t": 1.0, "kind": "model/done", "model": "m", "call": 1, "outcome": "stop"},
+        {"t": 1.0, "kind": "model/done", "model": "m", "call": 1, "outcome": "stop", "chunks": 4},
         {"t": 1.0, "kind": "model/request", "model": "m", "call": 2, "messages": 1},
-        {"t": 1.0, "kind": "model/done", "model": "m", "call": 2, "outcome": "raised"},
+        {"t": 1.0, "kind": "model/done", "model": "m", "call": 2, "outcome": "raised", "chunks": 0},
     ]
+
+
+def test_the_last_usage_streamed_is_in_model_done() -> None:
+    model = FakeModel([respond.text("a").usage(7, 2)], name="m")
+    result = simulator.run(lambda: collect(model, request()))
+    done = [e for e in result.timeline if e["kind"] == "model/done"]
+    assert done[0]["usage"] == {"input_tokens": 7, "output_tokens": 2} and done[0]["chunks"] == 5
 
 
 def test_runs_unmodified_under_plain_asyncio() -> None:

@@ -394,7 +394,7 @@ def test_problems_the_world_recorded_fail_the_run() -> None:
 def test_every_oracle_names_rule_ids_of_the_catalogue() -> None:
     from conformance.catalogue import RULES_BY_ID
 
-    for oracle in ck.ORACLES:
+    for oracle in (*ck.ORACLES, *ck.PLAIN_ORACLES):
         assert all(r in RULES_BY_ID for r in oracle.rules), oracle.name
 
 
@@ -417,3 +417,46 @@ def test_only_dispose_disposes_directly_and_its_waiters_wait_for_the_driver() ->
     assert _check("DISPOSAL", late) is None
     closed = [_op("send", "A"), _status("running"), {"kind": "world/closing"}, _status("disposed")]
     assert _check("DISPOSAL", closed) is None
+
+
+def _streamed_step(logged: int, *, done: dict[str, Any] | None = None, between: list[dict[str, Any]] | None = None,
+                   usage: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """A one-step turn whose model call streamed three chunks (and ``usage``), ``logged`` of them logged."""
+    chunks = [_log(3 + k, "assistant/chunk", turn=1, step=1, chunk={"type": "text-delta", "index": 0, "text": "x"})
+              for k in range(logged)]
+    seq = 3 + logged
+    tail = [_log(seq, "assistant/message", turn=1, step=1, content=[{"type": "text", "text": "x"}])]
+    if usage is not None:
+        tail.append(_log(seq + 1, "usage", turn=1, step=1, usage=usage))
+    tail.append(_log(seq + 2, "step/end", turn=1, step=1))
+    return [
+        {"kind": "agent/created", "agent": "a", "model": "fake"}, _op("send", "A"),
+        _log(0, "turn/start", turn=1, trigger={"kind": "message"}),
+        _log(1, "user/message", content=[{"type": "text", "text": "A"}]),
+        _log(2, "step/start", turn=1, step=1),
+        {"kind": "model/request", "model": "fake", "call": 1},
+        *chunks, *(between or []),
+        {"kind": "model/done", "model": "fake", "call": 1, "outcome": "stop", "chunks": 3, **(done or {})},
+        *tail, _log(seq + 3, "turn/end", turn=1, reason={"kind": "completed"}),
+    ]
+
+
+def _plain(name: str, timeline: list[dict[str, Any]]) -> ck.Violation | None:
+    return {c.name: c for c in ck.PLAIN_ORACLES}[name].evaluate(ck.TraceView(timeline))
+
+
+def test_every_chunk_a_model_streamed_is_logged_and_its_usage() -> None:
+    assert _plain("CHUNKS", _streamed_step(3)) is None
+    found = _plain("CHUNKS", _streamed_step(2))
+    assert found is not None and found.rules == ("LOG-3", "LOOP-5") and "streamed 3 chunk(s)" in found.message
+    # a call the loop stopped taking, or a step something interrupted, is another rule's
+    assert _plain("CHUNKS", _streamed_step(2, done={"outcome": "closed"})) is None
+    assert _plain("CHUNKS", _streamed_step(2, between=[_op("abort", status="running", reason="r")])) is None
+    assert _plain("CHUNKS", _streamed_step(2, between=[{"kind": "agent/error", "agent": "a"}])) is None
+    # ASM-4/LOOP-5: the usage the model reported is the step's usage event
+    usage = {"input_tokens": 12, "output_tokens": 3}
+    assert _plain("CHUNKS", _streamed_step(3, done={"usage": usage}, usage=usage)) is None
+    found = _plain("CHUNKS", _streamed_step(3, done={"usage": usage}))
+    assert found is not None and "no usage event" in found.message and "ASM-4" in found.rules
+    found = _plain("CHUNKS", _streamed_step(3, done={"usage": usage}, usage={"input_tokens": 1, "output_tokens": 1}))
+    assert found is not None and "ASM-4" in found.rules
