@@ -31,7 +31,8 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
   (STEER-2, CONT-1); steering added by an ``agent/step-end`` or continuation listener joins that
   turn (CONT-2);
 * ``DISPOSAL`` — an agent is disposed only by ``dispose()`` (or the world's close), never by a
-  failure (ERR-1); disposed while running it goes ``running -> disposed`` directly (DISP-5); a
+  failure (ERR-1); no turn starts once it is disposed (DISP-2: disposal ends the driver);
+  disposed while running it goes ``running -> disposed`` directly (DISP-5); a
   waiter released by the disposal waits for the driver to close its turn (IDLE-4);
 * ``problems`` — what the world itself saw go wrong (an actor or listener that raised, a fake
   model called past its script, an agent that never settled).
@@ -875,6 +876,12 @@ def _disposal_check(view: TraceView) -> Violation | None:
                 return Violation(f"agent {agent}: disposed while running, its status went running -> "
                                  f"{after[0].get('status')} before disposed (DISP-5)", after[0]["_i"], ("DISP-5", "STATUS-1"))
         log = view.log(agent)
+        flipped = next((e["_i"] for e in statuses if e.get("status") == "disposed"), None)
+        if flipped is not None:
+            late = next((e for e in log if e["type"] == "turn/start" and e["_i"] > flipped), None)
+            if late is not None:
+                return Violation(f"agent {agent}: turn {late['data'].get('turn')} started after the agent was disposed "
+                                 "(DISP-2: disposal ends the driver)", late["_i"], ("DISP-2",))
         for rel in view.of_kind("waiter/released", agent=agent):
             if rel.get("status") != "disposed" or not rel.get("precise"):
                 continue
@@ -1196,7 +1203,7 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("STEERING", _steering_check, "steering reaches the model", ("STEER-2", "CONT-1", "CONT-2")),
     LoopCheck("DISPOSAL", _disposal_check,
               "only dispose() disposes, directly; input to a disposed agent raises; its waiters wait for the driver",
-              ("ERR-1", "LOOP-1", "DISP-3", "DISP-5", "STATUS-1", "IDLE-4")),
+              ("ERR-1", "LOOP-1", "DISP-2", "DISP-3", "DISP-5", "STATUS-1", "IDLE-4")),
     LoopCheck("SHAPE", _shape_check, "boundaries are logged before they are notified", ("LOOP-4", "LOOP-5")),
     LoopCheck("ERR-9", _one_failure_check, "the first failure of a turn wins", ("ERR-9",)),
     LoopCheck("INJ-2", _inject_check, "an idle inject() never raises a contained failure", ("INJ-2",)),

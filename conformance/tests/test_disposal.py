@@ -357,3 +357,36 @@ def test_when_idle_from_the_disposed_status_listener_waits_for_driver_exit(run: 
         assert seen[1], "released before the driver task exited"
 
     run(scenario)
+
+
+@pytest.mark.rule("DISP-2")
+@pytest.mark.parametrize("where", ["agent/turn-end", "session/flush"])
+def test_disposal_ends_the_driver_with_work_queued(run: Run, where: str) -> None:
+    # A listener queues B and then disposes, as the turn closes: disposal ends the driver, so no
+    # turn starts after it (B is dropped with the agent), and no model call is made for B.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        fired: list[bool] = []
+
+        def queue_then_dispose() -> None:
+            if not fired:
+                fired.append(True)
+                a.send("B")
+                a.dispose()
+
+        if where == "agent/turn-end":
+            k.on("agent/turn-end", lambda *_args: queue_then_dispose())
+        else:
+            async def flush(*_args: object) -> None:
+                queue_then_dispose()
+
+            k.on("session/flush", flush, needs="a dispose() from inside the turn's flush")
+        a.send("A")
+        await k.idle(a)
+        await k.settle()
+        assert fired, f"{where} was never called"
+        assert a.status == "disposed"
+        assert len(k.events(a, "turn/start")) == 1, "a turn started after dispose() (disposal ends the driver)"
+        assert len(k.model.requests) == 1, "the model was called after dispose()"
+
+    run(scenario)

@@ -369,3 +369,56 @@ def test_status_listener_failure_if_announced_carries_turn_and_error(run: Run) -
         assert a.status == "idle"
 
     run(scenario)
+
+
+@pytest.mark.rule("IDLE-1")
+def test_when_idle_from_the_idle_listener_resolves_at_once(run: Run) -> None:
+    # Inside agent/status('idle') the agent is not running and nothing is queued: a when_idle()
+    # called there resolves without waiting for another transition (none will come).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        watches: list[Watch] = []
+        k.on("agent/status", once_on("idle", lambda: watches.append(Watch(k, a))))
+        a.send("A")
+        await k.idle(a)
+        await k.settle()
+        assert watches, "agent/status('idle') was never emitted"
+        await watches[0].wait()
+        assert watches[0].status_at_release == "idle"
+        assert watches[0].turn_ends_at_release() == 1
+
+    run(scenario)
+
+
+@pytest.mark.rule("IDLE-2")
+@pytest.mark.parametrize("where", ["agent/turn-end", "session/flush"])
+def test_when_idle_during_the_turns_close_waits_for_the_idle_transition(run: Run, where: str) -> None:
+    # After turn/end the agent is still running until the awaited flush is done and it parks:
+    # a when_idle() called there (in agent/turn-end, or in a flush listener) resolves on the
+    # transition out of running, not at once because the log has no open turn.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        gate = k.gate()
+        log: list[str] = []
+        watches: list[Watch] = []
+        if where == "agent/turn-end":
+            k.on("agent/turn-end", lambda *_args: watches.append(Watch(k, a)) if not watches else None)
+            _slow_flush(k, log, gate=gate, needs="a flush held open while the waiter is checked")
+        else:
+            async def flush(*_args: object) -> None:
+                watches.append(Watch(k, a))
+                log.append("start")
+                k.poke()
+                await gate.wait()
+
+            k.on("session/flush", flush, needs="a when_idle() from inside the turn's flush")
+        a.send("A")
+        await k.until(lambda: bool(log) and bool(watches), "the turn's flush")
+        await k.settle()
+        assert a.status == "running", "the agent parked before its flush returned (LOOP-4: the flush is awaited)"
+        assert not watches[0].released, f"when_idle() called in {where} resolved while the agent was still running"
+        gate.set()
+        await watches[0].wait()
+        assert watches[0].status_at_release == "idle"
+
+    run(scenario)

@@ -11,7 +11,7 @@ from conformance.fakes import respond
 from conformance.harness import Kit
 from reference_loop import vocabulary as v
 
-from ._support import COMPLETED, USER, Run, aborted, once, request_texts
+from ._support import COMPLETED, USER, Run, aborted, once, request_texts, texts
 
 
 def _steps(k: Kit, agent: object) -> int:
@@ -218,5 +218,72 @@ def test_steering_during_an_aborted_tool_requeued(run: Run, schedule: str) -> No
         await k.until(lambda: len(k.reasons(a)) == 2, "the steering's turn to end")
         assert k.reasons(a) == [aborted("stop tool"), COMPLETED]
         assert k.prompts(a) == [["hi"], ["S"]], "steering of an aborted step becomes the next turn's prompt"
+
+    run(scenario)
+
+
+@pytest.mark.rule("STEER-1")
+def test_steer_from_the_idle_listener_is_send(run: Run) -> None:
+    # Inside agent/status('idle') the agent is not running: steer() there is send() (a
+    # next turn with S as its prompt, agent/queued with steering false), never steering of the
+    # turn that just ended.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/queued")
+        a = k.agent()
+        fired: list[bool] = []
+
+        def listener(_agent: object, status: str) -> None:
+            if status == "idle" and not fired:
+                fired.append(True)
+                a.steer("S")
+
+        k.on("agent/status", listener)
+        a.send("A")
+        await k.idle(a)
+        await k.settle()
+        await k.idle(a)
+        assert k.prompts(a) == [["A"], ["S"]]
+        assert k.events(a, "steering/message") == []
+        assert [n[1] for n in k.noted("agent/queued")] == [{"source": USER, "steering": False}] * 2
+
+    run(scenario)
+
+
+@pytest.mark.rule("STEER-2", "LOOP-8")
+@pytest.mark.parametrize("hook", ["agent/steering", "session/event"])
+def test_steering_added_during_the_drain_reaches_the_model_once(run: Run, hook: str) -> None:
+    # A listener told of steering S1 being drained steers S2: S2 joins a later request of the
+    # turn as steering (STEER-2) or, too late for it, becomes a next prompt (LOOP-8); it is
+    # never dropped and delivered once.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        fired: list[bool] = []
+
+        def steer_once() -> None:
+            if not fired:
+                fired.append(True)
+                a.steer("S2")
+
+        if hook == "agent/steering":
+            k.on("agent/steering", lambda *_args: steer_once(), needs="a steer from inside the steering drain")
+        else:
+            def on_event(_session: object, event: dict[str, object]) -> None:
+                data = event.get("data")
+                if event.get("type") == "steering/message" and isinstance(data, dict) and "S1" in texts(data.get("content")):
+                    steer_once()
+
+            k.on("session/event", on_event)
+        k.model.push(fakes.text("first").hook(lambda: a.steer("S1")), fakes.text("second"), fakes.text("third"),
+                     fakes.text("fourth"))
+        a.send("hi")
+        await k.idle(a)
+        await k.settle()
+        await k.idle(a)
+        assert fired, f"{hook} was never told of the steering S1"
+        assert any("S2" in request_texts(r) for r in k.model.requests), \
+            "steering added during the drain never reached the model (LOOP-8: never silently dropped)"
+        delivered = [t for e in (*k.events(a, "steering/message"), *k.events(a, "user/message"))
+                     for t in texts(e["data"]["content"]) if t == "S2"]
+        assert len(delivered) == 1, f"S2 was delivered {len(delivered)} times"
 
     run(scenario)

@@ -460,3 +460,10 @@ def test_every_chunk_a_model_streamed_is_logged_and_its_usage() -> None:
     assert found is not None and "no usage event" in found.message and "ASM-4" in found.rules
     found = _plain("CHUNKS", _streamed_step(3, done={"usage": usage}, usage={"input_tokens": 1, "output_tokens": 1}))
     assert found is not None and "ASM-4" in found.rules
+
+
+def test_no_turn_starts_once_the_agent_is_disposed() -> None:
+    tl = [_op("send", "A"), _status("running"), *_turn(0, 1, "A"), _op("dispose", status="running"), _status("disposed")]
+    assert _check("DISPOSAL", tl) is None
+    found = _check("DISPOSAL", [*tl, *_turn(3, 2, "B")])
+    assert found is not None and found.rules == ("DISP-2",) and found.at == len(tl)
