@@ -697,6 +697,24 @@ def test_contained_model_and_flush_failures_are_warned(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("ERR-12")
+def test_a_throwing_agent_error_listener_is_warned(run: Run) -> None:
+    # The failure of an agent/error listener is a contained failure like any other, so it is
+    # warned too: turn 2 fails (its model raises) and the listener told of it throws, two
+    # contained failures, each warned naming the agent and turn 2.
+    async def scenario(k: Kit) -> None:
+        k.model.push(fakes.text("one"), respond.raises("model failed"))
+
+        def arrange(_a: AgentHandle) -> None:
+            k.on("agent/error", _throwing("agent/error"), needs="a failure announced there")
+
+        named = await _warned_turn_two(k, "reporting-agent", arrange)
+        assert len(named) >= 2, ("expected a warning naming the agent and turn 2 for the model's failure and "
+                                 f"one for the throwing agent/error listener: {named}")
+
+    run(scenario)
+
+
 @pytest.mark.rule("ERR-4", "ERR-9", "DISP-5")
 @pytest.mark.parametrize("ending", ["failure", "disposal"])
 def test_throwing_step_end_listener_while_closing_an_open_step(run: Run, ending: str) -> None:
