@@ -254,4 +254,51 @@ MUTANTS = [
         ),
         interleaving=True,
     ),
+    Mutant(
+        "abort-handle-after-request",
+        "the step's AbortController is published (self._step_abort) only after the agent/request "
+        "waterfall returned: an abort() or cancel() while that waterfall runs does not fire the step's "
+        "signal, so the model is called (and a cancelled turn runs a full step)",
+        ("CANCEL-1", "ABORT-1", "CANCEL-MID"), "8",
+        (Patch("agent",
+               "        self._step_abort = controller  # from here on abort()/cancel() abort this step\n",
+               ""),
+         Patch("agent",
+               "            request = await self._step_waterfall(\"agent/request\", turn, step, request, signal)\n",
+               "            request = await self._step_waterfall(\"agent/request\", turn, step, request, signal)\n"
+               "            self._step_abort = controller  # the request is ready: from here on the step can be aborted\n"),),
+        interleaving=True,
+    ),
+    Mutant(
+        "w2-strands-steering",
+        "when window 2 drops the turn (a running listener cancelled), steering the listener added after "
+        "its cancel is left in the steering FIFO instead of being re-queued: the agent goes idle with it "
+        "stranded (it only surfaces inside whatever turn runs next)",
+        ("LOOP-8",), "8",
+        (Patch("agent",
+               "                    # LOOP-8: steering the listener added after its cancel is never stranded.\n"
+               "                    for late in self._inbox.drain_steering():\n"
+               "                        self._inbox.enqueue(late)\n",
+               ""),),
+        interleaving=True,
+    ),
+    Mutant(
+        "cancelled-turn-drops-late-steering",
+        "after a cancelled turn the driver discards the steering left in the FIFO instead of re-queueing "
+        "it; cancel() had already dropped the steering waiting at the cancel, so what is discarded is "
+        "steering given after the cancel while the turn was closing",
+        ("CANCEL-4", "LOOP-8"), "8",
+        (Patch("agent",
+               "                    self._marker = None\n"
+               "                    # LOOP-8: steering that arrived too late for the turn becomes the next prompt.\n"
+               "                    for late in self._inbox.drain_steering():\n"
+               "                        self._inbox.enqueue(late)\n",
+               "                    cancelled = self._marker is not None\n"
+               "                    self._marker = None\n"
+               "                    # LOOP-8: steering that arrived too late for the turn becomes the next prompt.\n"
+               "                    for late in self._inbox.drain_steering():\n"
+               "                        if not cancelled:  # CANCEL-4: a cancelled turn's steering is dropped\n"
+               "                            self._inbox.enqueue(late)\n"),),
+        interleaving=True,
+    ),
 ]

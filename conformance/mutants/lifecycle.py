@@ -146,4 +146,17 @@ MUTANTS = [
                "        await asyncio.sleep(0)  # let a flush in progress settle before writing the turn\n"),),
         interleaving=True,
     ),
+    Mutant(
+        "dispose-in-flush-runs-queued",
+        "the driver's back-to-back loop checks only whether more work is queued, not whether the agent "
+        "was disposed: a dispose() during session/flush with a prompt queued makes the disposed agent "
+        "open (and close as disposed) one more turn for it",
+        ("DISP-2",), "9",
+        (Patch("agent",
+               "                    if self._disposed or not self._inbox.has_queued:\n"
+               "                        break\n",
+               "                    if not self._inbox.has_queued:  # _run_turn notices a disposal itself\n"
+               "                        break\n"),),
+        interleaving=True,
+    ),
 ]

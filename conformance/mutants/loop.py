@@ -186,4 +186,45 @@ MUTANTS = [
             ),
         ),
     ),
+    Mutant(
+        "steering-cleared-after-log",
+        "the step's steering drain snapshots the steering FIFO, logs and notifies each message, and only "
+        "then clears the FIFO ('pop once logged'): steering added by an agent/steering or session/event "
+        "listener during the drain is cleared without ever being logged",
+        ("STEER-2", "LOOP-8"), "4",
+        (Patch("agent",
+               "        drained = self._inbox.drain_steering()\n"
+               "        for item in drained:\n"
+               "            self._session.append(\n"
+               "                \"steering/message\",\n",
+               "        drained = list(self._inbox._steering)  # peek: pop only once logged, so a failed append loses nothing\n"
+               "        for item in drained:\n"
+               "            self._session.append(\n"
+               "                \"steering/message\",\n"),
+         Patch("agent",
+               "            self._bus.emit(\"agent/steering\", self, turn.number, item.content, item.source)\n"
+               "        return bool(drained)\n",
+               "            self._bus.emit(\"agent/steering\", self, turn.number, item.content, item.source)\n"
+               "        self._inbox.drain_steering()  # now logged: consume it\n"
+               "        return bool(drained)\n"),),
+        interleaving=True,
+    ),
+    Mutant(
+        "late-steer-checked-early",
+        "after a turn the driver decides whether more work is queued before it re-queues the late "
+        "steering: late steering alone sends the agent through idle (releasing when_idle() waiters "
+        "while it is queued) before the driver wakes again and runs it",
+        ("LOOP-8", "IDLE-2"), "3",
+        (Patch("agent",
+               "                    # LOOP-8: steering that arrived too late for the turn becomes the next prompt.\n"
+               "                    for late in self._inbox.drain_steering():\n"
+               "                        self._inbox.enqueue(late)\n"
+               "                    if self._disposed or not self._inbox.has_queued:\n",
+               "                    more = self._inbox.has_queued\n"
+               "                    # LOOP-8: steering that arrived too late for the turn becomes the next prompt.\n"
+               "                    for late in self._inbox.drain_steering():\n"
+               "                        self._inbox.enqueue(late)\n"
+               "                    if self._disposed or not more:\n"),),
+        interleaving=True,
+    ),
 ]

@@ -100,4 +100,52 @@ MUTANTS = [
         ),
         interleaving=True,
     ),
+    Mutant(
+        "status-committed-after-emit",
+        "_set_status notifies agent/status first and commits the new status afterwards: an idle "
+        "listener's when_idle() sees 'running' and waits for a later idle transition, and its steer() "
+        "goes to the steering FIFO of a turn that is over",
+        ("IDLE-1", "STEER-1", "LOOP-8"), "2",
+        (Patch("agent",
+               "        self._status = status\n"
+               "        if status == \"idle\":\n"
+               "            self._release_waiters()  # IDLE-3",
+               "        if status == \"idle\":\n"
+               "            self._release_waiters()  # IDLE-3"),
+         Patch("agent",
+               "            self._announce(turn, 0, exc)\n",
+               "            self._announce(turn, 0, exc)\n"
+               "        self._status = status  # committed once every listener has seen the transition\n"),),
+        interleaving=True,
+    ),
+    Mutant(
+        "when-idle-from-log",
+        "when_idle() treats 'no turn open in the log and nothing queued' as idle, so a waiter registered "
+        "after turn/end (agent/turn-end listener, session/flush) or by a running listener that cancelled "
+        "resolves at once while the agent is still running",
+        ("IDLE-1", "IDLE-2"), "2",
+        (Patch("agent",
+               "        if self._status != \"running\" and not self._inbox.has_queued:\n"
+               "            waiter._release()  # IDLE-1\n",
+               "        if self._session.open_turn() is None and not self._inbox.has_queued:\n"
+               "            waiter._release()  # IDLE-1: no turn open, nothing queued (decided from the log)\n"),),
+        interleaving=True,
+    ),
+    Mutant(
+        "idle-release-any-agent",
+        "when_idle() waiters are released by an agent/status('idle') listener each agent registers on "
+        "the service's shared bus, without checking the notified agent: any agent going idle releases "
+        "every agent's waiters",
+        ("IDLE-2",), "2",
+        (Patch("agent",
+               "        self._waiters: list[IdleWaiter] = []\n",
+               "        self._waiters: list[IdleWaiter] = []\n"
+               "        # IDLE-2: waiters settle on the idle transition, observed on the bus\n"
+               "        self._bus.on(\"agent/status\", lambda _agent, status: status == \"idle\" and self._release_waiters())\n"),
+         Patch("agent",
+               "        if status == \"idle\":\n"
+               "            self._release_waiters()  # IDLE-3: before the event, so a throwing listener can't hang it\n",
+               ""),),
+        interleaving=True,
+    ),
 ]
