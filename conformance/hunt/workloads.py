@@ -68,8 +68,14 @@ def workloads() -> tuple[Workload, ...]:
     second = respond.tool_call("lookup", {"q": "y"}, id="c2")
     out = [
         Workload("reply", _scenario("reply", (respond.text("the reply"),), description="a plain reply")),
-        Workload("tool", _scenario("tool", (call, respond.text("done").usage(12, 3)), tools=(TOOL,),
-                                   description="a tool call, the answer reporting its usage")),
+        Workload("tool", _scenario("tool", (call, respond.chunks(
+            {"type": "block-start", "index": 0, "block_type": "text"},
+            {"type": "text-delta", "index": 0, "text": "done"},
+            {"type": "block-end", "index": 0, "block": {"type": "text", "text": "done"}},
+            {"type": "usage", "usage": {"input_tokens": 10, "output_tokens": 1}},
+            {"type": "usage", "usage": {"input_tokens": 12, "output_tokens": 3}},  # ASM-4: the last is the step's
+            {"type": "finish", "reason": {"kind": "stop"}})), tools=(TOOL,),
+            description="a tool call, the answer reporting its usage twice")),
         Workload("two-step", _scenario("two-step", (call + second, respond.text("done")), tools=(TOOL,),
                                        description="a two-step tool turn, two tool calls in its first step")),
         Workload("failing-tool", _scenario("failing-tool", (call, respond.text("done")), tools=(FAILING_TOOL,),
@@ -102,9 +108,11 @@ def workloads() -> tuple[Workload, ...]:
             {"type": "reasoning-delta", "index": 1, "text": "think"},
             {"type": "block-end", "index": 1, "block": {"type": "reasoning", "text": "think"}},
             {"type": "text-delta", "index": 0, "text": "part"},
-            {"type": "block-end", "index": 0, "block": {"type": "text", "text": "FULL"}},
+            {"type": "block-end", "index": 0,
+             "block": {"type": "text", "text": "FULL", "provider_data": {"signature": "s1"}}},  # kept (0b, LOG-7)
             {"type": "text-delta", "index": 0, "text": " late"},
-            {"type": "finish", "reason": {"kind": "stop"}}),), description="blocks closing out of order")),
+            {"type": "finish", "reason": {"kind": "stop"}}),),
+            description="blocks closing out of order, one carrying provider_data")),
         Workload("inject", _scenario(
             "inject", (respond.text("one").timing(first=1.0), respond.text("two")),
             actors=(_caller("A"), Actor((Action("inject", text="C", wait=True),), name="injector", at=0.5),

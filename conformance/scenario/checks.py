@@ -26,7 +26,7 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
   closed after a disposal ends ``disposed``;
 * ``TOOLS`` — a step's tool calls do not overlap (TOOL-1); a failing tool becomes an error
   result (TOOL-3); an abort during a tool ends the turn ``aborted`` with no further step
-  (TOOL-5); no ``code: null`` (ERR-7);
+  (TOOL-5); no ``code: null``, and a failed turn's reason carries its error event's code (ERR-7);
 * ``STEERING`` — steering logged in a turn that ends normally is followed by a model step
   (STEER-2, CONT-1); steering added by an ``agent/step-end`` or continuation listener joins that
   turn (CONT-2);
@@ -790,6 +790,7 @@ def _tools_check(view: TraceView) -> Violation | None:
         for t in view.turns(agent):
             open_calls: dict[Any, str] = {}
             calls: dict[str, int] = {}
+            first_error: dict[str, Any] | None = None
             for e in t["events"]:
                 kind, data = e["type"], e["data"]
                 if kind == "tool/call":
@@ -816,14 +817,22 @@ def _tools_check(view: TraceView) -> Violation | None:
                             return Violation(f"agent {agent}: an abort during tool call {data.get('call_id')} did "
                                              f"not end turn {t['turn']} aborted (TOOL-5)", e["_i"], ("TOOL-5",))
                 elif kind == "error":
+                    first_error = first_error if first_error is not None else data
                     if "code" in data and data["code"] is None:
                         return Violation(f"agent {agent}: an error event carries code null (ERR-7)", e["_i"], ("ERR-7",))
                     if calls and data.get("message") in failures:
                         return Violation(f"agent {agent}: a failing tool failed turn {t['turn']} (TOOL-3: it must "
                                          "become an error result and the turn go on)", e["_i"], ("TOOL-3",))
                 elif kind == "turn/end" and isinstance(data.get("reason"), _MAP):
-                    if "code" in data["reason"] and data["reason"]["code"] is None:
+                    reason = data["reason"]
+                    if "code" in reason and reason["code"] is None:
                         return Violation(f"agent {agent}: a turn-end reason carries code null (ERR-7)", e["_i"], ("ERR-7",))
+                    code = first_error.get("code") if first_error is not None else None
+                    if reason.get("kind") == "error" and isinstance(code, str) and reason.get("code") != code:
+                        # ERR-9: the turn ends with its first failure, whose code both carry (ERR-7)
+                        return Violation(f"agent {agent}: turn {t['turn']} failed with code {code!r} (its error event) "
+                                         f"but its turn-end reason carries {reason.get('code')!r} (ERR-7: the code is "
+                                         "carried into the error event and the turn-end reason)", e["_i"], ("ERR-7",))
     return None
 
 

@@ -467,3 +467,15 @@ def test_no_turn_starts_once_the_agent_is_disposed() -> None:
     assert _check("DISPOSAL", tl) is None
     found = _check("DISPOSAL", [*tl, *_turn(3, 2, "B")])
     assert found is not None and found.rules == ("DISP-2",) and found.at == len(tl)
+
+
+def test_a_failed_turns_reason_carries_the_code_of_its_error_event() -> None:
+    def failed(reason: dict[str, Any]) -> list[dict[str, Any]]:
+        return [_op("send", "A"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}),
+                _log(1, "user/message", content=[{"type": "text", "text": "A"}]),
+                _log(2, "error", turn=1, step=1, message="overloaded", code="OVERLOADED"),
+                _log(3, "turn/end", turn=1, reason=reason)]
+
+    assert _check("TOOLS", failed({"kind": "error", "message": "overloaded", "code": "OVERLOADED"})) is None
+    found = _check("TOOLS", failed({"kind": "error", "message": "overloaded"}))
+    assert found is not None and found.rules == ("ERR-7",) and "'OVERLOADED'" in found.message
