@@ -497,6 +497,9 @@ def _aborted_turns_check(view: TraceView) -> Violation | None:
             if t["reason"] != "aborted" or t["end_i"] is None:
                 continue
             if not any(t["_i"] < i < t["end_i"] for i in stops):
+                if any(t["_i"] < i < t["end_i"] for i in view.stops(agent)):  # only a disposal came
+                    return Violation(f"agent {agent}: turn {t['turn']} was disposed but ends aborted, not disposed "
+                                     "(DISP-1)", t["end_i"], ("DISP-1",))
                 return Violation(
                     f"agent {agent}: turn {t['turn']} ends aborted but no cancel() or abort() came during it "
                     "(a cancel governs exactly one turn)", t["end_i"], ("MARKER-1", "CANCEL-W1", "ABORT-1"))
@@ -1198,7 +1201,7 @@ ORACLES: tuple[LoopCheck, ...] = (
               ("MARKER-1", "LOOP-2", "LOOP-8")),
     LoopCheck("IDLE-2", _idle_check, "when_idle() resolves only at quiescence", ("IDLE-2",)),
     LoopCheck("CANCEL-2", _cancel_check, "cancelled queued work never runs", ("CANCEL-2", "CANCEL-4")),
-    LoopCheck("MARKER-1", _aborted_turns_check, "a cancel governs exactly one turn", ("MARKER-1",)),
+    LoopCheck("MARKER-1", _aborted_turns_check, "a cancel governs exactly one turn", ("MARKER-1", "DISP-1")),
     LoopCheck("ABORT-1", _deferred_abort_check, "an abort with no step in flight is not deferred", ("ABORT-1",)),
     LoopCheck("REASON", _abort_reason_check, "an aborted turn carries its caller's reason", ("CANCEL-1", "ABORT-1")),
     LoopCheck("STEER-3", _steering_after_stop_check, "no steering drained into a turn after its stop",

@@ -479,3 +479,11 @@ def test_a_failed_turns_reason_carries_the_code_of_its_error_event() -> None:
     assert _check("TOOLS", failed({"kind": "error", "message": "overloaded", "code": "OVERLOADED"})) is None
     found = _check("TOOLS", failed({"kind": "error", "message": "overloaded"}))
     assert found is not None and found.rules == ("ERR-7",) and "'OVERLOADED'" in found.message
+
+
+def test_a_disposed_turn_ending_aborted_is_named_a_disposal_problem() -> None:
+    tl = [_op("send", "A"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}),
+          _op("dispose", status="running"), _status("disposed"),
+          _log(1, "turn/end", turn=1, reason={"kind": "aborted", "reason": "disposed"})]
+    found = _check("MARKER-1", tl)
+    assert found is not None and found.rules == ("DISP-1",) and "disposed" in found.message
