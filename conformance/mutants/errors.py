@@ -88,4 +88,34 @@ MUTANTS = [
                "        except Exception as exc:  # a progress UI must not break the turn\n"
                "            self._warn(turn.number, \"an agent/step-end listener failed\", exc)\n"),),
     ),
+    Mutant(
+        "err-code-not-in-reason",
+        "the turn-end reason of a failed turn carries the error's message but not its code (the code "
+        "is only written into the error event)",
+        ("ERR-7", "FINISH-1"),
+        "7",
+        (
+            Patch(
+                "agent",
+                "            return v.turn_end_error(error_message(failure), error_code(failure))  # ERR-7\n",
+                "            return v.turn_end_error(error_message(failure))  # the code is in the error event\n",
+            ),
+        ),
+    ),
+    Mutant(
+        "agent-error-listener-silent",
+        "a throwing agent/error listener is contained silently (no warning): reporting the failure "
+        "of a failure report is skipped",
+        ("ERR-12", "ERR-5"),
+        "7",
+        (
+            Patch(
+                "agent",
+                "        except Exception as inner:\n"
+                '            self._warn(turn, "an agent/error listener failed", inner)\n',
+                "        except Exception:\n"
+                "            pass  # a broken error reporter: nothing left to report it to\n",
+            ),
+        ),
+    ),
 ]

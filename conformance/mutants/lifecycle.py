@@ -159,4 +159,40 @@ MUTANTS = [
                "                        break\n"),),
         interleaving=True,
     ),
+    Mutant(
+        "disp-reason-aborted",
+        "the end reason checks an aborted step before disposal, so a turn disposed mid-step (whose "
+        "step was aborted with reason 'disposed') ends aborted{disposed} instead of disposed",
+        ("DISP-1",),
+        "9",
+        (
+            Patch(
+                "agent",
+                "        if self._disposed:\n"
+                "            return v.turn_end_disposed()  # DISP-1 / DISP-4\n"
+                "        if turn.aborted is not None:\n"
+                "            return v.turn_end_aborted(turn.aborted)  # ABORT-1 / CANCEL-1\n",
+                "        if turn.aborted is not None:  # an aborted step decides first\n"
+                "            return v.turn_end_aborted(turn.aborted)  # ABORT-1 / CANCEL-1\n"
+                "        if self._disposed:\n"
+                "            return v.turn_end_disposed()  # DISP-1 / DISP-4\n",
+            ),
+        ),
+    ),
+    Mutant(
+        "resume-fresh-session-id",
+        "resume() loads the persisted log but runs it on a fresh session id {id}-session-{uuid} "
+        "(a resumed run is a new run), so the live session id is not the resumed id",
+        ("SVC-3",),
+        "11",
+        (
+            Patch(
+                "service",
+                "        return self._make(agent_id, resume_session_id, opts, None, events, header)\n",
+                "        # a resumed run continues the loaded history on a session of its own\n"
+                '        session_id = f"{agent_id}-session-{self.sources.uuid()}"\n'
+                "        return self._make(agent_id, session_id, opts, None, events, header)\n",
+            ),
+        ),
+    ),
 ]

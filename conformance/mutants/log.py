@@ -81,4 +81,68 @@ MUTANTS = [
                "                    continue\n"
                "                event = self._session.append(\n"),),
     ),
+    Mutant(
+        "asm-usage-summed",
+        "usage chunks are accumulated (counts summed key by key) instead of the last one being the "
+        "step's usage, as if each chunk reported an increment",
+        ("ASM-4",),
+        "1b",
+        (
+            Patch(
+                "assembler",
+                '            self.usage = chunk["usage"]  # ASM-4: the last one wins\n',
+                "            # providers report usage in pieces (input first, output at the end): add them up\n"
+                "            merged = dict(self.usage or {})\n"
+                '            for key, count in chunk["usage"].items():\n'
+                "                merged[key] = merged.get(key, 0) + count if isinstance(count, int) else count\n"
+                "            self.usage = merged  # type: ignore[assignment]\n",
+            ),
+        ),
+    ),
+    Mutant(
+        "derive-strips-provider-data",
+        "derived history drops provider_data from assistant blocks (to keep the history portable "
+        "across providers), so a thinking signature never goes back to the model",
+        ("LOG-7",),
+        "1",
+        (
+            Patch(
+                "session",
+                '            messages.append({"role": "assistant", "content": list(data["content"])})\n',
+                "            # provider_data is one provider's bookkeeping: keep the history portable\n"
+                '            messages.append({"role": "assistant", "content": [_portable(b) for b in data["content"]]})\n',
+            ),
+            Patch(
+                "session",
+                "def _loaded_event(event",
+                "def _portable(block: Any) -> Any:\n"
+                "    if isinstance(block, dict) and \"provider_data\" in block:\n"
+                "        return {k: val for k, val in block.items() if k != \"provider_data\"}\n"
+                "    return block\n\n\n"
+                "def _loaded_event(event",
+            ),
+        ),
+    ),
+    Mutant(
+        "derive-tool-results-merged",
+        "derived history folds consecutive tool/result events into one user message holding all the "
+        "step's tool-result blocks (as provider APIs want), not one user message per result",
+        ("LOG-7",),
+        "1",
+        (
+            Patch(
+                "session",
+                '            messages.append({"role": "user", "content": [block]})\n',
+                "            # providers want all of a step's tool results in one user message\n"
+                "            last = messages[-1] if messages else None\n"
+                "            if (\n"
+                '                last is not None and last["role"] == "user" and last["content"]\n'
+                '                and all(b.get("type") == "tool-result" for b in last["content"])\n'
+                "            ):\n"
+                '                last["content"].append(block)\n'
+                "            else:\n"
+                '                messages.append({"role": "user", "content": [block]})\n',
+            ),
+        ),
+    ),
 ]

@@ -80,4 +80,18 @@ MUTANTS = [
                "    result: dict[str, Any] = {\"content\": [v.text(f\"Error: {error_message(exc)}\")], \"is_error\": True}\n",
                "    result: dict[str, Any] = {\"content\": f\"Error: {error_message(exc)}\", \"is_error\": True}\n"),),
     ),
+    Mutant(
+        "tool-args-invalid-empty",
+        "arguments that are not JSON are replaced by {} (call the tool with no arguments) instead of "
+        "being passed through as the raw string",
+        ("TOOL-2",),
+        "5",
+        (
+            Patch(
+                "tools",
+                "    except ValueError:\n        return raw\n",
+                "    except ValueError:\n        return {}  # malformed arguments: call the tool with none\n",
+            ),
+        ),
+    ),
 ]
