@@ -7,7 +7,7 @@ Prints:
   to one plain ``asyncio.run`` of the same workload without any of it, measured in the same run;
 * ``default_hunt_s``: the wall time of the default hunt of the reference on ``--workers``
   processes (the issue's bound: 60 s on 2 cores), with its totals, and whether it found nothing;
-* per mutant (``--mutants``, default all 59): the wall time to the hunt's first finding
+* per mutant (``--mutants``, default the whole catalogue): the wall time to the hunt's first finding
   (``first=True``), the window and the failure signature, or "not found".
 
 ``python bench/hunt.py [--workers 2] [--mutants all|none|A,B] [--skip-default] [--json]``

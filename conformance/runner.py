@@ -31,6 +31,7 @@ import io
 import os
 import re
 import select
+import shlex
 import shutil
 import signal
 import sys
@@ -129,8 +130,10 @@ class SuiteRun:
         dotted = module.removesuffix(".py").replace("/", ".").replace(os.sep, ".")
         if not dotted.startswith("conformance."):
             dotted = f"conformance.tests.{Path(module).stem}"
-        impl = f" --loopkit-impl {self.spec}" if self.spec else ""
-        return f"pytest --pyargs '{dotted}::{name or result.id.partition('::')[2]}'{impl} -p no:cacheprovider -vv"
+        # quoted as a shell word: a wire spec (``wire:node bridge.mjs --variant x``) has spaces
+        impl = f" --loopkit-impl {shlex.quote(self.spec)}" if self.spec else ""
+        test = shlex.quote(f"{dotted}::{name or result.id.partition('::')[2]}")
+        return f"pytest --pyargs {test}{impl} -p no:cacheprovider -vv"
 
 
 def short_id(nodeid: str) -> str:

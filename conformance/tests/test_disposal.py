@@ -390,3 +390,21 @@ def test_disposal_ends_the_driver_with_work_queued(run: Run, where: str) -> None
         assert len(k.model.requests) == 1, "the model was called after dispose()"
 
     run(scenario)
+
+
+@pytest.mark.rule("DISP-2", "IDLE-4")
+def test_disposing_an_idle_agent_ends_its_parked_driver(run: Run) -> None:
+    # An idle agent's driver is parked, waiting for work: dispose() must end it too, so a
+    # when_idle() after the disposal (which waits for the driver to have exited) resolves.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        a.send("A")
+        await k.idle(a)
+        await k.settle()
+        a.dispose()
+        await k.idle(a)
+        assert a.status == "disposed"
+        task = k.service.driver_task(a)
+        assert task is None or task.done(), "disposal ends the driver"
+
+    run(scenario)

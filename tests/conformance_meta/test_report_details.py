@@ -111,3 +111,13 @@ def test_whole_assertion_diffs_reach_the_report() -> None:
     assert failed.summary == "AssertionError: assert [] == [{'input_tokens': 5, 'output_tokens': 7}]"
     assert "Full diff:" in failed.message and "'output_tokens': 7," in failed.message
     assert "..." not in failed.message
+
+
+def test_a_reproduce_command_with_a_wire_spec_pastes_into_a_shell() -> None:
+    import shlex
+
+    result = _failed("test_idle.py::test_w[fifo]", ["IDLE-2"], "AssertionError: x")
+    command = _run([result], spec="wire:node bridge.mjs --variant late").reproduce(result)
+    words = shlex.split(command)
+    assert words[words.index("--loopkit-impl") + 1] == "wire:node bridge.mjs --variant late"
+    assert "conformance.tests.test_idle::test_w[fifo]" in words
