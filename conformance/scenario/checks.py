@@ -794,14 +794,25 @@ def _tools_check(view: TraceView) -> Violation | None:
             open_calls: dict[Any, str] = {}
             calls: dict[str, int] = {}
             first_error: dict[str, Any] | None = None
+            raw: dict[Any, Any] = {}  # tool-call id -> its arguments in the step's assistant/message
             for e in t["events"]:
                 kind, data = e["type"], e["data"]
-                if kind == "tool/call":
+                if kind == "assistant/message":
+                    for b in data.get("content") or ():
+                        if isinstance(b, _MAP) and b.get("type") == "tool-call" and isinstance(b.get("arguments"), str):
+                            raw[b.get("id")] = b["arguments"]
+                elif kind == "tool/call":
                     step = data.get("step")
                     if step in open_calls:
                         return Violation(
                             f"agent {agent}: tool call {data.get('call_id')} started before "
                             f"{open_calls[step]} had its result (TOOL-1)", e["_i"], ("TOOL-1",))
+                    given = raw.get(data.get("call_id"))
+                    if given is not None and data.get("arguments") != given:
+                        return Violation(f"agent {agent}: tool/call {data.get('call_id')} logs arguments "
+                                         f"{data.get('arguments')!r}, not the model's raw string {given!r} (0b, "
+                                         "LOOP-6: dispatch uses the message the log records)", e["_i"],
+                                         ("LOOP-6", "TOOL-2"))
                     open_calls[step] = str(data.get("call_id"))
                     calls[str(data.get("call_id"))] = e["_i"]
                 elif kind == "tool/result":
@@ -1211,7 +1222,8 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("LOOP-2", _batching_check, "a turn drains every prompt queued before it", ("LOOP-2",)),
     LoopCheck("MAXTOK", _maxtok_check, "turn-end reasons and their precedence",
               ("MAXTOK-1", "MAXTOK-2", "MAXTOK-3", "MAXTOK-4", "MAXTOK-5", "DISP-1")),
-    LoopCheck("TOOLS", _tools_check, "tool calls in order, contained, aborted", ("TOOL-1", "TOOL-3", "TOOL-5", "ERR-7")),
+    LoopCheck("TOOLS", _tools_check, "tool calls in order, contained, aborted",
+              ("TOOL-1", "TOOL-2", "TOOL-3", "TOOL-5", "ERR-7", "LOOP-6")),
     LoopCheck("STEERING", _steering_check, "steering reaches the model", ("STEER-2", "CONT-1", "CONT-2")),
     LoopCheck("DISPOSAL", _disposal_check,
               "only dispose() disposes, directly; input to a disposed agent raises; its waiters wait for the driver",

@@ -487,3 +487,15 @@ def test_a_disposed_turn_ending_aborted_is_named_a_disposal_problem() -> None:
           _log(1, "turn/end", turn=1, reason={"kind": "aborted", "reason": "disposed"})]
     found = _check("MARKER-1", tl)
     assert found is not None and found.rules == ("DISP-1",) and "disposed" in found.message
+
+
+def test_a_tool_call_logs_the_models_raw_arguments() -> None:
+    def step(logged: Any) -> list[dict[str, Any]]:
+        block = {"type": "tool-call", "id": "c1", "name": "lookup", "arguments": '{"q": "x"}'}
+        return [_op("send", "A"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}),
+                _log(1, "step/start", turn=1, step=1), _log(2, "assistant/message", turn=1, step=1, content=[block]),
+                _log(3, "tool/call", turn=1, step=1, call_id="c1", name="lookup", arguments=logged)]
+
+    assert _check("TOOLS", step('{"q": "x"}')) is None
+    found = _check("TOOLS", step({"q": "x"}))
+    assert found is not None and found.rules == ("LOOP-6", "TOOL-2") and "raw string" in found.message
