@@ -63,6 +63,18 @@ def once(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def once_on(status: str, action: Callable[[], object]) -> Callable[..., None]:
+    """An ``agent/status`` listener that calls ``action()`` at the first transition to ``status``."""
+    fired = [False]
+
+    def listener(_agent: object, value: str) -> None:
+        if value == status and not fired[0]:
+            fired[0] = True
+            action()
+
+    return listener
+
+
 def boom(*_args: Any) -> Any:
     """A listener that throws."""
     raise RuntimeError("boom")

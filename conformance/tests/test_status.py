@@ -13,7 +13,7 @@ from conformance import fakes
 from conformance.fakes import Gate, respond
 from conformance.harness import Kit
 
-from ._support import Run, Watch, boom
+from ._support import Run, Watch, boom, once_on
 
 LEGAL = {("idle", "running"), ("running", "idle"), ("idle", "disposed"), ("running", "disposed")}
 
@@ -168,17 +168,6 @@ def test_work_queued_by_idle_listener_is_after(run: Run) -> None:
         assert k.prompts(a) == [["A"], ["C"]]
 
     run(scenario)
-
-
-def once_on(status: str, action: Callable[[], object]) -> Callable[..., None]:
-    fired = [False]
-
-    def listener(_agent: object, value: str) -> None:
-        if value == status and not fired[0]:
-            fired[0] = True
-            action()
-
-    return listener
 
 
 @pytest.mark.rule("IDLE-3")

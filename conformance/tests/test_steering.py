@@ -11,7 +11,7 @@ from conformance.fakes import respond
 from conformance.harness import Kit
 from reference_loop import vocabulary as v
 
-from ._support import COMPLETED, USER, Run, aborted, once, request_texts, texts
+from ._support import COMPLETED, USER, Run, aborted, once, once_on, request_texts, texts
 
 
 def _steps(k: Kit, agent: object) -> int:
@@ -230,14 +230,7 @@ def test_steer_from_the_idle_listener_is_send(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         k.record("agent/queued")
         a = k.agent()
-        fired: list[bool] = []
-
-        def listener(_agent: object, status: str) -> None:
-            if status == "idle" and not fired:
-                fired.append(True)
-                a.steer("S")
-
-        k.on("agent/status", listener)
+        k.on("agent/status", once_on("idle", lambda: a.steer("S")))
         a.send("A")
         await k.idle(a)
         await k.settle()
