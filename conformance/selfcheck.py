@@ -61,6 +61,9 @@ class SelfCheck:
     """The signal that stopped the self-check early (then ``mutants`` is what was checked)."""
     total: int = 0
     """Mutants chosen (``len(mutants)`` unless interrupted)."""
+    reference_checked: bool = True
+    """Whether the reference's suite ran to its end (an interrupt may cut it short: then
+    ``reference_passed`` is false without any test having failed)."""
 
     @property
     def score(self) -> float:
@@ -91,11 +94,12 @@ def _failed(run: SuiteRun) -> tuple[list[str], list[str]]:
 
 def check_reference(
     schedule_count: int = schedules.DEFAULT_SCHEDULES, interrupts: Interrupts | None = None
-) -> tuple[bool, list[str]]:
-    """Run the suite on the reference: (passed, failing tests with their messages)."""
+) -> tuple[bool, list[str], bool]:
+    """Run the suite on the reference: (passed, failing tests with their messages, whether the
+    suite ran to its end)."""
     run = run_suite(None, schedule_count=schedule_count, interrupts=interrupts)
     failures = [f"{r.id}: {r.summary}" for r in run.results if r.outcome == "failed"]
-    return not failures and run.complete, failures
+    return not failures and run.complete, failures, run.complete
 
 
 def check_mutant(
@@ -137,7 +141,7 @@ def run_selfcheck(
     stop = interrupts or Interrupts(signals=())
     started = time.monotonic()
     total = len(chosen) + 1
-    passed, failures = check_reference(schedule_count, stop)
+    passed, failures, checked = check_reference(schedule_count, stop)
     if progress is not None:
         progress("reference", 1, total)
     outcomes: list[MutantOutcome] = []
@@ -150,7 +154,7 @@ def run_selfcheck(
         outcomes.append(outcome)
         if progress is not None:
             progress(name, index, total)
-    return SelfCheck(passed, failures, outcomes, time.monotonic() - started, stop.signum, len(chosen))
+    return SelfCheck(passed, failures, outcomes, time.monotonic() - started, stop.signum, len(chosen), checked)
 
 
 def to_json(result: SelfCheck) -> dict[str, Any]:
@@ -191,7 +195,12 @@ def print_table(result: SelfCheck, *, console: Any = None) -> None:
         expected = ", ".join(m.expected) + ("" if m.expected_hit or not m.killed else " [yellow](missed)[/]")
         table.add_row(m.name, mark, by, expected, str(len(m.tests)))
     console.print(table)
-    ref = "[green]passes[/]" if result.reference_passed else "[red]FAILS[/]"
+    if result.reference_passed:
+        ref = "[green]passes[/]"
+    elif result.reference_checked or result.reference_failures:
+        ref = "[red]FAILS[/]"
+    else:
+        ref = "[yellow]not fully checked[/]"
     killed = sum(m.killed for m in result.mutants)
     console.print(
         f"reference {ref}; killed {killed}/{len(result.mutants)} mutants; "

@@ -313,7 +313,8 @@ class FakeTool:
         if self._sink is not None:
             self._sink.append(record)
         if self.observe:
-            _observe(sim_loop, "tool/start", tool=self._name, call_id=record.call_id, index=record.index)
+            _observe(sim_loop, "tool/start", tool=self._name, call_id=record.call_id, index=record.index,
+                     arguments=record.arguments)
         try:
             outcome = self._pick(record.index)
             if self.hook is not None:

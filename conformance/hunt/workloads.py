@@ -27,6 +27,9 @@ from ..scenario.model import (
 
 LIMITS = Limits(idle_timeout=30.0, max_time=600.0)
 OK = respond.text("ok")
+PERSIST = Listener(on="session/flush", do=(), name="persist", times="always", hold=0.01, optional=True)
+"""A persistence plugin: every flush takes 10 virtual ms, and the world records when each starts
+and ends (the FLUSH oracle judges that the driver awaits it, LOOP-4)."""
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,7 @@ def _scenario(name: str, script: tuple[Response, ...], *, tools: tuple[ToolSpec,
         description=description,
         models=(ModelSpec("fake", script, OK),),
         tools=tools,
-        listeners=listeners,
+        listeners=(PERSIST, *listeners),
         actors=actors if actors is not None else (_caller("A"),),
         limits=LIMITS,
     )
@@ -65,7 +68,7 @@ FAILING_TOOL = ToolSpec("lookup", fails("no such page", code="E_TOOL"))
 def workloads() -> tuple[Workload, ...]:
     """The hunt's base workloads, in their stable order."""
     call = respond.tool_call("lookup", {"q": "x"}, id="c1")
-    second = respond.tool_call("lookup", {"q": "y"}, id="c2")
+    second = respond.tool_call("lookup", '{"q": "y"', id="c2")  # not JSON: passed through raw (TOOL-2)
     out = [
         Workload("reply", _scenario("reply", (respond.text("the reply"),), description="a plain reply")),
         Workload("tool", _scenario("tool", (call, respond.chunks(
@@ -77,7 +80,7 @@ def workloads() -> tuple[Workload, ...]:
             {"type": "finish", "reason": {"kind": "stop"}})), tools=(TOOL,),
             description="a tool call, the answer reporting its usage twice")),
         Workload("two-step", _scenario("two-step", (call + second, respond.text("done")), tools=(TOOL,),
-                                       description="a two-step tool turn, two tool calls in its first step")),
+                                       description="a two-step tool turn, two tool calls in its first step (the second's arguments not JSON)")),
         Workload("failing-tool", _scenario("failing-tool", (call, respond.text("done")), tools=(FAILING_TOOL,),
                                            description="a tool that fails")),
         Workload("max-tokens", _scenario("max-tokens", (respond.text("a long answer that is cut").truncate(2),),
@@ -100,6 +103,7 @@ def workloads() -> tuple[Workload, ...]:
             name="hunt-two-agents", description="two agents on one service",
             agents=(AgentSpec("a"), AgentSpec("b", model="fake-b")),
             models=(ModelSpec("fake", (respond.text("for a"),), OK), ModelSpec("fake-b", (respond.text("for b"),), OK)),
+            listeners=(PERSIST,),
             actors=(_caller("A", agent="a", name="caller"), _caller("B", agent="b", name="caller-b", waiter="done-b")),
             limits=LIMITS)),
         Workload("out-of-order", _scenario("out-of-order", (respond.chunks(

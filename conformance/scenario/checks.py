@@ -34,12 +34,22 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
   failure (ERR-1); no turn starts once it is disposed (DISP-2: disposal ends the driver);
   disposed while running it goes ``running -> disposed`` directly (DISP-5); a
   waiter released by the disposal waits for the driver to close its turn (IDLE-4);
+* ``NOTIFIED`` — every boundary a turn logs is notified after it (LOOP-4/LOOP-5), the empty step
+  a cancel from ``agent/turn-start``/``agent/step-start`` dropped included (CANCEL-STEP);
+* ``FLUSH`` — where a flush listener records every flush: each turn is flushed, and the driver
+  awaits the flush before it goes idle or runs its next turn (LOOP-4); an idle inject's one-shot
+  turn is flushed (INJ-2);
+* ``IDLE-3`` — a waiter pending when its agent goes idle is released at that transition, before
+  the agent's next status (IDLE-3, IDLE-2);
+* ``WARNED`` — a throwing notification listener is logged as a warning under the
+  implementation's logger (ERR-12);
 * ``problems`` — what the world itself saw go wrong (an actor or listener that raised, a fake
   model called past its script, an agent that never settled).
 
 In plain worlds (no Python body that could rewrite a step's message or a request) also
-``PLAIN_ORACLES``: ``ASSEMBLY`` (ASM-1/3), ``HISTORY`` (LOG-7) and ``CHUNKS`` (every chunk a
-fake model streamed to its end is logged, and its usage: LOG-3, LOOP-5, ASM-4).
+``PLAIN_ORACLES``: ``ASSEMBLY`` (ASM-1/3), ``HISTORY`` (LOG-7), ``CHUNKS`` (every chunk a
+fake model streamed to its end is logged, and its usage: LOG-3, LOOP-5, ASM-4) and ``ARGS`` (a
+tool receives its raw arguments parsed as TOOL-2 says).
 """
 
 from __future__ import annotations
@@ -1134,6 +1144,220 @@ def _chunks_check(view: TraceView) -> Violation | None:
     return None
 
 
+_PAIRS = (("turn/start", "agent/turn-start"), ("step/start", "agent/step-start"), ("step/end", "agent/step-end"),
+          ("turn/end", "agent/turn-end"))
+_DROPPING = frozenset(("agent/turn-start", "agent/step-start"))
+
+
+def _notified_check(view: TraceView) -> Violation | None:
+    """LOOP-4/LOOP-5/CANCEL-STEP: every boundary a turn logs is notified after it (the converse
+    of ``SHAPE``). Judged are turns that end normally, and turns a cancel from a synchronous
+    ``agent/turn-start`` or ``agent/step-start`` listener aborted (their dropped step is opened
+    and closed "and their notifications"); not injections (INJ-2 names no notification), nor
+    turns a raising listener, a contained failure or a disposal touched (LOOP-4 exempts a turn a
+    boundary listener closed; what a disposal notifies is DISP-1's)."""
+    for agent in view.agents:
+        troubles = [e["_i"] for e in view.ops(agent, "raise", "dispose")]
+        troubles += [e["_i"] for e in view.of_kind("agent/error", agent=agent)]
+        troubles += [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "disposed"]
+        cancels = [e for e in view.ops(agent, "cancel") if e.get("on") in _DROPPING and e.get("status") == "running"]
+        notes: dict[tuple[str, Any, Any], list[int]] = {}
+        for _log_type, note in _PAIRS:
+            for n in view.of_kind(note, agent=agent):
+                key = (note, n.get("turn"), n.get("step") if note.startswith("agent/step") else None)
+                notes.setdefault(key, []).append(n["_i"])
+        for t in view.turns(agent):
+            if not t["ended"] or t["trigger"] == "injection":
+                continue
+            start, end = t["_i"], t["end_i"]
+            nxt = next((u["_i"] for u in view.turns(agent) if u["_i"] > end), len(view.timeline))
+            if any(start <= i < nxt for i in troubles) or any(e["type"] == "error" for e in t["events"]):
+                continue
+            dropped = t["reason"] == "aborted" and any(start < c["_i"] < end for c in cancels)
+            if t["reason"] not in _NORMAL and not dropped:
+                continue
+            for e in t["events"]:
+                for log_type, note in _PAIRS:
+                    if e["type"] != log_type:
+                        continue
+                    step = e["data"].get("step") if log_type.startswith("step") else None
+                    if not any(i > e["_i"] for i in notes.get((note, t["turn"], step), ())):
+                        where = f"turn {t['turn']}" + (f" step {step}" if step is not None else "")
+                        rules = ("CANCEL-STEP", "LOOP-5") if dropped and step is not None else (
+                            ("LOOP-5",) if step is not None else ("LOOP-4",))
+                        return Violation(f"agent {agent}: {where} logged {log_type} but {note} was never emitted "
+                                         f"after it ({'the dropped step is opened and closed with their notifications' if dropped and step is not None else 'the turn and step shape of LOOP-4/LOOP-5'})",
+                                         e["_i"], rules)
+    return None
+
+
+def _flush_check(view: TraceView) -> Violation | None:
+    """LOOP-4/INJ-2: where a flush listener records every flush (``flush`` events), each turn's
+    ``turn/end`` is followed by a flush of its agent; a turn the driver ran has its flush end
+    before the agent's next ``turn/start`` or ``idle`` status (the flush is awaited), an idle
+    inject's one-shot turn its flush start before the service closes (INJ-2). Turns a
+    raising listener, a cancel or an abort touched after their ``turn/end`` are not judged, nor
+    any once the agent is being disposed (whether the other flush listeners still run, or a flush survives a stop, the contract
+    leaves open)."""
+    flushes = view.of_kind("flush")
+    if not flushes:
+        return None
+    starts: dict[Any, list[int]] = {}
+    ends: dict[Any, list[int]] = {}
+    for e in flushes:
+        (starts if e.get("phase") == "start" else ends).setdefault(e.get("agent"), []).append(e["_i"])
+    for agent in view.agents:
+        if agent not in starts:
+            continue  # no recorder saw this agent's flushes (another service, or none ran)
+        stops = [e["_i"] for e in view.ops(agent, "raise", "cancel", "abort")]
+        stops += [e["_i"] for e in view.of_kind("world/closing")]
+        disposed = min([e["_i"] for e in view.ops(agent, "dispose")]
+                       + [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "disposed"]
+                       + [len(view.timeline)])
+        idles = [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "idle"]
+        closings = [e["_i"] for e in view.of_kind("world/closing")]
+        turns = view.turns(agent)
+        for k, t in enumerate(turns):
+            end = t["end_i"]
+            if end is None or t["reason"] == "disposed":
+                continue
+            # the driver's next turn (an idle inject's one-shot turn may come between a turn's end
+            # and its flush: it is not the driver's)
+            nxt = next((u["_i"] for u in turns[k + 1:] if u["trigger"] != "injection"), len(view.timeline))
+            began = next((i for i in starts[agent] if i > end), None)
+            if t["trigger"] == "injection":
+                # INJ-2: the one-shot turn is flushed (by the time the world closes the service: a
+                # flush left scheduled may run after a when_idle() resolved, as INJ-4 reads)
+                settled = next((i for i in closings if i > end), None)
+                horizon = settled if settled is not None else len(view.timeline)
+            else:
+                settled = next((i for i in idles if i > end), None)
+                horizon = min(x for x in (nxt, settled, len(view.timeline)) if x is not None)
+            if disposed < horizon or any(end < i < horizon for i in stops) or any(end < e["_i"] < horizon for e in
+                                                              view.of_kind("agent/error", agent=agent)):
+                continue
+            where = f"agent {agent}: turn {t['turn']} ({t['trigger'] or 'prompt'})"
+            if began is None or began > horizon:
+                before = ("the service closed" if t["trigger"] == "injection" and horizon == settled
+                          else "its next turn" if horizon == nxt and nxt < len(view.timeline)
+                          else "the agent went idle" if horizon == settled else "the end")
+                return Violation(f"{where} ended but no session/flush ran for it before {before} "
+                                 f"({'INJ-2: the one-shot turn is flushed' if t['trigger'] == 'injection' else 'LOOP-4: the awaited session/flush closes the turn'})",
+                                 end, ("INJ-2",) if t["trigger"] == "injection" else ("LOOP-4",))
+            if t["trigger"] == "injection":
+                continue
+            done = next((i for i in ends.get(agent, ()) if i > began), None)
+            if done is None or done > horizon:
+                what = "its next turn started" if horizon == nxt else "the agent went idle"
+                return Violation(f"{where}: {what} before the turn's session/flush finished (LOOP-4: the driver "
+                                 "awaits the flush before it goes idle or runs the next turn)",
+                                 horizon if horizon < len(view.timeline) else began, ("LOOP-4",))
+    return None
+
+
+def _tool_arguments_check(view: TraceView) -> Violation | None:
+    """TOOL-2: the tool receives its call's raw arguments parsed as JSON; an empty string becomes
+    ``{}``; a string that is not JSON is passed through as the raw string."""
+    raw: dict[Any, Any] = {}
+    for agent in view.agents:
+        for e in view.log(agent):
+            if e["type"] == "tool/call" and isinstance(e["data"].get("arguments"), str):
+                raw[e["data"].get("call_id")] = (e["data"]["arguments"], e["_i"])
+    if not raw:
+        return None
+    for e in view.of_kind("tool/start"):
+        if "arguments" not in e or e.get("call_id") not in raw:
+            continue
+        given, at = raw[e["call_id"]]
+        if at > e["_i"]:
+            continue
+        expected = _parsed_arguments(given)
+        if expected is _UNJUDGED or e["arguments"] == expected:
+            continue
+        return Violation(f"tool call {e['call_id']}: the model's raw arguments {given!r} reached the tool as "
+                         f"{e['arguments']!r}, not {expected!r} (TOOL-2: parsed as JSON, an empty string becomes {{}}, "
+                         "a string that is not JSON is passed through as the raw string)", e["_i"], ("TOOL-2",))
+    return None
+
+
+_UNJUDGED = object()
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(name)
+
+
+def _parsed_arguments(text: str) -> Any:
+    """What TOOL-2 makes of raw arguments (``_UNJUDGED`` for ``NaN``/``Infinity``, which JSON
+    parsers disagree on)."""
+    import json
+
+    if text == "":
+        return {}
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except ValueError as exc:
+        return _UNJUDGED if str(exc) in ("NaN", "Infinity", "-Infinity") else text
+
+
+def _warned_check(view: TraceView) -> Violation | None:
+    """ERR-12: a listener of a notification that throws is a contained failure, logged as a
+    warning under the implementation's logger. Judged where the world recorded that logger's
+    warnings (its ``world/closed`` counts them); a throw once the agent is being disposed is not
+    (ERR-10: during disposal it is swallowed)."""
+    closed = view.of_kind("world/closed")
+    if not closed or "warnings" not in closed[-1]:
+        return None
+    warned = [e["_i"] for e in view.of_kind("warning")]
+    for agent in view.agents:
+        disposing = min([e["_i"] for e in view.ops(agent, "dispose")]
+                        + [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "disposed"]
+                        + [len(view.timeline)])
+        for r in view.ops(agent, "raise"):
+            on = str(r.get("on") or "")
+            if on not in ev.NOTIFICATIONS or r["_i"] > disposing or r.get("status") == "disposed":
+                continue
+            if not any(i > r["_i"] for i in warned):
+                return Violation(f"agent {agent}: an {on} listener threw and no warning was logged under the "
+                                 "implementation's logger (ERR-12: every contained failure is logged as a warning "
+                                 "naming the agent and the turn)", r["_i"], ("ERR-12",))
+    return None
+
+
+def _idle_release_check(view: TraceView) -> Violation | None:
+    """IDLE-2/IDLE-3: every waiter pending when its agent goes ``idle`` is released at that
+    transition (before the status event, IDLE-3; work an ``idle`` listener queues counts as
+    arriving after it, IDLE-2), so it is released before the agent's next status. Judged where the
+    world samples the release exactly (``precise``: the awaitable has ``done()``), before any
+    ``inject()`` of the agent; a waiter never released is the liveness oracle's."""
+    released = {e.get("waiter"): e for e in view.of_kind("waiter/released")}
+    for agent in view.agents:
+        regs = [e for e in view.ops(agent, "when_idle") if e.get("waiter") is not None]
+        if not regs:
+            continue
+        # an idle inject's flush may hold waiters past an idle transition (INJ-4: it has run by the
+        # time when_idle() resolves): the transitions after an inject are not judged
+        injected = min([e["_i"] for e in view.ops(agent, "inject")] + [len(view.timeline)])
+        statuses = view.of_kind("agent/status", agent=agent)
+        for k, s in enumerate(statuses):
+            if s.get("status") != "idle":
+                continue
+            nxt = statuses[k + 1]["_i"] if k + 1 < len(statuses) else None
+            if nxt is None or injected < nxt:
+                continue
+            for reg in regs:
+                rel = released.get(reg["waiter"])
+                if reg["_i"] > s["_i"] or rel is None or rel["_i"] < s["_i"] or not rel.get("precise"):
+                    continue
+                if rel["_i"] > nxt:
+                    return Violation(f"agent {agent}: when_idle() {reg['waiter']!r} was pending when the agent went "
+                                     f"idle, but was released only after its next status ({statuses[k + 1].get('status')}):"
+                                     " waiters are released at the transition, before the status event (IDLE-3), and "
+                                     "work an idle listener queues counts as arriving after it (IDLE-2)", s["_i"],
+                                     ("IDLE-3", "IDLE-2"))
+    return None
+
+
 def derive(events: Sequence[Event]) -> list[dict[str, Any]]:
     """LOG-7's derived history of a log (the spec's rules, restated for the oracle)."""
     out: list[dict[str, Any]] = []
@@ -1235,6 +1459,12 @@ ORACLES: tuple[LoopCheck, ...] = (
               ("LOG-2", "SVC-6")),
     LoopCheck("CANCEL-1", _cancel_step_check, "a cancelled turn calls the model no more",
               ("CANCEL-1", "CANCEL-CONT", "CANCEL-STEP")),
+    LoopCheck("NOTIFIED", _notified_check, "every boundary logged is notified after it",
+              ("LOOP-4", "LOOP-5", "CANCEL-STEP")),
+    LoopCheck("FLUSH", _flush_check, "each turn is flushed, and the driver awaits the flush", ("LOOP-4", "INJ-2")),
+    LoopCheck("IDLE-3", _idle_release_check, "a waiter pending at an idle transition is released at it",
+              ("IDLE-3", "IDLE-2")),
+    LoopCheck("WARNED", _warned_check, "a throwing notification listener is warned about", ("ERR-12",)),
     LoopCheck("problems", _problems_check, "the world saw nothing go wrong"),
 )
 """The always-on oracles (see the module docstring)."""
@@ -1246,6 +1476,7 @@ PLAIN_ORACLES: tuple[LoopCheck, ...] = (
               ("LOG-7", "INJ-3", "STEER-2")),
     LoopCheck("CHUNKS", _chunks_check, "every chunk a model streamed is logged, and its usage",
               ("LOG-3", "LOOP-5", "ASM-4")),
+    LoopCheck("ARGS", _tool_arguments_check, "a tool receives its raw arguments parsed as TOOL-2 says", ("TOOL-2",)),
 )
 """Oracles that hold when no listener rewrites a step's message (``agent/step-result``) or a
 model request (``agent/request``): declared scenarios (YAML, generated, the hunt's) rewrite

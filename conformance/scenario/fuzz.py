@@ -77,13 +77,18 @@ def play(impl: Implementation, scenario: Scenario, strategy: Strategy | None = N
 def quiet(impl: Implementation) -> Iterator[None]:
     """Generated runs contain failures on purpose: keep their contained-failure warnings
     (ERR-12) off the console while they run."""
+    # Not ``disabled``: the world records the warnings for the WARNED oracle (ERR-12). They stop
+    # at the logger (no propagation), whose null handler keeps logging's last resort silent.
     logger = logging.getLogger(getattr(impl, "logger_name", "") or "reference_loop")
-    before = logger.disabled
-    logger.disabled = True
+    before = logger.propagate
+    null = logging.NullHandler()
+    logger.addHandler(null)
+    logger.propagate = False
     try:
         yield
     finally:
-        logger.disabled = before
+        logger.propagate = before
+        logger.removeHandler(null)
 
 
 def write_cassette(scenario: Scenario, impl: Implementation, impl_spec: str, failing: engine.RunReport,

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -111,6 +112,7 @@ class World:
         self._settles = 0
         self._injections: list[asyncio.Future[Any]] = []
         self._op_counts: dict[tuple[str, str, str], int] = {}  # ops per (actor, kind, agent)
+        self._warnings = _WarningRecorder()
         # The observers come first on the bus, so an event is in the timeline before any
         # scenario listener reacts to it (and a diagram shows cause before effect).
         if scenario.observe:
@@ -595,11 +597,19 @@ class World:
             self.listen(event, waterfall)
         elif event == "session/flush":
             hold = listener.hold
+            # A flush listener on every flush (a persistence plugin) records when each flush of
+            # an agent starts and ends: the FLUSH oracle judges that it was awaited (LOOP-4).
+            records = always and not where and nth == 1
 
             async def flush(*args: Any) -> None:
+                agent = self.fields(event, args)["agent"] if records else None
+                if records:
+                    simulator.observe("flush", phase="start", agent=agent, listener=name)
                 react(args)
                 if hold:
                     await asyncio.sleep(hold)
+                if records:
+                    simulator.observe("flush", phase="end", agent=agent, listener=name)
 
             flush.__qualname__ = f"listener:{name}"
             self.listen(event, flush)
@@ -680,6 +690,23 @@ class World:
 
     async def run(self) -> None:
         """Build the scenario's world, run its body, settle and close (see ``Scenario``)."""
+        if not self.scenario.observe:
+            await self._run()
+            return
+        # ERR-12: contained failures are warnings under the implementation's logger; the timeline
+        # records them (``warning`` events) for the WARNED oracle.
+        logger = logging.getLogger(getattr(self.impl, "logger_name", "") or "loopkit.impl")
+        if not logger.isEnabledFor(logging.WARNING):  # configured off: the oracle cannot judge
+            await self._run()
+            return
+        self._warnings.active = True
+        logger.addHandler(self._warnings)
+        try:
+            await self._run()
+        finally:
+            logger.removeHandler(self._warnings)
+
+    async def _run(self) -> None:
         sc = self.scenario
         # Actors first: their tasks exist before any driver's, so at time 0 a caller acts before
         # a fresh agent's driver first runs (the window right after creation, CANCEL-W0).
@@ -788,7 +815,24 @@ class World:
         registered = [k for k in self.agents if self._registered(k)]
         simulator.observe("world/closed", agents={k: h.status for k, h in self.agents.items()},
                           logs={k: len(h.session.events) for k, h in self.agents.items()},
-                          registered=registered)
+                          registered=registered,
+                          **({"warnings": self._warnings.count} if self._warnings.active else {}))
+
+
+class _WarningRecorder(logging.Handler):
+    """Records each warning (or worse) of the implementation's logger in the timeline."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+        self.active = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
+        try:
+            simulator.observe("warning", logger=record.name, message=record.getMessage())
+        except Exception:  # a record whose arguments do not format: counted, not recorded
+            pass
 
 
 def build_tool(spec: ToolSpec) -> FakeTool:

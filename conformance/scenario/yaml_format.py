@@ -428,7 +428,7 @@ def _optional(f: dict[str, Node]) -> bool:
 
 
 def _listener(node: Node, agents: list[str]) -> Listener:
-    f = node.keys(LISTENER_FIELDS, required=("on", "do"))
+    f = node.keys(LISTENER_FIELDS, required=("on",))
     event = f["on"].string()
     if event not in EVENT_FIELDS:
         raise f["on"].error(f"unknown event {event!r} (expected one of: {', '.join(EVENT_FIELDS)})")
@@ -452,9 +452,15 @@ def _listener(node: Node, agents: list[str]) -> Listener:
             raise f["when"].error("when (before or after next()) goes with a waterfall "
                                   f"({', '.join(ev.WATERFALLS)})")
         when = f["when"].choice(("before", "after"))
+    if "do" in f:
+        do = _actions(f["do"], agents, LISTENER_VERBS)
+    elif event == "session/flush" and hold:
+        do = ()  # a slow flush that does nothing else (a persistence plugin)
+    else:
+        raise node.error("missing required field 'do' (only a slow flush, on: session/flush with hold, may do nothing)")
     return Listener(
         on=event,
-        do=_actions(f["do"], agents, LISTENER_VERBS),
+        do=do,
         name=f["name"].string() if "name" in f else "",
         where=where,
         nth=f["nth"].integer(minimum=1) if "nth" in f else 1,
@@ -822,7 +828,8 @@ def _listener_out(lst: Listener) -> dict[str, Any]:
         out["hold"] = lst.hold
     if lst.optional:
         out["optional"] = True
-    out["do"] = [_action_out(a) for a in lst.do]
+    if lst.do or not (lst.on == "session/flush" and lst.hold):
+        out["do"] = [_action_out(a) for a in lst.do]
     return out
 
 

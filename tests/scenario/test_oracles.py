@@ -37,7 +37,10 @@ def _check(name: str, timeline: list[dict[str, Any]]) -> ck.Violation | None:
 
 
 def test_sound_timeline_passes_every_invariant() -> None:
-    tl = [_op("send", "A"), _op("when_idle", waiter="w"), _status("running"), *_turn(0, 1, "A"), _status("idle"),
+    start, message, end = _turn(0, 1, "A")
+    tl = [_op("send", "A"), _op("when_idle", waiter="w"), _status("running"),
+          start, message, {"kind": "agent/turn-start", "agent": "a", "turn": 1},
+          end, {"kind": "agent/turn-end", "agent": "a", "turn": 1}, _status("idle"),
           {"kind": "waiter/released", "waiter": "w", "agent": "a", "status": "idle", "log_len": 3, "precise": True}]
     assert [c.name for c in ck.ORACLES if c.evaluate(ck.TraceView(tl)) is not None] == []
 
@@ -499,3 +502,117 @@ def test_a_tool_call_logs_the_models_raw_arguments() -> None:
     assert _check("TOOLS", step('{"q": "x"}')) is None
     found = _check("TOOLS", step({"q": "x"}))
     assert found is not None and found.rules == ("LOOP-6", "TOOL-2") and "raw string" in found.message
+
+
+def _note(kind: str, **fields: Any) -> dict[str, Any]:
+    return {"kind": kind, "agent": "a", **fields}
+
+
+def _stepped_turn(*, skip: str | None = None, reason: str = "completed",
+                  after_start: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One turn of one step, every boundary notified after it is logged (but ``skip``)."""
+    out = [_op("send", "A"), _status("running"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}),
+           _log(1, "user/message", content=[{"type": "text", "text": "A"}]), _note("agent/turn-start", turn=1),
+           _log(2, "step/start", turn=1, step=1), _note("agent/step-start", turn=1, step=1), *(after_start or []),
+           _log(3, "step/end", turn=1, step=1), _note("agent/step-end", turn=1, step=1),
+           _log(4, "turn/end", turn=1, reason={"kind": reason}), _note("agent/turn-end", turn=1), _status("idle")]
+    return [e for e in out if e.get("kind") != skip]
+
+
+def test_every_boundary_a_turn_logs_is_notified_after_it() -> None:
+    assert _check("NOTIFIED", _stepped_turn()) is None
+    found = _check("NOTIFIED", _stepped_turn(skip="agent/step-end"))
+    assert found is not None and found.rules == ("LOOP-5",) and "agent/step-end was never emitted" in found.message
+    found = _check("NOTIFIED", _stepped_turn(skip="agent/turn-start"))
+    assert found is not None and found.rules == ("LOOP-4",)
+    # CANCEL-STEP: a step a cancel from agent/step-start dropped is closed with its notifications
+    cancel = [_op("cancel", status="running", by="window", on="agent/step-start", reason="r")]
+    assert _check("NOTIFIED", _stepped_turn(reason="aborted", after_start=cancel)) is None
+    found = _check("NOTIFIED", _stepped_turn(reason="aborted", after_start=cancel, skip="agent/step-end"))
+    assert found is not None and found.rules == ("CANCEL-STEP", "LOOP-5")
+    # not judged: a turn aborted otherwise, one a listener's failure or a disposal touched
+    assert _check("NOTIFIED", _stepped_turn(reason="aborted", skip="agent/step-end")) is None
+    raised = [_op("raise", status="running", by="window", on="agent/step-start")]
+    assert _check("NOTIFIED", _stepped_turn(after_start=raised, skip="agent/turn-end")) is None
+    assert _check("NOTIFIED", _stepped_turn(after_start=[_note("agent/error", turn=1, step=1)],
+                                            skip="agent/step-end")) is None
+
+
+def _flush(phase: str) -> dict[str, Any]:
+    return {"kind": "flush", "phase": phase, "agent": "a", "listener": "persist"}
+
+
+def test_each_turn_is_flushed_and_the_driver_awaits_the_flush() -> None:
+    turn = [_op("send", "A"), _status("running"), *_turn(0, 1, "A")]
+    assert _check("FLUSH", [*turn, _flush("start"), _flush("end"), _status("idle")]) is None
+    # no recorder, nothing judged
+    assert _check("FLUSH", [*turn, _status("idle")]) is None
+    # idle before the flush finished: not awaited
+    found = _check("FLUSH", [*turn, _flush("start"), _status("idle"), _flush("end")])
+    assert found is not None and found.rules == ("LOOP-4",) and "before the turn's session/flush finished" in found.message
+    # the next turn started before this one's flush: none ran for it
+    two = [*turn, *_turn(3, 2, "B"), _flush("start"), _flush("end"), _flush("start"), _flush("end"), _status("idle")]
+    found = _check("FLUSH", two)
+    assert found is not None and "turn 1" in found.message and "before its next turn" in found.message
+    # a cancel after the turn's end, or a disposal, leaves the flush unjudged
+    assert _check("FLUSH", [*turn, _op("cancel", status="running"), _status("idle"), _flush("start"),
+                            _flush("end")]) is None
+    # INJ-2: an idle inject's one-shot turn is flushed, before the service closes
+    inject = [_op("inject", "C"), _log(0, "turn/start", turn=1, trigger={"kind": "injection"}),
+              _log(1, "context/message", content=[{"type": "text", "text": "C"}]),
+              _log(2, "turn/end", turn=1, reason={"kind": "completed"})]
+    closing = {"kind": "world/closing"}
+    assert _check("FLUSH", [*turn, _flush("start"), _flush("end"), _status("idle"),
+                            *[dict(e, seq=e.get("seq", 0) + 3) for e in inject], _flush("start"), closing]) is None
+    found = _check("FLUSH", [*turn, _flush("start"), _flush("end"), _status("idle"),
+                             *[dict(e, seq=e.get("seq", 0) + 3) for e in inject], closing, _flush("start")])
+    assert found is not None and found.rules == ("INJ-2",) and "before the service closed" in found.message
+
+
+def test_a_tool_receives_its_raw_arguments_parsed_as_tool_2_says() -> None:
+    def call(raw: str, received: Any) -> list[dict[str, Any]]:
+        return [_op("send", "A"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}),
+                _log(1, "step/start", turn=1, step=1),
+                _log(2, "tool/call", turn=1, step=1, call_id="c1", name="lookup", arguments=raw),
+                {"kind": "tool/start", "tool": "lookup", "call_id": "c1", "index": 1, "arguments": received}]
+
+    assert _plain("ARGS", call('{"q": "x"}', {"q": "x"})) is None
+    assert _plain("ARGS", call("", {})) is None
+    assert _plain("ARGS", call('{"q": ', '{"q": ')) is None
+    assert _plain("ARGS", call("NaN", None)) is None  # parsers disagree: not judged
+    for raw, received in (('{"q": ', {}), ("", ""), ('{"q": "x"}', '{"q": "x"}')):
+        found = _plain("ARGS", call(raw, received))
+        assert found is not None and found.rules == ("TOOL-2",), (raw, received)
+
+
+def test_a_throwing_notification_listener_is_warned_about() -> None:
+    closed = {"kind": "world/closed", "agents": {"a": "disposed"}, "logs": {}, "registered": [], "warnings": 1}
+    raised = _op("raise", status="running", by="window", on="agent/error")
+    warning = {"kind": "warning", "logger": "impl", "message": "agent a turn 1: agent/error listener failed"}
+    assert _check("WARNED", [_status("running"), raised, warning, _status("idle"), closed]) is None
+    found = _check("WARNED", [_status("running"), raised, _status("idle"), dict(closed, warnings=0)])
+    assert found is not None and found.rules == ("ERR-12",) and found.at == 1
+    # not judged: a world that recorded no warnings (an older trace), a waterfall's listener (its
+    # failure is the step's), or a throw during disposal (swallowed, ERR-10)
+    assert _check("WARNED", [_status("running"), raised, _status("idle")]) is None
+    waterfall = _op("raise", status="running", by="window", on="agent/request")
+    assert _check("WARNED", [_status("running"), waterfall, _status("idle"), closed]) is None
+    late = [_op("dispose", status="running"), _status("disposed"), _op("raise", status="disposed", on="agent/status")]
+    assert _check("WARNED", [_status("running"), *late, closed]) is None
+
+
+def test_a_waiter_pending_at_an_idle_transition_is_released_at_it() -> None:
+    def run(released_after: str) -> list[dict[str, Any]]:
+        release = {"kind": "waiter/released", "waiter": "w", "agent": "a", "status": "idle", "precise": True}
+        tl = [_op("send", "A"), _op("when_idle", waiter="w", status="running"), _status("running"), _status("idle")]
+        if released_after == "idle":
+            return [*tl, release, _op("send", "B", by="window", on="agent/status"), _status("running"), _status("idle")]
+        return [*tl, _op("send", "B", by="window", on="agent/status"), _status("running"), _status("idle"), release]
+
+    assert _check("IDLE-3", run("idle")) is None
+    found = _check("IDLE-3", run("next turn"))
+    assert found is not None and found.rules == ("IDLE-3", "IDLE-2") and found.at == 3
+    # not judged: an imprecise sample, or a transition after an inject (its flush may hold waiters)
+    assert _check("IDLE-3", [dict(e, precise=False) if e["kind"] == "waiter/released" else e
+                             for e in run("next turn")]) is None
+    assert _check("IDLE-3", [_op("inject", "C"), *run("next turn")]) is None

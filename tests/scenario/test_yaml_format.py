@@ -69,6 +69,8 @@ BAD = [
     (GOOD + "checks:\n  - same_turn: [A]\n", 7, "checks[0].same_turn: same_turn needs at least two prompts"),
     (GOOD + "checks:\n  - same_turn: {prompts: [A, B], agent: zed}\n", 7, "unknown agent 'zed'"),
     (GOOD + "checks:\n  - same_turn: {agent: a}\n", 7, "missing required field 'prompts'"),
+    (GOOD + "listeners:\n  - on: agent/status\n    times: always\n", 7, "missing required field 'do'"),
+    (GOOD + "listeners:\n  - on: session/flush\n    times: always\n", 7, "only a slow flush"),
 ]
 
 
@@ -186,3 +188,28 @@ def test_same_turn_in_yaml() -> None:
     from conformance.scenario.checks import compile_check
 
     assert [compile_check(c).name for c in loaded.checks] == ["same_turn(A, B)"]
+
+
+PERSIST = """\
+name: persist
+model: [r1, r2]
+listeners:
+  - name: persist
+    on: session/flush
+    times: always
+    hold: 0.25
+actors:
+  - at: 0
+    do: [{send: A}, {when_idle: w}, {wait_idle: w}, {send: B}, {when_idle: v}, {wait_idle: v}]
+"""
+
+
+def test_a_slow_flush_that_does_nothing_else_records_each_flush() -> None:
+    from conformance.scenario.yaml_format import dump
+
+    sc = load_text(PERSIST)
+    assert sc.listeners[0].do == () and load_text(dump(sc)) == sc  # it reads back without a do
+    timeline = _run(PERSIST)
+    flushes = [(e["phase"], e["agent"], e["t_us"]) for e in timeline if e["kind"] == "flush"]
+    assert [(p, a) for p, a, _ in flushes] == [("start", "a"), ("end", "a")] * 2
+    assert flushes[1][2] - flushes[0][2] == 250_000  # the hold: the FLUSH oracle judged the run
