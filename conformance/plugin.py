@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from simulator.supervise import WALL_ALARMS, WALL_GRACE, real_exit, spinning_frame
+from simulator.supervise import WALL_ALARMS, WALL_GRACE, real_exit, spinning_frame, waiting_on
 
 from . import catalogue, schedules
 from .adapter import Implementation
@@ -131,6 +131,9 @@ def _spinning_in(frame: FrameType | None) -> str:
     def skip(path: str) -> bool:
         return path.startswith(kit) or any(f"{os.sep}{part}{os.sep}" in path for part in parts)
 
+    hint = waiting_on(frame)
+    if hint is not None:
+        return hint
     entry = spinning_frame(frame, skip)
     return f"{entry.name}() at {Path(entry.filename).name}:{entry.lineno}" if entry is not None else ""
 

@@ -90,6 +90,23 @@ class WallClockExceeded(KeyboardInterrupt):
                          "or blocking code)")
 
 
+WAIT_HINT = "_loopkit_waiting_on"
+"""A local variable of this name (a string) in a frame on the stack at an alarm says what that
+frame blocks on: the report names it instead of a file and line. A process that waits for
+another process's answer spins in that other process, which no Python frame shows."""
+
+
+def waiting_on(frame: Any) -> str | None:
+    """The innermost :data:`WAIT_HINT` on ``frame``'s stack, if any."""
+    f = frame
+    while f is not None:
+        hint = f.f_locals.get(WAIT_HINT)
+        if isinstance(hint, str):
+            return hint
+        f = f.f_back
+    return None
+
+
 def spinning_frame(frame: Any, skip: Callable[[str], bool] = lambda _path: False) -> traceback.FrameSummary | None:
     """Where a program spins at an alarm: the innermost frame of ``frame``'s stack whose file
     ``skip`` does not exclude (the innermost of all when it excludes every one)."""
@@ -101,6 +118,9 @@ def spinning_frame(frame: Any, skip: Callable[[str], bool] = lambda _path: False
 
 
 def _where(frame: Any) -> str:
+    hint = waiting_on(frame)
+    if hint is not None:
+        return hint
     entry = spinning_frame(frame)
     if entry is None:
         return "an unknown place"

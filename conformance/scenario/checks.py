@@ -1300,9 +1300,15 @@ def _parsed_arguments(text: str) -> Any:
         return _UNJUDGED if str(exc) in ("NaN", "Infinity", "-Infinity") else text
 
 
+_CONTAINED = frozenset(("agent/status", "agent/turn-start", "agent/step-start", "agent/step-end", "agent/turn-end",
+                        "agent/error"))
+"""The notifications whose throwing listeners the contract says are contained (STATUS-2, ERR-2,
+ERR-10, ERR-5); ``agent/queued`` and ``agent/steering`` fire inside the caller's own call."""
+
+
 def _warned_check(view: TraceView) -> Violation | None:
-    """ERR-12: a listener of a notification that throws is a contained failure, logged as a
-    warning under the implementation's logger. Judged where the world recorded that logger's
+    """ERR-12: a throwing listener of a notification the contract contains is a contained
+    failure, logged as a warning under the implementation's logger. Judged where the world recorded that logger's
     warnings (its ``world/closed`` counts them); a throw once the agent is being disposed is not
     (ERR-10: during disposal it is swallowed)."""
     closed = view.of_kind("world/closed")
@@ -1315,7 +1321,7 @@ def _warned_check(view: TraceView) -> Violation | None:
                         + [len(view.timeline)])
         for r in view.ops(agent, "raise"):
             on = str(r.get("on") or "")
-            if on not in ev.NOTIFICATIONS or r["_i"] > disposing or r.get("status") == "disposed":
+            if on not in _CONTAINED or r["_i"] > disposing or r.get("status") == "disposed":
                 continue
             if not any(i > r["_i"] for i in warned):
                 return Violation(f"agent {agent}: an {on} listener threw and no warning was logged under the "

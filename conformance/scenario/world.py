@@ -16,8 +16,10 @@ through a :class:`World`:
 Timeline entries (``kind``): ``op`` / ``op/error``, every ``agent/*`` notification (flattened,
 see ``events``), ``log`` (session events), ``listener`` (a listener acted), ``waiter/released``
 (with the agent's status and log length at that moment), ``model/*`` and ``tool/*`` (from the
-fakes), ``actor/run`` / ``actor/error``, ``problem`` (what the world saw go wrong),
-``untriggered`` (an element that never acted), ``world/closing`` / ``world/closed``.
+fakes), ``flush`` (a flush listener on every flush started or returned), ``warning`` (one
+under the implementation's logger, ERR-12), ``actor/run`` / ``actor/error``, ``problem`` (what
+the world saw go wrong), ``untriggered`` (an element that never acted), ``world/closing`` /
+``world/closed``.
 
 A waiter's release is *sampled*: whenever anything is observed (and before every operation),
 the world asks each pending ``when_idle()`` awaitable whether it is done, so the release is

@@ -178,6 +178,8 @@ class Child:
 
     def read(self, hook: Callable[[dict[str, Any]], Any] | None = None) -> dict[str, Any]:
         """The next message (blocking, bounded by the watchdog)."""
+        # What a wall-clock alarm here reports (simulator.supervise.WAIT_HINT): the child spins.
+        _loopkit_waiting_on = f"the wire child {self.command!r}, which has not answered its last message"
         while not self._lines:
             with self._busy("waiting for"):
                 data = os.read(self._from_child, 1 << 16)

@@ -127,3 +127,22 @@ def test_the_limit_covers_the_program_not_the_simulators_bookkeeping(monkeypatch
     result = simulator.run(main, wall_limit=0.2)
     assert result.outcome == "completed" and result.value == 5
     assert signal.getsignal(signal.SIGALRM) == before and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+
+
+def test_a_frame_that_says_what_it_blocks_on_is_named_instead_of_its_line() -> None:
+    # A process blocked on another's answer (the wire) spins in that other process: the frame
+    # waiting says so through simulator.supervise.WAIT_HINT, and the report names it.
+    from simulator.supervise import WAIT_HINT
+
+    def blocked_on_a_child() -> None:
+        _loopkit_waiting_on = "the child 'node x.mjs', which has not answered"
+        assert WAIT_HINT == "_loopkit_waiting_on" and _loopkit_waiting_on
+        while True:
+            pass
+
+    async def main() -> None:
+        blocked_on_a_child()
+
+    result = simulator.run(main, wall_limit=0.2)
+    assert isinstance(result.error, simulator.WallClockExceeded)
+    assert "spinning in the child 'node x.mjs', which has not answered:" in str(result.error)
