@@ -36,6 +36,8 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
   waiter released by the disposal waits for the driver to close its turn (IDLE-4);
 * ``NOTIFIED`` — every boundary a turn logs is notified after it (LOOP-4/LOOP-5), the empty step
   a cancel from ``agent/turn-start``/``agent/step-start`` dropped included (CANCEL-STEP);
+* ``STEP-ORDER`` — steering is drained before a step opens or after its message, never between
+  (LOOP-5);
 * ``FLUSH`` — where a flush listener records every flush: each turn is flushed, and the driver
   awaits the flush before it goes idle or runs its next turn (LOOP-4); an idle inject's one-shot
   turn is flushed (INJ-2);
@@ -1364,6 +1366,29 @@ def _idle_release_check(view: TraceView) -> Violation | None:
     return None
 
 
+def _step_order_check(view: TraceView) -> Violation | None:
+    """LOOP-5: steering is drained before a step opens or after its message (and its tool
+    calls): a ``steering/message`` between a ``step/start`` and that step's ``assistant/message``
+    is out of LOOP-5's order (a step that logs no message drains none: STEER-3)."""
+    for agent in view.agents:
+        in_step = False
+        said = False
+        step: Any = None
+        for e in view.log(agent):
+            kind = e["type"]
+            if kind == "step/start":
+                in_step, said, step = True, False, e["data"].get("step")
+            elif kind in ("step/end", "turn/end"):
+                in_step = False
+            elif kind == "assistant/message":
+                said = True
+            elif kind == "steering/message" and in_step and not said:
+                return Violation(f"agent {agent}: steering was logged inside step {step} before "
+                                 "its assistant/message (LOOP-5: steering is drained before step/start, or after the "
+                                 "step's message and tool calls)", e["_i"], ("LOOP-5",))
+    return None
+
+
 def derive(events: Sequence[Event]) -> list[dict[str, Any]]:
     """LOG-7's derived history of a log (the spec's rules, restated for the oracle)."""
     out: list[dict[str, Any]] = []
@@ -1467,6 +1492,7 @@ ORACLES: tuple[LoopCheck, ...] = (
               ("CANCEL-1", "CANCEL-CONT", "CANCEL-STEP")),
     LoopCheck("NOTIFIED", _notified_check, "every boundary logged is notified after it",
               ("LOOP-4", "LOOP-5", "CANCEL-STEP")),
+    LoopCheck("STEP-ORDER", _step_order_check, "steering is drained before a step or after its message", ("LOOP-5",)),
     LoopCheck("FLUSH", _flush_check, "each turn is flushed, and the driver awaits the flush", ("LOOP-4", "INJ-2")),
     LoopCheck("IDLE-3", _idle_release_check, "a waiter pending at an idle transition is released at it",
               ("IDLE-3", "IDLE-2")),

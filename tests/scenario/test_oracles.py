@@ -616,3 +616,15 @@ def test_a_waiter_pending_at_an_idle_transition_is_released_at_it() -> None:
     assert _check("IDLE-3", [dict(e, precise=False) if e["kind"] == "waiter/released" else e
                              for e in run("next turn")]) is None
     assert _check("IDLE-3", [_op("inject", "C"), *run("next turn")]) is None
+
+
+def test_steering_is_drained_before_a_step_or_after_its_message() -> None:
+    def step(*inside: dict[str, Any]) -> list[dict[str, Any]]:
+        return [_op("send", "A"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}),
+                _log(1, "step/start", turn=1, step=1), *inside, _log(5, "step/end", turn=1, step=1)]
+
+    steering = _log(3, "steering/message", content=[{"type": "text", "text": "S"}])
+    message = _log(2, "assistant/message", turn=1, step=1, content=[{"type": "text", "text": "x"}])
+    assert _check("STEP-ORDER", step(message, steering)) is None
+    found = _check("STEP-ORDER", step(steering, message))
+    assert found is not None and found.rules == ("LOOP-5",) and found.at == 3 and "step 1" in found.message
