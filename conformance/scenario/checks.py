@@ -56,6 +56,7 @@ tool receives its raw arguments parsed as TOOL-2 says).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -1310,13 +1311,15 @@ ERR-10, ERR-5); ``agent/queued`` and ``agent/steering`` fire inside the caller's
 
 def _warned_check(view: TraceView) -> Violation | None:
     """ERR-12: a throwing listener of a notification the contract contains is a contained
-    failure, logged as a warning under the implementation's logger. Judged where the world recorded that logger's
-    warnings (its ``world/closed`` counts them); a throw once the agent is being disposed is not
-    (ERR-10: during disposal it is swallowed)."""
+    failure, logged as a warning under the implementation's logger; one thrown while a turn is
+    open is named by a warning holding the agent id and the turn number (as a word of its own, as
+    the rule tests read it). Judged where the world recorded that logger's warnings (its
+    ``world/closed`` counts them); a throw once the agent is being disposed is not (ERR-10:
+    during disposal it is swallowed)."""
     closed = view.of_kind("world/closed")
     if not closed or "warnings" not in closed[-1]:
         return None
-    warned = [e["_i"] for e in view.of_kind("warning")]
+    warnings = view.of_kind("warning")
     for agent in view.agents:
         disposing = min([e["_i"] for e in view.ops(agent, "dispose")]
                         + [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "disposed"]
@@ -1325,10 +1328,19 @@ def _warned_check(view: TraceView) -> Violation | None:
             on = str(r.get("on") or "")
             if on not in _CONTAINED or r["_i"] > disposing or r.get("status") == "disposed":
                 continue
-            if not any(i > r["_i"] for i in warned):
+            after = [e for e in warnings if e["_i"] > r["_i"]]
+            if not after:
                 return Violation(f"agent {agent}: an {on} listener threw and no warning was logged under the "
                                  "implementation's logger (ERR-12: every contained failure is logged as a warning "
                                  "naming the agent and the turn)", r["_i"], ("ERR-12",))
+            turn = next((t["turn"] for t in view.turns(agent)
+                         if t["_i"] < r["_i"] and (t["end_i"] is None or t["end_i"] > r["_i"])), None)
+            if isinstance(turn, int) and not any(
+                    agent in str(e.get("message")) and re.search(rf"(?<![\w.]){turn}(?![\w.])", str(e.get("message")))
+                    for e in after):
+                return Violation(f"agent {agent}: an {on} listener threw during turn {turn}, but no warning names the "
+                                 f"agent and turn {turn} ({str(after[0].get('message'))!r}; ERR-12: a contained "
+                                 "failure is logged naming the agent and the turn)", r["_i"], ("ERR-12",))
     return None
 
 
@@ -1369,12 +1381,14 @@ def _idle_release_check(view: TraceView) -> Violation | None:
 def _step_order_check(view: TraceView) -> Violation | None:
     """LOOP-5: steering is drained before a step opens or after its message (and its tool
     calls): a ``steering/message`` between a ``step/start`` and that step's ``assistant/message``
-    is out of LOOP-5's order (a step that logs no message drains none: STEER-3)."""
+    is out of LOOP-5's order (a step that logs no message drains none: STEER-3); a step's
+    ``usage`` comes after its message."""
     for agent in view.agents:
         in_step = False
         said = False
         step: Any = None
-        for e in view.log(agent):
+        log = view.log(agent)
+        for k, e in enumerate(log):
             kind = e["type"]
             if kind == "step/start":
                 in_step, said, step = True, False, e["data"].get("step")
@@ -1382,6 +1396,11 @@ def _step_order_check(view: TraceView) -> Violation | None:
                 in_step = False
             elif kind == "assistant/message":
                 said = True
+            elif kind == "usage" and in_step and not said and any(
+                    x["type"] == "assistant/message" and x["data"].get("step") == step
+                    and x["data"].get("turn") == e["data"].get("turn") for x in log[k + 1:]):
+                return Violation(f"agent {agent}: step {step} logged its usage before its assistant/message (LOOP-5: "
+                                 "the message is appended after agent/step-result, then usage)", e["_i"], ("LOOP-5",))
             elif kind == "steering/message" and in_step and not said:
                 return Violation(f"agent {agent}: steering was logged inside step {step} before "
                                  "its assistant/message (LOOP-5: steering is drained before step/start, or after the "

@@ -628,3 +628,31 @@ def test_steering_is_drained_before_a_step_or_after_its_message() -> None:
     assert _check("STEP-ORDER", step(message, steering)) is None
     found = _check("STEP-ORDER", step(steering, message))
     assert found is not None and found.rules == ("LOOP-5",) and found.at == 3 and "step 1" in found.message
+
+
+def test_a_steps_usage_comes_after_its_message() -> None:
+    def step(*inside: dict[str, Any]) -> list[dict[str, Any]]:
+        return [_op("send", "A"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}),
+                _log(1, "step/start", turn=1, step=1), *inside, _log(5, "step/end", turn=1, step=1)]
+
+    usage = _log(3, "usage", turn=1, step=1, usage={"input_tokens": 1, "output_tokens": 1})
+    message = _log(2, "assistant/message", turn=1, step=1, content=[{"type": "text", "text": "x"}])
+    assert _check("STEP-ORDER", step(message, usage)) is None
+    assert _check("STEP-ORDER", step(usage)) is None  # a failed step's usage: no message to follow
+    found = _check("STEP-ORDER", step(usage, message))
+    assert found is not None and found.rules == ("LOOP-5",) and "usage before its assistant/message" in found.message
+
+
+def test_a_warning_for_a_throw_during_a_turn_names_the_agent_and_the_turn() -> None:
+    closed = {"kind": "world/closed", "agents": {"a": "idle"}, "logs": {}, "registered": [], "warnings": 1}
+    raised = _op("raise", status="running", by="window", on="agent/step-start")
+    opened = [_status("running"), _log(0, "turn/start", turn=2, trigger={"kind": "message"})]
+
+    def warned(message: str) -> list[dict[str, Any]]:
+        return [*opened, raised, {"kind": "warning", "logger": "impl", "message": message},
+                _log(1, "turn/end", turn=2, reason={"kind": "error", "message": "x"}), closed]
+
+    assert _check("WARNED", warned("agent a turn 2: agent/step-start listener failed: boom")) is None
+    found = _check("WARNED", warned("agent a: agent/step-start listener failed: boom"))
+    assert found is not None and found.rules == ("ERR-12",) and "turn 2" in found.message
+    assert _check("WARNED", warned("agent a turn 12: listener failed")) is not None  # 12 is not turn 2
