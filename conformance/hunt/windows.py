@@ -127,9 +127,14 @@ class Window:
         return replace(base, description=self.name, actors=(*base.actors, actor))
 
 
+WINDOW_SOURCE = {"kind": "plugin", "plugin": "window"}
+"""The source of a window's messages: a plugin's, not the caller's ``{kind: user}``, so a turn
+that drains both shows which one its trigger names (LOOP-2: the first message's)."""
+
+
 def _action(verb: str, k: int, agent: str | None) -> Action:
     if verb in ("send", "steer", "inject"):
-        return Action(verb, agent, text=f"W{k}")
+        return Action(verb, agent, text=f"W{k}", source=WINDOW_SOURCE)
     if verb in ("cancel", "abort"):
         return Action(verb, agent, reason="hunt")
     if verb == "when_idle":

@@ -36,6 +36,8 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
   waiter released by the disposal waits for the driver to close its turn (IDLE-4);
 * ``NOTIFIED`` — every boundary a turn logs is notified after it (LOOP-4/LOOP-5), the empty step
   a cancel from ``agent/turn-start``/``agent/step-start`` dropped included (CANCEL-STEP);
+* ``TRIGGER`` — a turn's trigger carries the source of the first message it drained, or of
+  an idle inject's context (LOOP-2, INJ-2);
 * ``STEP-ORDER`` — steering is drained before a step opens or after its message, never between
   (LOOP-5);
 * ``FLUSH`` — where a flush listener records every flush: each turn is flushed, and the driver
@@ -1408,6 +1410,36 @@ def _step_order_check(view: TraceView) -> Violation | None:
     return None
 
 
+def _trigger_check(view: TraceView) -> Violation | None:
+    """LOOP-2/INJ-2 (0b): a turn's trigger carries the source of what started it: a message
+    turn the first drained ``user/message``'s, an idle inject's one-shot turn that of its
+    ``context/message`` (one of them: an inject from a ``turn/start`` listener joins the turn)."""
+    for agent in view.agents:
+        for t in view.turns(agent):
+            trigger = t["events"][0]["data"].get("trigger")
+            if not isinstance(trigger, _MAP):
+                continue
+            kind = trigger.get("kind")
+            if kind == "message":
+                first = next((e for e in t["events"] if e["type"] == "user/message"), None)
+                sources = [first["data"].get("source")] if first is not None else []
+            elif kind == "injection":
+                # an inject from a listener of this turn's turn/start may log its context first
+                sources = [e["data"].get("source") for e in t["events"] if e["type"] == "context/message"]
+            else:
+                continue
+            sources = [s for s in sources if isinstance(s, _MAP)]
+            if not sources or trigger.get("source") in sources:
+                continue
+            source = sources[0]
+            rule = "LOOP-2" if kind == "message" else "INJ-2"
+            what = "the first message's" if kind == "message" else "its context/message's"
+            return Violation(f"agent {agent}: turn {t['turn']}'s trigger has source {trigger.get('source')!r}, not "
+                             f"{what} {dict(source)!r} ({rule}: the trigger's source is {what})",
+                             t["events"][0]["_i"], (rule,))
+    return None
+
+
 def derive(events: Sequence[Event]) -> list[dict[str, Any]]:
     """LOG-7's derived history of a log (the spec's rules, restated for the oracle)."""
     out: list[dict[str, Any]] = []
@@ -1511,6 +1543,7 @@ ORACLES: tuple[LoopCheck, ...] = (
               ("CANCEL-1", "CANCEL-CONT", "CANCEL-STEP")),
     LoopCheck("NOTIFIED", _notified_check, "every boundary logged is notified after it",
               ("LOOP-4", "LOOP-5", "CANCEL-STEP")),
+    LoopCheck("TRIGGER", _trigger_check, "a turn's trigger carries the source of what started it", ("LOOP-2", "INJ-2")),
     LoopCheck("STEP-ORDER", _step_order_check, "steering is drained before a step or after its message", ("LOOP-5",)),
     LoopCheck("FLUSH", _flush_check, "each turn is flushed, and the driver awaits the flush", ("LOOP-4", "INJ-2")),
     LoopCheck("IDLE-3", _idle_release_check, "a waiter pending at an idle transition is released at it",

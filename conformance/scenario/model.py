@@ -70,6 +70,9 @@ class Action:
     event: str | None = None
     where: Mapping[str, Any] | None = None
     message: str | None = None
+    source: Mapping[str, Any] | None = None
+    """The message source a ``send``/``steer``/``inject`` passes (``None``: the default, ``{kind:
+    user}``)."""
 
     @property
     def awaits(self) -> bool:

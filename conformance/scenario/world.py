@@ -35,10 +35,10 @@ import logging
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import simulator
-from conformance.adapter import AgentHandle, Implementation, ServiceHandle, observer
+from conformance.adapter import AgentHandle, Implementation, ServiceHandle, Source, observer
 from conformance.fakes import FakeModel, FakeTool, Gate, ScriptEntry, ToolBox
 from simulator import current_loop as simulator_current_loop
 from simulator import observe as simulator_observe
@@ -408,32 +408,41 @@ class World:
                 return agent_id
         return str(getattr(h, "id", "?"))
 
-    def send(self, agent: str | AgentHandle | None, text: Any, *, by: str = "caller", on: str | None = None) -> None:
-        """``agent.send(text)``."""
+    def send(self, agent: str | AgentHandle | None, text: Any, *, by: str = "caller", on: str | None = None,
+             source: Mapping[str, Any] | None = None) -> None:
+        """``agent.send(text[, source])``."""
         h = self.handle(agent)
-        self._op(by, "send", h, lambda: h.send(text), on, text=ev.texts(text))
+        if source is None:
+            self._op(by, "send", h, lambda: h.send(text), on, text=ev.texts(text))
+        else:
+            self._op(by, "send", h, lambda: h.send(text, cast(Source, dict(source))), on, text=ev.texts(text), source=dict(source))
 
-    def steer(self, agent: str | AgentHandle | None, text: Any, *, by: str = "caller", on: str | None = None) -> None:
-        """``agent.steer(text)``."""
+    def steer(self, agent: str | AgentHandle | None, text: Any, *, by: str = "caller", on: str | None = None,
+              source: Mapping[str, Any] | None = None) -> None:
+        """``agent.steer(text[, source])``."""
         h = self.handle(agent)
-        self._op(by, "steer", h, lambda: h.steer(text), on, text=ev.texts(text))
+        if source is None:
+            self._op(by, "steer", h, lambda: h.steer(text), on, text=ev.texts(text))
+        else:
+            self._op(by, "steer", h, lambda: h.steer(text, cast(Source, dict(source))), on, text=ev.texts(text), source=dict(source))
 
     def inject(self, agent: str | AgentHandle | None, text: Any, *, by: str = "caller",
-               on: str | None = None) -> asyncio.Future[Any] | None:
-        """``agent.inject(text)``: its awaitable, started as a task (``None`` when the call raised).
-        A failure of the injection is recorded as ``op/error``."""
+               on: str | None = None, source: Mapping[str, Any] | None = None) -> asyncio.Future[Any] | None:
+        """``agent.inject(text[, source])``: its awaitable, started as a task (``None`` when the
+        call raised). A failure of the injection is recorded as ``op/error``."""
         h = self.handle(agent)
         agent_id = self._id_of(h)
 
         def start() -> asyncio.Future[Any]:
             # INJ-4: a coroutine, another awaitable, or a plain call that returned. A coroutine
             # becomes the task itself, so a task cancelled before it starts closes it.
-            result = h.inject(text)
+            result = h.inject(text) if source is None else h.inject(text, cast(Source, dict(source)))
             if inspect.iscoroutine(result):
                 return asyncio.ensure_future(result)
             return asyncio.ensure_future(_as_coro(result))
 
-        task = self._op(by, "inject", h, start, on, text=ev.texts(text))
+        extra = {} if source is None else {"source": dict(source)}
+        task = self._op(by, "inject", h, start, on, text=ev.texts(text), **extra)
         # Which inject a later failure answers: others of the same caller may have come since.
         nth = self._op_counts[(by, "inject", agent_id)]
         if task is not None:
@@ -447,9 +456,10 @@ class World:
             task.add_done_callback(retrieve)
         return task
 
-    async def inject_wait(self, agent: str | AgentHandle | None, text: Any, *, by: str = "caller") -> None:
+    async def inject_wait(self, agent: str | AgentHandle | None, text: Any, *, by: str = "caller",
+                          source: Mapping[str, Any] | None = None) -> None:
         """``await agent.inject(text)``: returns once the injection was taken or refused."""
-        task = self.inject(agent, text, by=by)
+        task = self.inject(agent, text, by=by, source=source)
         if task is not None:
             await asyncio.wait({task})
 
@@ -516,13 +526,13 @@ class World:
         ``subject``: the agent a ``raise`` without one fails (the listener's event's agent)."""
         verb, agent = action.verb, action.agent
         if verb == "send":
-            self.send(agent, action.text, by=by, on=on)
+            self.send(agent, action.text, by=by, on=on, source=action.source)
         elif verb == "steer":
-            self.steer(agent, action.text, by=by, on=on)
+            self.steer(agent, action.text, by=by, on=on, source=action.source)
         elif verb == "inject":
             if action.wait:
-                return self.inject_wait(agent, action.text, by=by)
-            self.inject(agent, action.text, by=by, on=on)
+                return self.inject_wait(agent, action.text, by=by, source=action.source)
+            self.inject(agent, action.text, by=by, on=on, source=action.source)
         elif verb == "cancel":
             self.cancel(agent, action.reason, by=by, on=on)
         elif verb == "abort":

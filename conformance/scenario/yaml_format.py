@@ -370,6 +370,24 @@ def _agent_ref(node: Node, agents: list[str]) -> str:
     return agent
 
 
+_SOURCE_KINDS = {"user": (), "plugin": ("plugin",), "agent": ("agent_id",)}
+
+
+def _source(node: Node) -> dict[str, Any]:
+    """A message source (spec section 0): ``{kind: user}``, ``{kind: plugin, plugin: NAME}`` or
+    ``{kind: agent, agent_id: ID}``."""
+    if not node.is_map():
+        raise node.error("a source is a mapping like {kind: plugin, plugin: NAME}")
+    fields = node.scalars()
+    kind = fields.get("kind")
+    if kind not in _SOURCE_KINDS:
+        raise node.error(f"a source has kind user, plugin or agent, got {kind!r}")
+    missing = [k for k in _SOURCE_KINDS[kind] if k not in fields]
+    if missing:
+        raise node.error(f"a source of kind {kind} needs {missing[0]!r}")
+    return dict(fields)
+
+
 def _action(node: Node, agents: list[str], allowed: tuple[str, ...]) -> Action:
     """One action: ``{VERB: ARGUMENT}``."""
     if not node.is_map():
@@ -383,13 +401,14 @@ def _action(node: Node, agents: list[str], allowed: tuple[str, ...]) -> Action:
         raise arg.error(f"unknown action {verb!r} {where}(expected one of: {', '.join(allowed)})")
     if verb in ("send", "steer", "inject"):
         if arg.is_map():
-            f = arg.keys(("text", "agent", "wait") if verb == "inject" else ("text", "agent"), required=("text",))
+            f = arg.keys(("text", "agent", "source", "wait") if verb == "inject" else ("text", "agent", "source"),
+                         required=("text",))
             wait = f["wait"].boolean() if "wait" in f else False
             if wait and "wait_idle" not in allowed:
                 raise f["wait"].error("an inject in a listener cannot wait (listeners run synchronously "
                                       "inside the emitter)")
             return Action(verb, _agent_ref(f["agent"], agents) if "agent" in f else None, text=f["text"].text(),
-                          wait=wait)
+                          wait=wait, source=_source(f["source"]) if "source" in f else None)
         return Action(verb, text=arg.text())
     if verb in ("cancel", "abort"):
         if arg.is_map():
@@ -786,11 +805,13 @@ def _tool_out(t: ToolSpec) -> Any:
 def _action_out(a: Action) -> dict[str, Any]:
     verb = a.verb
     if verb in ("send", "steer", "inject"):
-        if a.agent is None and not a.wait:
+        if a.agent is None and not a.wait and a.source is None:
             return {verb: a.text}
         value: dict[str, Any] = {"text": a.text}
         if a.agent is not None:
             value["agent"] = a.agent
+        if a.source is not None:
+            value["source"] = dict(a.source)
         if a.wait:
             value["wait"] = True
         return {verb: value}

@@ -656,3 +656,22 @@ def test_a_warning_for_a_throw_during_a_turn_names_the_agent_and_the_turn() -> N
     found = _check("WARNED", warned("agent a: agent/step-start listener failed: boom"))
     assert found is not None and found.rules == ("ERR-12",) and "turn 2" in found.message
     assert _check("WARNED", warned("agent a turn 12: listener failed")) is not None  # 12 is not turn 2
+
+
+def test_a_turns_trigger_carries_the_source_of_what_started_it() -> None:
+    user, plugin = {"kind": "user"}, {"kind": "plugin", "plugin": "window"}
+
+    def turn(trigger: dict[str, Any], *firsts: tuple[str, dict[str, Any]]) -> list[dict[str, Any]]:
+        return [_op("send", "A"), _log(0, "turn/start", turn=1, trigger=trigger),
+                *[_log(k + 1, kind, content=[{"type": "text", "text": "x"}], source=src)
+                  for k, (kind, src) in enumerate(firsts)],
+                _log(9, "turn/end", turn=1, reason={"kind": "completed"})]
+
+    both = (("user/message", user), ("user/message", plugin))
+    assert _check("TRIGGER", turn({"kind": "message", "source": user}, *both)) is None
+    found = _check("TRIGGER", turn({"kind": "message", "source": plugin}, *both))
+    assert found is not None and found.rules == ("LOOP-2",) and found.at == 1
+    injected = ("context/message", plugin)
+    assert _check("TRIGGER", turn({"kind": "injection", "source": plugin}, injected)) is None
+    found = _check("TRIGGER", turn({"kind": "injection"}, injected))
+    assert found is not None and found.rules == ("INJ-2",)
