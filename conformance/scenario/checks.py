@@ -1415,9 +1415,13 @@ def _trigger_check(view: TraceView) -> Violation | None:
     turn the first drained ``user/message``'s, an idle inject's one-shot turn that of its
     ``context/message`` (one of them: an inject from a ``turn/start`` listener joins the turn)."""
     for agent in view.agents:
+        # a turn a disposal cut short may never log the message that started it
+        disposals = [e["_i"] for e in view.ops(agent, "dispose")]
+        disposals += [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "disposed"]
         for t in view.turns(agent):
             trigger = t["events"][0]["data"].get("trigger")
-            if not isinstance(trigger, _MAP):
+            end = t["end_i"] if t["end_i"] is not None else len(view.timeline)
+            if not isinstance(trigger, _MAP) or any(t["_i"] < i < end for i in disposals):
                 continue
             kind = trigger.get("kind")
             if kind == "message":

@@ -69,6 +69,9 @@ BAD = [
     (GOOD + "checks:\n  - same_turn: [A]\n", 7, "checks[0].same_turn: same_turn needs at least two prompts"),
     (GOOD + "checks:\n  - same_turn: {prompts: [A, B], agent: zed}\n", 7, "unknown agent 'zed'"),
     (GOOD + "checks:\n  - same_turn: {agent: a}\n", 7, "missing required field 'prompts'"),
+    (GOOD.replace("{send: A}", "{send: {text: A, source: plugin}}"), 5, "a source is a mapping"),
+    (GOOD.replace("{send: A}", "{send: {text: A, source: {kind: robot}}}"), 5, "a source has kind user, plugin or agent"),
+    (GOOD.replace("{send: A}", "{send: {text: A, source: {kind: plugin}}}"), 5, "a source of kind plugin needs 'plugin'"),
     (GOOD + "listeners:\n  - on: agent/status\n    times: always\n", 7, "missing required field 'do'"),
     (GOOD + "listeners:\n  - on: session/flush\n    times: always\n", 7, "only a slow flush"),
 ]
@@ -213,3 +216,24 @@ def test_a_slow_flush_that_does_nothing_else_records_each_flush() -> None:
     flushes = [(e["phase"], e["agent"], e["t_us"]) for e in timeline if e["kind"] == "flush"]
     assert [(p, a) for p, a, _ in flushes] == [("start", "a"), ("end", "a")] * 2
     assert flushes[1][2] - flushes[0][2] == 250_000  # the hold: the FLUSH oracle judged the run
+
+
+SOURCED = """\
+name: sourced
+model: [r1]
+actors:
+  - at: 0
+    do: [{send: {text: A, source: {kind: plugin, plugin: p}}}, {send: B}, {when_idle: w}, {wait_idle: w}]
+"""
+
+
+def test_a_send_may_name_its_source_and_the_turn_is_triggered_by_the_first() -> None:
+    from conformance.scenario.yaml_format import dump
+
+    sc = load_text(SOURCED)
+    assert sc.actors[0].do[0].source == {"kind": "plugin", "plugin": "p"} and load_text(dump(sc)) == sc
+    timeline = _run(SOURCED)
+    start = next(e for e in timeline if e["kind"] == "log" and e["type"] == "turn/start")
+    assert start["data"]["trigger"] == {"kind": "message", "source": {"kind": "plugin", "plugin": "p"}}
+    sends = [e for e in timeline if e["kind"] == "op" and e["op"] == "send"]
+    assert sends[0]["source"] == {"kind": "plugin", "plugin": "p"} and "source" not in sends[1]
