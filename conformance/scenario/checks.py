@@ -58,6 +58,7 @@ tool receives its raw arguments parsed as TOOL-2 says).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -322,6 +323,16 @@ class TraceView:
             cached = self._cache[key] = self._stops(agent, close)
         return cached
 
+    def disposals(self, agent: str) -> list[int]:
+        """Indices of the agent's ``dispose()`` calls and of its ``disposed`` status, in order."""
+        key = ("disposals", agent)
+        cached: list[int] | None = self._cache.get(key)
+        if cached is None:
+            cached = self._cache[key] = sorted(
+                [e["_i"] for e in self.ops(agent, "dispose")]
+                + [e["_i"] for e in self.of_kind("agent/status", agent=agent) if e.get("status") == "disposed"])
+        return cached
+
     def _stops(self, agent: str, close: bool) -> list[int]:
         closing = self.of_kind("world/closing")
         end = closing[0]["_i"] if closing and not close else len(self.timeline)
@@ -538,6 +549,11 @@ def _no_step_in_flight(log: list[Event], at: int) -> bool:
     return True
 
 
+def _turn_around(view: TraceView, agent: str, at: int) -> dict[str, Any] | None:
+    """The agent's turn that was open at timeline index ``at`` (ended since or not), if any."""
+    return next((t for t in view.turns(agent) if t["_i"] < at and (t["end_i"] is None or t["end_i"] > at)), None)
+
+
 def _ended_turn_around(view: TraceView, agent: str, at: int) -> dict[str, Any] | None:
     """The agent's turn that was open at timeline index ``at`` and has ended, if any."""
     return next((t for t in view.turns(agent) if t["_i"] < at and t["end_i"] is not None and at < t["end_i"]), None)
@@ -747,8 +763,7 @@ def _finishes(turn: dict[str, Any]) -> dict[int, str]:
 def _maxtok_check(view: TraceView) -> Violation | None:
     for agent in view.agents:
         # The world's close disposes the agent when close() gets to it: its disposed status says when.
-        disposals = [e["_i"] for e in view.ops(agent, "dispose")]
-        disposals += [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "disposed"]
+        disposals = view.disposals(agent)
         for t in view.turns(agent):
             if not t["ended"]:
                 continue
@@ -1031,7 +1046,7 @@ def _cancel_step_check(view: TraceView) -> Violation | None:
         for c in view.ops(agent, "cancel"):
             if c.get("on") != "agent/turn-continuation" or c.get("status") != "running":
                 continue
-            turn = next((t for t in view.turns(agent) if t["_i"] < c["_i"] and (t["end_i"] is None or t["end_i"] > c["_i"])), None)
+            turn = _turn_around(view, agent, c["_i"])
             opened = [e for e in (turn["events"] if turn else ()) if e["type"] == "step/start" and e["_i"] > c["_i"]]
             if turn is not None and opened:
                 return Violation(f"agent {agent}: step {opened[0]['data'].get('step')} of turn {turn['turn']} opened after a "
@@ -1049,7 +1064,7 @@ def _cancel_step_check(view: TraceView) -> Violation | None:
         for c in view.ops(agent, "cancel"):
             if c.get("status") != "running":
                 continue
-            turn = next((t for t in view.turns(agent) if t["_i"] < c["_i"] and (t["end_i"] is None or t["end_i"] > c["_i"])), None)
+            turn = _turn_around(view, agent, c["_i"])
             if turn is None:
                 continue
             end = turn["end_i"] if turn["end_i"] is not None else len(view.timeline)
@@ -1120,7 +1135,7 @@ def _chunks_check(view: TraceView) -> Violation | None:
         start = requests.get((done.get("model"), done.get("call")))
         if agent is None or start is None or not isinstance(given, int) or done.get("outcome") in _UNFINISHED:
             continue
-        turn = next((t for t in view.turns(agent) if t["_i"] < start and (t["end_i"] is None or t["end_i"] > start)), None)
+        turn = _turn_around(view, agent, start)
         opened = [e for e in (turn["events"] if turn else ()) if e["type"] == "step/start" and e["_i"] < start]
         if turn is None or not opened:
             continue
@@ -1162,20 +1177,20 @@ def _notified_check(view: TraceView) -> Violation | None:
     turns a raising listener, a contained failure or a disposal touched (LOOP-4 exempts a turn a
     boundary listener closed; what a disposal notifies is DISP-1's)."""
     for agent in view.agents:
-        troubles = [e["_i"] for e in view.ops(agent, "raise", "dispose")]
+        troubles = [e["_i"] for e in view.ops(agent, "raise")] + view.disposals(agent)
         troubles += [e["_i"] for e in view.of_kind("agent/error", agent=agent)]
-        troubles += [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "disposed"]
         cancels = [e for e in view.ops(agent, "cancel") if e.get("on") in _DROPPING and e.get("status") == "running"]
         notes: dict[tuple[str, Any, Any], list[int]] = {}
         for _log_type, note in _PAIRS:
             for n in view.of_kind(note, agent=agent):
                 key = (note, n.get("turn"), n.get("step") if note.startswith("agent/step") else None)
                 notes.setdefault(key, []).append(n["_i"])
-        for t in view.turns(agent):
+        turns = view.turns(agent)
+        for k, t in enumerate(turns):
             if not t["ended"] or t["trigger"] == "injection":
                 continue
             start, end = t["_i"], t["end_i"]
-            nxt = next((u["_i"] for u in view.turns(agent) if u["_i"] > end), len(view.timeline))
+            nxt = turns[k + 1]["_i"] if k + 1 < len(turns) else len(view.timeline)
             if any(start <= i < nxt for i in troubles) or any(e["type"] == "error" for e in t["events"]):
                 continue
             dropped = t["reason"] == "aborted" and any(start < c["_i"] < end for c in cancels)
@@ -1214,13 +1229,11 @@ def _flush_check(view: TraceView) -> Violation | None:
     for agent in view.agents:
         if agent not in starts:
             continue  # no recorder saw this agent's flushes (another service, or none ran)
-        stops = [e["_i"] for e in view.ops(agent, "raise", "cancel", "abort")]
-        stops += [e["_i"] for e in view.of_kind("world/closing")]
-        disposed = min([e["_i"] for e in view.ops(agent, "dispose")]
-                       + [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "disposed"]
-                       + [len(view.timeline)])
-        idles = [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "idle"]
         closings = [e["_i"] for e in view.of_kind("world/closing")]
+        stops = [e["_i"] for e in view.ops(agent, "raise", "cancel", "abort")] + closings
+        disposed = min([*view.disposals(agent), len(view.timeline)])
+        errors = [e["_i"] for e in view.of_kind("agent/error", agent=agent)]
+        idles = [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "idle"]
         turns = view.turns(agent)
         for k, t in enumerate(turns):
             end = t["end_i"]
@@ -1238,8 +1251,7 @@ def _flush_check(view: TraceView) -> Violation | None:
             else:
                 settled = next((i for i in idles if i > end), None)
                 horizon = min(x for x in (nxt, settled, len(view.timeline)) if x is not None)
-            if disposed < horizon or any(end < i < horizon for i in stops) or any(end < e["_i"] < horizon for e in
-                                                              view.of_kind("agent/error", agent=agent)):
+            if disposed < horizon or any(end < i < horizon for i in stops) or any(end < i < horizon for i in errors):
                 continue
             where = f"agent {agent}: turn {t['turn']} ({t['trigger'] or 'prompt'})"
             if began is None or began > horizon:
@@ -1295,8 +1307,6 @@ def _reject_constant(name: str) -> Any:
 def _parsed_arguments(text: str) -> Any:
     """What TOOL-2 makes of raw arguments (``_UNJUDGED`` for ``NaN``/``Infinity``, which JSON
     parsers disagree on)."""
-    import json
-
     if text == "":
         return {}
     try:
@@ -1323,9 +1333,7 @@ def _warned_check(view: TraceView) -> Violation | None:
         return None
     warnings = view.of_kind("warning")
     for agent in view.agents:
-        disposing = min([e["_i"] for e in view.ops(agent, "dispose")]
-                        + [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "disposed"]
-                        + [len(view.timeline)])
+        disposing = min([*view.disposals(agent), len(view.timeline)])
         for r in view.ops(agent, "raise"):
             on = str(r.get("on") or "")
             if on not in _CONTAINED or r["_i"] > disposing or r.get("status") == "disposed":
@@ -1335,8 +1343,8 @@ def _warned_check(view: TraceView) -> Violation | None:
                 return Violation(f"agent {agent}: an {on} listener threw and no warning was logged under the "
                                  "implementation's logger (ERR-12: every contained failure is logged as a warning "
                                  "naming the agent and the turn)", r["_i"], ("ERR-12",))
-            turn = next((t["turn"] for t in view.turns(agent)
-                         if t["_i"] < r["_i"] and (t["end_i"] is None or t["end_i"] > r["_i"])), None)
+            around = _turn_around(view, agent, r["_i"])
+            turn = around["turn"] if around is not None else None
             if isinstance(turn, int) and not any(
                     agent in str(e.get("message")) and re.search(rf"(?<![\w.]){turn}(?![\w.])", str(e.get("message")))
                     for e in after):
@@ -1416,8 +1424,7 @@ def _trigger_check(view: TraceView) -> Violation | None:
     ``context/message`` (one of them: an inject from a ``turn/start`` listener joins the turn)."""
     for agent in view.agents:
         # a turn a disposal cut short may never log the message that started it
-        disposals = [e["_i"] for e in view.ops(agent, "dispose")]
-        disposals += [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "disposed"]
+        disposals = view.disposals(agent)
         for t in view.turns(agent):
             trigger = t["events"][0]["data"].get("trigger")
             end = t["end_i"] if t["end_i"] is not None else len(view.timeline)

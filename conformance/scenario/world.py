@@ -412,19 +412,15 @@ class World:
              source: Mapping[str, Any] | None = None) -> None:
         """``agent.send(text[, source])``."""
         h = self.handle(agent)
-        if source is None:
-            self._op(by, "send", h, lambda: h.send(text), on, text=ev.texts(text))
-        else:
-            self._op(by, "send", h, lambda: h.send(text, cast(Source, dict(source))), on, text=ev.texts(text), source=dict(source))
+        args, extra = _sourced(text, source)
+        self._op(by, "send", h, lambda: h.send(*args), on, text=ev.texts(text), **extra)
 
     def steer(self, agent: str | AgentHandle | None, text: Any, *, by: str = "caller", on: str | None = None,
               source: Mapping[str, Any] | None = None) -> None:
         """``agent.steer(text[, source])``."""
         h = self.handle(agent)
-        if source is None:
-            self._op(by, "steer", h, lambda: h.steer(text), on, text=ev.texts(text))
-        else:
-            self._op(by, "steer", h, lambda: h.steer(text, cast(Source, dict(source))), on, text=ev.texts(text), source=dict(source))
+        args, extra = _sourced(text, source)
+        self._op(by, "steer", h, lambda: h.steer(*args), on, text=ev.texts(text), **extra)
 
     def inject(self, agent: str | AgentHandle | None, text: Any, *, by: str = "caller",
                on: str | None = None, source: Mapping[str, Any] | None = None) -> asyncio.Future[Any] | None:
@@ -432,16 +428,16 @@ class World:
         call raised). A failure of the injection is recorded as ``op/error``."""
         h = self.handle(agent)
         agent_id = self._id_of(h)
+        args, extra = _sourced(text, source)
 
         def start() -> asyncio.Future[Any]:
             # INJ-4: a coroutine, another awaitable, or a plain call that returned. A coroutine
             # becomes the task itself, so a task cancelled before it starts closes it.
-            result = h.inject(text) if source is None else h.inject(text, cast(Source, dict(source)))
+            result = h.inject(*args)
             if inspect.iscoroutine(result):
                 return asyncio.ensure_future(result)
             return asyncio.ensure_future(_as_coro(result))
 
-        extra = {} if source is None else {"source": dict(source)}
         task = self._op(by, "inject", h, start, on, text=ev.texts(text), **extra)
         # Which inject a later failure answers: others of the same caller may have come since.
         nth = self._op_counts[(by, "inject", agent_id)]
@@ -829,6 +825,14 @@ class World:
                           logs={k: len(h.session.events) for k, h in self.agents.items()},
                           registered=registered,
                           **({"warnings": self._warnings.count} if self._warnings.active else {}))
+
+
+def _sourced(text: Any, source: Mapping[str, Any] | None) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments of ``send``/``steer``/``inject`` (the source only when one is given: the
+    default is the implementation's) and the ``op`` entry's extra field."""
+    if source is None:
+        return (text,), {}
+    return (text, cast(Source, dict(source))), {"source": dict(source)}
 
 
 class _WarningRecorder(logging.Handler):

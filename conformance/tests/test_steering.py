@@ -230,7 +230,7 @@ def test_steer_from_the_idle_listener_is_send(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         k.record("agent/queued")
         a = k.agent()
-        k.on("agent/status", once_on("idle", lambda: a.steer("S")))
+        k.on("agent/status", once_on("idle", lambda: a.steer("S")), needs="a steer from inside the idle transition")
         a.send("A")
         await k.idle(a)
         await k.settle()

@@ -114,3 +114,20 @@ def test_those_rules_pass_on_the_reference() -> None:
     run = run_suite(None, rules=sorted({rule for _, rule in KILLS}), schedule_count=0)
     failed = [f"{r.id}: {r.message}" for r in run.results if r.outcome == "failed"]
     assert run.results and not failed, failed
+
+
+def test_a_reference_cut_short_is_not_fully_checked_never_failing() -> None:
+    from rich.console import Console
+
+    from conformance.selfcheck import print_table
+
+    def printed(check: SelfCheck) -> str:
+        console = Console(record=True, width=200)
+        print_table(check, console=console)
+        return console.export_text()
+
+    cut = SelfCheck(False, [], [], interrupted=2, total=76, reference_checked=False)
+    assert "reference not fully checked;" in printed(cut) and "FAILS" not in printed(cut)
+    failed = SelfCheck(False, ["x.py::t: boom"], [], interrupted=2, total=76, reference_checked=False)
+    assert "reference FAILS;" in printed(failed)
+    assert "reference FAILS;" in printed(SelfCheck(False, [], [], reference_checked=True))
