@@ -3,8 +3,9 @@
 Each is a :class:`~conformance.scenario.model.Scenario` of the one scenario model: a caller
 (actor ``caller``) queues the workload's prompts at time 0, registers a waiter ``done`` and
 awaits it; models answer ``ok`` past their scripts (a window's own prompts cost model calls
-too). Failing plugins are not workloads: a window's listener may ``raise`` at any point.
-``features`` names the optional feature a
+too). A window's listener may ``raise`` at any point, so one failing plugin is a window; a
+workload has a plugin of its own only where a second failure is what it sets up (``turn-end-throws``:
+every turn fails late, ERR-9/ERR-10). ``features`` names the optional feature a
 workload needs (the hunt skips those the implementation does not declare).
 """
 
@@ -61,6 +62,12 @@ def _scenario(name: str, script: tuple[Response, ...], *, tools: tuple[ToolSpec,
     )
 
 
+FAILING_PLUGIN = Listener(on="agent/turn-end", do=(Action("raise", message="plugin failed"),), name="failing-plugin",
+                          times="always", optional=True)
+"""A plugin whose ``agent/turn-end`` listener throws every time: every turn has a late failure
+(ERR-10), so a window's own throw or failing flush is a second one (ERR-9), and a window's
+dispose makes one happen during disposal."""
+
 TOOL = ToolSpec("lookup", returns("found"))
 FAILING_TOOL = ToolSpec("lookup", fails("no such page", code="E_TOOL"))
 
@@ -92,6 +99,9 @@ def workloads() -> tuple[Workload, ...]:
                                              description="a step the model finishes aborted, nobody having aborted")),
         Workload("model-error", _scenario("model-error", (respond.error("overloaded", "OVERLOADED"),),
                                           description="a model error")),
+        Workload("turn-end-throws", _scenario("turn-end-throws", (respond.text("the reply"),),
+                                             listeners=(FAILING_PLUGIN,),
+                                             description="a plain reply, a plugin's agent/turn-end listener throwing")),
         Workload("two-prompts", _scenario("two-prompts", (respond.text("one"), respond.text("two")),
                                           actors=(_caller("A", "B"),), description="two queued prompts")),
         Workload("steer", _scenario(

@@ -34,6 +34,9 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
   failure (ERR-1); no turn starts once it is disposed (DISP-2: disposal ends the driver);
   disposed while running it goes ``running -> disposed`` directly (DISP-5); a
   waiter released by the disposal waits for the driver to close its turn (IDLE-4);
+* ``ERR-9`` — a turn logs one ``error`` event at most and is announced through ``agent/error``
+  once at most, a late failure (after ``turn/end``) included; ``ERR-10`` — a throwing
+  ``agent/turn-end`` listener of a turn closed by a disposal is not announced;
 * ``NOTIFIED`` — every boundary a turn logs is notified after it (LOOP-4/LOOP-5), the empty step
   a cancel from ``agent/turn-start``/``agent/step-start`` dropped included (CANCEL-STEP);
 * ``TRIGGER`` — a turn's trigger carries the source of the first message it drained, or of
@@ -986,10 +989,35 @@ def _one_failure_check(view: TraceView) -> Violation | None:
                 return Violation(f"agent {agent}: turn {t['turn']} logged {len(errors)} error events: the first "
                                  "failure wins, a later one is not logged (ERR-9)", errors[1]["_i"], ("ERR-9",))
             said = announced.get(t["turn"], [])
-            if errors and len(said) > 1:
+            # A late failure (ERR-10: after turn/end) is announced and logs nothing: the turn failed all the same.
+            if len(said) > 1:
                 return Violation(f"agent {agent}: failed turn {t['turn']} was announced {len(said)} times through "
                                  f"agent/error ({said[0].get('error')}, then {said[1].get('error')}): the first "
                                  "failure wins, a later one is not announced (ERR-9)", said[1]["_i"], ("ERR-9",))
+    return None
+
+
+def _late_failure_check(view: TraceView) -> Violation | None:
+    """ERR-10: a throwing ``agent/turn-end`` listener of a turn closed by a disposal is swallowed:
+    no ``agent/error`` follows it (before the next throw the world made, which may be announced)."""
+    for agent in view.agents:
+        raises = [e for e in view.ops(agent, "raise")]
+        if not raises:
+            continue
+        said = [e for e in view.of_kind("agent/error", agent=agent) if e.get("step") not in (0, None)]
+        for k, op in enumerate(raises):
+            if op.get("on") != "agent/turn-end":
+                continue
+            turn = next((t for t in reversed(view.turns(agent)) if t["end_i"] is not None and t["end_i"] < op["_i"]),
+                        None)
+            if turn is None or turn["reason"] != "disposed":
+                continue
+            until = raises[k + 1]["_i"] if k + 1 < len(raises) else len(view.timeline)
+            late = next((e for e in said if op["_i"] < e["_i"] < until and e.get("turn") == turn["turn"]), None)
+            if late is not None:
+                return Violation(f"agent {agent}: an agent/turn-end listener threw after turn {turn['turn']} ended "
+                                 f"disposed, and that was announced through agent/error ({late.get('error')}): "
+                                 "during disposal it is swallowed (ERR-10)", late["_i"], ("ERR-10",))
     return None
 
 
@@ -1547,6 +1575,7 @@ ORACLES: tuple[LoopCheck, ...] = (
               ("ERR-1", "LOOP-1", "DISP-2", "DISP-3", "DISP-5", "STATUS-1", "IDLE-4")),
     LoopCheck("SHAPE", _shape_check, "boundaries are logged before they are notified", ("LOOP-4", "LOOP-5")),
     LoopCheck("ERR-9", _one_failure_check, "the first failure of a turn wins", ("ERR-9",)),
+    LoopCheck("ERR-10", _late_failure_check, "a turn-end listener's throw during disposal is swallowed", ("ERR-10",)),
     LoopCheck("INJ-2", _inject_check, "an idle inject() never raises a contained failure", ("INJ-2",)),
     LoopCheck("CLOSED", _closed_check, "what was notified was logged; closed agents are unregistered",
               ("LOG-2", "SVC-6")),

@@ -675,3 +675,35 @@ def test_a_turns_trigger_carries_the_source_of_what_started_it() -> None:
     assert _check("TRIGGER", turn({"kind": "injection", "source": plugin}, injected)) is None
     found = _check("TRIGGER", turn({"kind": "injection"}, injected))
     assert found is not None and found.rules == ("INJ-2",)
+
+
+def test_a_turn_with_a_late_failure_is_announced_once() -> None:
+    # ERR-9 / ERR-10: a throwing agent/turn-end listener logs nothing but is the turn's failure,
+    # so a second throw after it (another listener, a failing flush) is not announced again.
+    start, message, end = _turn(0, 1, "A")
+    error = {"kind": "agent/error", "agent": "a", "turn": 1, "step": 1, "error": "RuntimeError: plugin failed"}
+    tl = [_op("send", "A"), start, message, end, {"kind": "agent/turn-end", "agent": "a", "turn": 1},
+          _op("raise", by="plugin", status="running", on="agent/turn-end"), error]
+    assert _check("ERR-9", tl) is None
+    tl += [_op("raise", by="window", status="running", on="session/flush"), dict(error, error="RuntimeError: flush")]
+    found = _check("ERR-9", tl)
+    assert found is not None and found.rules == ("ERR-9",) and found.at == len(tl) - 1
+    assert "announced 2 times" in found.message
+
+
+def test_a_turn_end_listeners_throw_during_disposal_is_swallowed() -> None:
+    start, message, _end = _turn(0, 1, "A")
+    disposed = _log(2, "turn/end", turn=1, reason={"kind": "disposed"})
+    error = {"kind": "agent/error", "agent": "a", "turn": 1, "step": 1, "error": "RuntimeError: plugin failed"}
+    tl = [_op("send", "A"), start, message, _op("dispose", status="running"), disposed,
+          {"kind": "agent/turn-end", "agent": "a", "turn": 1},
+          _op("raise", by="plugin", status="running", on="agent/turn-end")]
+    assert _check("ERR-10", tl) is None  # swallowed
+    found = _check("ERR-10", [*tl, error])
+    assert found is not None and found.rules == ("ERR-10",) and found.at == len(tl)
+    # A turn that ended completed announces its turn-end listener's throw (not judged here).
+    done = [*tl[:3], _log(2, "turn/end", turn=1, reason={"kind": "completed"}), *tl[5:], error]
+    assert _check("ERR-10", done) is None
+    # What a later throw (a failing flush) causes is not the turn-end listener's.
+    later = [*tl, _op("raise", by="window", status="disposed", on="session/flush"), error]
+    assert _check("ERR-10", later) is None
