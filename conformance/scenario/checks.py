@@ -39,6 +39,9 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
   ``agent/turn-end`` listener of a turn closed by a disposal is not announced;
 * ``NOTIFIED`` — every boundary a turn logs is notified after it (LOOP-4/LOOP-5), the empty step
   a cancel from ``agent/turn-start``/``agent/step-start`` dropped included (CANCEL-STEP);
+* ``QUEUED`` — every ``send()``/``steer()`` emits ``agent/queued`` with the resolved source and
+  ``steering`` true only for a steer of a ``running`` agent, and ``agent/steering`` carries its
+  steer's source (LOOP-9, STEER-1);
 * ``TRIGGER`` — a turn's trigger carries the source of the first message it drained, or of
   an idle inject's context (LOOP-2, INJ-2);
 * ``STEP-ORDER`` — steering is drained before a step opens or after its message, never between
@@ -1479,6 +1482,55 @@ def _trigger_check(view: TraceView) -> Violation | None:
     return None
 
 
+def _queued_check(view: TraceView) -> Violation | None:
+    """LOOP-9/STEER-1: every ``send()``/``steer()`` a live agent took emits ``agent/queued``
+    inside the call, with the resolved source (default ``{kind: user}``) and ``steering`` true
+    only for a ``steer()`` of a ``running`` agent (otherwise it is a send, STEER-1); every
+    ``agent/steering`` carries the source of the steer it delivers."""
+    for agent in view.agents:
+        queued = view.of_kind("agent/queued", agent=agent)
+        steerings = view.of_kind("agent/steering", agent=agent)
+        used: set[int] = set()
+        steered: list[Event] = []
+        for op in view.ops(agent, "send", "steer"):
+            if op.get("status") == "disposed":
+                continue
+            source = op.get("source")
+            kind = source.get("kind") if isinstance(source, _MAP) else "user"
+            steering = op["op"] == "steer" and op.get("status") == "running"
+            if steering:
+                steered.append(op)
+            # emitted inside the call: after the op entry, before the caller's next op
+            ahead = next((e for e in queued if e["_i"] > op["_i"] and e["_i"] not in used
+                          and e.get("text") == op.get("text")), None)
+            what = f"{op['op']}({op.get('text')!r})" + (" of a running agent" if steering else "")
+            if ahead is None:
+                return Violation(f"agent {agent}: {what} emitted no agent/queued (LOOP-9)", op["_i"], ("LOOP-9",))
+            used.add(ahead["_i"])
+            if bool(ahead.get("steering")) != steering:
+                rule = "LOOP-9" if steering or op["op"] == "send" else "STEER-1"
+                return Violation(f"agent {agent}: {what} emitted agent/queued with steering {ahead.get('steering')}"
+                                 + ("" if steering or op["op"] == "send" else
+                                    f": the agent was {op.get('status')}, so the steer is a send")
+                                 + f" ({rule})", ahead["_i"], (rule,))
+            if ahead.get("source") != kind:
+                return Violation(f"agent {agent}: {what} emitted agent/queued with source {ahead.get('source')!r}, "
+                                 f"not {kind!r} (LOOP-9: the resolved source)", ahead["_i"], ("LOOP-9",))
+        taken: set[int] = set()
+        for e in steerings:
+            match = next((o for o in steered if o["_i"] < e["_i"] and o["_i"] not in taken
+                          and o.get("text") == e.get("text")), None)
+            if match is None:
+                continue  # steering the agent re-queued or took some other way: not judged here
+            taken.add(match["_i"])
+            source = match.get("source")
+            kind = source.get("kind") if isinstance(source, _MAP) else "user"
+            if e.get("source") != kind:
+                return Violation(f"agent {agent}: agent/steering for steer({match.get('text')!r}) has source "
+                                 f"{e.get('source')!r}, not {kind!r} (LOOP-9)", e["_i"], ("LOOP-9",))
+    return None
+
+
 def derive(events: Sequence[Event]) -> list[dict[str, Any]]:
     """LOG-7's derived history of a log (the spec's rules, restated for the oracle)."""
     out: list[dict[str, Any]] = []
@@ -1583,6 +1635,8 @@ ORACLES: tuple[LoopCheck, ...] = (
               ("CANCEL-1", "CANCEL-CONT", "CANCEL-STEP")),
     LoopCheck("NOTIFIED", _notified_check, "every boundary logged is notified after it",
               ("LOOP-4", "LOOP-5", "CANCEL-STEP")),
+    LoopCheck("QUEUED", _queued_check, "send and steer are queued with their source and steering flag",
+              ("LOOP-9", "STEER-1")),
     LoopCheck("TRIGGER", _trigger_check, "a turn's trigger carries the source of what started it", ("LOOP-2", "INJ-2")),
     LoopCheck("STEP-ORDER", _step_order_check, "steering is drained before a step or after its message", ("LOOP-5",)),
     LoopCheck("FLUSH", _flush_check, "each turn is flushed, and the driver awaits the flush", ("LOOP-4", "INJ-2")),

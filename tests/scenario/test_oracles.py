@@ -38,7 +38,8 @@ def _check(name: str, timeline: list[dict[str, Any]]) -> ck.Violation | None:
 
 def test_sound_timeline_passes_every_invariant() -> None:
     start, message, end = _turn(0, 1, "A")
-    tl = [_op("send", "A"), _op("when_idle", waiter="w"), _status("running"),
+    tl = [_op("send", "A"), {"kind": "agent/queued", "agent": "a", "text": "A", "steering": False, "source": "user"},
+          _op("when_idle", waiter="w"), _status("running"),
           start, message, {"kind": "agent/turn-start", "agent": "a", "turn": 1},
           end, {"kind": "agent/turn-end", "agent": "a", "turn": 1}, _status("idle"),
           {"kind": "waiter/released", "waiter": "w", "agent": "a", "status": "idle", "log_len": 3, "precise": True}]
@@ -707,3 +708,30 @@ def test_a_turn_end_listeners_throw_during_disposal_is_swallowed() -> None:
     # What a later throw (a failing flush) causes is not the turn-end listener's.
     later = [*tl, _op("raise", by="window", status="disposed", on="session/flush"), error]
     assert _check("ERR-10", later) is None
+
+
+def _queued(text: str, *, steering: bool = False, source: str = "user") -> dict[str, Any]:
+    return {"kind": "agent/queued", "agent": "a", "text": text, "steering": steering, "source": source}
+
+
+def test_send_and_steer_are_queued_with_their_source_and_steering_flag() -> None:
+    plugin = {"kind": "plugin", "plugin": "window"}
+    sound = [_op("send", "A"), _queued("A"), _status("running"),
+             _op("steer", "S", status="running", source=plugin), _queued("S", steering=True, source="plugin"),
+             {"kind": "agent/steering", "agent": "a", "turn": 1, "text": "S", "source": "plugin"},
+             _op("steer", "T", status="idle"), _queued("T")]
+    assert _check("QUEUED", sound) is None
+    # STEER-1: a steer of an agent that is not running is a send
+    found = _check("QUEUED", [*sound[:-1], _queued("T", steering=True)])
+    assert found is not None and found.rules == ("STEER-1",) and found.at == len(sound) - 1
+    # LOOP-9: the resolved source, and agent/steering's
+    found = _check("QUEUED", [*sound[:4], _queued("S", steering=True, source="user"), *sound[5:]])
+    assert found is not None and found.rules == ("LOOP-9",) and "source 'user', not 'plugin'" in found.message
+    found = _check("QUEUED", [*sound[:5], dict(sound[5], source="user"), *sound[6:]])
+    assert found is not None and "agent/steering" in found.message
+    # no agent/queued at all
+    found = _check("QUEUED", [_op("send", "A"), _status("running")])
+    assert found is not None and "emitted no agent/queued" in found.message and found.at == 0
+    # a refused send (a disposed agent) is owed nothing
+    assert _check("QUEUED", [_op("send", "A", status="disposed"),
+                             {"kind": "op/error", "by": "caller", "op": "send", "agent": "a", "error": "E"}]) is None
