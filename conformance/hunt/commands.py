@@ -16,7 +16,7 @@ from typing import Any
 
 import typer
 
-from .config import Config
+from .config import VERBS, Config
 from .console import print_report, write_report
 
 IMPL_HELP = "Implementation: MODULE:ATTR (an Implementation or a factory), 'reference' (default) or 'mutant:NAME'."
@@ -82,7 +82,7 @@ def hunt(
     workloads: str = typer.Option("", "--workloads", metavar="A,B", help="Only these workloads (default: all)."),
     depth: int = typer.Option(_DEFAULT.depth, "--depth", help="Actions per window: every sequence of 1..DEPTH verbs."),
     nth: int = typer.Option(_DEFAULT.nth, "--nth", help="Occurrences of each point to open a window at."),
-    verbs: str = typer.Option("", "--verbs", metavar="A,B", help="Only these actions (default: send, steer, inject, cancel, abort, dispose, when_idle, raise)."),
+    verbs: str = typer.Option("", "--verbs", metavar="A,B", help=f"Only these actions (default: {', '.join(VERBS)})."),
     first: bool = typer.Option(False, "--first", "-x", help="Stop at the first finding."),
     workers: int = typer.Option(0, "--workers", help="Processes (default: one per CPU)."),
     shard: str = typer.Option("", "--shard", metavar="I/N", help="Run the I-th of N parts (merge with 'hunt merge')."),

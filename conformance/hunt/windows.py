@@ -5,7 +5,8 @@ split by status, ``session/event`` by event type), before or after a waterfall's
 inside ``session/flush``, inside a tool call, at a model call, right after an agent was created
 (before its driver first ran); and which occurrence of it (``nth``). A :class:`Window` is a
 point, a sequence of caller actions (``send``, ``steer``, ``inject``, ``cancel``, ``abort``,
-``dispose``, ``when_idle``; a listener may also ``raise``, as a failing plugin does), and how
+``dispose``, ``when_idle``, the service's ``close``; a listener may also ``raise``, as a failing
+plugin does), and how
 they are done: synchronously by a listener at the point (``listener``), or by an actor started
 there, as its own task (``actor``), whose landing the schedule decides.
 
@@ -141,16 +142,27 @@ def _action(verb: str, k: int, agent: str | None) -> Action:
         return Action(verb, agent, name=f"hw{k}")
     if verb == "raise":
         return Action(verb, agent, message="window listener failed")
+    if verb == "close":
+        return Action(verb)  # the service's, whatever agent the window is on
     return Action(verb, agent)
+
+
+CLOSE_AFTER = frozenset(("send", "steer", "inject", "when_idle"))
+"""What may come before a window's ``close``: work or a waiter the close must deal with (SVC-7);
+a close after a cancel or a dispose shows nothing a close alone or that verb alone does not."""
 
 
 def sequences(verbs: Sequence[str], depth: int, mode: str = "listener") -> list[tuple[str, ...]]:
     """Every sequence of 1..``depth`` verbs, shortest first (``raise`` ends a listener's
-    sequence: nothing after it runs; an actor cannot throw into the loop)."""
+    sequence: nothing after it runs; an actor cannot throw into the loop; ``close`` ends a
+    sequence too, after verbs of ``CLOSE_AFTER`` only: once the service closes, the agents are
+    disposed, and what a disposed agent does with more is what ``dispose; X`` shows)."""
     out: list[tuple[str, ...]] = []
     for n in range(1, depth + 1):
         for seq in product(verbs, repeat=n):
             if "raise" in seq and (mode == "actor" or seq.index("raise") != n - 1):
+                continue
+            if "close" in seq and (seq.index("close") != n - 1 or not CLOSE_AFTER.issuperset(seq[:-1])):
                 continue
             out.append(seq)
     return out

@@ -341,12 +341,13 @@ class TraceView:
 
     def _stops(self, agent: str, close: bool) -> list[int]:
         closing = self.of_kind("world/closing")
-        end = closing[0]["_i"] if closing and not close else len(self.timeline)
+        final = [e for e in closing if "by" not in e]  # the world's own close, once nothing is left to act
+        end = final[0]["_i"] if final and not close else len(self.timeline)
         out = [e["_i"] for e in self.ops(agent, "cancel", "dispose")]
         out += [e["_i"] for e in self.of_kind("agent/status", agent=agent)
                 if e.get("status") == "disposed" and e["_i"] < end]
-        if close:
-            out += [e["_i"] for e in closing]
+        # a caller's close() disposes like dispose(); the world's own counts where ``close`` says
+        out += [e["_i"] for e in closing if close or "by" in e]
         return sorted(out)
 
     def excused(self, agent: str, after: int, before: int | None = None, *, close: bool = True) -> bool:
@@ -915,6 +916,9 @@ def _steering_check(view: TraceView) -> Violation | None:
 
 def _disposal_check(view: TraceView) -> Violation | None:
     closing = [e["_i"] for e in view.of_kind("world/closing")]
+    # A caller's close() disposes its agents when it gets to each (SVC-7 says no more): when an
+    # agent it found running was disposed, and what it went through first, DISP-5 cannot say.
+    final = [e["_i"] for e in view.of_kind("world/closing") if "by" not in e]
     for agent in view.agents:
         for e in view.ops(agent, "send", "steer", "inject"):  # the calls that did not raise
             if e.get("status") == "disposed":
@@ -926,7 +930,7 @@ def _disposal_check(view: TraceView) -> Violation | None:
             if e.get("status") == "disposed" and not any(i < e["_i"] for i in disposes):
                 return Violation(f"agent {agent}: disposed although nothing disposed it (ERR-1: a failure ends "
                                  "the turn, never the loop)", e["_i"], ("ERR-1", "LOOP-1"))
-        for d in disposes:
+        for d in sorted([e["_i"] for e in view.ops(agent, "dispose")] + final):
             before = [e for e in statuses if e["_i"] < d]
             if not before or before[-1].get("status") != "running":
                 continue
@@ -1041,12 +1045,17 @@ def _inject_check(view: TraceView) -> Violation | None:
 
 
 def _closed_check(view: TraceView) -> Violation | None:
-    """LOG-2: every event notified through ``session/event`` is in the log; SVC-6: a disposed
-    agent (every agent, once the service is closed) is no longer registered."""
+    """LOG-2: every event notified through ``session/event`` is in the log; SVC-7: once
+    ``service.close()`` returned every agent is disposed; SVC-6: a disposed agent (every agent,
+    once the service is closed) is no longer registered."""
     closed = view.of_kind("world/closed")
     if not closed:
         return None
     end = closed[-1]
+    for agent, status in (end.get("agents") or {}).items():
+        if status != "disposed":
+            return Violation(f"agent {agent}: still {status} once service.close() returned (SVC-7: closing the "
+                             "service disposes every agent it created)", end["_i"], ("SVC-7",))
     for agent, length in (end.get("logs") or {}).items():
         notified = len(view.log(agent))
         if length < notified:
@@ -1260,8 +1269,9 @@ def _flush_check(view: TraceView) -> Violation | None:
     for agent in view.agents:
         if agent not in starts:
             continue  # no recorder saw this agent's flushes (another service, or none ran)
-        closings = [e["_i"] for e in view.of_kind("world/closing")]
-        stops = [e["_i"] for e in view.ops(agent, "raise", "cancel", "abort")] + closings
+        closings = [e["_i"] for e in view.of_kind("world/closing") if "by" not in e]  # the world's own close
+        stops = [e["_i"] for e in view.ops(agent, "raise", "cancel", "abort")]
+        stops += [e["_i"] for e in view.of_kind("world/closing")]  # a caller's close() stops like a dispose()
         disposed = min([*view.disposals(agent), len(view.timeline)])
         errors = [e["_i"] for e in view.of_kind("agent/error", agent=agent)]
         idles = [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "idle"]
@@ -1629,8 +1639,9 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("ERR-9", _one_failure_check, "the first failure of a turn wins", ("ERR-9",)),
     LoopCheck("ERR-10", _late_failure_check, "a turn-end listener's throw during disposal is swallowed", ("ERR-10",)),
     LoopCheck("INJ-2", _inject_check, "an idle inject() never raises a contained failure", ("INJ-2",)),
-    LoopCheck("CLOSED", _closed_check, "what was notified was logged; closed agents are unregistered",
-              ("LOG-2", "SVC-6")),
+    LoopCheck("CLOSED", _closed_check,
+              "what was notified was logged; a closed service's agents are disposed and unregistered",
+              ("LOG-2", "SVC-6", "SVC-7")),
     LoopCheck("CANCEL-1", _cancel_step_check, "a cancelled turn calls the model no more",
               ("CANCEL-1", "CANCEL-CONT", "CANCEL-STEP")),
     LoopCheck("NOTIFIED", _notified_check, "every boundary logged is notified after it",

@@ -115,6 +115,7 @@ class World:
         self._injections: list[asyncio.Future[Any]] = []
         self._op_counts: dict[tuple[str, str, str], int] = {}  # ops per (actor, kind, agent)
         self._warnings = _WarningRecorder()
+        self._closing: asyncio.Future[None] | None = None  # a close an actor or a listener started
         # The observers come first on the bus, so an event is in the timeline before any
         # scenario listener reacts to it (and a diagram shows cause before effect).
         if scenario.observe:
@@ -537,6 +538,8 @@ class World:
             self.dispose(agent, by=by, on=on)
         elif verb == "when_idle":
             self.when_idle(agent, action.name, by=by, on=on)
+        elif verb == "close":
+            self.close_soon(by=by, on=on)
         elif verb == "raise":
             self._raising(agent if agent is not None else subject, by, on)
             raise RuntimeError(action.message or "listener failure")
@@ -747,6 +750,8 @@ class World:
             if self.scenario.settle:
                 await self._liveness()
             await self.close()
+        elif self._closing is not None and self.scenario.settle:
+            await self._liveness()  # SVC-7: a close releases every pending waiter
         for name, count in self._elements.items():
             if not count:
                 simulator.observe("untriggered", name=name, optional=name in self._optional)
@@ -797,6 +802,11 @@ class World:
         for waiter in self.waiters.values():
             if not waiter.is_released:
                 h = self.agents.get(waiter.agent)
+                if self._closing is not None:
+                    self.problem("SVC-7", f"when_idle() {waiter.name!r} of agent {waiter.agent!r} never resolved "
+                                 f"although the service was closed (status {h.status if h is not None else '?'})",
+                                 rules=("SVC-7", "IDLE-2"))
+                    continue
                 self.problem("IDLE-2", f"when_idle() {waiter.name!r} of agent {waiter.agent!r} never resolved "
                              f"although the agent settled (status {h.status if h is not None else '?'})",
                              rules=("IDLE-2",))
@@ -807,14 +817,48 @@ class World:
         except Exception:  # a failing lookup: nothing to say about the registry
             return False
 
+    async def _caller_close(self, by: str) -> None:
+        # ``world/closing`` as the implementation's close() starts, in this task (wait_for would
+        # start it a task later, and a schedule may put anything between the two).
+        simulator.observe("world/closing", by=by)
+        try:
+            async with asyncio.timeout(self.idle_timeout):
+                await _as_coro(self.service.close())
+        except TimeoutError:
+            raise
+        except Exception as exc:  # the caller's own call failed: SVC-7 gives close() no reason to
+            self.problem("SVC-7", f"service.close() raised {_describe(exc)}", rules=("SVC-7",))
+
+    def close_soon(self, *, by: str, on: str | None = None) -> None:
+        """``service.close()`` called by an actor or a listener (SVC-7): recorded as an ``op`` now,
+        the close itself a task (a listener cannot await it; its ``world/closing`` entry, naming
+        ``by``, is where it starts) that the run waits for; every agent must end disposed, every
+        waiter released. A second close once the service is closing is recorded and does
+        nothing."""
+        entry: dict[str, Any] = {"by": by, "op": "close"}
+        if on is not None:
+            entry["on"] = on
+        simulator.observe("op", **entry)
+        if self.closed:
+            return
+        self.closed = True
+        self._closing = asyncio.ensure_future(self._close_service(by))
+        self._injections.append(self._closing)  # the run waits for it like an actor
+
     async def close(self) -> None:
         """Close the service (it disposes the agents); idempotent."""
         if self.closed:
             return
         self.closed = True
         simulator.observe("world/closing")
+        await self._close_service()
+
+    async def _close_service(self, by: str | None = None) -> None:
         try:
-            await asyncio.wait_for(_as_coro(self.service.close()), self.idle_timeout)
+            if by is None:
+                await asyncio.wait_for(_as_coro(self.service.close()), self.idle_timeout)
+            else:
+                await self._caller_close(by)
         except TimeoutError:
             self.problem("quiescence", "service.close() did not finish", rules=("SVC-7",))
         self._sample()

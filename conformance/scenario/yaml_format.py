@@ -16,7 +16,7 @@ field), and written back from it. The full schema is in docs/scenarios.md; in sh
         where: {status: running}        # filter on the event's fields
         nth: 1                          # act from the n-th matching event on (default 1)
         times: once                     # once (default) | always
-        do: [{cancel: w2}, {send: B}]   # cancel|send|steer|inject|abort|dispose|raise|when_idle
+        do: [{cancel: w2}, {send: B}]   # cancel|send|steer|inject|abort|dispose|raise|when_idle|close
     actors:
       - name: caller
         at: 0                           # or after: {event: KIND, where: {...}}
@@ -422,6 +422,10 @@ def _action(node: Node, agents: list[str], allowed: tuple[str, ...]) -> Action:
         return Action(verb, None if arg.value() is None else _agent_ref(arg, agents))
     if verb == "raise":
         return Action(verb, message=arg.string() if arg.value() is not None else "listener failure")
+    if verb == "close":
+        if arg.value() is not None:
+            raise arg.error("close takes no argument (it closes the service: {close: null})")
+        return Action(verb)
     if verb == "when_idle":
         if arg.is_map():
             f = arg.keys(("name", "agent"), required=("name",))
@@ -823,6 +827,8 @@ def _action_out(a: Action) -> dict[str, Any]:
         return {verb: a.agent}
     if verb == "raise":
         return {verb: a.message}
+    if verb == "close":
+        return {verb: None}
     if verb == "when_idle":
         return {verb: a.name if a.agent is None else {"name": a.name, "agent": a.agent}}
     if verb == "sleep":

@@ -260,3 +260,67 @@ def test_a_world_lives_inside_a_simulation() -> None:
     with pytest.raises(RuntimeError, match="inside a simulation"):
         World(Scenario("x"), REFERENCE)
     assert simulator.current_loop() is None
+
+
+CLOSE_MID_TURN = """
+name: close-mid-turn
+model: [{text: slow, delay: 3}]
+listeners:
+  - on: agent/status
+    where: {status: running}
+    do: [{send: B}, {close: null}]
+actors:
+  - name: caller
+    at: 0
+    do: [{send: A}, {when_idle: w}, {wait_idle: w}]
+"""
+
+
+def test_a_listener_closes_the_service_and_the_run_waits_for_the_close() -> None:
+    # SVC-7 from a caller's close(): recorded as an op where it is called, world/closing (naming
+    # who) where the implementation's close() starts; every agent ends disposed, the waiter is
+    # released, and the world does not close the service a second time.
+    sc = load_text(CLOSE_MID_TURN, origin="close.yaml")
+    report = engine.run_one(sc, REFERENCE)
+    assert report.ok, report.trace.failure_messages()
+    tl = report.trace.timeline
+    kinds = [e["kind"] for e in tl]
+    op = next(i for i, e in enumerate(tl) if e["kind"] == "op" and e["op"] == "close")
+    closing = [e for e in tl if e["kind"] == "world/closing"]
+    assert tl[op]["by"] == "listener-1" and tl[op]["on"] == "agent/status"
+    assert len(closing) == 1 and closing[0]["by"] == "listener-1" and kinds.index("world/closing") > op
+    assert kinds.count("world/closed") == 1 and tl[kinds.index("world/closed")]["agents"] == {"a": "disposed"}
+    assert any(e["kind"] == "waiter/released" and e["waiter"] == "w" for e in tl)
+    end = next(e for e in tl if e["kind"] == "log" and e["type"] == "turn/end")
+    assert end["data"]["reason"]["kind"] == "disposed"
+    # the window's close reads back from YAML as it was written
+    from conformance.scenario.yaml_format import dump
+    assert load_text(dump(sc), origin="again.yaml").listeners == sc.listeners
+
+
+def test_a_close_that_leaves_an_agent_running_fails_svc_7() -> None:
+    sc = load_text(CLOSE_MID_TURN, origin="close.yaml")
+
+    class Lenient:
+        """The reference, its close() sparing running agents."""
+
+        def __init__(self) -> None:
+            self.name, self.features, self.logger_name = "lenient", REFERENCE.features, REFERENCE.logger_name
+
+        def create_service(self, *, persistence: object | None = None) -> Any:
+            service = REFERENCE.create_service(persistence=persistence)
+
+            async def close() -> None:
+                for agent in list(service._created):
+                    if agent.status != "running":
+                        agent.dispose()
+
+            service.close = close
+            return service
+
+        def new_persistence(self) -> object:
+            return REFERENCE.new_persistence()
+
+    report = engine.run_one(sc, Lenient())  # type: ignore[arg-type]
+    found = [f for f in report.trace.failures if f["check"] == "CLOSED"]
+    assert found and "SVC-7" in found[0]["rules"] and "still running once service.close() returned" in found[0]["message"]

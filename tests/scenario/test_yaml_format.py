@@ -74,6 +74,7 @@ BAD = [
     (GOOD.replace("{send: A}", "{send: {text: A, source: {kind: plugin}}}"), 5, "a source of kind plugin needs 'plugin'"),
     (GOOD + "listeners:\n  - on: agent/status\n    times: always\n", 7, "missing required field 'do'"),
     (GOOD + "listeners:\n  - on: session/flush\n    times: always\n", 7, "only a slow flush"),
+    (GOOD.replace("{send: A}", "{close: now}"), 5, "do[0].close: close takes no argument"),
 ]
 
 
