@@ -36,7 +36,8 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
   waiter released by the disposal waits for the driver to close its turn (IDLE-4);
 * ``ERR-9`` — a turn logs one ``error`` event at most and is announced through ``agent/error``
   once at most, a late failure (after ``turn/end``) included; ``ERR-10`` — a throwing
-  ``agent/turn-end`` listener of a turn closed by a disposal is not announced;
+  ``agent/turn-end`` listener of a turn closed by a disposal is not announced; ``ANNOUNCED`` —
+  one of a turn that had not failed, and a failing flush, is (ERR-10, ERR-6, INJ-2);
 * ``NOTIFIED`` — every boundary a turn logs is notified after it (LOOP-4/LOOP-5), the empty step
   a cancel from ``agent/turn-start``/``agent/step-start`` dropped included (CANCEL-STEP);
 * ``QUEUED`` — every ``send()``/``steer()`` emits ``agent/queued`` with the resolved source and
@@ -1028,6 +1029,51 @@ def _late_failure_check(view: TraceView) -> Violation | None:
     return None
 
 
+def _announced_check(view: TraceView) -> Violation | None:
+    """ERR-10/ERR-6/INJ-2: a throwing ``agent/turn-end`` listener or a failing ``session/flush``
+    after a turn that had not failed is announced through ``agent/error`` (before the driver's
+    next turn starts; an idle inject's one-shot turn before the world closes the service). Not judged once a disposal or a close is under way (ERR-10 swallows
+    then), after a turn that failed already (ERR-9: the first failure wins), nor for a
+    turn-end listener of an idle inject's one-shot turn (INJ-2 only asks that it be contained)."""
+    for agent in view.agents:
+        raises = [e for e in view.ops(agent, "raise") if e.get("on") in ("agent/turn-end", "session/flush")]
+        if not raises:
+            continue
+        said = view.of_kind("agent/error", agent=agent)
+        closings = view.of_kind("world/closing")
+        final = next((e["_i"] for e in closings if "by" not in e), len(view.timeline))  # the world's own close
+        stops = [i for i in view.disposals(agent) if i < final] + [e["_i"] for e in closings if "by" in e]
+        turns = view.turns(agent)
+        for op in raises:
+            at = op["_i"]
+            k = next((k for k in range(len(turns) - 1, -1, -1) if turns[k]["end_i"] is not None
+                      and turns[k]["end_i"] < at), None)
+            if k is None:
+                continue
+            turn = turns[k]
+            if turn["reason"] not in ("completed", "max-tokens", "aborted"):
+                continue  # failed (error) or disposed: nothing more is announced
+            if op["on"] == "agent/turn-end" and turn["trigger"] == "injection":
+                continue
+            # a driver's turn: by its next turn; an idle inject's one-shot turn: by the world's close
+            # (its flush is the inject's, and may still run while the driver's next turn does)
+            nxt = final if turn["trigger"] == "injection" else next(
+                (u["_i"] for u in turns[k + 1:] if u["trigger"] != "injection" and u["_i"] > at), final)
+            if any(turn["_i"] < i < nxt for i in stops):
+                continue
+            if any(e["_i"] < at and e.get("turn") == turn["turn"] for e in said):
+                continue  # the turn failed already (a late failure before this one): ERR-9
+            if any(at < e["_i"] < nxt for e in said):
+                continue
+            what = ("an agent/turn-end listener threw" if op["on"] == "agent/turn-end"
+                    else "a session/flush listener failed")
+            rule = ("ERR-10" if op["on"] == "agent/turn-end"
+                    else "INJ-2" if turn["trigger"] == "injection" else "ERR-6")
+            return Violation(f"agent {agent}: {what} after turn {turn['turn']} ended {turn['reason']}, and no "
+                             f"agent/error announced it ({rule}: a late failure is announced)", at, (rule,))
+    return None
+
+
 def _inject_check(view: TraceView) -> Violation | None:
     """INJ-2: an idle ``inject()`` of plain text on a live agent never raises into the caller."""
     for agent in view.agents:
@@ -1638,6 +1684,8 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("SHAPE", _shape_check, "boundaries are logged before they are notified", ("LOOP-4", "LOOP-5")),
     LoopCheck("ERR-9", _one_failure_check, "the first failure of a turn wins", ("ERR-9",)),
     LoopCheck("ERR-10", _late_failure_check, "a turn-end listener's throw during disposal is swallowed", ("ERR-10",)),
+    LoopCheck("ANNOUNCED", _announced_check, "a late failure (a turn-end listener, a flush) is announced",
+              ("ERR-10", "ERR-6", "INJ-2")),
     LoopCheck("INJ-2", _inject_check, "an idle inject() never raises a contained failure", ("INJ-2",)),
     LoopCheck("CLOSED", _closed_check,
               "what was notified was logged; a closed service's agents are disposed and unregistered",

@@ -735,3 +735,31 @@ def test_send_and_steer_are_queued_with_their_source_and_steering_flag() -> None
     # a refused send (a disposed agent) is owed nothing
     assert _check("QUEUED", [_op("send", "A", status="disposed"),
                              {"kind": "op/error", "by": "caller", "op": "send", "agent": "a", "error": "E"}]) is None
+
+
+def test_a_late_failure_of_a_turn_that_had_not_failed_is_announced() -> None:
+    # ERR-6 / ERR-10: a failing flush or a throwing agent/turn-end listener after a turn that
+    # ended well is announced through agent/error, before the driver's next turn.
+    start, message, end = _turn(0, 1, "A")
+    flush = _op("raise", by="window", status="running", on="session/flush")
+    error = {"kind": "agent/error", "agent": "a", "turn": 1, "step": 0, "error": "RuntimeError: flush"}
+    tl = [_op("send", "A"), start, message, end, flush]
+    found = _check("ANNOUNCED", tl)
+    assert found is not None and found.rules == ("ERR-6",) and found.at == 4
+    assert _check("ANNOUNCED", [*tl, error]) is None
+    # too late: the driver's next turn started first
+    nxt = _log(3, "turn/start", turn=2, trigger={"kind": "message"})
+    assert _check("ANNOUNCED", [*tl, nxt, error]) is not None
+    ending = _op("raise", by="plugin", status="running", on="agent/turn-end")
+    found = _check("ANNOUNCED", [*tl[:4], ending])
+    assert found is not None and found.rules == ("ERR-10",)
+    # not judged: a turn that failed already (ERR-9), or a disposal under way (ERR-10 swallows)
+    failed = [*tl[:3], _log(2, "turn/end", turn=1, reason={"kind": "error"}), flush]
+    assert _check("ANNOUNCED", failed) is None
+    assert _check("ANNOUNCED", [*tl[:4], _op("dispose", status="running"), _status("disposed"), flush]) is None
+    # an idle inject's one-shot turn: its failing flush is announced by the world's close (INJ-2)
+    one = [_log(0, "turn/start", turn=1, trigger={"kind": "injection"}), _log(1, "context/message", content="C"),
+           _log(2, "turn/end", turn=1, reason={"kind": "completed"}), flush]
+    found = _check("ANNOUNCED", [*one, {"kind": "world/closing"}, _status("disposed")])
+    assert found is not None and found.rules == ("INJ-2",)
+    assert _check("ANNOUNCED", [*one, nxt, error, {"kind": "world/closing"}]) is None
