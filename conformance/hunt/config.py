@@ -7,10 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-VERBS = ("send", "steer", "inject", "cancel", "abort", "dispose", "when_idle", "raise", "close")
+VERBS = ("send", "steer", "inject", "cancel", "abort", "dispose", "when_idle", "raise", "close", "create")
 """The actions a window may do: a caller's, ``raise`` (the listener throws, as a plugin might:
 last in a sequence, and only where a listener acts) and ``close`` (the service's ``close()``,
-SVC-7: last in a sequence, after nothing or after the work or waiter it must deal with)."""
+SVC-7: last in a sequence, after nothing or after the work or waiter it must deal with) and
+``create`` (``service.create`` of the window's agent's id while it is live, SVC-2: alone)."""
 
 MODES = ("listener", "actor")
 """How a window acts: synchronously in a listener at its point, or by an actor started there."""

@@ -5,8 +5,8 @@ split by status, ``session/event`` by event type), before or after a waterfall's
 inside ``session/flush``, inside a tool call, at a model call, right after an agent was created
 (before its driver first ran); and which occurrence of it (``nth``). A :class:`Window` is a
 point, a sequence of caller actions (``send``, ``steer``, ``inject``, ``cancel``, ``abort``,
-``dispose``, ``when_idle``, the service's ``close``; a listener may also ``raise``, as a failing
-plugin does), and how
+``dispose``, ``when_idle``, the service's ``close`` and ``create`` of a taken id; a listener may
+also ``raise``, as a failing plugin does), and how
 they are done: synchronously by a listener at the point (``listener``), or by an actor started
 there, as its own task (``actor``), whose landing the schedule decides.
 
@@ -156,13 +156,16 @@ def sequences(verbs: Sequence[str], depth: int, mode: str = "listener") -> list[
     """Every sequence of 1..``depth`` verbs, shortest first (``raise`` ends a listener's
     sequence: nothing after it runs; an actor cannot throw into the loop; ``close`` ends a
     sequence too, after verbs of ``CLOSE_AFTER`` only: once the service closes, the agents are
-    disposed, and what a disposed agent does with more is what ``dispose; X`` shows)."""
+    disposed, and what a disposed agent does with more is what ``dispose; X`` shows; ``create``
+    only alone: what it judges, a taken id rejected, no other verb changes)."""
     out: list[tuple[str, ...]] = []
     for n in range(1, depth + 1):
         for seq in product(verbs, repeat=n):
             if "raise" in seq and (mode == "actor" or seq.index("raise") != n - 1):
                 continue
             if "close" in seq and (seq.index("close") != n - 1 or not CLOSE_AFTER.issuperset(seq[:-1])):
+                continue
+            if "create" in seq and n > 1:
                 continue
             out.append(seq)
     return out

@@ -38,6 +38,7 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
   once at most, a late failure (after ``turn/end``) included; ``ERR-10`` — a throwing
   ``agent/turn-end`` listener of a turn closed by a disposal is not announced; ``ANNOUNCED`` —
   one of a turn that had not failed, and a failing flush, is (ERR-10, ERR-6, INJ-2);
+* ``SVC-2`` — ``create()`` under the id of a live agent raises;
 * ``NOTIFIED`` — every boundary a turn logs is notified after it (LOOP-4/LOOP-5), the empty step
   a cancel from ``agent/turn-start``/``agent/step-start`` dropped included (CANCEL-STEP);
 * ``QUEUED`` — every ``send()``/``steer()`` emits ``agent/queued`` with the resolved source and
@@ -1029,6 +1030,17 @@ def _late_failure_check(view: TraceView) -> Violation | None:
     return None
 
 
+def _taken_id_check(view: TraceView) -> Violation | None:
+    """SVC-2: ``create()`` with the id of a live agent is rejected (it raises)."""
+    for agent in view.agents:
+        for op in view.ops(agent, "create"):  # the calls that did not raise
+            if op.get("status") != "disposed":
+                return Violation(f"agent {agent}: service.create({agent!r}) returned while agent {agent} was live "
+                                 f"({op.get('status')}): a second live agent with an id in use is rejected (SVC-2)",
+                                 op["_i"], ("SVC-2",))
+    return None
+
+
 def _announced_check(view: TraceView) -> Violation | None:
     """ERR-10/ERR-6/INJ-2: a throwing ``agent/turn-end`` listener or a failing ``session/flush``
     after a turn that had not failed is announced through ``agent/error`` (before the driver's
@@ -1658,6 +1670,8 @@ def _problems_check(view: TraceView) -> Violation | None:
 
 
 ORACLES: tuple[LoopCheck, ...] = (
+    # first: an accepted duplicate agent shares the id, and what the others then say follows from it
+    LoopCheck("SVC-2", _taken_id_check, "creating an agent under a live agent's id is rejected", ("SVC-2",)),
     LoopCheck("LOG", _log_check, "LOG-3..6: the session log is balanced and nested", ("LOG-3", "LOG-4", "LOG-5", "LOG-6")),
     LoopCheck("STATUS-1", _status_check, "legal status transitions only", ("STATUS-1",)),
     LoopCheck("LOOP-3", _turn_numbers_check, "turn numbers strictly increase", ("LOOP-3",)),

@@ -38,7 +38,7 @@ DEFAULT_MAX_STEPS = 200_000
 DEFAULT_IDLE_TIMEOUT = 600.0
 """Virtual seconds the world waits for quiescence (a waiter, the final settle, the close)."""
 
-LISTENER_VERBS = ("send", "steer", "inject", "cancel", "abort", "dispose", "raise", "when_idle", "close")
+LISTENER_VERBS = ("send", "steer", "inject", "cancel", "abort", "dispose", "raise", "when_idle", "close", "create")
 """What a listener may do: synchronous verbs only (it runs inside the emitter)."""
 
 ACTOR_VERBS = (*LISTENER_VERBS, "sleep", "wait_idle", "wait_for")
@@ -56,7 +56,8 @@ class Action:
     ``send``/``steer``/``inject`` carry ``text``; ``cancel``/``abort`` an optional ``reason``;
     ``when_idle``/``wait_idle`` the waiter's ``name``; ``sleep`` ``seconds``; ``wait_for`` an
     ``event`` kind and ``where``; ``raise`` a ``message``; ``close`` (the service's
-    ``close()``, SVC-7) nothing. ``agent`` is the agent acted on (the
+    ``close()``, SVC-7) nothing; ``create`` (``service.create`` of the agent's id while it is
+    live, SVC-2) nothing. ``agent`` is the agent acted on (the
     scenario's first agent when ``None``). ``wait`` makes an actor's ``inject`` await the
     injection.
     """

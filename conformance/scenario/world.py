@@ -116,6 +116,7 @@ class World:
         self._op_counts: dict[tuple[str, str, str], int] = {}  # ops per (actor, kind, agent)
         self._warnings = _WarningRecorder()
         self._closing: asyncio.Future[None] | None = None  # a close an actor or a listener started
+        self._models_of: dict[str, str] = {}  # agent id -> the model it was created on
         # The observers come first on the bus, so an event is in the timeline before any
         # scenario listener reacts to it (and a diagram shows cause before effect).
         if scenario.observe:
@@ -188,6 +189,7 @@ class World:
         except Exception as exc:
             raise ScenarioSetupError(f"{self.impl.name}: create({agent_id!r}) raised {_describe(exc)}") from exc
         self.adopt(agent_id, handle)
+        self._models_of[agent_id] = model
         # The window right after creation, before the driver first runs (CANCEL-W0): listeners
         # on ``agent/created`` act inside this call.
         simulator.observe("agent/created", agent=agent_id, model=model)
@@ -540,6 +542,8 @@ class World:
             self.when_idle(agent, action.name, by=by, on=on)
         elif verb == "close":
             self.close_soon(by=by, on=on)
+        elif verb == "create":
+            self.create_taken(agent, by=by, on=on)
         elif verb == "raise":
             self._raising(agent if agent is not None else subject, by, on)
             raise RuntimeError(action.message or "listener failure")
@@ -828,6 +832,26 @@ class World:
             raise
         except Exception as exc:  # the caller's own call failed: SVC-7 gives close() no reason to
             self.problem("SVC-7", f"service.close() raised {_describe(exc)}", rules=("SVC-7",))
+
+    def create_taken(self, agent: str | AgentHandle | None, *, by: str = "caller", on: str | None = None) -> None:
+        """``service.create(id)`` with the id of a live agent (SVC-2: rejected, the live agent
+        kept), recorded as an ``op`` (``op/error`` when it raised). Not called once the agent is
+        disposed: its id may be free then, and a second agent under it is not this verb's
+        question. One accepted is disposed at once, so it runs nothing."""
+        h = self.handle(agent)
+        agent_id = self._id_of(h)
+        self._record_op(by, "create", h, on)
+        if h.status == "disposed":
+            return
+        try:
+            again = self.service.create(agent_id, {"model": self._models_of.get(agent_id, "fake")})
+        except Exception as exc:
+            simulator.observe("op/error", by=by, op="create", agent=agent_id, error=_describe(exc))
+            return
+        try:
+            again.dispose()
+        except Exception:  # the run fails SVC-2 already: its duplicate is not judged
+            pass
 
     def close_soon(self, *, by: str, on: str | None = None) -> None:
         """``service.close()`` called by an actor or a listener (SVC-7): recorded as an ``op`` now,

@@ -16,7 +16,7 @@ field), and written back from it. The full schema is in docs/scenarios.md; in sh
         where: {status: running}        # filter on the event's fields
         nth: 1                          # act from the n-th matching event on (default 1)
         times: once                     # once (default) | always
-        do: [{cancel: w2}, {send: B}]   # cancel|send|steer|inject|abort|dispose|raise|when_idle|close
+        do: [{cancel: w2}, {send: B}]   # cancel|send|steer|inject|abort|dispose|raise|when_idle|close|create
     actors:
       - name: caller
         at: 0                           # or after: {event: KIND, where: {...}}
@@ -426,6 +426,8 @@ def _action(node: Node, agents: list[str], allowed: tuple[str, ...]) -> Action:
         if arg.value() is not None:
             raise arg.error("close takes no argument (it closes the service: {close: null})")
         return Action(verb)
+    if verb == "create":  # create: AGENT (or null: the first agent), whose id is taken
+        return Action(verb, None if arg.value() is None else _agent_ref(arg, agents))
     if verb == "when_idle":
         if arg.is_map():
             f = arg.keys(("name", "agent"), required=("name",))
@@ -829,6 +831,8 @@ def _action_out(a: Action) -> dict[str, Any]:
         return {verb: a.message}
     if verb == "close":
         return {verb: None}
+    if verb == "create":
+        return {verb: a.agent}
     if verb == "when_idle":
         return {verb: a.name if a.agent is None else {"name": a.name, "agent": a.agent}}
     if verb == "sleep":

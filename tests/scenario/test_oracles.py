@@ -763,3 +763,11 @@ def test_a_late_failure_of_a_turn_that_had_not_failed_is_announced() -> None:
     found = _check("ANNOUNCED", [*one, {"kind": "world/closing"}, _status("disposed")])
     assert found is not None and found.rules == ("INJ-2",)
     assert _check("ANNOUNCED", [*one, nxt, error, {"kind": "world/closing"}]) is None
+
+
+def test_creating_an_agent_under_a_live_agents_id_is_rejected() -> None:
+    refused = {"kind": "op/error", "by": "window", "op": "create", "agent": "a", "error": "ValueError: taken"}
+    assert _check("SVC-2", [_op("create", by="window", status="running"), refused]) is None
+    found = _check("SVC-2", [_op("create", by="window", status="running")])
+    assert found is not None and found.rules == ("SVC-2",) and found.at == 0
+    assert _check("SVC-2", [_op("create", by="window", status="disposed")]) is None  # the id may be free

@@ -324,3 +324,28 @@ def test_a_close_that_leaves_an_agent_running_fails_svc_7() -> None:
     report = engine.run_one(sc, Lenient())  # type: ignore[arg-type]
     found = [f for f in report.trace.failures if f["check"] == "CLOSED"]
     assert found and "SVC-7" in found[0]["rules"] and "still running once service.close() returned" in found[0]["message"]
+
+
+def test_a_create_under_a_live_agents_id_is_refused_and_recorded() -> None:
+    sc = load_text("""
+name: create-taken
+model: [{text: hi}]
+listeners:
+  - on: agent/status
+    where: {status: running}
+    do: [{create: a}]
+actors:
+  - {name: caller, at: 0, do: [{send: A}, {when_idle: w}, {wait_idle: w}]}
+""", origin="create.yaml")
+    report = engine.run_one(sc, REFERENCE)
+    assert report.ok, report.trace.failure_messages()
+    tl = report.trace.timeline
+    op = next(i for i, e in enumerate(tl) if e["kind"] == "op" and e["op"] == "create")
+    assert tl[op]["status"] == "running"
+    assert tl[op + 1]["kind"] == "op/error" and tl[op + 1]["op"] == "create"  # SVC-2: rejected
+    from conformance.scenario.yaml_format import dump
+    assert load_text(dump(sc), origin="again.yaml").listeners == sc.listeners
+    # the mutant that accepts it fails SVC-2, and says so first
+    from conformance import mutants
+    failed = engine.run_one(sc, mutants.get("svc-duplicate-id")).trace.failures
+    assert failed and failed[0]["check"] == "SVC-2", failed
