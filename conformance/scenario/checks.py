@@ -1006,6 +1006,26 @@ def _one_failure_check(view: TraceView) -> Violation | None:
     return None
 
 
+def _late_turn(view: TraceView, agent: str, op: Event) -> dict[str, Any] | None:
+    """The turn whose late failure a listener's ``raise`` at ``agent/turn-end`` or inside
+    ``session/flush`` is: the turn that notification named, or the one the running flush follows
+    (the last turn ended before that flush started; a listener may have written an idle
+    inject's one-shot turn since). ``None`` when it cannot be told (no flush recorder)."""
+    at = op["_i"]
+    turns = view.turns(agent)
+    if op.get("on") == "agent/turn-end":
+        note = next((e for e in reversed(view.of_kind("agent/turn-end", agent=agent)) if e["_i"] < at), None)
+        if note is None:
+            return None
+        return next((t for t in turns if t["turn"] == note.get("turn") and t["end_i"] is not None
+                     and t["end_i"] < at), None)
+    began = next((e["_i"] for e in reversed(view.of_kind("flush", agent=agent))
+                  if e.get("phase") == "start" and e["_i"] < at), None)
+    if began is None:
+        return None
+    return next((t for t in reversed(turns) if t["end_i"] is not None and t["end_i"] < began), None)
+
+
 def _late_failure_check(view: TraceView) -> Violation | None:
     """ERR-10: a throwing ``agent/turn-end`` listener of a turn closed by a disposal is swallowed:
     no ``agent/error`` follows it (before the next throw the world made, which may be announced)."""
@@ -1017,8 +1037,7 @@ def _late_failure_check(view: TraceView) -> Violation | None:
         for k, op in enumerate(raises):
             if op.get("on") != "agent/turn-end":
                 continue
-            turn = next((t for t in reversed(view.turns(agent)) if t["end_i"] is not None and t["end_i"] < op["_i"]),
-                        None)
+            turn = _late_turn(view, agent, op)
             if turn is None or turn["reason"] != "disposed":
                 continue
             until = raises[k + 1]["_i"] if k + 1 < len(raises) else len(view.timeline)
@@ -1058,11 +1077,10 @@ def _announced_check(view: TraceView) -> Violation | None:
         turns = view.turns(agent)
         for op in raises:
             at = op["_i"]
-            k = next((k for k in range(len(turns) - 1, -1, -1) if turns[k]["end_i"] is not None
-                      and turns[k]["end_i"] < at), None)
-            if k is None:
+            found = _late_turn(view, agent, op)
+            if found is None:
                 continue
-            turn = turns[k]
+            turn, k = found, turns.index(found)
             if turn["reason"] not in ("completed", "max-tokens", "aborted"):
                 continue  # failed (error) or disposed: nothing more is announced
             if op["on"] == "agent/turn-end" and turn["trigger"] == "injection":
@@ -1522,12 +1540,13 @@ def _trigger_check(view: TraceView) -> Violation | None:
     turn the first drained ``user/message``'s, an idle inject's one-shot turn that of its
     ``context/message`` (one of them: an inject from a ``turn/start`` listener joins the turn)."""
     for agent in view.agents:
-        # a turn a disposal cut short may never log the message that started it
-        disposals = view.disposals(agent)
+        # a turn a disposal cut short may never log the message that started it, nor one a
+        # listener's throw ended (ERR-11: a throwing turn/start listener consumes the prompt)
+        cuts = [*view.disposals(agent), *(e["_i"] for e in view.ops(agent, "raise"))]
         for t in view.turns(agent):
             trigger = t["events"][0]["data"].get("trigger")
             end = t["end_i"] if t["end_i"] is not None else len(view.timeline)
-            if not isinstance(trigger, _MAP) or any(t["_i"] < i < end for i in disposals):
+            if not isinstance(trigger, _MAP) or any(t["_i"] < i < end for i in cuts):
                 continue
             kind = trigger.get("kind")
             if kind == "message":

@@ -676,6 +676,12 @@ def test_a_turns_trigger_carries_the_source_of_what_started_it() -> None:
     assert _check("TRIGGER", turn({"kind": "injection", "source": plugin}, injected)) is None
     found = _check("TRIGGER", turn({"kind": "injection"}, injected))
     assert found is not None and found.rules == ("INJ-2",)
+    # a turn/start listener that injected, then threw: the inject that started the turn may never
+    # have logged its context/message (the throw consumed it), so the turn is not judged
+    cut = turn({"kind": "injection", "source": user}, injected)
+    assert _check("TRIGGER", cut) is not None
+    cut.insert(3, _op("raise", by="window", status="running", on="session/event"))
+    assert _check("TRIGGER", cut) is None
 
 
 def test_a_turn_with_a_late_failure_is_announced_once() -> None:
@@ -741,25 +747,35 @@ def test_a_late_failure_of_a_turn_that_had_not_failed_is_announced() -> None:
     # ERR-6 / ERR-10: a failing flush or a throwing agent/turn-end listener after a turn that
     # ended well is announced through agent/error, before the driver's next turn.
     start, message, end = _turn(0, 1, "A")
+    began = {"kind": "flush", "phase": "start", "agent": "a", "listener": "persist"}
     flush = _op("raise", by="window", status="running", on="session/flush")
     error = {"kind": "agent/error", "agent": "a", "turn": 1, "step": 0, "error": "RuntimeError: flush"}
-    tl = [_op("send", "A"), start, message, end, flush]
+    tl = [_op("send", "A"), start, message, end, began, flush]
     found = _check("ANNOUNCED", tl)
-    assert found is not None and found.rules == ("ERR-6",) and found.at == 4
+    assert found is not None and found.rules == ("ERR-6",) and found.at == 5
     assert _check("ANNOUNCED", [*tl, error]) is None
     # too late: the driver's next turn started first
     nxt = _log(3, "turn/start", turn=2, trigger={"kind": "message"})
     assert _check("ANNOUNCED", [*tl, nxt, error]) is not None
     ending = _op("raise", by="plugin", status="running", on="agent/turn-end")
-    found = _check("ANNOUNCED", [*tl[:4], ending])
+    found = _check("ANNOUNCED", [*tl[:4], {"kind": "agent/turn-end", "agent": "a", "turn": 1}, ending])
     assert found is not None and found.rules == ("ERR-10",)
-    # not judged: a turn that failed already (ERR-9), or a disposal under way (ERR-10 swallows)
-    failed = [*tl[:3], _log(2, "turn/end", turn=1, reason={"kind": "error"}), flush]
+    # a flush listener that wrote an idle inject's one-shot turn before it threw: the failure is
+    # the flushed turn's, not the one-shot turn's
+    failed = [*tl[:3], _log(2, "turn/end", turn=1, reason={"kind": "error"}), began,
+              _log(3, "turn/start", turn=2, trigger={"kind": "injection"}), _log(4, "turn/end", turn=2,
+                                                                                reason={"kind": "completed"}), flush]
     assert _check("ANNOUNCED", failed) is None
-    assert _check("ANNOUNCED", [*tl[:4], _op("dispose", status="running"), _status("disposed"), flush]) is None
+    # no flush recorder: which turn a flush's throw belongs to cannot be told, so it is not judged
+    assert _check("ANNOUNCED", [*tl[:4], flush]) is None
+    # not judged: a turn that failed already (ERR-9), or a disposal under way (ERR-10 swallows)
+    failed = [*tl[:3], _log(2, "turn/end", turn=1, reason={"kind": "error"}), began, flush]
+    assert _check("ANNOUNCED", failed) is None
+    assert _check("ANNOUNCED", [*tl[:4], _op("dispose", status="running"), _status("disposed"), began,
+                                flush]) is None
     # an idle inject's one-shot turn: its failing flush is announced by the world's close (INJ-2)
     one = [_log(0, "turn/start", turn=1, trigger={"kind": "injection"}), _log(1, "context/message", content="C"),
-           _log(2, "turn/end", turn=1, reason={"kind": "completed"}), flush]
+           _log(2, "turn/end", turn=1, reason={"kind": "completed"}), began, flush]
     found = _check("ANNOUNCED", [*one, {"kind": "world/closing"}, _status("disposed")])
     assert found is not None and found.rules == ("INJ-2",)
     assert _check("ANNOUNCED", [*one, nxt, error, {"kind": "world/closing"}]) is None
