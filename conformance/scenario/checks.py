@@ -1130,7 +1130,7 @@ def _closed_check(view: TraceView) -> Violation | None:
     end = closed[-1]
     for agent, status in (end.get("agents") or {}).items():
         if status != "disposed":
-            return Violation(f"agent {agent}: still {status} once service.close() returned (SVC-7: closing the "
+            return Violation(f"agent {agent}: still {status} after service.close() (SVC-7: closing the "
                              "service disposes every agent it created)", end["_i"], ("SVC-7",))
     for agent, length in (end.get("logs") or {}).items():
         notified = len(view.log(agent))

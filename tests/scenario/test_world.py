@@ -323,7 +323,7 @@ def test_a_close_that_leaves_an_agent_running_fails_svc_7() -> None:
 
     report = engine.run_one(sc, Lenient())  # type: ignore[arg-type]
     found = [f for f in report.trace.failures if f["check"] == "CLOSED"]
-    assert found and "SVC-7" in found[0]["rules"] and "still running once service.close() returned" in found[0]["message"]
+    assert found and "SVC-7" in found[0]["rules"] and "still running after service.close()" in found[0]["message"]
 
 
 def test_a_create_under_a_live_agents_id_is_refused_and_recorded() -> None:
@@ -349,3 +349,35 @@ actors:
     from conformance import mutants
     failed = engine.run_one(sc, mutants.get("svc-duplicate-id")).trace.failures
     assert failed and failed[0]["check"] == "SVC-2", failed
+
+
+@pytest.mark.parametrize("how", ["raises", "hangs"])
+def test_a_callers_close_that_raises_or_hangs_is_a_problem_not_a_crash(how: str) -> None:
+    sc = load_text(CLOSE_MID_TURN, origin="close.yaml")
+
+    class Broken:
+        """The reference, its close() raising or never returning."""
+
+        def __init__(self) -> None:
+            self.name, self.features, self.logger_name = "broken", REFERENCE.features, REFERENCE.logger_name
+
+        def create_service(self, *, persistence: object | None = None) -> Any:
+            service = REFERENCE.create_service(persistence=persistence)
+
+            async def close() -> None:
+                if how == "raises":
+                    raise RuntimeError("close failed")
+                await asyncio.get_running_loop().create_future()
+
+            service.close = close
+            return service
+
+        def new_persistence(self) -> object:
+            return REFERENCE.new_persistence()
+
+    report = engine.run_one(sc, Broken())  # type: ignore[arg-type]
+    assert report.trace.outcome == "completed"
+    messages = report.trace.failure_messages()
+    said = "service.close() raised RuntimeError: close failed" if how == "raises" else "service.close() did not finish"
+    assert any(said in m for m in messages), messages
+    assert any("SVC-7" in f.get("rules", []) for f in report.trace.failures)
