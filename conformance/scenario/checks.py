@@ -1030,7 +1030,7 @@ def _late_failure_check(view: TraceView) -> Violation | None:
     """ERR-10: a throwing ``agent/turn-end`` listener of a turn closed by a disposal is swallowed:
     no ``agent/error`` follows it (before the next throw the world made, which may be announced)."""
     for agent in view.agents:
-        raises = [e for e in view.ops(agent, "raise")]
+        raises = view.ops(agent, "raise")
         if not raises:
             continue
         said = [e for e in view.of_kind("agent/error", agent=agent) if e.get("step") not in (0, None)]
@@ -1063,9 +1063,10 @@ def _taken_id_check(view: TraceView) -> Violation | None:
 def _announced_check(view: TraceView) -> Violation | None:
     """ERR-10/ERR-6/INJ-2: a throwing ``agent/turn-end`` listener or a failing ``session/flush``
     after a turn that had not failed is announced through ``agent/error`` (before the driver's
-    next turn starts; an idle inject's one-shot turn before the world closes the service). Not judged once a disposal or a close is under way (ERR-10 swallows
-    then), after a turn that failed already (ERR-9: the first failure wins), nor for a
-    turn-end listener of an idle inject's one-shot turn (INJ-2 only asks that it be contained)."""
+    next turn starts; for an idle inject's one-shot turn, before the world closes the service).
+    Not judged once a disposal or a close is under way (ERR-10 swallows then), after a turn that
+    failed already (ERR-9: the first failure wins), nor for a turn-end listener of an idle
+    inject's one-shot turn (INJ-2 only asks that it be contained)."""
     for agent in view.agents:
         raises = [e for e in view.ops(agent, "raise") if e.get("on") in ("agent/turn-end", "session/flush")]
         if not raises:
@@ -1587,7 +1588,7 @@ def _queued_check(view: TraceView) -> Violation | None:
             steering = op["op"] == "steer" and op.get("status") == "running"
             if steering:
                 steered.append(op)
-            # emitted inside the call: after the op entry, before the caller's next op
+            # emitted inside the call, so after its op entry: the first unmatched one with its text
             ahead = next((e for e in queued if e["_i"] > op["_i"] and e["_i"] not in used
                           and e.get("text") == op.get("text")), None)
             what = f"{op['op']}({op.get('text')!r})" + (" of a running agent" if steering else "")

@@ -829,8 +829,8 @@ class World:
             async with asyncio.timeout(self.idle_timeout):
                 await _as_coro(self.service.close())
         except TimeoutError:
-            raise
-        except Exception as exc:  # the caller's own call failed: SVC-7 gives close() no reason to
+            raise  # _close_service says it did not finish
+        except Exception as exc:  # SVC-7 names no reason for close() to raise
             self.problem("SVC-7", f"service.close() raised {_describe(exc)}", rules=("SVC-7",))
 
     def create_taken(self, agent: str | AgentHandle | None, *, by: str = "caller", on: str | None = None) -> None:
