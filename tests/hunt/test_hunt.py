@@ -164,3 +164,17 @@ def test_a_trace_signature_ignores_times_and_the_windows_own_calls_only() -> Non
     assert search.signature(type("T", (), {"timeline": other})()) != sig
     twice = engine.run_one(Window("reply", point, ("send", "send")).scenario(wl.scenario), REF).trace
     assert search.signature(twice) != sig, "a second prompt is a second turn"
+
+
+@pytest.mark.parametrize(("mutant", "workload", "verb", "check", "rule"), [
+    # a second late failure in one turn: the workload's plugin throws at every turn-end, a window too
+    ("late-failure-not-recorded", "turn-end-throws", "raise", "ERR-9", "ERR-9"),
+    # a create under a live agent's id that the mutant accepts
+    ("svc-duplicate-id", "reply", "create", "SVC-2", "SVC-2"),
+])
+def test_the_hunt_reaches_what_its_late_failure_workload_and_create_verb_are_for(
+        mutant: str, workload: str, verb: str, check: str, rule: str) -> None:
+    cfg = search.Config(workloads=(workload,), depth=1, nth=1, verbs=(verb,), dfs=0, random=0, pct=0)
+    assert driver.hunt(REF, "reference", cfg).report["findings"] == []
+    found = driver.hunt(resolve(f"mutant:{mutant}"), mutant, cfg).report["findings"]
+    assert found and check in found[0]["checks"] and rule in found[0]["rules"], found
