@@ -341,15 +341,30 @@ class TraceView:
                 + [e["_i"] for e in self.of_kind("agent/status", agent=agent) if e.get("status") == "disposed"])
         return cached
 
+    def disposed_at(self, agent: str) -> int:
+        """Index of the agent's first disposal (``disposals``), or the timeline's length."""
+        found = self.disposals(agent)
+        return found[0] if found else len(self.timeline)
+
+    def closings(self, caller: bool | None = None) -> list[int]:
+        """Indices of the ``world/closing`` entries: every one, a caller's ``close()`` only
+        (``caller=True``: the entry names ``by``), or the world's own close only (``False``: once
+        nothing is left to act)."""
+        key = ("closings", caller)
+        cached: list[int] | None = self._cache.get(key)
+        if cached is None:
+            cached = self._cache[key] = [e["_i"] for e in self.of_kind("world/closing")
+                                         if caller is None or ("by" in e) == caller]
+        return cached
+
     def _stops(self, agent: str, close: bool) -> list[int]:
-        closing = self.of_kind("world/closing")
-        final = [e for e in closing if "by" not in e]  # the world's own close, once nothing is left to act
-        end = final[0]["_i"] if final and not close else len(self.timeline)
+        final = self.closings(caller=False)
+        end = final[0] if final and not close else len(self.timeline)
         out = [e["_i"] for e in self.ops(agent, "cancel", "dispose")]
         out += [e["_i"] for e in self.of_kind("agent/status", agent=agent)
                 if e.get("status") == "disposed" and e["_i"] < end]
         # a caller's close() disposes like dispose(); the world's own counts where ``close`` says
-        out += [e["_i"] for e in closing if close or "by" in e]
+        out += self.closings() if close else self.closings(caller=True)
         return sorted(out)
 
     def excused(self, agent: str, after: int, before: int | None = None, *, close: bool = True) -> bool:
@@ -917,10 +932,10 @@ def _steering_check(view: TraceView) -> Violation | None:
 
 
 def _disposal_check(view: TraceView) -> Violation | None:
-    closing = [e["_i"] for e in view.of_kind("world/closing")]
+    closing = view.closings()
     # A caller's close() disposes its agents when it gets to each (SVC-7 says no more): when an
     # agent it found running was disposed, and what it went through first, DISP-5 cannot say.
-    final = [e["_i"] for e in view.of_kind("world/closing") if "by" not in e]
+    final = view.closings(caller=False)
     for agent in view.agents:
         for e in view.ops(agent, "send", "steer", "inject"):  # the calls that did not raise
             if e.get("status") == "disposed":
@@ -1072,9 +1087,8 @@ def _announced_check(view: TraceView) -> Violation | None:
         if not raises:
             continue
         said = view.of_kind("agent/error", agent=agent)
-        closings = view.of_kind("world/closing")
-        final = next((e["_i"] for e in closings if "by" not in e), len(view.timeline))  # the world's own close
-        stops = [i for i in view.disposals(agent) if i < final] + [e["_i"] for e in closings if "by" in e]
+        final = next(iter(view.closings(caller=False)), len(view.timeline))
+        stops = [i for i in view.disposals(agent) if i < final] + view.closings(caller=True)
         turns = view.turns(agent)
         for op in raises:
             at = op["_i"]
@@ -1244,8 +1258,7 @@ def _chunks_check(view: TraceView) -> Violation | None:
     failure, the world's close) are not judged: what they log of the rest is another rule's."""
     models = _agent_models(view)
     requests = {(e.get("model"), e.get("call")): e["_i"] for e in view.of_kind("model/request")}
-    closing = view.of_kind("world/closing")
-    closed_at = closing[0]["_i"] if closing else len(view.timeline)
+    closed_at = next(iter(view.closings()), len(view.timeline))
     for done in view.of_kind("model/done"):
         given = done.get("chunks")
         agent = models.get(str(done.get("model")))
@@ -1281,8 +1294,7 @@ def _chunks_check(view: TraceView) -> Violation | None:
     return None
 
 
-_PAIRS = (("turn/start", "agent/turn-start"), ("step/start", "agent/step-start"), ("step/end", "agent/step-end"),
-          ("turn/end", "agent/turn-end"))
+_PAIRS = tuple((log_type, note) for log_type, note, _level in _SHAPE)
 _DROPPING = frozenset(("agent/turn-start", "agent/step-start"))
 
 
@@ -1346,10 +1358,10 @@ def _flush_check(view: TraceView) -> Violation | None:
     for agent in view.agents:
         if agent not in starts:
             continue  # no recorder saw this agent's flushes (another service, or none ran)
-        closings = [e["_i"] for e in view.of_kind("world/closing") if "by" not in e]  # the world's own close
-        stops = [e["_i"] for e in view.ops(agent, "raise", "cancel", "abort")]
-        stops += [e["_i"] for e in view.of_kind("world/closing")]  # a caller's close() stops like a dispose()
-        disposed = min([*view.disposals(agent), len(view.timeline)])
+        closings = view.closings(caller=False)
+        # a caller's close() stops a turn like a dispose()
+        stops = [e["_i"] for e in view.ops(agent, "raise", "cancel", "abort")] + view.closings()
+        disposed = view.disposed_at(agent)
         errors = [e["_i"] for e in view.of_kind("agent/error", agent=agent)]
         idles = [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "idle"]
         turns = view.turns(agent)
@@ -1451,7 +1463,7 @@ def _warned_check(view: TraceView) -> Violation | None:
         return None
     warnings = view.of_kind("warning")
     for agent in view.agents:
-        disposing = min([*view.disposals(agent), len(view.timeline)])
+        disposing = view.disposed_at(agent)
         for r in view.ops(agent, "raise"):
             on = str(r.get("on") or "")
             if on not in _CONTAINED or r["_i"] > disposing or r.get("status") == "disposed":
@@ -1570,6 +1582,12 @@ def _trigger_check(view: TraceView) -> Violation | None:
     return None
 
 
+def _source_kind(op: Event) -> str | None:
+    """The kind of the source an ``op`` passed (``user``, the default, when it passed none)."""
+    source = op.get("source")
+    return source.get("kind") if isinstance(source, _MAP) else "user"
+
+
 def _queued_check(view: TraceView) -> Violation | None:
     """LOOP-9/STEER-1: every ``send()``/``steer()`` a live agent took emits ``agent/queued``
     inside the call, with the resolved source (default ``{kind: user}``) and ``steering`` true
@@ -1583,8 +1601,7 @@ def _queued_check(view: TraceView) -> Violation | None:
         for op in view.ops(agent, "send", "steer"):
             if op.get("status") == "disposed":
                 continue
-            source = op.get("source")
-            kind = source.get("kind") if isinstance(source, _MAP) else "user"
+            kind = _source_kind(op)
             steering = op["op"] == "steer" and op.get("status") == "running"
             if steering:
                 steered.append(op)
@@ -1596,11 +1613,11 @@ def _queued_check(view: TraceView) -> Violation | None:
                 return Violation(f"agent {agent}: {what} emitted no agent/queued (LOOP-9)", op["_i"], ("LOOP-9",))
             used.add(ahead["_i"])
             if bool(ahead.get("steering")) != steering:
-                rule = "LOOP-9" if steering or op["op"] == "send" else "STEER-1"
+                as_send = op["op"] == "steer" and not steering  # STEER-1: a steer of an agent not running
+                why = f": the agent was {op.get('status')}, so the steer is a send" if as_send else ""
+                rule = "STEER-1" if as_send else "LOOP-9"
                 return Violation(f"agent {agent}: {what} emitted agent/queued with steering {ahead.get('steering')}"
-                                 + ("" if steering or op["op"] == "send" else
-                                    f": the agent was {op.get('status')}, so the steer is a send")
-                                 + f" ({rule})", ahead["_i"], (rule,))
+                                 f"{why} ({rule})", ahead["_i"], (rule,))
             if ahead.get("source") != kind:
                 return Violation(f"agent {agent}: {what} emitted agent/queued with source {ahead.get('source')!r}, "
                                  f"not {kind!r} (LOOP-9: the resolved source)", ahead["_i"], ("LOOP-9",))
@@ -1611,8 +1628,7 @@ def _queued_check(view: TraceView) -> Violation | None:
             if match is None:
                 continue  # steering the agent re-queued or took some other way: not judged here
             taken.add(match["_i"])
-            source = match.get("source")
-            kind = source.get("kind") if isinstance(source, _MAP) else "user"
+            kind = _source_kind(match)
             if e.get("source") != kind:
                 return Violation(f"agent {agent}: agent/steering for steer({match.get('text')!r}) has source "
                                  f"{e.get('source')!r}, not {kind!r} (LOOP-9)", e["_i"], ("LOOP-9",))
@@ -1817,8 +1833,7 @@ def statuses(expected: Sequence[str], agent: str | None = None) -> LoopCheck:
 
     def check(view: TraceView) -> Violation | None:
         a = agent or (view.agents[0] if view.agents else "a")
-        closed = view.of_kind("world/closing")
-        end = closed[0]["_i"] if closed else len(view.timeline)
+        end = next(iter(view.closings()), len(view.timeline))
         got = [e["status"] for e in view.of_kind("agent/status", agent=a) if e["_i"] < end]
         if got != list(expected):
             return Violation(f"agent {a} statuses {got}, expected {list(expected)}")

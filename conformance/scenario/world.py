@@ -806,14 +806,13 @@ class World:
         for waiter in self.waiters.values():
             if not waiter.is_released:
                 h = self.agents.get(waiter.agent)
-                if self._closing is not None:
-                    self.problem("SVC-7", f"when_idle() {waiter.name!r} of agent {waiter.agent!r} never resolved "
-                                 f"although the service was closed (status {h.status if h is not None else '?'})",
-                                 rules=("SVC-7", "IDLE-2"))
-                    continue
-                self.problem("IDLE-2", f"when_idle() {waiter.name!r} of agent {waiter.agent!r} never resolved "
-                             f"although the agent settled (status {h.status if h is not None else '?'})",
-                             rules=("IDLE-2",))
+                # after a caller's close, SVC-7: closing releases every pending waiter
+                closed = self._closing is not None
+                self.problem("SVC-7" if closed else "IDLE-2",
+                             f"when_idle() {waiter.name!r} of agent {waiter.agent!r} never resolved although "
+                             f"{'the service was closed' if closed else 'the agent settled'} "
+                             f"(status {h.status if h is not None else '?'})",
+                             rules=("SVC-7", "IDLE-2") if closed else ("IDLE-2",))
 
     def _registered(self, agent_id: str) -> bool:
         try:

@@ -416,7 +416,7 @@ def _action(node: Node, agents: list[str], allowed: tuple[str, ...]) -> Action:
             return Action(verb, _agent_ref(f["agent"], agents) if "agent" in f else None,
                           reason=f["reason"].string() if "reason" in f else None)
         return Action(verb, reason=None if arg.value() is None else arg.string())
-    if verb == "dispose":
+    if verb in ("dispose", "create"):  # create: AGENT, whose live id it takes again (SVC-2)
         if arg.is_map():
             return Action(verb, _agent_ref(arg.keys(("agent",), required=("agent",))["agent"], agents))
         return Action(verb, None if arg.value() is None else _agent_ref(arg, agents))
@@ -426,8 +426,6 @@ def _action(node: Node, agents: list[str], allowed: tuple[str, ...]) -> Action:
         if arg.value() is not None:
             raise arg.error("close takes no argument (it closes the service: {close: null})")
         return Action(verb)
-    if verb == "create":  # create: AGENT (or null: the first agent), whose id is taken
-        return Action(verb, None if arg.value() is None else _agent_ref(arg, agents))
     if verb == "when_idle":
         if arg.is_map():
             f = arg.keys(("name", "agent"), required=("name",))
@@ -825,14 +823,12 @@ def _action_out(a: Action) -> dict[str, Any]:
         if a.agent is None:
             return {verb: a.reason}
         return {verb: {"agent": a.agent, **({"reason": a.reason} if a.reason is not None else {})}}
-    if verb == "dispose":
+    if verb in ("dispose", "create"):
         return {verb: a.agent}
     if verb == "raise":
         return {verb: a.message}
     if verb == "close":
         return {verb: None}
-    if verb == "create":
-        return {verb: a.agent}
     if verb == "when_idle":
         return {verb: a.name if a.agent is None else {"name": a.name, "agent": a.agent}}
     if verb == "sleep":

@@ -14,12 +14,13 @@ from typing import Any
 import pytest
 
 import simulator
+from conformance import mutants
 from conformance.fakes import respond
 from conformance.impl import resolve
 from conformance.scenario import World, engine, load, loop_scenario
 from conformance.scenario.model import Action, Actor, Listener, ModelSpec, Scenario, ToolSpec
 from conformance.scenario.trace import Trace
-from conformance.scenario.yaml_format import load_text
+from conformance.scenario.yaml_format import dump, load_text
 from simulator.strategies import RandomStrategy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -294,34 +295,36 @@ def test_a_listener_closes_the_service_and_the_run_waits_for_the_close() -> None
     end = next(e for e in tl if e["kind"] == "log" and e["type"] == "turn/end")
     assert end["data"]["reason"]["kind"] == "disposed"
     # the window's close reads back from YAML as it was written
-    from conformance.scenario.yaml_format import dump
     assert load_text(dump(sc), origin="again.yaml").listeners == sc.listeners
+
+
+class _ClosedBy:
+    """The reference with another ``close()``: ``make(service)`` returns the coroutine function."""
+
+    def __init__(self, name: str, make: Any) -> None:
+        self.name, self.features, self.logger_name = name, REFERENCE.features, REFERENCE.logger_name
+        self._make = make
+
+    def create_service(self, *, persistence: object | None = None) -> Any:
+        service = REFERENCE.create_service(persistence=persistence)
+        service.close = self._make(service)
+        return service
+
+    def new_persistence(self) -> object:
+        return REFERENCE.new_persistence()
 
 
 def test_a_close_that_leaves_an_agent_running_fails_svc_7() -> None:
     sc = load_text(CLOSE_MID_TURN, origin="close.yaml")
 
-    class Lenient:
-        """The reference, its close() sparing running agents."""
+    def sparing(service: Any) -> Any:
+        async def close() -> None:  # it spares running agents
+            for agent in list(service._created):
+                if agent.status != "running":
+                    agent.dispose()
+        return close
 
-        def __init__(self) -> None:
-            self.name, self.features, self.logger_name = "lenient", REFERENCE.features, REFERENCE.logger_name
-
-        def create_service(self, *, persistence: object | None = None) -> Any:
-            service = REFERENCE.create_service(persistence=persistence)
-
-            async def close() -> None:
-                for agent in list(service._created):
-                    if agent.status != "running":
-                        agent.dispose()
-
-            service.close = close
-            return service
-
-        def new_persistence(self) -> object:
-            return REFERENCE.new_persistence()
-
-    report = engine.run_one(sc, Lenient())  # type: ignore[arg-type]
+    report = engine.run_one(sc, _ClosedBy("lenient", sparing))  # type: ignore[arg-type]
     found = [f for f in report.trace.failures if f["check"] == "CLOSED"]
     assert found and "SVC-7" in found[0]["rules"] and "still running after service.close()" in found[0]["message"]
 
@@ -343,10 +346,8 @@ actors:
     op = next(i for i, e in enumerate(tl) if e["kind"] == "op" and e["op"] == "create")
     assert tl[op]["status"] == "running"
     assert tl[op + 1]["kind"] == "op/error" and tl[op + 1]["op"] == "create"  # SVC-2: rejected
-    from conformance.scenario.yaml_format import dump
     assert load_text(dump(sc), origin="again.yaml").listeners == sc.listeners
     # the mutant that accepts it fails SVC-2, and says so first
-    from conformance import mutants
     failed = engine.run_one(sc, mutants.get("svc-duplicate-id")).trace.failures
     assert failed and failed[0]["check"] == "SVC-2", failed
 
@@ -355,27 +356,14 @@ actors:
 def test_a_callers_close_that_raises_or_hangs_is_a_problem_not_a_crash(how: str) -> None:
     sc = load_text(CLOSE_MID_TURN, origin="close.yaml")
 
-    class Broken:
-        """The reference, its close() raising or never returning."""
+    def broken(_service: Any) -> Any:
+        async def close() -> None:
+            if how == "raises":
+                raise RuntimeError("close failed")
+            await asyncio.get_running_loop().create_future()  # never returns
+        return close
 
-        def __init__(self) -> None:
-            self.name, self.features, self.logger_name = "broken", REFERENCE.features, REFERENCE.logger_name
-
-        def create_service(self, *, persistence: object | None = None) -> Any:
-            service = REFERENCE.create_service(persistence=persistence)
-
-            async def close() -> None:
-                if how == "raises":
-                    raise RuntimeError("close failed")
-                await asyncio.get_running_loop().create_future()
-
-            service.close = close
-            return service
-
-        def new_persistence(self) -> object:
-            return REFERENCE.new_persistence()
-
-    report = engine.run_one(sc, Broken())  # type: ignore[arg-type]
+    report = engine.run_one(sc, _ClosedBy("broken", broken))  # type: ignore[arg-type]
     assert report.trace.outcome == "completed"
     messages = report.trace.failure_messages()
     said = "service.close() raised RuntimeError: close failed" if how == "raises" else "service.close() did not finish"
