@@ -179,7 +179,7 @@ def _hunt(run: Any, impl: str, out: Path, workloads: tuple[str, ...], depth: int
         echo(stop.message(rep["totals"]["run"], "windows") + f" of the hunt; no report written but the hunt's own "
              f"({out / 'report.json'})")
         raise typer.Exit(stop.exit_code)
-    return verdicts.results(rep, impl_spec=impl, out=out, selected=run.selected_rules or None)
+    return verdicts.results(rep, impl_spec=impl, out=out, selected=run.selected_rules or None, impl=run.impl)
 
 
 def register(app: typer.Typer) -> None:

@@ -16,6 +16,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from ..catalogue import RULES_BY_ID, not_applicable
 from ..runner import TestResult
 from ..scenario.checks import ORACLES, PLAIN_ORACLES
 
@@ -27,8 +28,10 @@ HUNT_NODE = "hunt"
 
 
 def results(report: dict[str, Any], *, impl_spec: str, out: Path | None,
-            selected: list[str] | None = None) -> list[TestResult]:
-    """The rule results of a hunt ``report`` (limited to the ``selected`` rules when given)."""
+            selected: list[str] | None = None, impl: object | None = None) -> list[TestResult]:
+    """The rule results of a hunt ``report`` (limited to the ``selected`` rules when given). The
+    clean oracles' rules credited (``hunt::oracles``) are those that apply to ``impl``: a rule of
+    a feature it lacks had no workload of its own (``resume`` needs persistence)."""
     keep = set(selected) if selected else None
 
     def chosen(rules: list[str]) -> list[str]:
@@ -51,7 +54,8 @@ def results(report: dict[str, Any], *, impl_spec: str, out: Path | None,
                                 nodeid=HUNT_NODE, command=command))
         named.update(rules)
     complete = report.get("complete", True) and not report.get("stopped")
-    clean = [r for r in chosen(list(ORACLE_RULES)) if r not in named]
+    clean = [r for r in chosen(list(ORACLE_RULES)) if r not in named
+             and (impl is None or r not in RULES_BY_ID or not_applicable(RULES_BY_ID[r], impl) is None)]
     if complete and clean:
         t = report["totals"]
         found.append(TestResult("hunt::oracles", clean, "passed",

@@ -3,7 +3,8 @@
 A :class:`Point` is a place in a workload's run: right after a notification (``agent/status``
 split by status, ``session/event`` by event type), before or after a waterfall's ``next()``,
 inside ``session/flush``, inside a tool call, at a model call, right after an agent was created
-(before its driver first ran); and which occurrence of it (``nth``). A :class:`Window` is a
+(before its driver first ran), inside a ``resume()``'s load of its persisted log (where only
+``create`` of its id applies); and which occurrence of it (``nth``). A :class:`Window` is a
 point, a sequence of caller actions (``send``, ``steer``, ``inject``, ``cancel``, ``abort``,
 ``dispose``, ``when_idle``, the service's ``close`` and ``create`` of a taken id; a listener may
 also ``raise``, as a failing plugin does), and how
@@ -82,6 +83,8 @@ class Point:
             return f"at model call{agent}{n}"
         if self.on == "agent/created":
             return f"after creation of {qual.get('agent', '?')}"
+        if self.on == "persistence/load":
+            return f"inside the persisted log's load of {qual.get('agent', '?')}"
         return f"after {self.on}({inner}){agent}{n}" if inner else f"after {self.on}{agent}{n}"
 
     @property
@@ -216,7 +219,7 @@ def points(workload: Workload, timeline: list[dict[str, Any]], max_nth: int = 3)
             seen("agent/status", {"status": e.get("status"), **agent})
         elif kind in ev.OBSERVED:
             seen(str(kind), agent)
-        elif kind == "log":
+        elif kind == "log" and not e.get("loaded"):  # a resumed log was loaded, not notified
             seen("session/event", {"type": e.get("type"), **agent})
         elif kind == "listener" and str(e.get("name", "")).startswith("probe:"):
             on = str(e.get("on"))
@@ -229,9 +232,11 @@ def points(workload: Workload, timeline: list[dict[str, Any]], max_nth: int = 3)
             seen("model/request", {"model": e.get("model")} if multi else {})
         elif kind == "agent/created":
             seen("agent/created", {"agent": e.get("agent")})
+        elif kind == "persistence/load" and isinstance(e.get("agent"), str):
+            seen("persistence/load", {"agent": e.get("agent")})
     out: list[Point] = []
     for on, where, when in order:
-        cap = 1 if on == "agent/created" else max_nth
+        cap = 1 if on in ("agent/created", "persistence/load") else max_nth
         for nth in range(1, min(counts[(on, where, when)], cap) + 1):
             out.append(Point(on, where, when, nth))
     return out
@@ -248,4 +253,6 @@ def enumerate_windows(workload: Workload, pts: list[Point], verbs: Sequence[str]
             for actions in seqs[mode]:
                 if point.on == "agent/created" and "raise" in actions:
                     continue  # the world's own setup, not the implementation, would fail
+                if point.on == "persistence/load" and actions != ("create",):
+                    continue  # no agent yet: what a caller can do is take its id (SVC-2)
                 yield Window(workload.name, point, actions, mode)

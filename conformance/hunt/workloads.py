@@ -11,7 +11,7 @@ workload needs (the hunt skips those the implementation does not declare).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from conformance.fakes import Response, fails, respond, returns
 
@@ -67,6 +67,11 @@ FAILING_PLUGIN = Listener(on="agent/turn-end", do=(Action("raise", message="plug
 """A plugin whose ``agent/turn-end`` listener throws every time: every turn has a late failure
 (ERR-10), so a window's own throw or failing flush is a second one (ERR-9), and a window's
 dispose makes one happen during disposal."""
+
+REKEYING_PLUGIN = Listener(on="tools/execute", do=(), name="rekeying-plugin", times="always", when="after",
+                           rewrite={"call_id": "plugin-id"}, optional=True)
+"""A plugin's ``tools/execute`` listener that returns the tool's result under an id of its own
+(TOOL-4: the log keeps the model's call id)."""
 
 TOOL = ToolSpec("lookup", returns("found"))
 FAILING_TOOL = ToolSpec("lookup", fails("no such page", code="E_TOOL"))
@@ -132,6 +137,15 @@ def workloads() -> tuple[Workload, ...]:
             actors=(_caller("A"), Actor((Action("inject", text="C", wait=True),), name="injector", at=0.5),
                     Actor((Action("inject", text="D", wait=True),), name="idle-injector", at=5.0)),
             description="context injected during a turn and while idle"), features=frozenset({"injection"})),
+        Workload("resume", Scenario(
+            name="hunt-resume", description="an agent resumed from a persisted session of one turn",
+            agents=(AgentSpec("a", resume="sess-1", history=("H1",)),),
+            models=(ModelSpec("fake", (respond.text("resumed"),), OK),), listeners=(PERSIST,),
+            actors=(replace(_caller("A"), at=None, after="agent/created", where={"agent": "a"}),),
+            limits=LIMITS), features=frozenset({"persistence"})),
+        Workload("tool-plugin", _scenario("tool-plugin", (call, respond.text("done")), tools=(TOOL,),
+                                          listeners=(REKEYING_PLUGIN,),
+                                          description="a tool call whose result a plugin returns under an id of its own")),
     ]
     return tuple(out)
 

@@ -10,7 +10,7 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
 
 * ``LOG`` — LOG-3..6 on every agent's session log (``conformance.invariants``);
 * ``STATUS-1`` — only legal status transitions, no repeated status, nothing after ``disposed``;
-* ``LOOP-3`` — turn numbers strictly increase;
+* ``LOOP-3`` — each turn's number is the last one's + 1 (a resumed log's included);
 * ``prompts`` — no prompt runs twice; a prompt sent and not later cancelled runs (MARKER-1), and so
   does steering, in its turn or re-queued as a prompt (LOOP-8, STEER-3);
 * ``IDLE-2`` — a released ``when_idle()`` waiter saw quiescence: every prompt queued before its
@@ -25,7 +25,7 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
   tool call; a turn with an ``error`` event ends ``error`` (or is aborted or disposed); a turn
   closed after a disposal ends ``disposed``;
 * ``TOOLS`` — a step's tool calls do not overlap (TOOL-1); a failing tool becomes an error
-  result (TOOL-3); an abort during a tool ends the turn ``aborted`` with no further step
+  result (TOOL-3); a result is logged under its call's id (TOOL-4); an abort during a tool ends the turn ``aborted`` with no further step
   (TOOL-5); no ``code: null``, and a failed turn's reason carries its error event's code (ERR-7);
 * ``STEERING`` — steering logged in a turn that ends normally is followed by a model step
   (STEER-2, CONT-1); steering added by an ``agent/step-end`` or continuation listener joins that
@@ -38,7 +38,9 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
   once at most, a late failure (after ``turn/end``) included; ``ERR-10`` — a throwing
   ``agent/turn-end`` listener of a turn closed by a disposal is not announced; ``ANNOUNCED`` —
   one of a turn that had not failed, and a failing flush, is (ERR-10, ERR-6, INJ-2);
-* ``SVC-2`` — ``create()`` under the id of a live agent raises;
+* ``SVC-2`` — ``create()`` under the id of a live agent raises; ``SVC-3`` — a resumed agent runs
+  on the resumed session id, its first turn continues the loaded log's numbers (LOOP-3), and it
+  is rejected when a ``create()`` of its id succeeded during its load (SVC-2);
 * ``NOTIFIED`` — every boundary a turn logs is notified after it (LOOP-4/LOOP-5), the empty step
   a cancel from ``agent/turn-start``/``agent/step-start`` dropped included (CANCEL-STEP);
 * ``QUEUED`` — every ``send()``/``steer()`` emits ``agent/queued`` with the resolved source and
@@ -254,8 +256,9 @@ class TraceView:
         return out
 
     def turns(self, agent: str, upto: int | None = None) -> list[dict[str, Any]]:
-        """Per turn of the log (the first ``upto`` session events): number, prompts (user
-        messages), steering texts, reason, and the timeline indices of its start and end."""
+        """Per turn of the log (the first ``upto`` session events) that this run ran (not those
+        of a resumed log, ``log`` entries marked ``loaded``): number, prompts (user messages),
+        steering texts, reason, and the timeline indices of its start and end."""
         if upto is not None and upto >= len(self.log(agent)):
             upto = None  # the whole log (a waiter released at the end sees all of it): one cache entry
         key = ("turns", agent, upto)
@@ -273,7 +276,7 @@ class TraceView:
                 trigger = data.get("trigger") if isinstance(data.get("trigger"), _MAP) else {}
                 out.append({"turn": data.get("turn"), "prompts": [], "steering": [], "ended": False,
                             "reason": None, "stop": None, "trigger": trigger.get("kind"), "_i": e["_i"],
-                            "end_i": None, "events": [e]})
+                            "end_i": None, "events": [e], "loaded": bool(e.get("loaded"))})
                 continue
             if not out:
                 continue
@@ -291,7 +294,8 @@ class TraceView:
                 current["reason"] = reason.get("kind") if isinstance(reason, _MAP) else reason
                 current["stop"] = reason.get("reason") if isinstance(reason, _MAP) else None  # aborted{reason}
                 current["end_i"] = e["_i"]
-        return out
+        # A resumed log's turns ran before this run: the run's oracles judge the turns it ran.
+        return [t for t in out if not t["loaded"]]
 
     def refused(self) -> set[int]:
         """Indices of the ``op`` events whose call raised: an ``op/error`` answers the latest
@@ -455,8 +459,9 @@ def _turn_numbers_check(view: TraceView) -> Violation | None:
         for e in view.log(agent):
             if e["type"] == "turn/start":
                 n = e["data"].get("turn")
-                if not isinstance(n, int) or n <= last:
-                    return Violation(f"agent {agent}: turn {n} started after turn {last} (LOOP-3)", e["_i"])
+                if not isinstance(n, int) or n != last + 1:
+                    return Violation(f"agent {agent}: turn {n} started after turn {last} (LOOP-3: the next turn "
+                                     "is the last turn/start's number + 1)", e["_i"])
                 last = n
     return None
 
@@ -870,7 +875,11 @@ def _tools_check(view: TraceView) -> Violation | None:
                     open_calls[step] = str(data.get("call_id"))
                     calls[str(data.get("call_id"))] = e["_i"]
                 elif kind == "tool/result":
-                    open_calls.pop(data.get("step"), None)
+                    expected = open_calls.pop(data.get("step"), None)
+                    if expected is not None and str(data.get("call_id")) != expected:
+                        return Violation(f"agent {agent}: the result of tool call {expected} is logged under call id "
+                                         f"{data.get('call_id')!r} (TOOL-4: tool/result.call_id is always the model's "
+                                         "call id, whatever id a tools/execute listener returns)", e["_i"], ("TOOL-4",))
                     content = data.get("content")
                     if data.get("is_error") is True and not (
                             isinstance(content, list) and len(content) == 1 and isinstance(content[0], _MAP)
@@ -1068,10 +1077,40 @@ def _taken_id_check(view: TraceView) -> Violation | None:
     """SVC-2: ``create()`` with the id of a live agent is rejected (it raises)."""
     for agent in view.agents:
         for op in view.ops(agent, "create"):  # the calls that did not raise
-            if op.get("status") != "disposed":
+            if op.get("status") in ("idle", "running"):  # not once disposed, nor while resuming
                 return Violation(f"agent {agent}: service.create({agent!r}) returned while agent {agent} was live "
                                  f"({op.get('status')}): a second live agent with an id in use is rejected (SVC-2)",
                                  op["_i"], ("SVC-2",))
+    return None
+
+
+def _resume_check(view: TraceView) -> Violation | None:
+    """SVC-3: a resumed agent runs on the resumed session id, and the first turn it runs
+    continues the loaded log (the last loaded turn + 1, LOOP-3); SVC-2: once a ``create()`` of
+    the id succeeded while the resume loaded (the id was free then), the resume is rejected."""
+    for e in view.of_kind("agent/created"):
+        resumed = e.get("resumed")
+        if resumed is None:
+            continue
+        agent = str(e.get("agent"))
+        start = max((op["_i"] for op in view.of_kind("op", agent=agent)
+                     if op.get("op") == "resume" and op["_i"] < e["_i"]), default=-1)
+        taken = [op for op in view.ops(agent, "create") if start < op["_i"] < e["_i"]]
+        if taken:
+            return Violation(f"agent {agent}: create({agent!r}) succeeded while resume({agent!r}, {resumed!r}) "
+                             "loaded its session, and the resume succeeded too: two live agents under one id "
+                             "(SVC-2: a second live agent with an id in use is rejected)", e["_i"], ("SVC-2",))
+        if e.get("session") != resumed:
+            return Violation(f"agent {agent}: resumed from session {resumed!r}, it runs on session "
+                             f"{e.get('session')!r} (SVC-3: the live session id is the resumed id)", e["_i"], ("SVC-3",))
+        log = view.log(agent)
+        last = max((x["data"].get("turn") for x in log if x.get("loaded") and x["type"] == "turn/start"
+                    and isinstance(x["data"].get("turn"), int)), default=0)
+        first = next((x for x in log if not x.get("loaded") and x["type"] == "turn/start"), None)
+        if first is not None and first["data"].get("turn") != last + 1:
+            return Violation(f"agent {agent}: the loaded log's last turn is {last}, the first turn after resume() "
+                             f"is {first['data'].get('turn')} (SVC-3, LOOP-3: turn numbers continue from the "
+                             "loaded log)", first["_i"], ("SVC-3", "LOOP-3"))
     return None
 
 
@@ -1708,9 +1747,11 @@ def _problems_check(view: TraceView) -> Violation | None:
 ORACLES: tuple[LoopCheck, ...] = (
     # first: an accepted duplicate agent shares the id, and what the others then say follows from it
     LoopCheck("SVC-2", _taken_id_check, "creating an agent under a live agent's id is rejected", ("SVC-2",)),
+    LoopCheck("SVC-3", _resume_check, "a resumed agent continues its session, and takes no id taken meanwhile",
+              ("SVC-3", "SVC-2", "LOOP-3")),
     LoopCheck("LOG", _log_check, "LOG-3..6: the session log is balanced and nested", ("LOG-3", "LOG-4", "LOG-5", "LOG-6")),
     LoopCheck("STATUS-1", _status_check, "legal status transitions only", ("STATUS-1",)),
-    LoopCheck("LOOP-3", _turn_numbers_check, "turn numbers strictly increase", ("LOOP-3",)),
+    LoopCheck("LOOP-3", _turn_numbers_check, "turn numbers continue by one", ("LOOP-3",)),
     LoopCheck("prompts", _prompts_check, "no prompt runs twice; an uncancelled prompt or steer runs",
               ("MARKER-1", "LOOP-2", "LOOP-8")),
     LoopCheck("IDLE-2", _idle_check, "when_idle() resolves only at quiescence", ("IDLE-2",)),
@@ -1726,7 +1767,7 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("MAXTOK", _maxtok_check, "turn-end reasons and their precedence",
               ("MAXTOK-1", "MAXTOK-2", "MAXTOK-3", "MAXTOK-4", "MAXTOK-5", "DISP-1")),
     LoopCheck("TOOLS", _tools_check, "tool calls in order, contained, aborted",
-              ("TOOL-1", "TOOL-2", "TOOL-3", "TOOL-5", "ERR-7", "LOOP-6")),
+              ("TOOL-1", "TOOL-2", "TOOL-3", "TOOL-4", "TOOL-5", "ERR-7", "LOOP-6")),
     LoopCheck("STEERING", _steering_check, "steering reaches the model", ("STEER-2", "CONT-1", "CONT-2")),
     LoopCheck("DISPOSAL", _disposal_check,
               "only dispose() disposes, directly; input to a disposed agent raises; its waiters wait for the driver",

@@ -41,11 +41,12 @@ WATERFALLS: dict[str, tuple[str, ...]] = {
 
 #: Points of the world itself a listener may act at, synchronously, as the timeline event is
 #: observed: right after an agent was created (before its driver first ran), as a fake tool call
-#: starts (inside the call), as a fake model call starts.
+#: starts (inside the call), as a fake model call starts, as a resume()'s persisted log loads.
 WORLD_POINTS: dict[str, tuple[str, ...]] = {
     "agent/created": ("agent", "model"),
     "tool/start": ("tool", "call_id", "index"),
     "model/request": ("model", "call", "messages"),
+    "persistence/load": ("agent", "session"),
 }
 
 #: Every event a listener may be registered on (``session/flush(session)`` is awaited by the loop

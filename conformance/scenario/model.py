@@ -88,7 +88,10 @@ class Listener:
     ``where`` is emitted (then on every later one with ``times="always"``).
 
     For a waterfall, ``when`` says whether the listener acts ``before`` or ``after`` calling
-    ``next()``; ``hold`` is how long (virtual seconds) a ``session/flush`` listener takes.
+    ``next()``, and ``rewrite`` (fields) makes it return what ``next()`` returned with those
+    fields replaced, as a plugin rewriting the value does (e.g. a ``tools/execute`` result under
+    another ``call_id``, TOOL-4); ``hold`` is how long (virtual seconds) a ``session/flush``
+    listener takes.
     ``optional`` marks a listener that may legitimately never fire (otherwise a listener that
     never fired fails the run: the scenario did not test what it says).
     """
@@ -102,6 +105,7 @@ class Listener:
     when: Literal["before", "after"] = "before"
     hold: float = 0.0
     optional: bool = False
+    rewrite: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -120,11 +124,21 @@ class Actor:
 
 @dataclass(frozen=True)
 class AgentSpec:
-    """An agent the world creates at the start (``service.create(id, options)``)."""
+    """An agent the world creates at the start (``service.create(id, options)``), or, with
+    ``resume``, resumes from a persisted session (``service.resume(id, resume)``, SVC-3: feature
+    ``persistence``) whose earlier run answered each of ``history``'s prompts in a turn of its own."""
 
     id: str
     model: str = "fake"
     system_prompt: str | None = None
+    resume: str | None = None
+    """The session id to resume from (``None``: a fresh ``create``)."""
+    history: tuple[str, ...] = ()
+    """The prompts of the persisted run, one turn each (only with ``resume``)."""
+
+    def __post_init__(self) -> None:
+        if self.history and self.resume is None:
+            raise ScenarioError(f"agent {self.id!r}: a history needs a session to resume (resume: SESSION)")
 
 
 @dataclass(frozen=True)

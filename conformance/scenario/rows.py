@@ -120,16 +120,19 @@ def _row(e: dict[str, Any], i: int, t: int, waiter_owner: dict[str, str], last_a
         return Row(t, driver, "listeners", _notification(kind, e), "event", i)
     if kind == "log":
         data = e.get("data") or {}
+        loaded = " (loaded)" if e.get("loaded") else ""  # a resumed log: it ran before this run
         if e.get("type") == "turn/start":
-            return Row(t, driver, None, f"turn {data.get('turn')} starts", "note", i)
+            return Row(t, driver, None, f"turn {data.get('turn')} starts{loaded}", "note", i)
         if e.get("type") == "turn/end":
             reason = data.get("reason") or {}
-            return Row(t, driver, None, f"turn {data.get('turn')} ends {reason.get('kind')}", "note", i)
+            return Row(t, driver, None, f"turn {data.get('turn')} ends {reason.get('kind')}{loaded}", "note", i)
         if e.get("type") == "user/message":
             content = data.get("content") or []
             text = " ".join(b.get("text", "") for b in content if isinstance(b, dict))
-            return Row(t, driver, None, f"user/message {_quote(text)}", "note", i)
+            return Row(t, driver, None, f"user/message {_quote(text)}{loaded}", "note", i)
         return None
+    if kind == "persistence/load":
+        return Row(t, driver, None, f"loading session {e.get('session')}", "note", i)
     if kind == "model/request":
         return Row(t, driver, "model", f"request #{e.get('call')} ({e.get('messages')} messages)", "call", i)
     if kind == "model/done":

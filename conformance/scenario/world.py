@@ -39,13 +39,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 import simulator
 from conformance.adapter import AgentHandle, Implementation, ServiceHandle, Source, observer
-from conformance.fakes import FakeModel, FakeTool, Gate, ScriptEntry, ToolBox
+from conformance.fakes import FakeModel, FakeTool, Gate, ScriptEntry, ToolBox, respond
 from simulator import current_loop as simulator_current_loop
 from simulator import observe as simulator_observe
 from simulator import observe_fields as simulator_observe_fields
 
 from . import events as ev
-from .model import Action, Actor, Listener, Scenario, ToolSpec
+from .model import Action, Actor, AgentSpec, Listener, Scenario, ToolSpec
 
 if TYPE_CHECKING:  # imported where used: httpx and vcrpy load only for a scenario with a cassette
     from cassettes.model import CassetteModel
@@ -95,6 +95,10 @@ class World:
         self.scenario = scenario
         self.impl = impl
         self.idle_timeout = scenario.limits.idle_timeout
+        self._store: object | None = None  # the persistence backend resumed agents load from
+        self._resuming: dict[str, str] = {}  # agent id -> session id, while its resume() is in flight
+        if persistence is None and any(a.resume is not None for a in scenario.agents):
+            persistence = self._persistence()
         try:
             self.service: ServiceHandle = impl.create_service(persistence=persistence)
         except Exception as exc:
@@ -194,6 +198,78 @@ class World:
         # on ``agent/created`` act inside this call.
         simulator.observe("agent/created", agent=agent_id, model=model)
         return handle
+
+    def _persistence(self) -> object:
+        """A fresh backend of the implementation for the scenario's resumed agents (SVC-3),
+        its ``load()`` observed as the ``persistence/load`` point where the backend has one in
+        this process (a backend living elsewhere, as over the wire, is passed as it is)."""
+        if "persistence" not in set(getattr(self.impl, "features", ())):
+            raise ScenarioSetupError(f"{self.impl.name}: the scenario resumes an agent, which needs the "
+                                     "'persistence' feature")
+        try:
+            self._store = self.impl.new_persistence()
+        except Exception as exc:
+            raise ScenarioSetupError(f"{self.impl.name}: new_persistence() raised {_describe(exc)}") from exc
+        return ObservedLoads(self._store, self) if callable(getattr(self._store, "load", None)) else self._store
+
+    async def _seed(self, specs: list[AgentSpec]) -> None:
+        """Write the persisted runs of ``specs`` into the backend: each agent, on a service of
+        its own over the same backend, runs its history a turn per prompt under its resume
+        session id, then that service closes. Nothing of it is observed: the resumed log is
+        recorded when it is loaded."""
+        try:
+            service = self.impl.create_service(persistence=self._store)
+            service.register_model("seed", FakeModel(default=respond.text("earlier"), name="seed", observe=False))
+            for spec in specs:
+                opts: dict[str, Any] = {"model": "seed"}
+                if spec.system_prompt is not None:
+                    opts["system_prompt"] = spec.system_prompt
+                h = service.create_agent(spec.id, str(spec.resume), None, opts)
+                for prompt in spec.history:
+                    h.send(prompt)
+                    await asyncio.wait_for(_as_coro(h.when_idle()), self.idle_timeout)
+            await asyncio.wait_for(_as_coro(service.close()), self.idle_timeout)
+        except TimeoutError:
+            raise ScenarioSetupError(f"{self.impl.name}: writing the persisted session of a resumed agent: the "
+                                     f"agent or its service did not settle within {self.idle_timeout:g} s") from None
+        except Exception as exc:
+            raise ScenarioSetupError(f"{self.impl.name}: writing the persisted session of a resumed agent "
+                                     f"raised {_describe(exc)}") from exc
+
+    async def resume(self, spec: AgentSpec, *, by: str = "world") -> AgentHandle | None:
+        """``service.resume(id, session)`` (SVC-3), recorded as an ``op`` naming the session; once
+        it returns, the loaded log is recorded (``log`` entries marked ``loaded``) and then
+        ``agent/created`` (with ``resumed`` and the live ``session`` id). A resume that raises is
+        an ``op/error``, and a problem unless a ``create`` took the id during its load (SVC-2
+        lets either win)."""
+        agent_id, session = spec.id, str(spec.resume)
+        simulator.observe("op", by=by, op="resume", agent=agent_id, session=session)
+        opts: dict[str, Any] = {"model": spec.model}
+        if spec.system_prompt is not None:
+            opts["system_prompt"] = spec.system_prompt
+        self._resuming[agent_id] = session
+        try:
+            handle: AgentHandle = await _as_coro(self.service.resume(agent_id, session, opts))
+        except Exception as exc:
+            simulator.observe("op/error", by=by, op="resume", agent=agent_id, error=_describe(exc))
+            if agent_id not in self.agents:
+                self.problem("SVC-3", f"resume({agent_id!r}, {session!r}) of a persisted session raised "
+                             f"{_describe(exc)}", rules=("SVC-3",))
+            return None
+        finally:
+            self._resuming.pop(agent_id, None)
+        self.adopt(agent_id, handle)
+        self._models_of[agent_id] = spec.model
+        for event in handle.session.events:
+            simulator.observe("log", agent=agent_id, seq=event.get("seq"), type=event.get("type"),
+                              data=ev.compact_data(event), loaded=True)
+        simulator.observe("agent/created", agent=agent_id, model=spec.model, resumed=session,
+                          session=handle.session.id)
+        return handle
+
+    def loading(self, session_id: str) -> str | None:
+        """The agent whose resume() loads ``session_id`` now (``None``: none)."""
+        return next((a for a, s in self._resuming.items() if s == session_id), None)
 
     def adopt(self, agent_id: str, handle: AgentHandle) -> None:
         """Watch an agent created some other way (``create_agent``, ``resume``, configuration)."""
@@ -573,23 +649,24 @@ class World:
             self._optional.add(name)
         seen = [0]
 
-        def fire(fields: Callable[[], Mapping[str, Any]]) -> None:
+        def fire(fields: Callable[[], Mapping[str, Any]]) -> bool:
             if self._elements[name] and not always:
-                return
+                return False
             if where and not ev.matches(fields(), where):
-                return
+                return False
             seen[0] += 1
             if seen[0] < nth:
-                return
+                return False
             self._elements[name] += 1
             simulator.observe("listener", name=name, on=event)
             for action in listener.do:
                 # a failure hits the agent whose event this is (the fields say which)
                 subject = fields().get("agent") if action.verb == "raise" else None
                 self.do(action, name, on=event, subject=subject if isinstance(subject, str) else None)
+            return True
 
-        def react(args: tuple[Any, ...]) -> None:
-            fire(lambda: self.fields(event, args))
+        def react(args: tuple[Any, ...]) -> bool:
+            return fire(lambda: self.fields(event, args))
 
         if event in ev.WORLD_POINTS:
 
@@ -599,13 +676,15 @@ class World:
             self.on(event, observed)
         elif event in ev.WATERFALLS:
             after = listener.when == "after"
+            rewrite = dict(listener.rewrite) if listener.rewrite else None
 
             async def waterfall(*args: Any) -> Any:
-                if not after:
-                    react(args[:-1])
+                fired = False if after else react(args[:-1])
                 value = await _as_coro(args[-1]())
                 if after:
-                    react(args[:-1])
+                    fired = react(args[:-1])
+                if fired and rewrite is not None and isinstance(value, Mapping):
+                    return {**value, **rewrite}  # a plugin's rewrite of the chain's value
                 return value
 
             waterfall.__qualname__ = f"listener:{name}"
@@ -723,6 +802,9 @@ class World:
 
     async def _run(self) -> None:
         sc = self.scenario
+        resumed = [a for a in sc.agents if a.resume is not None]
+        if resumed:
+            await self._seed(resumed)
         # Actors first: their tasks exist before any driver's, so at time 0 a caller acts before
         # a fresh agent's driver first runs (the window right after creation, CANCEL-W0).
         for i, actor in enumerate(sc.actors):
@@ -734,7 +816,10 @@ class World:
         for i, listener in enumerate(sc.listeners):
             self.install(listener, i)
         for agent in sc.agents:
-            self.agent(agent.id, model=agent.model, system_prompt=agent.system_prompt)
+            if agent.resume is None:
+                self.agent(agent.id, model=agent.model, system_prompt=agent.system_prompt)
+            else:
+                await self.resume(agent)
         if sc.body is not None:
             await sc.body(self)
         await self.finish()
@@ -837,6 +922,9 @@ class World:
         kept), recorded as an ``op`` (``op/error`` when it raised). Not called once the agent is
         disposed: its id may be free then, and a second agent under it is not this verb's
         question. One accepted is disposed at once, so it runs nothing."""
+        if isinstance(agent, str) and agent not in self.agents and agent in self._resuming:
+            self._create_while_resuming(agent, by=by, on=on)
+            return
         h = self.handle(agent)
         agent_id = self._id_of(h)
         self._record_op(by, "create", h, on)
@@ -851,6 +939,23 @@ class World:
             again.dispose()
         except Exception:  # the run fails SVC-2 already: its duplicate is not judged
             pass
+
+    def _create_while_resuming(self, agent_id: str, *, by: str, on: str | None) -> None:
+        """``create(id)`` while a resume() of that id loads: the id is free, so it may succeed;
+        then it is the live agent (and the resume must not make a second, SVC-2)."""
+        entry: dict[str, Any] = {"by": by, "op": "create", "agent": agent_id, "status": None}
+        if on is not None:
+            entry["on"] = on
+        simulator.observe("op", **entry)
+        spec = next((a for a in self.scenario.agents if a.id == agent_id), AgentSpec(agent_id))
+        try:
+            handle = self.service.create(agent_id, {"model": spec.model})
+        except Exception as exc:
+            simulator.observe("op/error", by=by, op="create", agent=agent_id, error=_describe(exc))
+            return
+        self.adopt(agent_id, handle)
+        self._models_of[agent_id] = spec.model
+        simulator.observe("agent/created", agent=agent_id, model=spec.model)
 
     def close_soon(self, *, by: str, on: str | None = None) -> None:
         """``service.close()`` called by an actor or a listener (SVC-7): recorded as an ``op`` now,
@@ -928,3 +1033,36 @@ def build_tool(spec: ToolSpec) -> FakeTool:
         return FakeTool(spec.name, spec.result, **options)
     return FakeTool(spec.name, **options)
 
+
+
+class ObservedLoads:
+    """A persistence backend whose asynchronous ``load()`` is a point of the run: awaited, it is
+    observed as ``persistence/load`` (the agent resuming, the session) and then takes a moment
+    of virtual time, as a database or a file read would, before the backend's own load. A
+    synchronous ``load()``, and every other attribute, is the backend's as it is."""
+
+    HOLD = 0.01
+    """Virtual seconds a load takes."""
+
+    def __init__(self, inner: object, world: World) -> None:
+        self._inner: Any = inner
+        self._world = weakref.ref(world)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("_inner", "_world"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+    def load(self, session_id: str, *args: Any, **kwargs: Any) -> Any:
+        inner = self._inner.load
+        if not inspect.iscoroutinefunction(inner):
+            return inner(session_id, *args, **kwargs)  # synchronous: no caller can act inside it
+        return self._held(inner, session_id, *args, **kwargs)
+
+    async def _held(self, inner: Callable[..., Any], session_id: str, *args: Any, **kwargs: Any) -> Any:
+        # observed once the load is awaited: what acts here acts inside the resume's await
+        world = self._world()
+        agent = world.loading(session_id) if world is not None else None
+        simulator.observe("persistence/load", agent=agent, session=session_id)
+        await asyncio.sleep(self.HOLD)
+        return await inner(session_id, *args, **kwargs)

@@ -4,7 +4,7 @@ field), and written back from it. The full schema is in docs/scenarios.md; in sh
     name: window2                       # required
     description: a running-status listener cancels A and sends B
     limits: {max_time: 3600, idle_timeout: 600}      # virtual seconds
-    agents: [a]                         # ids, or {id, model, system_prompt}; default [a]
+    agents: [a]                         # ids, or {id, model, system_prompt, resume, history}; default [a]
     model:                              # the script of model "fake" (or models: {name: [...]})
       - "plain text reply"
       - {text: "slow reply", delay: 3}  # text|reasoning|tool_call|blocks|error|raises|hang|empty|aborted
@@ -70,7 +70,7 @@ RESPONSE_KINDS = ("text", "reasoning", "tool_call", "blocks", "chunks", "error",
 RESPONSE_MODIFIERS = ("deltas", "code", "usage", "finish", "truncate", "delay", "between",
                       "hang_after", "raise_after", "on_abort")
 FINISH_KINDS = ("stop", "tool-calls", "max-tokens", "aborted", "error")
-LISTENER_FIELDS = ("name", "on", "where", "nth", "times", "when", "hold", "optional", "do")
+LISTENER_FIELDS = ("name", "on", "where", "nth", "times", "when", "hold", "rewrite", "optional", "do")
 ACTOR_FIELDS = ("name", "at", "after", "nth", "optional", "do")
 EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     "agent/status": ("agent", "status"),
@@ -193,11 +193,15 @@ def _agents(node: Node | None) -> tuple[tuple[AgentSpec, ...], list[Node]]:
         if item.is_scalar():
             out.append(AgentSpec(item.string()))
             continue
-        f = item.keys(("id", "model", "system_prompt"), required=("id",))
+        f = item.keys(("id", "model", "system_prompt", "resume", "history"), required=("id",))
+        if "history" in f and "resume" not in f:
+            raise f["history"].error("a history needs a session to resume (resume: SESSION)")
         out.append(AgentSpec(
             f["id"].string(),
             f["model"].string() if "model" in f else "fake",
             f["system_prompt"].string() if "system_prompt" in f else None,
+            f["resume"].string() if "resume" in f else None,
+            tuple(h.string() for h in f["history"].items()) if "history" in f else (),
         ))
     ids = [a.id for a in out]
     for i, agent_id in enumerate(ids):
@@ -475,12 +479,21 @@ def _listener(node: Node, agents: list[str]) -> Listener:
             raise f["when"].error("when (before or after next()) goes with a waterfall "
                                   f"({', '.join(ev.WATERFALLS)})")
         when = f["when"].choice(("before", "after"))
+    rewrite = None
+    if "rewrite" in f:
+        if event not in ev.WATERFALLS:
+            raise f["rewrite"].error("rewrite (fields of the value next() returned) goes with a waterfall "
+                                     f"({', '.join(ev.WATERFALLS)})")
+        rewrite = f["rewrite"].scalars()
+        if not rewrite:
+            raise f["rewrite"].error("rewrite needs at least one field")
     if "do" in f:
         do = _actions(f["do"], agents, LISTENER_VERBS)
-    elif event == "session/flush" and hold:
-        do = ()  # a slow flush that does nothing else (a persistence plugin)
+    elif (event == "session/flush" and hold) or rewrite:
+        do = ()  # a slow flush or a rewriting plugin that does nothing else
     else:
-        raise node.error("missing required field 'do' (only a slow flush, on: session/flush with hold, may do nothing)")
+        raise node.error("missing required field 'do' (only a slow flush, on: session/flush with hold, or a "
+                         "waterfall listener with rewrite may do nothing)")
     return Listener(
         on=event,
         do=do,
@@ -491,6 +504,7 @@ def _listener(node: Node, agents: list[str]) -> Listener:
         when=when,  # type: ignore[arg-type]
         hold=hold,
         optional=_optional(f),
+        rewrite=rewrite,
     )
 
 
@@ -655,13 +669,17 @@ def to_document(scenario: Scenario) -> dict[str, Any]:
 
 
 def _agent_out(agent: AgentSpec) -> Any:
-    if agent.model == "fake" and agent.system_prompt is None:
+    if agent == AgentSpec(agent.id):
         return agent.id
     out: dict[str, Any] = {"id": agent.id}
     if agent.model != "fake":
         out["model"] = agent.model
     if agent.system_prompt is not None:
         out["system_prompt"] = agent.system_prompt
+    if agent.resume is not None:
+        out["resume"] = agent.resume
+    if agent.history:
+        out["history"] = list(agent.history)
     return out
 
 
@@ -853,9 +871,11 @@ def _listener_out(lst: Listener) -> dict[str, Any]:
         out["when"] = lst.when
     if lst.hold:
         out["hold"] = lst.hold
+    if lst.rewrite:
+        out["rewrite"] = dict(lst.rewrite)
     if lst.optional:
         out["optional"] = True
-    if lst.do or not (lst.on == "session/flush" and lst.hold):
+    if lst.do or not ((lst.on == "session/flush" and lst.hold) or lst.rewrite):
         out["do"] = [_action_out(a) for a in lst.do]
     return out
 

@@ -50,6 +50,21 @@ def test_a_clean_hunt_passes_every_oracle_rule(tmp_path: Path) -> None:
     assert all(statuses[rid] == "passed" for rid in verdicts.ORACLE_RULES)
 
 
+def test_a_clean_hunt_credits_no_rule_of_a_feature_the_implementation_lacks(tmp_path: Path) -> None:
+    # tiny_loop has no persistence (nor injection): the resume workload never ran, so SVC-3 is not the
+    # hunt's to pass
+    spec = "examples.tiny_loop.adapter:implementation"
+    impl = resolve(spec)
+    rep = driver.hunt(impl, spec, TINY, out=tmp_path).report
+    def credited(of: object) -> list[str]:
+        (only,) = [r for r in verdicts.results(rep, impl_spec=spec, out=tmp_path, impl=of) if r.id == "hunt::oracles"]
+        return only.rules
+
+    rules = credited(impl)
+    assert "LOOP-3" in rules and "SVC-3" not in rules and "INJ-2" not in rules and "SVC-3" in verdicts.ORACLE_RULES
+    assert "SVC-3" in credited(resolve(None))  # the same report, for one that has the feature
+
+
 def test_a_stopped_hunt_supports_no_rule(tmp_path: Path) -> None:
     impl = resolve(MUTANT)
     rep = driver.hunt(impl, MUTANT, TINY, first=True).report

@@ -171,8 +171,14 @@ def test_a_trace_signature_ignores_times_and_the_windows_own_calls_only() -> Non
     ("late-failure-not-recorded", "turn-end-throws", "raise", "ERR-9", "ERR-9"),
     # a create under a live agent's id that the mutant accepts
     ("svc-duplicate-id", "reply", "create", "SVC-2", "SVC-2"),
+    # a create of the id a resume() is loading: the mutant's resume does not check it again
+    ("resume-no-recheck", "resume", "create", "SVC-3", "SVC-2"),
+    # a tool result logged under the id a plugin's tools/execute listener returned
+    ("tool-result-listener-id", "tool-plugin", "send", "TOOLS", "TOOL-4"),
+    # a resumed agent on a session id of its own: any window shows it
+    ("resume-fresh-session-id", "resume", "send", "SVC-3", "SVC-3"),
 ])
-def test_the_hunt_reaches_what_its_late_failure_workload_and_create_verb_are_for(
+def test_the_hunt_reaches_what_its_later_workloads_and_verbs_are_for(
         mutant: str, workload: str, verb: str, check: str, rule: str) -> None:
     cfg = search.Config(workloads=(workload,), depth=1, nth=1, verbs=(verb,), dfs=0, random=0, pct=0)
     assert driver.hunt(REF, "reference", cfg).report["findings"] == []

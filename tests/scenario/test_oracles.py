@@ -60,9 +60,49 @@ def test_status_repeat_and_illegal_transition() -> None:
 
 
 def test_turn_numbers_increase() -> None:
-    tl = [_op("send", "A"), _op("send", "B"), *_turn(0, 2, "A"), *_turn(3, 2, "B")]
+    tl = [_op("send", "A"), _op("send", "B"), *_turn(0, 1, "A"), *_turn(3, 1, "B")]
     found = _check("LOOP-3", tl)
-    assert found is not None and "turn 2 started after turn 2" in found.message
+    assert found is not None and "turn 1 started after turn 1" in found.message
+    # LOOP-3: the next turn is the last one's number + 1, the first one 1
+    found = _check("LOOP-3", [_op("send", "A"), _op("send", "B"), *_turn(0, 1, "A"), *_turn(3, 3, "B")])
+    assert found is not None and "turn 3 started after turn 1" in found.message
+    assert _check("LOOP-3", [_op("send", "A"), *_turn(0, 2, "A")]) is not None
+    assert _check("LOOP-3", [_op("send", "A"), _op("send", "B"), *_turn(0, 1, "A"), *_turn(3, 2, "B")]) is None
+
+
+def _loaded(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**e, "loaded": True} for e in entries]
+
+
+def _resumed(session: str = "sess-1", *, live: str = "sess-1") -> list[dict[str, Any]]:
+    return [{"kind": "op", "by": "world", "op": "resume", "agent": "a", "session": session},
+            *_loaded(_turn(0, 1, "H")),
+            {"kind": "agent/created", "agent": "a", "model": "fake", "resumed": session, "session": live}]
+
+
+def test_resumed_session_continues() -> None:
+    # SVC-3: the live session id is the resumed id; turns continue from the loaded log
+    ok = [*_resumed(), _op("send", "A"), *_turn(3, 2, "A")]
+    assert _check("SVC-3", ok) is None and _check("LOOP-3", ok) is None
+    # the loaded turn ran before this run: no notification, no flush, no op sent its prompt
+    assert _check("NOTIFIED", _resumed()) is None and _check("prompts", ok) is None
+    found = _check("SVC-3", [*_resumed(live="a-session-1"), _op("send", "A"), *_turn(3, 2, "A")])
+    assert found is not None and found.rules == ("SVC-3",) and "a-session-1" in found.message
+    found = _check("SVC-3", [*_resumed(), _op("send", "A"), *_turn(3, 1, "A")])
+    assert found is not None and "SVC-3" in found.rules and "first turn after resume() is 1" in found.message
+
+
+def test_resume_after_the_id_was_taken_during_its_load() -> None:
+    # SVC-2: a create() that succeeded while the resume loaded leaves the resume rejected
+    resume, *loaded, created = _resumed()
+    create = {"kind": "op", "by": "window", "op": "create", "agent": "a", "status": None}
+    taken = [resume, create, {"kind": "agent/created", "agent": "a", "model": "fake"}, *loaded, created]
+    found = _check("SVC-3", taken)
+    assert found is not None and found.rules == ("SVC-2",) and "two live agents" in found.message
+    refused = [resume, create, {"kind": "op/error", "by": "window", "op": "create", "agent": "a", "error": "taken"},
+               *loaded, created]
+    assert _check("SVC-3", refused) is None
+    assert _check("SVC-2", taken) is None  # the id was free when create() came: SVC-2's own check is silent
 
 
 def test_prompt_run_twice_or_lost() -> None:

@@ -20,6 +20,7 @@ from conformance.impl import resolve
 from conformance.scenario import World, engine, load, loop_scenario
 from conformance.scenario.model import Action, Actor, Listener, ModelSpec, Scenario, ToolSpec
 from conformance.scenario.trace import Trace
+from conformance.scenario.world import ScenarioSetupError
 from conformance.scenario.yaml_format import dump, load_text
 from simulator.strategies import RandomStrategy
 
@@ -350,6 +351,79 @@ actors:
     # the mutant that accepts it fails SVC-2, and says so first
     failed = engine.run_one(sc, mutants.get("svc-duplicate-id")).trace.failures
     assert failed and failed[0]["check"] == "SVC-2", failed
+
+
+def test_a_waterfall_listener_rewrites_the_value_next_returned() -> None:
+    # a plugin returning the tool's result under an id of its own: TOOL-4 keeps the model's call id
+    sc = load_text("""
+name: rekeyed
+model: [{tool_call: {name: lookup, id: c1}}, done]
+tools: {lookup: {results: [found]}}
+listeners:
+  - {name: plugin, on: tools/execute, when: after, rewrite: {call_id: plugin-id}}
+actors:
+  - {name: caller, at: 0, do: [{send: A}, {when_idle: w}, {wait_idle: w}]}
+""", origin="rekeyed.yaml")
+    assert sc.listeners[0].rewrite == {"call_id": "plugin-id"} and sc.listeners[0].do == ()
+    assert load_text(dump(sc), origin="again.yaml").listeners == sc.listeners
+    report = engine.run_one(sc, REFERENCE)
+    assert report.ok, report.trace.failure_messages()
+    results = [e["data"] for e in report.trace.timeline if e["kind"] == "log" and e["type"] == "tool/result"]
+    assert [r["call_id"] for r in results] == ["c1"]
+    failed = {f["check"]: f for f in engine.run_one(sc, mutants.get("tool-result-listener-id")).trace.failures}
+    assert failed["TOOLS"]["rules"] == ["TOOL-4"] and "plugin-id" in failed["TOOLS"]["message"], failed
+    assert failed["LOG"]["rules"] == ["LOG-6"], failed  # a result with no call of its id before it
+
+
+RESUMED = """
+name: resumed
+agents: [{id: a, resume: sess-1, history: [H1]}]
+model: [{text: hi}]
+actors:
+  - {name: caller, after: agent/created, do: [{send: A}, {when_idle: w}, {wait_idle: w}]}
+"""
+
+
+def test_a_resumed_agent_continues_its_persisted_session() -> None:
+    # SVC-3: the history ran on a service of its own; the world records the loaded log, then the
+    # agent's creation, and the run's own turn continues it
+    sc = load_text(RESUMED, origin="resumed.yaml")
+    report = engine.run_one(sc, REFERENCE)
+    assert report.ok, report.trace.failure_messages()
+    tl = report.trace.timeline
+    assert next((e["op"], e.get("session")) for e in tl if e["kind"] == "op" and e["by"] == "world") == ("resume", "sess-1")
+    loaded = [e for e in tl if e["kind"] == "log" and e.get("loaded")]
+    assert [e["data"].get("turn") for e in loaded if e["type"] == "turn/start"] == [1]
+    assert any(e["type"] == "user/message" and e["data"]["content"][0]["text"] == "H1" for e in loaded)
+    created = next(e for e in tl if e["kind"] == "agent/created")
+    assert created["resumed"] == created["session"] == "sess-1" and tl.index(created) > tl.index(loaded[-1])
+    live = [e["data"]["turn"] for e in tl if e["kind"] == "log" and not e.get("loaded") and e["type"] == "turn/start"]
+    assert live == [2]
+    assert any(e["kind"] == "persistence/load" for e in tl)  # the reference's load is awaited: a point
+    assert load_text(dump(sc), origin="again.yaml").agents == sc.agents
+    # the mutant that resumes onto a fresh session id fails SVC-3
+    failed = engine.run_one(sc, mutants.get("resume-fresh-session-id")).trace.failures
+    assert failed and failed[0]["check"] == "SVC-3" and failed[0]["rules"] == ["SVC-3"], failed
+
+
+def test_a_create_during_a_resumes_load_takes_the_id_and_the_resume_is_rejected() -> None:
+    # SVC-2: the id is free while the persisted log loads; once create() took it, resume() raises
+    sc = load_text(RESUMED + "listeners:\n  - on: persistence/load\n    do: [{create: a}]\n", origin="taken.yaml")
+    report = engine.run_one(sc, REFERENCE)
+    assert report.ok, report.trace.failure_messages()
+    tl = report.trace.timeline
+    kinds = [(e["kind"], e.get("op")) for e in tl if e["kind"] in ("op", "op/error", "persistence/load")]
+    assert kinds[:3] == [("op", "resume"), ("persistence/load", None), ("op", "create")]
+    assert ("op/error", "resume") in kinds  # the caller's send to the created agent may come first
+    assert not any(e.get("loaded") for e in tl)  # the created agent runs the caller's prompt
+    failed = engine.run_one(sc, mutants.get("resume-no-recheck")).trace.failures
+    assert failed and failed[0]["check"] == "SVC-3" and failed[0]["rules"] == ["SVC-2"], failed
+
+
+def test_resuming_needs_the_persistence_feature() -> None:
+    tiny = resolve("examples.tiny_loop.adapter:implementation")
+    with pytest.raises(ScenarioSetupError, match="needs the 'persistence' feature"):
+        engine.run_one(load_text(RESUMED, origin="resumed.yaml"), tiny)
 
 
 @pytest.mark.parametrize("how", ["raises", "hangs"])

@@ -75,6 +75,11 @@ BAD = [
     (GOOD + "listeners:\n  - on: agent/status\n    times: always\n", 7, "missing required field 'do'"),
     (GOOD + "listeners:\n  - on: session/flush\n    times: always\n", 7, "only a slow flush"),
     (GOOD.replace("{send: A}", "{close: now}"), 5, "do[0].close: close takes no argument"),
+    (GOOD + "listeners:\n  - on: agent/status\n    rewrite: {call_id: x}\n", 8,
+     "listeners[0].rewrite: rewrite (fields of the value next() returned) goes with a waterfall"),
+    (GOOD + "listeners:\n  - on: tools/execute\n    rewrite: {}\n", 8, "rewrite needs at least one field"),
+    (GOOD + "agents: [{id: a, history: [H1]}]\n", 6, "agents[0].history: a history needs a session to resume"),
+    (GOOD + "agents: [{id: a, resume: [s]}]\n", 6, "agents[0].resume: expected a string"),
 ]
 
 
