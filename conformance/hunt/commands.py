@@ -125,7 +125,14 @@ def hunt(
         names = tuple(n.strip() for n in workloads.split(",") if n.strip())
         from .workloads import by_name
 
-        by_name(list(names))  # an unknown workload is bad input
+        chosen = by_name(list(names))  # an unknown workload is bad input
+        features = set(getattr(implementation, "features", ()))
+        lacking = [w for w in chosen if not w.features <= features] if names else []
+        if lacking:
+            what = ", ".join(f"{w.name} (needs {', '.join(sorted(w.features - features))})" for w in lacking)
+            if len(lacking) == len(chosen):
+                raise _fail(f"--workloads: no workload to run: {what}: {impl} does not declare the feature")
+            typer.echo(f"note: skipped {what}: {impl} does not declare the feature", err=True)
         actions = tuple(v.strip() for v in verbs.split(",") if v.strip()) or Config().verbs
         config = Config(workloads=names, depth=depth, nth=nth, verbs=actions, dfs=dfs_runs,
                                random=random_runs, pct=pct_runs, seed=seed, cassettes=cassettes,

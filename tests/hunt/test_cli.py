@@ -49,12 +49,21 @@ def test_shards_merged_on_the_command_line_print_the_one_machine_bytes(tmp_path:
     (["--baseline", "b.json"], "error: --baseline needs --against"),
     (["--verbs", "jump"], "error: unknown action 'jump'"),
     (["--impl", "nope:x"], "error: cannot import 'nope'"),
+    (["--impl", "examples.tiny_loop.adapter:implementation", "--workloads", "resume,inject"],
+     "error: --workloads: no workload to run: resume (needs persistence), inject (needs injection)"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: list[str], says: str) -> None:
     code, _out, err = _hunt(*args)
     assert code == 2
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith(says), err
+
+
+def test_a_named_workload_the_implementation_cannot_run_is_noted_not_silently_dropped(tmp_path: Path) -> None:
+    args = [a if a != "reply,two-prompts" else "reply,resume" for a in SMALL]
+    code, out, err = _hunt("--impl", "examples.tiny_loop.adapter:implementation", *args, "--out", str(tmp_path / "t"))
+    assert "note: skipped resume (needs persistence)" in err
+    assert code == 1 and "(reply)" in out and "resume" not in out  # tiny_loop's own findings, on reply only
 
 
 def test_merge_of_something_else_is_one_line_and_exit_2(tmp_path: Path) -> None:
