@@ -39,8 +39,8 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
   ``agent/turn-end`` listener of a turn closed by a disposal is not announced; ``ANNOUNCED`` —
   one of a turn that had not failed, and a failing flush, is (ERR-10, ERR-6, INJ-2);
 * ``SVC-2`` — ``create()`` under the id of a live agent raises; ``SVC-3`` — a resumed agent runs
-  on the resumed session id, its first turn continues the loaded log's numbers (LOOP-3), and it
-  is rejected when a ``create()`` of its id succeeded during its load (SVC-2);
+  on the resumed session id, and is rejected when a ``create()`` of its id succeeded during its
+  load (SVC-2); LOOP-3's oracle checks that its turns continue the loaded log's numbers;
 * ``NOTIFIED`` — every boundary a turn logs is notified after it (LOOP-4/LOOP-5), the empty step
   a cancel from ``agent/turn-start``/``agent/step-start`` dropped included (CANCEL-STEP);
 * ``QUEUED`` — every ``send()``/``steer()`` emits ``agent/queued`` with the resolved source and
@@ -456,13 +456,18 @@ def _status_check(view: TraceView) -> Violation | None:
 def _turn_numbers_check(view: TraceView) -> Violation | None:
     for agent in view.agents:
         last = 0
+        loaded = False
         for e in view.log(agent):
             if e["type"] == "turn/start":
                 n = e["data"].get("turn")
                 if not isinstance(n, int) or n != last + 1:
+                    if loaded and not e.get("loaded"):  # the first turn after a resume (SVC-3)
+                        return Violation(f"agent {agent}: the loaded log's last turn is {last}, the first turn after "
+                                         f"resume() is {n} (SVC-3, LOOP-3: turn numbers continue from the loaded "
+                                         "log)", e["_i"], ("SVC-3", "LOOP-3"))
                     return Violation(f"agent {agent}: turn {n} started after turn {last} (LOOP-3: the next turn "
-                                     "is the last turn/start's number + 1)", e["_i"])
-                last = n
+                                     "is the last turn/start's number + 1)", e["_i"], ("LOOP-3",))
+                last, loaded = n, bool(e.get("loaded"))
     return None
 
 
@@ -1085,9 +1090,9 @@ def _taken_id_check(view: TraceView) -> Violation | None:
 
 
 def _resume_check(view: TraceView) -> Violation | None:
-    """SVC-3: a resumed agent runs on the resumed session id, and the first turn it runs
-    continues the loaded log (the last loaded turn + 1, LOOP-3); SVC-2: once a ``create()`` of
-    the id succeeded while the resume loaded (the id was free then), the resume is rejected."""
+    """SVC-3: a resumed agent runs on the resumed session id (that its turns continue the loaded
+    log's numbers is LOOP-3's oracle's, over the whole log); SVC-2: once a ``create()`` of the id
+    succeeded while the resume loaded (the id was free then), the resume is rejected."""
     for e in view.of_kind("agent/created"):
         resumed = e.get("resumed")
         if resumed is None:
@@ -1103,14 +1108,6 @@ def _resume_check(view: TraceView) -> Violation | None:
         if e.get("session") != resumed:
             return Violation(f"agent {agent}: resumed from session {resumed!r}, it runs on session "
                              f"{e.get('session')!r} (SVC-3: the live session id is the resumed id)", e["_i"], ("SVC-3",))
-        log = view.log(agent)
-        last = max((x["data"].get("turn") for x in log if x.get("loaded") and x["type"] == "turn/start"
-                    and isinstance(x["data"].get("turn"), int)), default=0)
-        first = next((x for x in log if not x.get("loaded") and x["type"] == "turn/start"), None)
-        if first is not None and first["data"].get("turn") != last + 1:
-            return Violation(f"agent {agent}: the loaded log's last turn is {last}, the first turn after resume() "
-                             f"is {first['data'].get('turn')} (SVC-3, LOOP-3: turn numbers continue from the "
-                             "loaded log)", first["_i"], ("SVC-3", "LOOP-3"))
     return None
 
 
@@ -1748,10 +1745,11 @@ ORACLES: tuple[LoopCheck, ...] = (
     # first: an accepted duplicate agent shares the id, and what the others then say follows from it
     LoopCheck("SVC-2", _taken_id_check, "creating an agent under a live agent's id is rejected", ("SVC-2",)),
     LoopCheck("SVC-3", _resume_check, "a resumed agent continues its session, and takes no id taken meanwhile",
-              ("SVC-3", "SVC-2", "LOOP-3")),
+              ("SVC-3", "SVC-2")),
     LoopCheck("LOG", _log_check, "LOG-3..6: the session log is balanced and nested", ("LOG-3", "LOG-4", "LOG-5", "LOG-6")),
     LoopCheck("STATUS-1", _status_check, "legal status transitions only", ("STATUS-1",)),
-    LoopCheck("LOOP-3", _turn_numbers_check, "turn numbers continue by one", ("LOOP-3",)),
+    LoopCheck("LOOP-3", _turn_numbers_check, "turn numbers continue by one, a resumed log's too",
+              ("LOOP-3", "SVC-3")),
     LoopCheck("prompts", _prompts_check, "no prompt runs twice; an uncancelled prompt or steer runs",
               ("MARKER-1", "LOOP-2", "LOOP-8")),
     LoopCheck("IDLE-2", _idle_check, "when_idle() resolves only at quiescence", ("IDLE-2",)),

@@ -88,8 +88,8 @@ def test_resumed_session_continues() -> None:
     assert _check("NOTIFIED", _resumed()) is None and _check("prompts", ok) is None
     found = _check("SVC-3", [*_resumed(live="a-session-1"), _op("send", "A"), *_turn(3, 2, "A")])
     assert found is not None and found.rules == ("SVC-3",) and "a-session-1" in found.message
-    found = _check("SVC-3", [*_resumed(), _op("send", "A"), *_turn(3, 1, "A")])
-    assert found is not None and "SVC-3" in found.rules and "first turn after resume() is 1" in found.message
+    found = _check("LOOP-3", [*_resumed(), _op("send", "A"), *_turn(3, 1, "A")])
+    assert found is not None and found.rules == ("SVC-3", "LOOP-3") and "first turn after resume() is 1" in found.message
 
 
 def test_resume_after_the_id_was_taken_during_its_load() -> None:
