@@ -386,8 +386,8 @@ class World:
     def _notify(self, event: dict[str, Any]) -> None:
         if self._pending:
             self._sample()
-        if not self._observers:
-            return
+        if not self._observers or event.get("loaded"):
+            return  # a resumed log's events ran before this run: nothing waits for them
         for kind, where, fn in tuple(self._observers):
             if kind is not None and event.get("kind") != kind:
                 continue
@@ -416,7 +416,7 @@ class World:
 
     def on(self, kind: str | None, fn: Observer, *, where: Mapping[str, Any] | None = None) -> Callable[[], None]:
         """Call ``fn(event)`` synchronously for every later observed event of ``kind`` (``None``:
-        all) matching ``where``. Returns a disposer."""
+        all) matching ``where`` (not a resumed log's ``loaded`` entries). Returns a disposer."""
         entry = (kind, dict(where) if where else None, fn)
         self._observers.append(entry)
 
@@ -429,7 +429,7 @@ class World:
     async def wait_for(self, kind: str, where: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Wait until an event of ``kind`` matching ``where`` has been observed (at once if it has)."""
         for event in simulator.current_timeline():
-            if event.get("kind") == kind and ev.matches(event, where):
+            if event.get("kind") == kind and not event.get("loaded") and ev.matches(event, where):
                 return event
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
 

@@ -406,6 +406,18 @@ def test_a_resumed_agent_continues_its_persisted_session() -> None:
     assert failed and failed[0]["check"] == "SVC-3" and failed[0]["rules"] == ["SVC-3"], failed
 
 
+def test_an_actor_after_a_session_event_waits_for_this_runs_not_the_loaded_logs() -> None:
+    # the loaded log is a record of an earlier run: an actor after turn/start acts at the run's own
+    sc = load_text(RESUMED + "  - {name: late, after: {event: log, where: {type: turn/start}}, do: [{cancel: x}]}\n",
+                   origin="late.yaml")
+    report = engine.run_one(sc, REFERENCE)
+    assert report.ok, report.trace.failure_messages()
+    tl = report.trace.timeline
+    live = next(i for i, e in enumerate(tl) if e["kind"] == "log" and e["type"] == "turn/start" and not e.get("loaded"))
+    acted = next(i for i, e in enumerate(tl) if e["kind"] == "actor/run" and e["actor"] == "late")
+    assert acted > live
+
+
 def test_a_create_during_a_resumes_load_takes_the_id_and_the_resume_is_rejected() -> None:
     # SVC-2: the id is free while the persisted log loads; once create() took it, resume() raises
     sc = load_text(RESUMED + "listeners:\n  - on: persistence/load\n    do: [{create: a}]\n", origin="taken.yaml")
