@@ -126,10 +126,9 @@ def hunt(
         from .workloads import by_name
 
         chosen = by_name(list(names))  # an unknown workload is bad input
-        features = set(getattr(implementation, "features", ()))
-        lacking = [w for w in chosen if not w.features <= features] if names else []
+        lacking = [w for w in chosen if w.lacking(implementation)] if names else []
         if lacking:
-            what = ", ".join(f"{w.name} (needs {', '.join(sorted(w.features - features))})" for w in lacking)
+            what = ", ".join(f"{w.name} (needs {', '.join(sorted(w.lacking(implementation)))})" for w in lacking)
             if len(lacking) == len(chosen):
                 raise _fail(f"--workloads: no workload to run: {what}: {impl} does not declare the feature")
             typer.echo(f"note: skipped {what}: {impl} does not declare the feature", err=True)

@@ -61,14 +61,13 @@ def verbs_for(impl: Implementation, verbs: tuple[str, ...] = VERBS) -> list[str]
 
 def plan(workloads: tuple[Workload, ...], impl: Implementation, config: Config) -> list[WorkloadPlan]:
     """Every window of every workload ``impl`` can run, from a probe run of each."""
-    features = set(getattr(impl, "features", ()))
     unknown = [v for v in config.verbs if v not in VERBS]
     if unknown:
         raise ValueError(f"unknown action {unknown[0]!r} (choose from {', '.join(VERBS)})")
     verbs = verbs_for(impl, config.verbs)
     out: list[WorkloadPlan] = []
     for workload in workloads:
-        if not workload.features <= features:
+        if workload.lacking(impl):
             continue
         wp = WorkloadPlan(workload)
         for point in win.points(workload, win.probe(workload, impl), config.nth):

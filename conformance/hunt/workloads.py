@@ -41,6 +41,10 @@ class Workload:
     scenario: Scenario
     features: frozenset[str] = frozenset()
 
+    def lacking(self, impl: object) -> frozenset[str]:
+        """The features it needs that ``impl`` does not declare (empty: ``impl`` can run it)."""
+        return self.features - set(getattr(impl, "features", ()))
+
 
 def _caller(*prompts: str, agent: str | None = None, name: str = "caller", waiter: str = "done") -> Actor:
     do = [Action("send", agent=agent, text=p) for p in prompts]

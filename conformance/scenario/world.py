@@ -185,19 +185,19 @@ class World:
         self, agent_id: str = "a", *, model: str = "fake", system_prompt: str | None = None, **options: Any
     ) -> AgentHandle:
         """Create an agent (``service.create``) on ``model``."""
-        opts: dict[str, Any] = {"model": model, **options}
-        if system_prompt is not None:
-            opts["system_prompt"] = system_prompt
         try:
-            handle = self.service.create(agent_id, opts)
+            handle = self.service.create(agent_id, _options(model, system_prompt, **options))
         except Exception as exc:
             raise ScenarioSetupError(f"{self.impl.name}: create({agent_id!r}) raised {_describe(exc)}") from exc
+        self._created(agent_id, handle, model)
+        return handle
+
+    def _created(self, agent_id: str, handle: AgentHandle, model: str, **fields: Any) -> None:
+        """Watch a new agent and record ``agent/created``: the window right after creation,
+        before the driver first runs (CANCEL-W0); listeners on it act inside this call."""
         self.adopt(agent_id, handle)
         self._models_of[agent_id] = model
-        # The window right after creation, before the driver first runs (CANCEL-W0): listeners
-        # on ``agent/created`` act inside this call.
-        simulator.observe("agent/created", agent=agent_id, model=model)
-        return handle
+        simulator.observe("agent/created", agent=agent_id, model=model, **fields)
 
     def _persistence(self) -> object:
         """A fresh backend of the implementation for the scenario's resumed agents (SVC-3),
@@ -221,10 +221,7 @@ class World:
             service = self.impl.create_service(persistence=self._store)
             service.register_model("seed", FakeModel(default=respond.text("earlier"), name="seed", observe=False))
             for spec in specs:
-                opts: dict[str, Any] = {"model": "seed"}
-                if spec.system_prompt is not None:
-                    opts["system_prompt"] = spec.system_prompt
-                h = service.create_agent(spec.id, str(spec.resume), None, opts)
+                h = service.create_agent(spec.id, str(spec.resume), None, _options("seed", spec.system_prompt))
                 for prompt in spec.history:
                     h.send(prompt)
                     await asyncio.wait_for(_as_coro(h.when_idle()), self.idle_timeout)
@@ -244,12 +241,10 @@ class World:
         lets either win)."""
         agent_id, session = spec.id, str(spec.resume)
         simulator.observe("op", by=by, op="resume", agent=agent_id, session=session)
-        opts: dict[str, Any] = {"model": spec.model}
-        if spec.system_prompt is not None:
-            opts["system_prompt"] = spec.system_prompt
         self._resuming[agent_id] = session
         try:
-            handle: AgentHandle = await _as_coro(self.service.resume(agent_id, session, opts))
+            handle: AgentHandle = await _as_coro(
+                self.service.resume(agent_id, session, _options(spec.model, spec.system_prompt)))
         except Exception as exc:
             simulator.observe("op/error", by=by, op="resume", agent=agent_id, error=_describe(exc))
             if agent_id not in self.agents:
@@ -258,13 +253,10 @@ class World:
             return None
         finally:
             self._resuming.pop(agent_id, None)
-        self.adopt(agent_id, handle)
-        self._models_of[agent_id] = spec.model
         for event in handle.session.events:
             simulator.observe("log", agent=agent_id, seq=event.get("seq"), type=event.get("type"),
                               data=ev.compact_data(event), loaded=True)
-        simulator.observe("agent/created", agent=agent_id, model=spec.model, resumed=session,
-                          session=handle.session.id)
+        self._created(agent_id, handle, spec.model, resumed=session, session=handle.session.id)
         return handle
 
     def loading(self, session_id: str) -> str | None:
@@ -460,11 +452,13 @@ class World:
             simulator.observe("op/error", by=by, op=op, agent=entry["agent"], error=_describe(exc))
             return None
 
-    def _record_op(self, by: str, op: str, agent: AgentHandle, on: str | None, **data: Any) -> dict[str, Any]:
-        """Record the ``op`` timeline entry of an operation about to be done (and count it)."""
+    def _record_op(self, by: str, op: str, agent: AgentHandle | str, on: str | None, **data: Any) -> dict[str, Any]:
+        """Record the ``op`` timeline entry of an operation about to be done (and count it); an
+        agent given by id has no handle yet (its status is ``None``)."""
         if self._pending:
             self._sample()  # a release before this operation is recorded before it
-        entry: dict[str, Any] = {"by": by, "op": op, "agent": self._id_of(agent), "status": agent.status, **data}
+        agent_id, status = (agent, None) if isinstance(agent, str) else (self._id_of(agent), agent.status)
+        entry: dict[str, Any] = {"by": by, "op": op, "agent": agent_id, "status": status, **data}
         if on is not None:
             entry["on"] = on
         key = (by, op, entry["agent"])
@@ -943,19 +937,14 @@ class World:
     def _create_while_resuming(self, agent_id: str, *, by: str, on: str | None) -> None:
         """``create(id)`` while a resume() of that id loads: the id is free, so it may succeed;
         then it is the live agent (and the resume must not make a second, SVC-2)."""
-        entry: dict[str, Any] = {"by": by, "op": "create", "agent": agent_id, "status": None}
-        if on is not None:
-            entry["on"] = on
-        simulator.observe("op", **entry)
+        self._record_op(by, "create", agent_id, on)
         spec = next((a for a in self.scenario.agents if a.id == agent_id), AgentSpec(agent_id))
         try:
             handle = self.service.create(agent_id, {"model": spec.model})
         except Exception as exc:
             simulator.observe("op/error", by=by, op="create", agent=agent_id, error=_describe(exc))
             return
-        self.adopt(agent_id, handle)
-        self._models_of[agent_id] = spec.model
-        simulator.observe("agent/created", agent=agent_id, model=spec.model)
+        self._created(agent_id, handle, spec.model)
 
     def close_soon(self, *, by: str, on: str | None = None) -> None:
         """``service.close()`` called by an actor or a listener (SVC-7): recorded as an ``op`` now,
@@ -997,6 +986,14 @@ class World:
                           logs={k: len(h.session.events) for k, h in self.agents.items()},
                           registered=registered,
                           **({"warnings": self._warnings.count} if self._warnings.active else {}))
+
+
+def _options(model: str, system_prompt: str | None, **options: Any) -> dict[str, Any]:
+    """The agent options of a create or resume: the model, and the system prompt when given."""
+    opts: dict[str, Any] = {"model": model, **options}
+    if system_prompt is not None:
+        opts["system_prompt"] = system_prompt
+    return opts
 
 
 def _sourced(text: Any, source: Mapping[str, Any] | None) -> tuple[tuple[Any, ...], dict[str, Any]]:
