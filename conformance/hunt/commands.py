@@ -92,7 +92,7 @@ def hunt(
     seed: int = typer.Option(0, "--seed", help="The seed of every window's random and pct runs."),
     random_runs: int = typer.Option(_DEFAULT.random, "--random", help="Seeded random schedules per explored window."),
     pct_runs: int = typer.Option(_DEFAULT.pct, "--pct", help="PCT schedules per explored window."),
-    dfs_runs: int = typer.Option(_DEFAULT.dfs, "--dfs", help="Bounded dfs schedules per explored window."),
+    dfs_runs: int = typer.Option(_DEFAULT.dfs, "--dfs", help="Schedules per explored window that deviate once from FIFO, right after the window acted (nearest first)."),
     cassettes: int = typer.Option(1, "--cassettes", help="Race cassettes per failure and workload."),
     out: Path = typer.Option(Path("hunt-report"), "--out", metavar="DIR", help="Where report.json and the cassettes go."),  # noqa: B008
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report on stdout instead of the table."),

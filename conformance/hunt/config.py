@@ -29,7 +29,8 @@ class Config:
     """The actions windows are made of (``inject`` only where the implementation has it)."""
     modes: tuple[str, ...] = MODES
     dfs: int = 2
-    """Schedules of the bounded dfs after its first (FIFO) one: at most one deviation each."""
+    """Schedules of the bounded search from the window's point: one deviation from FIFO each, at
+    the choice points right after the window acted, nearest first (``AnchoredStrategy``)."""
     random: int = 1
     pct: int = 1
     seed: int = 0

@@ -3,8 +3,9 @@
 1. *Plain*: every window runs once in plain asyncio (FIFO) order, judged by the oracles. It
    either fails there, or was not reached (its point never came), or leaves a trace signature.
 2. *Explore*: the first window of each distinct signature of a workload (the others would
-   search the same schedule space) has its schedules explored: a bounded dfs (at most one
-   deviation from FIFO), then seeded random and pct runs; the first failing one is kept.
+   search the same schedule space) has its schedules explored: single deviations from FIFO at
+   the choice points right after the window acted, nearest first (phase 1 ran FIFO itself),
+   then seeded random and pct runs; the first failing one is kept.
 3. *Cassettes*: the first failing windows of each failure signature of a workload are
    shrunk into race cassettes.
 
@@ -23,10 +24,12 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from conformance.adapter import Implementation
 from simulator.errors import SimulationError
 from simulator.schedule import Schedule
-from simulator.strategies import DFSStrategy, PCTStrategy, RandomStrategy
+from simulator.strategies import AnchoredStrategy, PCTStrategy, RandomStrategy
 from simulator.strategies.base import Strategy
 
 from ..scenario import engine, race
@@ -85,19 +88,24 @@ def plan(workloads: tuple[Workload, ...], impl: Implementation, config: Config) 
 # --------------------------------------------------------------------------- phase 1: plain runs
 
 
-_OWN = re.compile(r'"(W|hw)\d+"')
+_OWN = re.compile(rb'"(W|hw)\d+"')
+_SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
 
 def signature(trace: Trace) -> str:
     """What the implementation did in a window's plain-order run, for "is it a new trace": the
     timeline without times, without the window's own calls and markers, its texts and waiter
     names made anonymous (``send; send`` and ``send`` may well do the same). Keys are sorted:
-    an implementation may build its data in an order that depends on the hash seed."""
-    keep = [{k: v for k, v in e.items() if k not in ("t_us", "t")} for e in trace.timeline
+    an implementation may build its data in an order that depends on the hash seed. (orjson:
+    every phase-1 window pays for this, and the standard encoder took a tenth of a run.)"""
+    keep = [{k: v for k, v in e.items() if k != "t_us" and k != "t"} for e in trace.timeline
             if e.get("kind") not in ("listener", "actor/run")
             and not (e.get("by") == "window" and e.get("kind") in ("op", "op/error"))]
-    text = _OWN.sub(r'"\1"', json.dumps(keep, sort_keys=True, default=str))
-    return hashlib.sha1(text.encode()).hexdigest()[:16]
+    try:
+        text = orjson.dumps(keep, option=_SORTED, default=str)
+    except orjson.JSONEncodeError:  # what orjson refuses (an int past 64 bits): the standard encoder
+        text = json.dumps(keep, sort_keys=True, default=str).encode()
+    return hashlib.sha1(_OWN.sub(rb'"\1"', text)).hexdigest()[:16]
 
 
 def reached(trace: Trace) -> bool:
@@ -206,16 +214,24 @@ def window_seed(config: Config, workload: str, index: int) -> int:
     return zlib.crc32(f"{config.seed}:{workload}:{index}".encode())
 
 
+def window_acted(event: dict[str, Any]) -> bool:
+    """Whether ``event`` is the window acting: its listener firing, or its actor starting."""
+    kind = event.get("kind")
+    return (kind == "listener" and event.get("name") == "window") or (kind == "actor/run" and event.get("actor") == "window")
+
+
 def explore(wp: WorkloadPlan, index: int, impl: Implementation, config: Config) -> tuple[int, dict[str, Any] | None]:
-    """Phase 2 of one window: ``(schedules run, first failure or None)``."""
+    """Phase 2 of one window: ``(schedules run, first failure or None)``. The bounded search
+    deviates once per schedule, at the choice points right after the window acted, nearest first
+    (an actor's from when its task is ready): phase 1 ran the FIFO schedule already."""
     sc = wp.scenario(index)
     runs = 0
     if config.dfs:
-        dfs = DFSStrategy(max_deviations=1)
-        for _ in range(config.dfs + 1):
-            if dfs.exhausted:
+        anchored = AnchoredStrategy(event=window_acted, task="actor:window")
+        for _ in range(config.dfs):
+            if anchored.exhausted:
                 break
-            rep = confirmed(sc, impl, dfs, 0)
+            rep = confirmed(sc, impl, anchored, 0)
             runs += 1
             if not rep.ok:
                 return runs, failure_of(rep)
@@ -254,4 +270,4 @@ def signature_of(failure: dict[str, Any]) -> str:
 
 
 __all__ = ["Config", "Plain", "WorkloadPlan", "cassette", "confirmed", "distinct", "explore", "failure_of", "hung", "plain", "plan",
-           "reached", "signature", "signature_of", "signatures", "verbs_for", "window_seed"]
+           "reached", "signature", "signature_of", "signatures", "verbs_for", "window_acted", "window_seed"]

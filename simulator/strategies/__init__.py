@@ -1,8 +1,10 @@
 """Scheduling strategies, one module each: ``fifo``, ``random``, ``pct``, ``dfs``, ``dpor``,
-``replay``, ``hypothesis`` (driven by ``data.draw``)."""
+``anchored`` (single deviations after a known moment), ``replay``, ``hypothesis`` (driven by
+``data.draw``)."""
 
 from __future__ import annotations
 
+from simulator.strategies.anchored import AnchoredStrategy
 from simulator.strategies.base import Strategy
 from simulator.strategies.dfs import DFSStrategy
 from simulator.strategies.dpor import DPORStrategy
@@ -12,6 +14,7 @@ from simulator.strategies.random import RandomStrategy
 from simulator.strategies.replay import ReplayStrategy
 
 __all__ = [
+    "AnchoredStrategy",
     "DFSStrategy",
     "DPORStrategy",
     "FifoStrategy",

@@ -164,6 +164,10 @@ def test_a_trace_signature_ignores_times_and_the_windows_own_calls_only() -> Non
     assert search.signature(type("T", (), {"timeline": other})()) != sig
     twice = engine.run_one(Window("reply", point, ("send", "send")).scenario(wl.scenario), REF).trace
     assert search.signature(twice) != sig, "a second prompt is a second turn"
+    reordered = [dict(reversed(list(e.items()))) for e in trace.timeline]
+    assert search.signature(type("T", (), {"timeline": reordered})()) == sig, "key order is not the trace"
+    huge = [{**e, "data": {"n": 2 ** 70}} for e in trace.timeline]  # past orjson's 64 bits
+    assert search.signature(type("T", (), {"timeline": huge})()) != sig
 
 
 @pytest.mark.parametrize(("mutant", "workload", "verb", "check", "rule"), [
@@ -184,3 +188,31 @@ def test_the_hunt_reaches_what_its_later_workloads_and_verbs_are_for(
     assert driver.hunt(REF, "reference", cfg).report["findings"] == []
     found = driver.hunt(resolve(f"mutant:{mutant}"), mutant, cfg).report["findings"]
     assert found and check in found[0]["checks"] and rule in found[0]["rules"], found
+
+
+def test_explore_deviates_once_per_schedule_right_after_the_window_acted() -> None:
+    """Phase 2's bounded search does not repeat phase 1's FIFO run: each of its schedules
+    deviates once, and a listener window's deviation comes after the listener fired."""
+    from conformance.hunt.workloads import by_name
+    from conformance.scenario import engine
+    from simulator.strategies import AnchoredStrategy
+
+    cfg = search.Config(workloads=("reply",), depth=1, nth=1, verbs=("cancel",))
+    wp = search.plan(by_name(["reply"]), REF, cfg)[0]
+    modes = set()
+    for index, window in enumerate(wp.windows):
+        sc = wp.scenario(index)
+        strategy = AnchoredStrategy(event=search.window_acted, task="actor:window")
+        runs = 0
+        while not strategy.exhausted and runs < 4:
+            rep = engine.run_one(sc, REF, strategy, 0)
+            runs += 1
+            if strategy.exhausted:
+                assert rep.deviations == [], "the run that finds no target is FIFO"
+                break
+            assert len(rep.deviations) == 1, window.name
+            if window.mode == "listener":
+                acted = next(i for i, e in enumerate(rep.trace.timeline) if search.window_acted(e))
+                assert rep.deviations[0]["at"] > acted, window.name
+            modes.add(window.mode)
+    assert modes == {"listener", "actor"}

@@ -10,7 +10,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import simulator
-from simulator.strategies import DFSStrategy, DPORStrategy, PCTStrategy, RandomStrategy
+from simulator.strategies import (
+    AnchoredStrategy,
+    DFSStrategy,
+    DPORStrategy,
+    PCTStrategy,
+    RandomStrategy,
+    Strategy,
+)
 from simulator.strategies.hypothesis import HypothesisStrategy
 
 
@@ -199,3 +206,90 @@ def test_a_done_callback_bound_to_an_unhashable_object_runs_under_every_strategy
     for seed in range(5):
         result = simulator.run(_background_tasks_idiom, strategy=make(), seed=seed)
         assert result.error is None and result.value == "ok", result.error
+
+
+def _race_then_tail(tail: int) -> Any:
+    """After the event ``go``, two tasks read-then-write a counter across one await (a lost
+    update when the second reads before the first writes); then ``tail`` tasks step without
+    sharing anything, a long end of the run where reordering finds nothing."""
+
+    async def main() -> None:
+        for _ in range(3):  # choice points before the anchor: no deviation belongs there
+            await asyncio.gather(asyncio.sleep(0), asyncio.sleep(0))
+        simulator.observe("go")
+        shared = [0]
+
+        async def bump(late: int) -> None:
+            for _ in range(late):  # FIFO: the late one reads after the early one wrote
+                await asyncio.sleep(0)
+            v = shared[0]
+            await asyncio.sleep(0)
+            shared[0] = v + 1
+
+        await asyncio.gather(bump(0), bump(1))
+        if shared[0] != 2:
+            raise AssertionError(f"lost update: {shared[0]}")
+
+        async def idle() -> None:
+            for _ in range(3):
+                await asyncio.sleep(0)
+
+        await asyncio.gather(*(idle() for _ in range(tail)))
+
+    return main
+
+
+def _deviations(res: Any) -> list[int]:
+    return [i for i, c in enumerate(res.schedule.choices) if c.pick]
+
+
+def test_anchored_deviates_once_after_its_anchor_nearest_first() -> None:
+    main = _race_then_tail(0)
+    fifo = simulator.run(main, strategy=Strategy())  # records every choice point, picks 0
+    s = AnchoredStrategy(event=lambda e: e["kind"] == "go")
+    seen: list[tuple[int, int]] = []
+    while not s.exhausted and len(seen) < 50:
+        res = simulator.run(main, strategy=s)
+        devs = _deviations(res)
+        assert len(devs) <= 1, "one deviation per run"
+        if devs:
+            seen.append((devs[0], res.schedule.choices[devs[0]].pick))
+    assert seen, "it deviates at all"
+    assert seen == sorted(seen), "nearest choice point first, then its next option"
+    assert len(set(seen)) == len(seen), "no schedule twice"
+    # the three gathers before the anchor are choice points too: no deviation lands there
+    assert seen[0][0] >= 3
+    assert [c.label for c in fifo.schedule.choices[:seen[0][0]]] == [c.label for c in res.schedule.choices[:seen[0][0]]]
+
+
+def test_anchored_finds_a_race_after_its_anchor_before_dfs_does() -> None:
+    main = _race_then_tail(6)
+    assert simulator.run(main).error is None, "FIFO order passes"
+    anchored = simulator.explore(main, strategy=AnchoredStrategy(event=lambda e: e["kind"] == "go"), budget=50)
+    dfs = simulator.explore(main, strategy=DFSStrategy(max_deviations=1), budget=50)
+    assert anchored.first_failure is not None and anchored.first_failure_run is not None
+    assert anchored.first_failure_run <= 2
+    assert dfs.first_failure_run is None or dfs.first_failure_run > anchored.first_failure_run
+
+
+def test_anchored_by_task_and_exhaustion() -> None:
+    async def main() -> None:
+        async def window() -> None:
+            await asyncio.sleep(0)
+
+        await asyncio.sleep(0)
+        t = asyncio.ensure_future(window())
+        t.set_name("actor:window")
+        await asyncio.gather(t, asyncio.sleep(0))
+
+    s = AnchoredStrategy(task="actor:window")
+    runs = 0
+    while not s.exhausted and runs < 50:
+        simulator.run(main, strategy=s)
+        runs += 1
+    assert s.exhausted and 1 < runs < 50
+    never = AnchoredStrategy(task="no-such-task")
+    res = simulator.run(main, strategy=never)
+    assert never.exhausted and not _deviations(res), "no anchor: one FIFO run, then exhausted"
+    with pytest.raises(ValueError, match="anchor"):
+        AnchoredStrategy()
