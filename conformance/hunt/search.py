@@ -227,7 +227,8 @@ def explore(wp: WorkloadPlan, index: int, impl: Implementation, config: Config) 
     sc = wp.scenario(index)
     runs = 0
     if config.dfs:
-        anchored = AnchoredStrategy(event=window_acted, task="actor:window")
+        actor = "actor:window" if wp.windows[index].mode == "actor" else None  # a listener acts in place
+        anchored = AnchoredStrategy(event=window_acted, task=actor)
         for _ in range(config.dfs):
             if anchored.exhausted:
                 break
