@@ -100,7 +100,7 @@ def signature(trace: Trace) -> str:
     every phase-1 window pays for this, and the standard encoder took a tenth of a run.)"""
     keep = [{k: v for k, v in e.items() if k != "t_us" and k != "t"} for e in trace.timeline
             if e.get("kind") not in ("listener", "actor/run")
-            and not (e.get("by") == "window" and e.get("kind") in ("op", "op/error"))]
+            and not (e.get("by") == win.NAME and e.get("kind") in ("op", "op/error"))]
     try:
         text = orjson.dumps(keep, option=_SORTED, default=str)
     except orjson.JSONEncodeError:  # what orjson refuses (an int past 64 bits): the standard encoder
@@ -110,7 +110,7 @@ def signature(trace: Trace) -> str:
 
 def reached(trace: Trace) -> bool:
     """Whether the window's point came (its listener or actor acted)."""
-    return "window" not in trace.untriggered
+    return win.NAME not in trace.untriggered
 
 
 def failure_of(report: engine.RunReport) -> dict[str, Any]:
@@ -217,7 +217,7 @@ def window_seed(config: Config, workload: str, index: int) -> int:
 def window_acted(event: dict[str, Any]) -> bool:
     """Whether ``event`` is the window acting: its listener firing, or its actor starting."""
     kind = event.get("kind")
-    return (kind == "listener" and event.get("name") == "window") or (kind == "actor/run" and event.get("actor") == "window")
+    return (kind == "listener" and event.get("name") == win.NAME) or (kind == "actor/run" and event.get("actor") == win.NAME)
 
 
 def explore(wp: WorkloadPlan, index: int, impl: Implementation, config: Config) -> tuple[int, dict[str, Any] | None]:
@@ -227,7 +227,7 @@ def explore(wp: WorkloadPlan, index: int, impl: Implementation, config: Config) 
     sc = wp.scenario(index)
     runs = 0
     if config.dfs:
-        actor = "actor:window" if wp.windows[index].mode == "actor" else None  # a listener acts in place
+        actor = f"actor:{win.NAME}" if wp.windows[index].mode == "actor" else None  # a listener acts in place
         anchored = AnchoredStrategy(event=window_acted, task=actor)
         for _ in range(config.dfs):
             if anchored.exhausted:

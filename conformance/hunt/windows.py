@@ -118,20 +118,23 @@ class Window:
         return f"{self.workload}: {self.point.label}"
 
     def scenario(self, base: Scenario) -> Scenario:
-        """The workload's scenario with this window's listener or actor added."""
+        """The workload's scenario with this window's listener or actor (named :data:`NAME`) added."""
         agent = dict(self.point.where).get("agent")
         actions = tuple(_action(verb, i + 1, agent) for i, verb in enumerate(self.actions))
         if self.mode == "listener":
-            element = Listener(on=self.point.on, do=actions, name="window", where=dict(self.point.where),
+            element = Listener(on=self.point.on, do=actions, name=NAME, where=dict(self.point.where),
                                nth=self.point.nth, when=self.point.when)  # type: ignore[arg-type]
             return replace(base, description=self.name, listeners=(*base.listeners, element))
         after = self.point.actor_after
         assert after is not None
-        actor = Actor(do=actions, name="window", after=after[0], where=after[1] or None, nth=self.point.nth)
+        actor = Actor(do=actions, name=NAME, after=after[0], where=after[1] or None, nth=self.point.nth)
         return replace(base, description=self.name, actors=(*base.actors, actor))
 
 
-WINDOW_SOURCE = {"kind": "plugin", "plugin": "window"}
+NAME = "window"
+"""The name of a window's listener or actor (the world's ``by``, its actor task ``actor:window``)."""
+
+WINDOW_SOURCE = {"kind": "plugin", "plugin": NAME}
 """The source of a window's messages: a plugin's, not the caller's ``{kind: user}``, so a turn
 that drains both shows which one its trigger names (LOOP-2: the first message's)."""
 

@@ -42,7 +42,7 @@ class AnchoredStrategy(Strategy):
         self.exhausted = False
         self.runs = 0
         self._target = (0, 1)
-        self._widths: dict[int, int] = {}
+        self._width = 0  # the options at the target choice point, in the run that reached it
         self._armed = False
         self._count = 0
         self._hit = False
@@ -74,11 +74,11 @@ class AnchoredStrategy(Strategy):
             return 0
         k = self._count
         self._count = k + 1
-        self._widths[k] = n
         target, option = self._target
         if k < target:
             return 0
         self._hit = True
+        self._width = n
         return min(option, n - 1)
 
     def end(self, outcome: str) -> None:
@@ -90,7 +90,7 @@ class AnchoredStrategy(Strategy):
             self.exhausted = True
         else:
             k, option = self._target
-            self._target = (k, option + 1) if option + 1 < self._widths[k] else (k + 1, 1)
+            self._target = (k, option + 1) if option + 1 < self._width else (k + 1, 1)
         self.loop = None
 
     def describe(self) -> dict[str, Any]:
