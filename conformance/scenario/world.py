@@ -117,6 +117,10 @@ class World:
         self._optional: set[str] = set()
         self._settles = 0
         self._injections: list[asyncio.Future[Any]] = []
+        # Each injection's failure is recorded once, by its done callback or, for one a listener
+        # started while the service closed, by the close itself (the run ends right after).
+        self._retrievers: list[tuple[asyncio.Future[Any], Callable[[asyncio.Future[Any]], None]]] = []
+        self._retrieved: set[asyncio.Future[Any]] = set()
         self._op_counts: dict[tuple[str, str, str], int] = {}  # ops per (actor, kind, agent)
         self._warnings = _WarningRecorder()
         self._closing: asyncio.Future[None] | None = None  # a close an actor or a listener started
@@ -518,11 +522,15 @@ class World:
             self._injections.append(task)  # work the world started: settled before it closes
 
             def retrieve(done: asyncio.Future[Any]) -> None:
+                if done in self._retrieved:
+                    return
+                self._retrieved.add(done)
                 if not done.cancelled() and done.exception() is not None:
                     simulator.observe("op/error", by=by, op="inject", agent=agent_id, nth=nth,
                                       error=_describe(done.exception()))  # type: ignore[arg-type]
 
             task.add_done_callback(retrieve)
+            self._retrievers.append((task, retrieve))
         return task
 
     async def inject_wait(self, agent: str | AgentHandle | None, text: Any, *, by: str = "caller",
@@ -893,6 +901,18 @@ class World:
                              f"(status {h.status if h is not None else '?'})",
                              rules=("SVC-7", "IDLE-2") if closed else ("IDLE-2",))
 
+    async def _settle_injections(self) -> None:
+        """Injections a listener started while the service closed (on a ``disposed`` status,
+        say): waited for, and their failures recorded now, before ``world/closed``; a schedule
+        may otherwise end the run before their done callbacks run, and DISP-3 would read an
+        ``inject()`` on a disposed agent that did not raise."""
+        late = [t for t in self._injections if not t.done() and t is not self._closing]
+        if late:
+            await asyncio.wait(late, timeout=self.idle_timeout)
+        for task, retrieve in self._retrievers:
+            if task.done():
+                retrieve(task)
+
     def _registered(self, agent_id: str) -> bool:
         try:
             return self.service.get(agent_id) is not None
@@ -978,6 +998,7 @@ class World:
                 await self._caller_close(by)
         except TimeoutError:
             self.problem("quiescence", "service.close() did not finish", rules=("SVC-7",))
+        await self._settle_injections()
         self._sample()
         # What the oracles compare with the observed run: the final logs' lengths (LOG-2: an
         # event notified but never pushed), and the agents still registered (SVC-6).
