@@ -33,6 +33,9 @@ class Config:
     the choice points right after the window acted, nearest first (``AnchoredStrategy``)."""
     random: int = 1
     pct: int = 1
+    explore_all: bool = False
+    """Explore the schedules of every reached, passing window, not only of the first window of
+    each distinct trace: a slower, deeper hunt (each window's seeds are its own)."""
     seed: int = 0
     cassettes: int = 1
     """Race cassettes per failure signature and workload (the first windows that show it)."""
@@ -42,5 +45,5 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         return {"workloads": list(self.workloads), "depth": self.depth, "nth": self.nth, "verbs": list(self.verbs),
                 "modes": list(self.modes),
-                "dfs": self.dfs, "random": self.random, "pct": self.pct, "seed": self.seed,
+                "dfs": self.dfs, "random": self.random, "pct": self.pct, "explore_all": self.explore_all, "seed": self.seed,
                 "cassettes": self.cassettes, "against": self.against}

@@ -165,10 +165,10 @@ def _hunt(impl: Implementation, impl_spec: str, config: search.Config, against: 
         for (p, a, _b), results in zip(units1, got1, strict=True):
             for k, r in enumerate(results or []):
                 plain[p][a + k] = r
-        # Phase 2: the schedules of the first window of each distinct trace.
+        # Phase 2: the schedules of the first window of each distinct trace (or of every one).
         explored: list[dict[int, tuple[int, dict[str, Any] | None]]] = [{} for _ in plans]
         if not stopped:
-            picks = [search.distinct(results) for results in plain]
+            picks = [search.distinct(results, config.explore_all) for results in plain]
             units2 = [(p, tuple(ix[k:k + CHUNK])) for p, ix in enumerate(picks) for k in range(0, len(ix), CHUNK)]
             total2 = sum(len(ix) for ix in picks)
             done2 = [0]

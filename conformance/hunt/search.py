@@ -3,7 +3,7 @@
 1. *Plain*: every window runs once in plain asyncio (FIFO) order, judged by the oracles. It
    either fails there, or was not reached (its point never came), or leaves a trace signature.
 2. *Explore*: the first window of each distinct signature of a workload (the others would
-   search the same schedule space) has its schedules explored: single deviations from FIFO at
+   search the same schedule space; ``Config.explore_all``: every window) has its schedules explored: single deviations from FIFO at
    the choice points right after the window acted, nearest first (phase 1 ran FIFO itself),
    then seeded random and pct runs; the first failing one is kept.
 3. *Cassettes*: the first failing windows of each failure signature of a workload are
@@ -188,12 +188,13 @@ def hung(failure: dict[str, Any] | None) -> bool:
     return failure is not None and bool(failure.get("hang"))
 
 
-def distinct(results: list[Plain | None]) -> list[int]:
-    """The windows phase 2 explores: the first reached, passing window of each signature."""
+def distinct(results: list[Plain | None], every: bool = False) -> list[int]:
+    """The windows phase 2 explores: the first reached, passing window of each signature (with
+    ``every``, each reached, passing window)."""
     seen: set[str] = set()
     out = []
     for index, r in enumerate(results):
-        if r is None or not r.reached or r.signature in seen:
+        if r is None or not r.reached or (r.signature in seen and not every):
             continue
         seen.add(r.signature)
         if r.failure is None:

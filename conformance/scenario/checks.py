@@ -1123,6 +1123,7 @@ def _announced_check(view: TraceView) -> Violation | None:
         if not raises:
             continue
         said = view.of_kind("agent/error", agent=agent)
+        released = [e["_i"] for e in view.of_kind("waiter/released", agent=agent)]  # INJ-4: its flush ran
         final = next(iter(view.closings(caller=False)), len(view.timeline))
         stops = [i for i in view.disposals(agent) if i < final] + view.closings(caller=True)
         turns = view.turns(agent)
@@ -1137,8 +1138,15 @@ def _announced_check(view: TraceView) -> Violation | None:
             if op["on"] == "agent/turn-end" and turn["trigger"] == "injection":
                 continue
             # a driver's turn: by its next turn; an idle inject's one-shot turn: by the world's close
-            # (its flush is the inject's, and may still run while the driver's next turn does)
-            nxt = final if turn["trigger"] == "injection" else next(
+            # (its flush is the inject's, and may still run while the driver's next turn does).
+            # Flush listeners run concurrently (0a), so a listener of an inject's flush left
+            # scheduled (INJ-4) may act only after a later flush started: while such a flush may
+            # still run, the failure may be that one-shot turn's.
+            late_inject = op["on"] == "session/flush" and any(
+                u["trigger"] == "injection" and u["end_i"] is not None and u["end_i"] < at
+                and u["reason"] in ("completed", "max-tokens", "aborted")
+                and not any(u["end_i"] < r < at for r in released) for u in turns)
+            nxt = final if turn["trigger"] == "injection" or late_inject else next(
                 (u["_i"] for u in turns[k + 1:] if u["trigger"] != "injection" and u["_i"] > at), final)
             if any(turn["_i"] < i < nxt for i in stops):
                 continue

@@ -4,6 +4,7 @@ hash seed or the number of workers."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -53,6 +54,17 @@ def test_the_hunt_finds_a_mutant_nobody_wrote_a_scenario_for(tmp_path: Path) -> 
     record = race.load(cassette)
     assert not race.replay(record, impl).ok  # the race replays on the mutant
     assert race.replay(record, REF).ok  # and the reference passes it
+
+
+def test_explore_all_explores_every_reached_window_not_only_each_new_trace() -> None:
+    # The deeper hunt: every window's schedules, each with its own seeds (a schedule that shows a
+    # race in one window of a trace need not in another of the same trace).
+    base = driver.hunt(REF, "reference", TINY).report
+    every = driver.hunt(REF, "reference", dataclasses.replace(TINY, explore_all=True)).report
+    assert every["findings"] == [] and every["config"]["explore_all"] is True
+    assert base["totals"]["explored"] <= base["totals"]["distinct"] < every["totals"]["explored"]
+    assert every["totals"]["explored"] == every["totals"]["run"]  # the reference passes every window
+    assert every["totals"]["schedules"] > base["totals"]["schedules"]
 
 
 def test_first_stops_at_the_first_finding() -> None:
