@@ -24,17 +24,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .loopkit_vcr import LoopkitVCR, make_vcr
-from .model import CassetteModel
+if TYPE_CHECKING:
+    from .loopkit_vcr import LoopkitVCR
+    from .model import CassetteModel
+
+# vcrpy and the adapters load when a fixture is used, not when pytest starts: this plugin is
+# loaded in every pytest session of an environment loopkit is installed in (vcrpy alone took a
+# third of a second of every start).
 
 
 @pytest.fixture
 def llm_cassette() -> Iterator[Callable[..., CassetteModel]]:
     """A factory ``llm_cassette(path, *, strict=False, **options) -> CassetteModel``."""
+    from .model import CassetteModel
+
     strict_models: list[CassetteModel] = []
 
     def make(path: str | Path, *, strict: bool = False, **options: Any) -> CassetteModel:
@@ -52,4 +59,6 @@ def llm_cassette() -> Iterator[Callable[..., CassetteModel]]:
 def loopkit_vcr() -> LoopkitVCR:
     """A ``LoopkitVCR`` (a configured ``vcr.VCR``): record mode from ``$LOOPKIT_RECORD_MODE``
     (default ``none``), every sensitive header scrubbed, per-event arrival offsets recorded."""
+    from .loopkit_vcr import make_vcr
+
     return make_vcr()
