@@ -1123,7 +1123,6 @@ def _announced_check(view: TraceView) -> Violation | None:
         if not raises:
             continue
         said = view.of_kind("agent/error", agent=agent)
-        released = [e["_i"] for e in view.of_kind("waiter/released", agent=agent)]  # INJ-4: its flush ran
         final = next(iter(view.closings(caller=False)), len(view.timeline))
         stops = [i for i in view.disposals(agent) if i < final] + view.closings(caller=True)
         turns = view.turns(agent)
@@ -1133,26 +1132,28 @@ def _announced_check(view: TraceView) -> Violation | None:
             if found is None:
                 continue
             turn, k = found, turns.index(found)
+            injected = {u["turn"] for u in turns if u["trigger"] == "injection" and u["end_i"] is not None
+                        and u["end_i"] < at and u["reason"] == "completed"}
             if turn["reason"] not in ("completed", "max-tokens", "aborted"):
                 continue  # failed (error) or disposed: nothing more is announced
             if op["on"] == "agent/turn-end" and turn["trigger"] == "injection":
                 continue
             # a driver's turn: by its next turn; an idle inject's one-shot turn: by the world's close
-            # (its flush is the inject's, and may still run while the driver's next turn does).
-            # Flush listeners run concurrently (0a), so a listener of an inject's flush left
-            # scheduled (INJ-4) may act only after a later flush started: while such a flush may
-            # still run, the failure may be that one-shot turn's.
-            late_inject = op["on"] == "session/flush" and any(
-                u["trigger"] == "injection" and u["end_i"] is not None and u["end_i"] < at
-                and u["reason"] in ("completed", "max-tokens", "aborted")
-                and not any(u["end_i"] < r < at for r in released) for u in turns)
-            nxt = final if turn["trigger"] == "injection" or late_inject else next(
+            # (its flush is the inject's, and may still run while the driver's next turn does)
+            nxt = final if turn["trigger"] == "injection" else next(
                 (u["_i"] for u in turns[k + 1:] if u["trigger"] != "injection" and u["_i"] > at), final)
             if any(turn["_i"] < i < nxt for i in stops):
                 continue
             if any(e["_i"] < at and e.get("turn") == turn["turn"] for e in said):
                 continue  # the turn failed already (a late failure before this one): ERR-9
             if any(at < e["_i"] < nxt for e in said):
+                continue
+            # Flush listeners run concurrently (0a) and an idle inject's flush may be left
+            # scheduled (INJ-4): a listener of an earlier inject's flush may act only after a
+            # later flush started, so the failure may be that one-shot turn's, announced as such
+            # (naming its turn) by the world's close.
+            if op["on"] == "session/flush" and any(
+                    at < e["_i"] < final and e.get("turn") in injected for e in said):
                 continue
             what = ("an agent/turn-end listener threw" if op["on"] == "agent/turn-end"
                     else "a session/flush listener failed")

@@ -823,23 +823,29 @@ def test_a_late_failure_of_a_turn_that_had_not_failed_is_announced() -> None:
 
 def test_a_flush_failure_that_may_be_a_pending_inject_flushs_is_owed_by_the_close() -> None:
     # Flush listeners run concurrently (0a) and an idle inject's flush may be left scheduled
-    # (INJ-4): a listener of it may act after the next driver turn's flush started. While that
-    # flush may still run (no when_idle() released since), the failure may be the one-shot turn's,
-    # announced by the world's close; once a waiter was released it ran, and the turn's own
-    # deadline (its next driver turn) holds again.
+    # (INJ-4): a listener of it may act after the next driver turn's flush started, even after a
+    # when_idle() was released (nothing says a good inject's flush holds it). Announced naming
+    # the one-shot turn, by the world's close, it is that turn's failure; announced naming the
+    # driver turn, it is owed before the driver's next turn.
     one = [_log(0, "turn/start", turn=1, trigger={"kind": "injection"}), _log(1, "context/message", content="C"),
            _log(2, "turn/end", turn=1, reason={"kind": "completed"})]
     began = {"kind": "flush", "phase": "start", "agent": "a", "listener": "persist"}
-    driver = [_op("send", "A"), *_turn(3, 2, "A"), began]
+    released = {"kind": "waiter/released", "waiter": "w", "agent": "a", "status": "idle"}
+    driver = [_op("send", "A"), *_turn(3, 2, "A"), began, released]
     flush = _op("raise", by="window", status="idle", on="session/flush")
     nxt = _log(6, "turn/start", turn=3, trigger={"kind": "message"})
-    error = {"kind": "agent/error", "agent": "a", "turn": 1, "step": 0, "error": "RuntimeError: flush"}
-    assert _check("ANNOUNCED", [*one, *driver, flush, nxt, error, {"kind": "world/closing"}]) is None
-    released = {"kind": "waiter/released", "waiter": "w", "agent": "a", "status": "idle"}
-    found = _check("ANNOUNCED", [*one, released, *driver, flush, nxt, error, {"kind": "world/closing"}])
+    closing = {"kind": "world/closing"}
+
+    def error(turn: int) -> dict[str, Any]:
+        return {"kind": "agent/error", "agent": "a", "turn": turn, "step": 0, "error": "RuntimeError: flush"}
+
+    assert _check("ANNOUNCED", [*one, *driver, flush, nxt, error(1), closing]) is None
+    found = _check("ANNOUNCED", [*one, *driver, flush, nxt, error(2), closing])
     assert found is not None and found.rules == ("ERR-6",)
-    found = _check("ANNOUNCED", [*one, *driver, flush, nxt, {"kind": "world/closing"}])
-    assert found is not None
+    assert _check("ANNOUNCED", [*one, *driver, flush, nxt, closing, error(1)]) is not None  # after the close
+    assert _check("ANNOUNCED", [*one, *driver, flush, nxt, closing]) is not None
+    # no inject turn before it: the driver turn's deadline alone
+    assert _check("ANNOUNCED", [*driver, flush, nxt, error(1), closing]) is not None
 
 
 def test_creating_an_agent_under_a_live_agents_id_is_rejected() -> None:

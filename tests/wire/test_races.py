@@ -138,3 +138,16 @@ def test_the_js_scenarios_hold_on_the_loop_and_the_reference(path: Path) -> None
         for seed in range(3):
             report = engine.run_one(scenario, impl, RandomStrategy() if seed else None, seed)
             assert report.ok, f"{impl.name}, seed {seed}: {report.trace.failures}"
+
+
+def test_a_late_listener_of_an_inject_flush_is_judged_as_that_turns_failure() -> None:
+    # A hunt (--explore-all) race of the inject workload on the JS loop: its idle inject's flush,
+    # left scheduled (INJ-4), ran its listener over the wire after the next driver turn's flush
+    # and after when_idle() released; the loop announced the failure as the one-shot turn's
+    # (turn 1, step 0), which the ANNOUNCED oracle once read as the driver turn's, too late.
+    record = race.load(Path(__file__).parent / "races" / "overlapping-flushes.yaml")
+    assert record.failure["checks"][0]["check"] == "ANNOUNCED"  # what the oracle said before
+    replayed = race.replay(record, resolve(f"wire:{JS_LOOP}"))
+    assert replayed.ok, replayed.trace.failure_messages()
+    errors = [(e["turn"], e["step"]) for e in replayed.trace.timeline if e["kind"] == "agent/error"]
+    assert errors == [(1, 0)]
