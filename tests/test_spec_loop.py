@@ -3,15 +3,18 @@ once asserted the reference's choice instead of the contract (the whole suite ru
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from conformance.impl import resolve
 from conformance.runner import run_suite
 from conformance.scenario import engine
-from conformance.scenario.yaml_format import load_text
+from conformance.scenario.model import load
 from simulator.strategies import PCTStrategy
 
 IMPL = "examples.spec_loop.adapter:implementation"
+WINDOWS = Path(__file__).parent / "hunt_windows"  # hunt windows kept as regressions, on their schedule
 
 
 @pytest.mark.parametrize("rule", ["ERR-9", "INJ-2", "ABORT-1"])
@@ -21,62 +24,12 @@ def test_the_independent_loop_passes_where_readings_diverged(rule: str) -> None:
     assert run.results and not failed, [f"{r.nodeid}: {r.message[:300]}" for r in failed]
 
 
-# A hunt window of the inject workload on which a pct schedule delayed the idle inject's flush
-# (left scheduled, INJ-4) until the next turn's flush had started: its throwing listener is the
-# one-shot turn's, announced as such (step 0) after the next driver turn started, in time (ERR-6
-# and INJ-2: by the close). The oracle once read it as the driver turn's, announced late.
-OVERLAPPING_FLUSHES = """
-name: hunt-inject
-description: 'inject: inside session/flush#2: send; raise'
-limits:
-  max_time: 600.0
-  idle_timeout: 30.0
-model:
-  script:
-  - text: one
-    delay: 1.0
-  - two
-  default: ok
-listeners:
-- name: persist
-  'on': session/flush
-  times: always
-  hold: 0.01
-  optional: true
-- name: window
-  'on': session/flush
-  nth: 2
-  do:
-  - send:
-      text: W1
-      source:
-        kind: plugin
-        plugin: window
-  - raise: window listener failed
-actors:
-- name: caller
-  at: 0.0
-  do:
-  - send: A
-  - when_idle: done
-  - wait_idle: done
-- name: injector
-  at: 0.5
-  do:
-  - inject:
-      text: C
-      wait: true
-- name: idle-injector
-  at: 5.0
-  do:
-  - inject:
-      text: D
-      wait: true
-"""
-
-
 def test_a_late_listener_of_an_inject_flush_left_scheduled_is_that_turns_failure() -> None:
-    sc = load_text(OVERLAPPING_FLUSHES, origin="overlapping-flushes.yaml")
+    # A hunt window of the inject workload on which a pct schedule delayed the idle inject's flush
+    # (left scheduled, INJ-4) until the next turn's flush had started: its throwing listener is
+    # the one-shot turn's, announced as such (step 0) after the next driver turn started, in time
+    # (ERR-6 and INJ-2: by the close). The oracle once read it as the driver turn's, late.
+    sc = load(str(WINDOWS / "overlapping-flushes.yaml"))
     report = engine.run_one(sc, resolve(IMPL), PCTStrategy(seed=2251699055, horizon=64), 2251699055)
     assert report.ok, report.trace.failure_messages()
     errors = [e for e in report.trace.timeline if e["kind"] == "agent/error"]

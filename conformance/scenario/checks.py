@@ -1132,8 +1132,6 @@ def _announced_check(view: TraceView) -> Violation | None:
             if found is None:
                 continue
             turn, k = found, turns.index(found)
-            injected = {u["turn"] for u in turns if u["trigger"] == "injection" and u["end_i"] is not None
-                        and u["end_i"] < at and u["reason"] == "completed"}
             if turn["reason"] not in ("completed", "max-tokens", "aborted"):
                 continue  # failed (error) or disposed: nothing more is announced
             if op["on"] == "agent/turn-end" and turn["trigger"] == "injection":
@@ -1152,9 +1150,11 @@ def _announced_check(view: TraceView) -> Violation | None:
             # scheduled (INJ-4): a listener of an earlier inject's flush may act only after a
             # later flush started, so the failure may be that one-shot turn's, announced as such
             # (naming its turn) by the world's close.
-            if op["on"] == "session/flush" and any(
-                    at < e["_i"] < final and e.get("turn") in injected for e in said):
-                continue
+            if op["on"] == "session/flush":
+                injected = {u["turn"] for u in turns if u["trigger"] == "injection" and u["end_i"] is not None
+                            and u["end_i"] < at and u["reason"] == "completed"}
+                if any(at < e["_i"] < final and e.get("turn") in injected for e in said):
+                    continue
             what = ("an agent/turn-end listener threw" if op["on"] == "agent/turn-end"
                     else "a session/flush listener failed")
             rule = ("ERR-10" if op["on"] == "agent/turn-end"

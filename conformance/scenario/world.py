@@ -119,8 +119,7 @@ class World:
         self._injections: list[asyncio.Future[Any]] = []
         # Each injection's failure is recorded once, by its done callback or, for one a listener
         # started while the service closed, by the close itself (the run ends right after).
-        self._retrievers: list[tuple[asyncio.Future[Any], Callable[[asyncio.Future[Any]], None]]] = []
-        self._retrieved: set[asyncio.Future[Any]] = set()
+        self._retrievers: dict[asyncio.Future[Any], Callable[[asyncio.Future[Any]], None]] = {}  # not yet recorded
         self._op_counts: dict[tuple[str, str, str], int] = {}  # ops per (actor, kind, agent)
         self._warnings = _WarningRecorder()
         self._closing: asyncio.Future[None] | None = None  # a close an actor or a listener started
@@ -522,15 +521,14 @@ class World:
             self._injections.append(task)  # work the world started: settled before it closes
 
             def retrieve(done: asyncio.Future[Any]) -> None:
-                if done in self._retrieved:
-                    return
-                self._retrieved.add(done)
+                if self._retrievers.pop(done, None) is None:
+                    return  # recorded already
                 if not done.cancelled() and done.exception() is not None:
                     simulator.observe("op/error", by=by, op="inject", agent=agent_id, nth=nth,
                                       error=_describe(done.exception()))  # type: ignore[arg-type]
 
             task.add_done_callback(retrieve)
-            self._retrievers.append((task, retrieve))
+            self._retrievers[task] = retrieve
         return task
 
     async def inject_wait(self, agent: str | AgentHandle | None, text: Any, *, by: str = "caller",
@@ -909,7 +907,7 @@ class World:
         late = [t for t in self._injections if not t.done() and t is not self._closing]
         if late:
             await asyncio.wait(late, timeout=self.idle_timeout)
-        for task, retrieve in self._retrievers:
+        for task, retrieve in list(self._retrievers.items()):
             if task.done():
                 retrieve(task)
 

@@ -26,6 +26,7 @@ from simulator.strategies import RandomStrategy
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "cassettes" / "llm"
+WINDOWS = ROOT / "tests" / "hunt_windows"  # hunt windows kept as regressions, on their schedule
 REFERENCE = resolve(None)
 
 
@@ -459,58 +460,12 @@ def test_a_callers_close_that_raises_or_hangs_is_a_problem_not_a_crash(how: str)
     assert any("SVC-7" in f.get("rules", []) for f in report.trace.failures)
 
 
-INJECT_AS_CLOSED = """
-name: hunt-steer
-description: 'steer: after agent/status(disposed)#1: inject; when_idle'
-limits:
-  max_time: 600.0
-  idle_timeout: 30.0
-model:
-  script:
-  - text: thinking
-    delay: 1.0
-  - steered
-  default: ok
-listeners:
-- name: persist
-  'on': session/flush
-  times: always
-  hold: 0.01
-  optional: true
-- name: window
-  'on': agent/status
-  where:
-    status: disposed
-  do:
-  - inject:
-      text: W1
-      source:
-        kind: plugin
-        plugin: window
-  - when_idle: hw2
-actors:
-- name: caller
-  at: 0.0
-  do:
-  - send: A
-  - when_idle: done
-  - wait_idle: done
-- name: steerer
-  after:
-    event: model/request
-    where:
-      call: 1
-  do:
-  - steer: S
-"""
-
-
 def test_an_injection_started_as_the_world_closes_has_its_refusal_recorded() -> None:
     # DISP-3 on an inject() a listener makes on the world's own close (the agent disposed): the
     # refusal comes when the injection's task ends, and on this schedule (a hunt's random run of
     # the steer workload) the run ended first, so the oracle read an inject() on a disposed agent
     # that "returned without raising". The close now waits for such work and records it.
-    sc = load_text(INJECT_AS_CLOSED, origin="inject-as-closed.yaml")
+    sc = load(str(WINDOWS / "inject-as-closed.yaml"))
     report = engine.run_one(sc, REFERENCE, RandomStrategy(), seed=1568718867)
     assert report.ok, report.trace.failure_messages()
     tl = report.trace.timeline
