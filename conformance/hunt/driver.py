@@ -146,6 +146,7 @@ def _hunt(impl: Implementation, impl_spec: str, config: search.Config, against: 
     _CTX = _Context(plans, impl, against, config, impl_spec)
     describe = _describe(plans)
     stopped = False
+    found[0] = any(wp.setup_error for wp in plans)  # a workload the implementation failed to set up
     try:
         # Phase 1: every window once, in plain order.
         units1 = _plain_units(plans)
@@ -195,6 +196,8 @@ def _hunt(impl: Implementation, impl_spec: str, config: search.Config, against: 
             for p, s in enumerate(sections):
                 per: dict[str, int] = {}
                 for f in s["findings"]:
+                    if "_failure" not in f:
+                        continue  # a workload's failed setup: no window, no schedule to replay
                     if per.get(f["signature"], 0) < config.cassettes:
                         per[f["signature"]] = per.get(f["signature"], 0) + 1
                         f["cassette"] = f"cassettes/{_slug(plans[p].workload.name)}-{f['index']:05d}.yaml"
@@ -261,6 +264,12 @@ def _section(wp: search.WorkloadPlan, plain: list[search.Plain | None],
                                 "signature": f"reference {d['reference']} / impl {d['impl']}"})
     for kind, row in coverage.items():
         row["distinct"] = len(sigs.get(kind, ()))
+    if wp.setup_error is not None:
+        # Its own run, with no window, failed while the world set it up: a finding of the
+        # workload (it names no rule: what failed says which use broke; no cassette to replay).
+        findings.append({"index": -1, "window": f"{wp.workload.name}: its own run, with no window (set-up)",
+                         "kind": "workload", "phase": "setup", "signature": "setup []", "checks": ["setup"],
+                         "rules": [], "message": wp.setup_error, "strategy": "fifo", "seed": 0})
     section: dict[str, Any] = {
         "name": wp.workload.name,
         "order": order,

@@ -35,6 +35,7 @@ from simulator.strategies.base import Strategy
 from ..scenario import engine, race
 from ..scenario.model import Scenario
 from ..scenario.trace import Trace
+from ..scenario.world import ScenarioSetupError
 from ..scenario.yaml_format import dump
 from . import observable
 from . import windows as win
@@ -50,6 +51,9 @@ class WorkloadPlan:
     workload: Workload
     windows: list[win.Window] = field(default_factory=list)
     groups: list[tuple[int, int]] = field(default_factory=list)
+    setup_error: str | None = None
+    """Why the workload's own run, with no window, could not be set up on the implementation
+    (then it has no windows, and the failure is a finding of the workload: see :func:`plan`)."""
 
     def scenario(self, index: int) -> Scenario:
         return self.windows[index].scenario(self.workload.scenario)
@@ -63,17 +67,31 @@ def verbs_for(impl: Implementation, verbs: tuple[str, ...] = VERBS) -> list[str]
 
 
 def plan(workloads: tuple[Workload, ...], impl: Implementation, config: Config) -> list[WorkloadPlan]:
-    """Every window of every workload ``impl`` can run, from a probe run of each."""
+    """Every window of every workload ``impl`` can run, from a probe run of each.
+
+    A workload whose own run cannot be set up on ``impl`` (the implementation raised or never
+    settled while the world built it: a second agent's ``create``, writing a resumed agent's
+    persisted session) gets no windows and its ``setup_error``: the implementation failed in one
+    ordinary use, a finding, while the other workloads are still hunted. When no workload can be
+    set up, the implementation cannot be checked at all: that is raised (bad input, exit 2)."""
     unknown = [v for v in config.verbs if v not in VERBS]
     if unknown:
         raise ValueError(f"unknown action {unknown[0]!r} (choose from {', '.join(VERBS)})")
     verbs = verbs_for(impl, config.verbs)
     out: list[WorkloadPlan] = []
+    first_error: ScenarioSetupError | None = None
     for workload in workloads:
         if workload.lacking(impl):
             continue
         wp = WorkloadPlan(workload)
-        for point in win.points(workload, win.probe(workload, impl), config.nth):
+        out.append(wp)
+        try:
+            timeline = win.probe(workload, impl)
+        except ScenarioSetupError as exc:
+            wp.setup_error = _first_line(exc)
+            first_error = first_error or exc
+            continue
+        for point in win.points(workload, timeline, config.nth):
             start = len(wp.windows)
             modes = config.modes
             if point.on == "model/request" and not getattr(impl, "reentrant_model", True):  # adapter.py
@@ -81,8 +99,14 @@ def plan(workloads: tuple[Workload, ...], impl: Implementation, config: Config) 
             wp.windows += list(win.enumerate_windows(workload, [point], verbs, config.depth, modes))
             if len(wp.windows) > start:
                 wp.groups.append((start, len(wp.windows)))
-        out.append(wp)
+    if first_error is not None and all(wp.setup_error for wp in out):
+        raise first_error
     return out
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 # --------------------------------------------------------------------------- phase 1: plain runs

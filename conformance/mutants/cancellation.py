@@ -301,4 +301,25 @@ MUTANTS = [
                "                            self._inbox.enqueue(late)\n"),),
         interleaving=True,
     ),
+    Mutant(
+        "marker-reset-before-flush",
+        "the marker is reset when the turn closes, before its flush, instead of after the turn "
+        "returns: a cancel during the flush arms it again and drops the prompt sent after it",
+        ("MARKER-1",),
+        "8",
+        (
+            Patch(
+                "agent",
+                "            self._close_turn(turn)\n"
+                "            await self._flush(turn)  # LOOP-4: the awaited session/flush comes last\n",
+                "            self._close_turn(turn)\n"
+                "            self._marker = None  # the turn is over: its cancel is spent\n"
+                "            await self._flush(turn)  # LOOP-4: the awaited session/flush comes last\n",
+            ),
+            Patch("agent", _TURN_LOOP_RESET, "                    await self._run_turn()\n"),
+        ),
+        interleaving=True,
+        notes="Blind check of 2026-12-03: the hunt found it; the suite passed it until "
+              "test_cancel_during_a_flush_spares_the_prompt_sent_after_it.",
+    ),
 ]

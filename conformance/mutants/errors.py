@@ -118,4 +118,20 @@ MUTANTS = [
             ),
         ),
     ),
+    Mutant(
+        "announce-wraps-error",
+        "a failed turn is announced through agent/error with a new error made of the original's "
+        "message (as a port that rethrows a plain error does), so its type and code are lost",
+        ("ERR-9", "ERR-10"),
+        "7",
+        (
+            Patch(
+                "agent",
+                '            self._bus.emit("agent/error", self, turn, step, exc)\n',
+                '            self._bus.emit("agent/error", self, turn, step, RuntimeError(str(exc)))\n',
+            ),
+        ),
+        notes="Found by the blind check of 2026-12-03 (not in the catalogue then): the hunt missed "
+              "it until ERR-9's oracle compared the announced error's code with the error event's.",
+    ),
 ]

@@ -195,4 +195,22 @@ MUTANTS = [
             ),
         ),
     ),
+    Mutant(
+        "dispose-no-wake",
+        "dispose() does not wake a driver parked at the idle wait: an idle agent's driver never "
+        "exits, so a disposed agent's when_idle() and the service's close() never return",
+        ("DISP-2", "SVC-7", "IDLE-4"),
+        "9",
+        (
+            Patch(
+                "agent",
+                '                _fire(controller, "disposed", self)\n'
+                "            self._inbox.wake()\n",
+                '                _fire(controller, "disposed", self)\n',
+            ),
+        ),
+        notes="Found by the blind check of 2026-12-03: the hunt found it in every workload but stopped "
+              "as bad input (exit 2) at the resume workload, whose persisted session the world could not "
+              "write (its close hung); a workload's failed set-up is now a finding of that workload.",
+    ),
 ]

@@ -227,4 +227,73 @@ MUTANTS = [
                "                    if self._disposed or not more:\n"),),
         interleaving=True,
     ),
+    Mutant(
+        "turn-start-before-prompts",
+        "agent/turn-start is emitted before the drained prompts are appended as user/messages, so a "
+        "turn-start listener sees a turn without its prompts (and one that throws loses them)",
+        ("LOOP-4",),
+        "3",
+        (
+            Patch(
+                "agent",
+                "        for item in drained:  # LOOP-2: one user/message per send, in order\n"
+                '            self._session.append("user/message", {"content": item.content, "source": item.source})\n'
+                '        self._bus.emit("agent/turn-start", self, turn.number)  # a throw: LOOP-4 boundary failure\n',
+                '        self._bus.emit("agent/turn-start", self, turn.number)  # a throw: LOOP-4 boundary failure\n'
+                "        for item in drained:  # LOOP-2: one user/message per send, in order\n"
+                '            self._session.append("user/message", {"content": item.content, "source": item.source})\n',
+            ),
+        ),
+        notes="Found by the blind check of 2026-12-03: the hunt missed it until SHAPE checked the "
+              "prompts' place (LOOP-4: turn/start, the drained user/messages, then agent/turn-start).",
+    ),
+    Mutant(
+        "steer-from-log",
+        "steer() decides whether the agent runs from the log (an open turn) instead of its status, so "
+        "a steer between the running flip and turn/start, or during the flush, becomes a send()",
+        ("STEER-1", "LOOP-9"),
+        "4",
+        (
+            Patch(
+                "agent",
+                '        if self._status != "running":\n'
+                "            self.send(content, source)\n"
+                "            return\n",
+                "        if self._session.open_turn() is None:  # no turn open: nothing to steer\n"
+                "            self.send(content, source)\n"
+                "            return\n",
+            ),
+        ),
+        notes="Blind check of 2026-12-03: the hunt found it (QUEUED); the suite passed it until "
+              "test_steer_from_the_running_listener_is_steering.",
+    ),
+    Mutant(
+        "late-steer-before-flush",
+        "late steering is re-queued when the turn closes, before its flush, and not after the turn "
+        "returns: steering given during the flush is stranded in the steering FIFO",
+        ("LOOP-8",),
+        "3",
+        (
+            Patch(
+                "agent",
+                "            self._close_turn(turn)\n"
+                "            await self._flush(turn)  # LOOP-4: the awaited session/flush comes last\n",
+                "            self._close_turn(turn)\n"
+                "            for late in self._inbox.drain_steering():  # LOOP-8, once the turn is closed\n"
+                "                self._inbox.enqueue(late)\n"
+                "            await self._flush(turn)  # LOOP-4: the awaited session/flush comes last\n",
+            ),
+            Patch(
+                "agent",
+                "                    # LOOP-8: steering that arrived too late for the turn becomes the next prompt.\n"
+                "                    for late in self._inbox.drain_steering():\n"
+                "                        self._inbox.enqueue(late)\n"
+                "                    if self._disposed or not self._inbox.has_queued:\n",
+                "                    if self._disposed or not self._inbox.has_queued:\n",
+            ),
+        ),
+        interleaving=True,
+        notes="Blind check of 2026-12-03: the hunt found it (IDLE-2+prompts); the suite passed it until "
+              "test_steering_given_while_the_turn_flushes_becomes_the_next_prompt.",
+    ),
 ]

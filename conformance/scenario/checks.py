@@ -994,7 +994,8 @@ _SHAPE = (("turn/start", "agent/turn-start", "turn"), ("step/start", "agent/step
 
 
 def _shape_check(view: TraceView) -> Violation | None:
-    """LOOP-4/LOOP-5: a boundary is appended to the log before its notification is emitted."""
+    """LOOP-4/LOOP-5: a boundary is appended to the log before its notification is emitted, and a
+    turn's drained prompts (its ``user/message`` events) before ``agent/turn-start``."""
     for agent in view.agents:
         logged: dict[tuple[str, Any, Any], int] = {}
         for e in view.log(agent):
@@ -1010,12 +1011,25 @@ def _shape_check(view: TraceView) -> Violation | None:
                                      + (f" step {n.get('step')}" if log_type.startswith("step") else "")
                                      + f" was emitted, but its {log_type} {what} (LOOP-4, LOOP-5)", n["_i"],
                                      ("LOOP-5",) if log_type.startswith("step") else ("LOOP-4",))
+        # LOOP-4: turn/start, the drained user/messages, *then* agent/turn-start (a turn-start
+        # listener sees its prompts in the log; one that throws leaves them logged).
+        starts = view.of_kind("agent/turn-start", agent=agent)
+        if starts:
+            prompts = {t["turn"]: [e["_i"] for e in t["events"] if e["type"] == "user/message"]
+                       for t in view.turns(agent)}
+            for n in starts:
+                late = [i for i in prompts.get(n.get("turn"), ()) if i > n["_i"]]
+                if late:
+                    return Violation(f"agent {agent}: agent/turn-start for turn {n.get('turn')} was emitted before "
+                                     "the turn's user/message was logged (LOOP-4: turn/start, the drained "
+                                     "user/messages, then agent/turn-start)", late[0], ("LOOP-4",))
     return None
 
 
 def _one_failure_check(view: TraceView) -> Violation | None:
     """ERR-9: once a turn recorded a failure, a later one is neither written to the log nor
-    announced; a failed turn is announced through ``agent/error`` exactly once."""
+    announced; a failed turn is announced through ``agent/error`` exactly once, with the original
+    error (the code its error event logged, ERR-7, or none)."""
     for agent in view.agents:
         announced: dict[int, list[Event]] = {}
         for e in view.of_kind("agent/error", agent=agent):
@@ -1032,6 +1046,13 @@ def _one_failure_check(view: TraceView) -> Violation | None:
                 return Violation(f"agent {agent}: failed turn {t['turn']} was announced {len(said)} times through "
                                  f"agent/error ({said[0].get('error')}, then {said[1].get('error')}): the first "
                                  "failure wins, a later one is not announced (ERR-9)", said[1]["_i"], ("ERR-9",))
+            # ERR-9: the announcement carries the original error, whose code (ERR-7) the error event
+            # logged: a port that announces a new error made of the message loses it.
+            if errors and said and errors[0]["data"].get("code") != said[0].get("code"):
+                logged, carried = errors[0]["data"].get("code"), said[0].get("code")
+                return Violation(f"agent {agent}: turn {t['turn']} failed with code {logged!r} (its error event), but "
+                                 f"agent/error announced {said[0].get('error')} with code {carried!r}: the "
+                                 "announcement carries the original error (ERR-9)", said[0]["_i"], ("ERR-9",))
     return None
 
 
@@ -1779,8 +1800,10 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("DISPOSAL", _disposal_check,
               "only dispose() disposes, directly; input to a disposed agent raises; its waiters wait for the driver",
               ("ERR-1", "LOOP-1", "DISP-2", "DISP-3", "DISP-5", "STATUS-1", "IDLE-4")),
-    LoopCheck("SHAPE", _shape_check, "boundaries are logged before they are notified", ("LOOP-4", "LOOP-5")),
-    LoopCheck("ERR-9", _one_failure_check, "the first failure of a turn wins", ("ERR-9",)),
+    LoopCheck("SHAPE", _shape_check, "boundaries (and a turn's prompts) are logged before they are notified",
+              ("LOOP-4", "LOOP-5")),
+    LoopCheck("ERR-9", _one_failure_check, "the first failure of a turn wins, announced with its original error",
+              ("ERR-9",)),
     LoopCheck("ERR-10", _late_failure_check, "a turn-end listener's throw during disposal is swallowed", ("ERR-10",)),
     LoopCheck("ANNOUNCED", _announced_check, "a late failure (a turn-end listener, a flush) is announced",
               ("ERR-10", "ERR-6", "INJ-2")),

@@ -106,7 +106,11 @@ def flatten(name: str, value: Any) -> dict[str, Any]:
     if name == "chunk" and isinstance(value, Mapping):
         return {"chunk": value.get("type")}
     if name == "error":
-        return {"error": f"{type(value).__name__}: {value}" if isinstance(value, BaseException) else str(value)}
+        if not isinstance(value, BaseException):
+            return {"error": str(value)}
+        code = getattr(value, "code", None)  # ERR-9: the original error's code travels with it
+        found = {"error": f"{type(value).__name__}: {value}"}
+        return {**found, "code": code} if isinstance(code, str) else found
     if isinstance(value, bool | int | str | float) or value is None:
         return {name: value}
     return {name: f"<{type(value).__name__}>"}

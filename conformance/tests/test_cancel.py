@@ -621,6 +621,31 @@ def test_prompt_sent_during_cancelled_flush_runs(run: Run, schedule: str) -> Non
     run(scenario)
 
 
+@pytest.mark.rule("MARKER-1")
+def test_cancel_during_a_flush_spares_the_prompt_sent_after_it(run: Run, schedule: str) -> None:
+    # A cancel while a completed turn flushes (the agent still running, its turn closed) governs
+    # that turn's iteration: the prompt sent right after it is a later prompt, and runs.
+    async def scenario(k: Kit) -> None:
+        a = await _parked(k)
+        flushes = [0]
+
+        async def flush(*_args: object) -> None:
+            flushes[0] += 1
+            if flushes[0] == 1:
+                a.cancel("late")
+                a.send("B")
+                await asyncio.sleep(0.5)
+
+        k.on("session/flush", flush)
+        a.send("A")
+        await k.idle(a)
+        await k.until(lambda: len(k.reasons(a)) == 2, "B's turn to end")
+        assert k.prompts(a) == [["A"], ["B"]], "a prompt sent after a cancel during the flush must run"
+        assert k.reasons(a) == [COMPLETED, COMPLETED], LATER_COMPLETES
+
+    run(scenario)
+
+
 @pytest.mark.rule("MARKER-1", "CANCEL-W1")
 def test_marker_reset_after_dropped_turn(run: Run, schedule: str) -> None:
     async def scenario(k: Kit) -> None:

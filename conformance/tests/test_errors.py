@@ -455,6 +455,31 @@ def test_first_failure_wins(run: Run) -> None:
 
 
 @pytest.mark.rule("ERR-9")
+@pytest.mark.parametrize("how", ["listener", "model"])
+def test_failed_turn_is_announced_with_its_original_error(run: Run, how: str) -> None:
+    # "carrying the original error": the plugin's own error (in this process the object itself,
+    # over the wire at least its code), or the model's failure with the code the turn logged.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/error")
+        a = k.agent()
+        failure = fakes.FakeError("agent/request failed", "E_REQUEST")
+        if how == "listener":
+            k.on("agent/request", _throwing("agent/request", failure), needs="the plugin's error is raised there")
+        else:
+            k.model.push(respond.error("overloaded", "OVERLOADED"))
+        a.send("one")
+        await k.idle(a)
+        code = "E_REQUEST" if how == "listener" else "OVERLOADED"  # FINISH-1: the model's code is carried
+        (announced,) = k.noted("agent/error")
+        error = announced[-1]
+        assert (how == "listener" and error is failure) or getattr(error, "code", None) == code, (
+            f"agent/error announced {type(error).__name__}: {error} (code {getattr(error, 'code', None)!r}), "
+            f"not the turn's original error (code {code!r})")
+
+    run(scenario)
+
+
+@pytest.mark.rule("ERR-9")
 @pytest.mark.parametrize("later", ["turn-end", "flush"])
 @pytest.mark.parametrize("first", ["stream", "step-result"])
 def test_failure_after_turn_end_of_failed_turn_not_announced(run: Run, first: str, later: str) -> None:

@@ -242,6 +242,49 @@ def test_steer_from_the_idle_listener_is_send(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("STEER-1", "LOOP-9", "STEER-2")
+def test_steer_from_the_running_listener_is_steering(run: Run) -> None:
+    # Inside agent/status('running') the agent is running though no turn is open yet in the log:
+    # steer() there is steering (agent/queued with steering true), drained into the turn's first
+    # step as a steering/message, not a prompt of its own (decided by the status, not the log).
+    async def scenario(k: Kit) -> None:
+        k.record("agent/queued")
+        a = k.agent()
+        k.on("agent/status", once_on("running", lambda: a.steer("S")), needs="a steer from inside the running flip")
+        a.send("A")
+        await k.idle(a)
+        assert k.prompts(a) == [["A"]]
+        assert [n[1] for n in k.noted("agent/queued")] == [{"source": USER, "steering": False},
+                                                          {"source": USER, "steering": True}]
+        steering = k.events(a, "steering/message")
+        assert [(e["data"]["turn"], texts(e["data"]["content"])) for e in steering] == [(1, ["S"])]
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOOP-8", "STEER-1")
+def test_steering_given_while_the_turn_flushes_becomes_the_next_prompt(run: Run, schedule: str) -> None:
+    # The turn has ended and flushes (still running): steer() is steering too late for it, so it
+    # is re-queued as the next turn's prompt once the flush is over: never stranded.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        flushes = [0]
+
+        async def flush(*_args: object) -> None:
+            flushes[0] += 1
+            if flushes[0] == 1:
+                a.steer("S")
+                await asyncio.sleep(0.5)
+
+        k.on("session/flush", flush)
+        a.send("A")
+        await k.idle(a)
+        assert k.prompts(a) == [["A"], ["S"]], "steering given during the flush must run as the next prompt"
+        assert k.reasons(a) == [COMPLETED, COMPLETED]
+
+    run(scenario)
+
+
 @pytest.mark.rule("STEER-2", "LOOP-8")
 @pytest.mark.parametrize("hook", ["agent/steering", "session/event"])
 def test_steering_added_during_the_drain_reaches_the_model_once(run: Run, hook: str) -> None:

@@ -193,10 +193,16 @@ def test_a_trace_signature_ignores_times_and_the_windows_own_calls_only() -> Non
     ("tool-result-listener-id", "tool-plugin", "send", "TOOLS", "TOOL-4"),
     # a resumed agent on a session id of its own: any window shows it
     ("resume-fresh-session-id", "resume", "send", "SVC-3", "SVC-3"),
+    # the blind check of 2026-12-03: the prompts' place (LOOP-4), the announced error's code (ERR-9)
+    ("turn-start-before-prompts", "reply", "send", "SHAPE", "LOOP-4"),
+    ("announce-wraps-error", "model-error", "send", "ERR-9", "ERR-9"),
+    # and a disposed idle agent whose driver never exits, found though the resume workload
+    # cannot even be set up on it (its persisted session's close hangs)
+    ("dispose-no-wake", "reply,resume", "send", "problems", "SVC-7"),
 ])
 def test_the_hunt_reaches_what_its_later_workloads_and_verbs_are_for(
         mutant: str, workload: str, verb: str, check: str, rule: str) -> None:
-    cfg = search.Config(workloads=(workload,), depth=1, nth=1, verbs=(verb,), dfs=0, random=0, pct=0)
+    cfg = search.Config(workloads=tuple(workload.split(",")), depth=1, nth=1, verbs=(verb,), dfs=0, random=0, pct=0)
     assert driver.hunt(REF, "reference", cfg).report["findings"] == []
     found = driver.hunt(resolve(f"mutant:{mutant}"), mutant, cfg).report["findings"]
     assert found and check in found[0]["checks"] and rule in found[0]["rules"], found
@@ -228,3 +234,40 @@ def test_explore_deviates_once_per_schedule_right_after_the_window_acted() -> No
                 assert rep.deviations[0]["at"] > acted, window.name
             modes.add(window.mode)
     assert modes == {"listener", "actor"}
+
+
+class _NoBackend:
+    """The reference, but its persistence backend cannot be made: the ``resume`` workload's own
+    run fails while the world sets it up; every other workload runs as on the reference."""
+
+    def __init__(self, base: Any) -> None:
+        self._base = base
+        self.name = "no-backend"
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._base, attr)
+
+    def new_persistence(self) -> object:
+        raise RuntimeError("backend offline")
+
+
+def test_a_workload_the_implementation_fails_to_set_up_is_a_finding_and_the_others_are_hunted(
+        tmp_path: Path) -> None:
+    # Before: a ScenarioSetupError in one workload's probe ended the whole hunt as bad input
+    # (exit 2), so a buggy loop whose close hangs was "bad input" instead of a finding.
+    impl = _NoBackend(REF)
+    cfg = dataclasses.replace(TINY, workloads=("reply", "resume"))
+    rep = driver.hunt(impl, "no-backend", cfg, out=tmp_path).report
+    (finding,) = rep["findings"]
+    assert finding["checks"] == ["setup"] and finding["workloads"] == ["resume"]
+    assert "new_persistence() raised RuntimeError: backend offline" in finding["message"]
+    assert finding["examples"] == [{"window": "resume: its own run, with no window (set-up)"}]  # no cassette
+    reply = next(s for s in rep["workloads"] if s["name"] == "reply")
+    assert reply["run"] > 0 and reply["findings"] == []  # the other workload was hunted, and passes
+    assert rep["complete"] and rep["stopped"] is None
+    first = driver.hunt(impl, "no-backend", cfg, first=True).report
+    assert first["stopped"] == "first finding" and first["totals"]["run"] == 0  # known before any window
+    from conformance.scenario.world import ScenarioSetupError
+
+    with pytest.raises(ScenarioSetupError, match="backend offline"):  # nothing can be hunted: bad input
+        driver.hunt(impl, "no-backend", dataclasses.replace(TINY, workloads=("resume",)))

@@ -854,3 +854,35 @@ def test_creating_an_agent_under_a_live_agents_id_is_rejected() -> None:
     found = _check("SVC-2", [_op("create", by="window", status="running")])
     assert found is not None and found.rules == ("SVC-2",) and found.at == 0
     assert _check("SVC-2", [_op("create", by="window", status="disposed")]) is None  # the id may be free
+
+
+def test_a_turns_prompts_are_logged_before_agent_turn_start() -> None:
+    # LOOP-4: turn/start, the drained user/messages, then agent/turn-start (a fresh bug of the
+    # blind check of 2026-12-03: the notification went out before the prompts were logged).
+    start, message, end = _turn(0, 1, "A")
+    note = {"kind": "agent/turn-start", "agent": "a", "turn": 1}
+    assert _check("SHAPE", [start, message, note, end]) is None
+    found = _check("SHAPE", [start, note, message, end])
+    assert found is not None and found.rules == ("LOOP-4",) and found.at == 2
+    assert "before the turn's user/message was logged" in found.message
+
+
+def test_a_failed_turn_is_announced_with_its_original_error() -> None:
+    # ERR-9: "carrying the original error": the code the error event logged (ERR-7) travels with
+    # the announcement (a fresh bug of the blind check of 2026-12-03 announced RuntimeError(str(exc))).
+    start, message, end = _turn(0, 1, "A")
+    failed = _log(2, "error", turn=1, step=1, message="overloaded", code="OVERLOADED")
+    end = _log(3, "turn/end", turn=1, reason={"kind": "error", "message": "overloaded", "code": "OVERLOADED"})
+    said = {"kind": "agent/error", "agent": "a", "turn": 1, "step": 1, "error": "LoopError: overloaded",
+            "code": "OVERLOADED"}
+    tl = [_op("send", "A"), start, message, failed, end, said]
+    assert _check("ERR-9", tl) is None
+    wrapped = dict(said, error="RuntimeError: overloaded")
+    del wrapped["code"]
+    found = _check("ERR-9", [*tl[:-1], wrapped])
+    assert found is not None and found.rules == ("ERR-9",) and found.at == 5
+    assert "code 'OVERLOADED'" in found.message and "code None" in found.message
+    # no code logged, none announced: nothing to carry
+    plain = [_op("send", "A"), start, message, _log(2, "error", turn=1, step=1, message="boom"), end,
+             {"kind": "agent/error", "agent": "a", "turn": 1, "step": 1, "error": "RuntimeError: boom"}]
+    assert _check("ERR-9", plain) is None
