@@ -213,4 +213,24 @@ MUTANTS = [
               "as bad input (exit 2) at the resume workload, whose persisted session the world could not "
               "write (its close hung); a workload's failed set-up is now a finding of that workload.",
     ),
+    Mutant(
+        "context-source-dropped",
+        "inject() into an open turn logs its context/message with the default source {kind: user} "
+        "instead of the caller's, so derived history wraps a plugin's context as the user's",
+        ("INJ-1", "INJ-3", "LOG-7"),
+        "10",
+        (
+            Patch(
+                "agent",
+                '                self._session.append("context/message", {"content": blocks, "source": src})\n'
+                "            except Exception as exc:\n"
+                "                if len(self._session) == before:\n",
+                '                self._session.append("context/message", {"content": blocks, "source": {"kind": "user"}})\n'
+                "            except Exception as exc:\n"
+                "                if len(self._session) == before:\n",
+            ),
+        ),
+        notes="Blind check of 2026-12-03: the suite killed it (INJ-1, INJ-3); the hunt missed it until "
+              "the SOURCES oracle.",
+    ),
 ]

@@ -296,4 +296,59 @@ MUTANTS = [
         notes="Blind check of 2026-12-03: the hunt found it (IDLE-2+prompts); the suite passed it until "
               "test_steering_given_while_the_turn_flushes_becomes_the_next_prompt.",
     ),
+    Mutant(
+        "steering-source-dropped",
+        "a drained steering message is logged with the default source {kind: user} instead of its "
+        "own (agent/steering still carries it), so derived history wraps a plugin's steering as the user's",
+        ("STEER-2", "LOOP-9", "LOG-7"),
+        "4",
+        (
+            Patch(
+                "agent",
+                '                {"turn": turn.number, "content": item.content, "source": item.source},\n',
+                '                {"turn": turn.number, "content": item.content, "source": {"kind": "user"}},\n',
+            ),
+        ),
+        notes="Blind check of 2026-12-03: the suite and the hunt both passed it until "
+              "test_steering_keeps_its_source_in_the_log_and_the_next_request and the SOURCES oracle.",
+    ),
+    Mutant(
+        "flush-sequential",
+        "session/flush awaits its listeners one after another instead of running them concurrently, "
+        "so a listener that waits on another (or a slow one) holds the rest back",
+        ("LOOP-4",),
+        "3",
+        (
+            Patch(
+                "bus",
+                "            if inspect.isawaitable(result):\n"
+                "                calls.append(_resolve(result))\n",
+                "            if inspect.isawaitable(result):\n"
+                "                try:  # one after another, in registration order\n"
+                "                    await _resolve(result)\n"
+                "                except Exception as exc:\n"
+                "                    first = first or exc\n",
+            ),
+        ),
+        notes="Blind check of 2026-12-03: the suite and the hunt both passed it until "
+              "test_flush_listeners_run_concurrently and FLUSH's concurrency clause (plain order only).",
+    ),
+    Mutant(
+        "continuation-skipped-after-tools",
+        "a step that had tool calls continues the turn without running the agent/turn-continuation "
+        "waterfall (the model must answer the results anyway), so a plugin cannot stop the turn there",
+        ("CONT-1", "LOOP-5"),
+        "4",
+        (
+            Patch(
+                "agent",
+                "            default = outcome.had_tool_calls or steered\n",
+                "            default = outcome.had_tool_calls or steered\n"
+                "            if outcome.had_tool_calls:\n"
+                "                continue  # the model must answer the tool results: nothing to decide\n",
+            ),
+        ),
+        notes="Blind check of 2026-12-03: the suite kills it (CONT-1, CANCEL-CONT); the hunt does not, "
+              "as a window's run does not observe a waterfall's calls, only its listener windows act there.",
+    ),
 ]

@@ -172,8 +172,11 @@ class TraceView:
     operations) are built in one pass when the view is made: the hunt judges every window run,
     and one pass over the timeline costs less than one per index."""
 
-    def __init__(self, timeline: Sequence[Event]) -> None:
+    def __init__(self, timeline: Sequence[Event], *, fifo: bool = False) -> None:
         self.timeline = timeline
+        self.fifo = fifo
+        """Whether the run followed plain asyncio order (no choice taken, no timer fired early):
+        the few observations only plain order makes sound are judged only then."""
         self._cache: dict[Any, Any] = {}
         indexed: list[Event] = []
         by_kind: dict[str, list[Event]] = {}
@@ -230,7 +233,7 @@ class TraceView:
         cached = getattr(trace, "_view", None)
         if isinstance(cached, TraceView) and cached.timeline is trace.timeline:
             return cached
-        view = cls(trace.timeline)
+        view = cls(trace.timeline, fifo=trace.strategy == "fifo")
         object.__setattr__(trace, "_view", view)
         return view
 
@@ -1406,6 +1409,35 @@ def _notified_check(view: TraceView) -> Violation | None:
     return None
 
 
+def _flush_concurrency(view: TraceView, starts: dict[Any, list[int]], ends: dict[Any, list[int]]) -> Violation | None:
+    """0a/0b: ``session/flush`` runs its listeners concurrently: none is called after another
+    listener of the same flush has finished. The recorder (registered first) holds its flush for
+    a while, so a listener whose body ran only once the recorder's flush ended was run after it,
+    in sequence. Judged in plain order only: the world sees a coroutine listener's body, not its
+    call, and a schedule that fires the recorder's timer before a concurrently started listener
+    body ran is as realisable as any. A listener of a later flush is told apart by the log events
+    between them (one called before the recorder, as an implementation may order them, is not
+    judged)."""
+    if not view.fifo:
+        return None
+    for e in view.of_kind("listener"):
+        if e.get("on") != "session/flush" or e.get("agent") not in starts:
+            continue
+        at, agent = e["_i"], e["agent"]
+        began = next((i for i in reversed(starts[agent]) if i < at), None)
+        if began is None:
+            continue
+        done = next((i for i in ends.get(agent, ()) if i > began), None)
+        if done is None or done > at:
+            continue
+        if any(began < x["_i"] < at for x in view.log(agent)):
+            continue  # the recorder's flush was an earlier one: this listener is of the next
+        return Violation(f"agent {agent}: session/flush listener {e.get('name')!r} was called only after another "
+                         "listener of the same flush had finished (0a: session/flush runs all its listeners "
+                         "concurrently; LOOP-4: the flush is awaited as one)", at, ("LOOP-4",))
+    return None
+
+
 def _flush_check(view: TraceView) -> Violation | None:
     """LOOP-4/INJ-2: where a flush listener records every flush (``flush`` events), each turn's
     ``turn/end`` is followed by a flush of its agent; a turn the driver ran has its flush end
@@ -1421,6 +1453,9 @@ def _flush_check(view: TraceView) -> Violation | None:
     ends: dict[Any, list[int]] = {}
     for e in flushes:
         (starts if e.get("phase") == "start" else ends).setdefault(e.get("agent"), []).append(e["_i"])
+    found = _flush_concurrency(view, starts, ends)
+    if found is not None:
+        return found
     for agent in view.agents:
         if agent not in starts:
             continue  # no recorder saw this agent's flushes (another service, or none ran)
@@ -1648,6 +1683,41 @@ def _trigger_check(view: TraceView) -> Violation | None:
     return None
 
 
+_SOURCED = {"user/message": ("send", "steer"), "steering/message": ("steer",), "context/message": ("inject",)}
+
+
+def _sources_check(view: TraceView) -> Violation | None:
+    """0b, LOOP-9, INJ-1/INJ-2, LOG-7: a logged ``user/message``, ``steering/message`` or
+    ``context/message`` carries the source of the call that gave its text (a ``send``, a
+    ``steer``, late steering re-queued as a prompt included; an ``inject``), resolved to
+    ``{kind: user}`` when the call passed none. Derived history wraps steering and context in the
+    source's kind, so a loop that logs another source shows the model a different message."""
+    for agent in view.agents:
+        given: dict[tuple[str, str], set[str | None]] = {}
+        for op in view.ops(agent, "send", "steer", "inject"):
+            if isinstance(op.get("text"), str):
+                given.setdefault((op["op"], op["text"]), set()).add(_source_kind(op))
+        if not given:
+            continue
+        for e in view.log(agent):
+            verbs = _SOURCED.get(e["type"])
+            if verbs is None or e.get("loaded"):
+                continue
+            data = e["data"]
+            text = ev.texts(data.get("content"))
+            kinds = set().union(*(given.get((verb, text), ()) for verb in verbs))
+            source = data.get("source")
+            if not isinstance(source, _MAP) or not kinds:
+                continue  # a message logged without a source is a matter of shape, judged elsewhere
+            if source.get("kind") not in kinds:
+                rules = {"user/message": ("LOOP-9",), "steering/message": ("LOOP-9", "LOG-7"),
+                         "context/message": ("INJ-1", "INJ-2", "LOG-7")}[e["type"]]
+                return Violation(f"agent {agent}: {e['type']} {text!r} was logged with source {source!r}, but the "
+                                 f"call that gave it passed source kind {sorted(map(str, kinds))[0]!r} (0b: the "
+                                 "log keeps each message's resolved source)", e["_i"], rules)
+    return None
+
+
 def _source_kind(op: Event) -> str | None:
     """The kind of the source an ``op`` passed (``user``, the default, when it passed none)."""
     source = op.get("source")
@@ -1818,6 +1888,8 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("QUEUED", _queued_check, "send and steer are queued with their source and steering flag",
               ("LOOP-9", "STEER-1")),
     LoopCheck("TRIGGER", _trigger_check, "a turn's trigger carries the source of what started it", ("LOOP-2", "INJ-2")),
+    LoopCheck("SOURCES", _sources_check, "each logged message carries the source of the call that gave it",
+              ("LOOP-9", "INJ-1", "INJ-2", "LOG-7")),
     LoopCheck("STEP-ORDER", _step_order_check, "steering is drained before a step or after its message", ("LOOP-5",)),
     LoopCheck("FLUSH", _flush_check, "each turn is flushed, and the driver awaits the flush", ("LOOP-4", "INJ-2")),
     LoopCheck("IDLE-3", _idle_release_check, "a waiter pending at an idle transition is released at it",

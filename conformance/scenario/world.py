@@ -658,7 +658,10 @@ class World:
             if seen[0] < nth:
                 return False
             self._elements[name] += 1
-            simulator.observe("listener", name=name, on=event)
+            if event == "session/flush":  # whose flush: FLUSH judges its listeners ran concurrently (0a)
+                simulator.observe("listener", name=name, on=event, agent=fields().get("agent"))
+            else:
+                simulator.observe("listener", name=name, on=event)
             for action in listener.do:
                 # a failure hits the agent whose event this is (the fields say which)
                 subject = fields().get("agent") if action.verb == "raise" else None

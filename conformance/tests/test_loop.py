@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable
 from typing import Any
@@ -106,6 +107,36 @@ def test_turn_shape(run: Run) -> None:
         assert names[: len(expected)] == expected
         assert names[-3:] == ["turn/end", "agent/turn-end", "session/flush"]
         assert k.noted("agent/turn-end") == [(1, COMPLETED)]
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOOP-4")
+def test_flush_listeners_run_concurrently(run: Run) -> None:
+    # 0a/0b: "session/flush runs all its listeners concurrently and is awaited". The first
+    # listener waits for the second to have started: run one after the other, the flush (and so
+    # the agent) never finishes.
+    async def scenario(k: Kit) -> None:
+        second_started = asyncio.Event()
+        order: list[str] = []
+
+        async def first(*_args: object) -> None:
+            order.append("first")
+            await asyncio.wait_for(second_started.wait(), 5.0)
+            order.append("first done")
+
+        async def second(*_args: object) -> None:
+            order.append("second")
+            second_started.set()
+
+        k.on("session/flush", first)
+        k.on("session/flush", second)
+        a = k.agent()
+        a.send("one")
+        await k.idle(a)
+        assert "first done" in order and order.index("second") < order.index("first done"), (
+            f"the flush's listeners ran one after the other: {order}")
+        assert k.reasons(a) == [COMPLETED]
 
     run(scenario)
 

@@ -177,6 +177,25 @@ def test_steering_of_aborted_step_requeued(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("STEER-2", "LOOP-9", "LOG-7")
+def test_steering_keeps_its_source_in_the_log_and_the_next_request(run: Run) -> None:
+    # A plugin's steering: steering/message logs the plugin source (0b), agent/steering carries it
+    # (LOOP-9) and the next request's history wraps it in the plugin's kind (LOG-7).
+    async def scenario(k: Kit) -> None:
+        k.record("agent/steering")
+        plugin = {"kind": "plugin", "plugin": "p"}
+        a = k.agent()
+        k.model.push(fakes.text("first").hook(lambda: a.steer("S", plugin)), fakes.text("second"))  # type: ignore[arg-type]
+        a.send("hi")
+        await k.idle(a)
+        (steering,) = k.events(a, "steering/message")
+        assert steering["data"]["source"] == plugin, steering
+        assert [n[-1] for n in k.noted("agent/steering")] == [plugin]
+        assert '<steering source="plugin">' in request_texts(k.model.requests[1])
+
+    run(scenario)
+
+
 @pytest.mark.rule("STEER-1")
 def test_steer_after_a_turn_is_send(run: Run) -> None:
     # Once a turn is over (idle again), steer() with a source is a send() with that source:

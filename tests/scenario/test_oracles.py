@@ -886,3 +886,47 @@ def test_a_failed_turn_is_announced_with_its_original_error() -> None:
     plain = [_op("send", "A"), start, message, _log(2, "error", turn=1, step=1, message="boom"), end,
              {"kind": "agent/error", "agent": "a", "turn": 1, "step": 1, "error": "RuntimeError: boom"}]
     assert _check("ERR-9", plain) is None
+
+
+def test_each_logged_message_carries_the_source_of_the_call_that_gave_it() -> None:
+    # 0b / LOOP-9 / INJ-1 / LOG-7 (fresh bugs of the blind check of 2026-12-03 logged the
+    # default source for a steer's steering/message and for an inject into an open turn).
+    plugin = {"kind": "plugin", "plugin": "window"}
+    start = _log(0, "turn/start", turn=1, trigger={"kind": "message", "source": {"kind": "user"}})
+    prompt = _log(1, "user/message", content=[{"type": "text", "text": "A"}], source={"kind": "user"})
+    steering = _log(2, "steering/message", turn=1, content=[{"type": "text", "text": "W1"}], source=plugin)
+    context = _log(3, "context/message", content=[{"type": "text", "text": "W2"}], source=plugin)
+    end = _log(4, "turn/end", turn=1, reason={"kind": "completed"})
+    ops = [_op("send", "A"), _op("steer", "W1", by="window", status="running", source=plugin),
+           _op("inject", "W2", by="window", status="running", source=plugin)]
+    assert _check("SOURCES", [*ops, start, prompt, steering, context, end]) is None
+    wrong = dict(steering, data={**steering["data"], "source": {"kind": "user"}})
+    found = _check("SOURCES", [*ops, start, prompt, wrong, context, end])
+    assert found is not None and found.rules == ("LOOP-9", "LOG-7") and found.at == 5
+    wrong = dict(context, data={**context["data"], "source": {"kind": "user"}})
+    found = _check("SOURCES", [*ops, start, prompt, steering, wrong, end])
+    assert found is not None and "INJ-1" in found.rules and "'plugin'" in found.message
+    # late steering re-queued as a prompt keeps the steer's source
+    requeued = _log(1, "user/message", content=[{"type": "text", "text": "W1"}], source=plugin)
+    assert _check("SOURCES", [*ops, start, requeued, end]) is None
+
+
+def test_flush_listeners_run_concurrently_judged_in_plain_order() -> None:
+    # 0a: a flush's listeners run concurrently. The recorder (persist, registered first) holds
+    # its flush; a listener whose body runs only once it ended was called after it, in sequence.
+    start, message, end = _turn(0, 1, "A")
+    s = {"kind": "flush", "phase": "start", "agent": "a", "listener": "persist"}
+    e = {"kind": "flush", "phase": "end", "agent": "a", "listener": "persist"}
+    window = {"kind": "listener", "name": "window", "on": "session/flush", "agent": "a"}
+    tl = [_op("send", "A"), start, message, end, s, window, e, _status("idle")]
+    sequential = [_op("send", "A"), start, message, end, s, e, window, _status("idle")]
+    flush = {c.name: c for c in ck.ORACLES}["FLUSH"]
+    assert flush.evaluate(ck.TraceView(tl, fifo=True)) is None
+    found = flush.evaluate(ck.TraceView(sequential, fifo=True))
+    assert found is not None and found.rules == ("LOOP-4",) and found.at == 6 and "concurrently" in found.message
+    # under a schedule that may fire the recorder's timer first, a body starting late proves nothing
+    assert flush.evaluate(ck.TraceView(sequential)) is None
+    # a listener of the next turn's flush called before its recorder: the log moved on since the
+    # last recorded flush, so it is not that flush's
+    later = [_op("send", "A"), start, message, end, s, e, _op("send", "B"), *_turn(3, 2, "B"), window, s, e]
+    assert flush.evaluate(ck.TraceView(later, fifo=True)) is None
