@@ -351,4 +351,24 @@ MUTANTS = [
         notes="Blind check of 2026-12-03: the suite kills it (CONT-1, CANCEL-CONT); the hunt does not, "
               "as a window's run does not observe a waterfall's calls, only its listener windows act there.",
     ),
+    Mutant(
+        "prompts-after-turn-start-batched",
+        "prompts queued once the turn opened (by its agent/turn-start listener) are drained into that "
+        "turn after agent/turn-start instead of waiting for the next turn",
+        ("LOOP-2", "LOOP-4", "INBOX-1"),
+        "3",
+        (
+            Patch(
+                "agent",
+                '        self._bus.emit("agent/turn-start", self, turn.number)  # a throw: LOOP-4 boundary failure\n'
+                "        turn.notify_end = True\n",
+                '        self._bus.emit("agent/turn-start", self, turn.number)  # a throw: LOOP-4 boundary failure\n'
+                "        turn.notify_end = True\n"
+                "        for item in self._inbox.drain_queued():  # late arrivals join the turn that just started\n"
+                '            self._session.append("user/message", {"content": item.content, "source": item.source})\n',
+            ),
+        ),
+        notes="Blind check of 2026-12-03 (third round): the suite passed it until "
+              "test_prompt_sent_once_the_turn_opened_is_the_next_turns.",
+    ),
 ]

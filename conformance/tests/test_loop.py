@@ -74,6 +74,23 @@ def test_burst_is_one_turn(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("LOOP-4", "INBOX-1")
+@pytest.mark.parametrize("hook", ["agent/turn-start", "agent/step-start"])
+def test_prompt_sent_once_the_turn_opened_is_the_next_turns(run: Run, hook: str) -> None:
+    # The turn drained its prompts before turn/start; a send() once it is open (from its
+    # agent/turn-start or agent/step-start listener) is queued for the next turn, never logged
+    # into this one (LOOP-4: turn/start, the drained user/messages, agent/turn-start, steps).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.on(hook, once(lambda *_: a.send("B")), needs="a send from inside the open turn")
+        a.send("A")
+        await k.idle(a)  # B was queued during A's turn: released once B's turn ran (IDLE-2)
+        assert k.prompts(a) == [["A"], ["B"]], "a prompt sent once the turn opened belongs to the next turn"
+        assert k.reasons(a) == [COMPLETED, COMPLETED]
+
+    run(scenario)
+
+
 @pytest.mark.rule("LOOP-3")
 def test_turn_numbers_continue_from_log(run: Run) -> None:
     async def scenario(k: Kit) -> None:
