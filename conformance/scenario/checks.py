@@ -1053,6 +1053,10 @@ def _one_failure_check(view: TraceView) -> Violation | None:
             # logged: a port that announces a new error made of the message loses it.
             if errors and said and errors[0]["data"].get("code") != said[0].get("code"):
                 logged, carried = errors[0]["data"].get("code"), said[0].get("code")
+                if logged is None:  # the announced original has a code the log lost
+                    return Violation(f"agent {agent}: turn {t['turn']}'s error event has no code, but the error it "
+                                     f"announced ({said[0].get('error')}) has code {carried!r} (ERR-7: a raised "
+                                     "error's code is carried into the error event)", errors[0]["_i"], ("ERR-7",))
                 return Violation(f"agent {agent}: turn {t['turn']} failed with code {logged!r} (its error event), but "
                                  f"agent/error announced {said[0].get('error')} with code {carried!r}: the "
                                  "announcement carries the original error (ERR-9)", said[0]["_i"], ("ERR-9",))
@@ -1873,7 +1877,7 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("SHAPE", _shape_check, "boundaries (and a turn's prompts) are logged before they are notified",
               ("LOOP-4", "LOOP-5")),
     LoopCheck("ERR-9", _one_failure_check, "the first failure of a turn wins, announced with its original error",
-              ("ERR-9",)),
+              ("ERR-9", "ERR-7")),
     LoopCheck("ERR-10", _late_failure_check, "a turn-end listener's throw during disposal is swallowed", ("ERR-10",)),
     LoopCheck("ANNOUNCED", _announced_check, "a late failure (a turn-end listener, a flush) is announced",
               ("ERR-10", "ERR-6", "INJ-2")),

@@ -882,6 +882,10 @@ def test_a_failed_turn_is_announced_with_its_original_error() -> None:
     found = _check("ERR-9", [*tl[:-1], wrapped])
     assert found is not None and found.rules == ("ERR-9",) and found.at == 5
     assert "code 'OVERLOADED'" in found.message and "code None" in found.message
+    # the announced original has a code the error event lost: the log's fault (ERR-7)
+    found = _check("ERR-9", [_op("send", "A"), start, message, _log(2, "error", turn=1, step=1, message="overloaded"),
+                             end, said])
+    assert found is not None and found.rules == ("ERR-7",) and found.at == 3
     # no code logged, none announced: nothing to carry
     plain = [_op("send", "A"), start, message, _log(2, "error", turn=1, step=1, message="boom"), end,
              {"kind": "agent/error", "agent": "a", "turn": 1, "step": 1, "error": "RuntimeError: boom"}]
