@@ -88,7 +88,7 @@ def plan(workloads: tuple[Workload, ...], impl: Implementation, config: Config) 
         try:
             timeline = win.probe(workload, impl)
         except ScenarioSetupError as exc:
-            wp.setup_error = _first_line(exc)
+            wp.setup_error = str(exc)  # the world's one line: what raised or never settled, and where
             first_error = first_error or exc
             continue
         for point in win.points(workload, timeline, config.nth):
@@ -102,11 +102,6 @@ def plan(workloads: tuple[Workload, ...], impl: Implementation, config: Config) 
     if first_error is not None and all(wp.setup_error for wp in out):
         raise first_error
     return out
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
 
 
 # --------------------------------------------------------------------------- phase 1: plain runs

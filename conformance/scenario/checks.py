@@ -1051,8 +1051,8 @@ def _one_failure_check(view: TraceView) -> Violation | None:
                                  "failure wins, a later one is not announced (ERR-9)", said[1]["_i"], ("ERR-9",))
             # ERR-9: the announcement carries the original error, whose code (ERR-7) the error event
             # logged: a port that announces a new error made of the message loses it.
-            if errors and said and errors[0]["data"].get("code") != said[0].get("code"):
-                logged, carried = errors[0]["data"].get("code"), said[0].get("code")
+            logged, carried = (errors[0]["data"].get("code"), said[0].get("code")) if errors and said else (None, None)
+            if logged != carried:
                 if logged is None:  # the announced original has a code the log lost
                     return Violation(f"agent {agent}: turn {t['turn']}'s error event has no code, but the error it "
                                      f"announced ({said[0].get('error')}) has code {carried!r} (ERR-7: a raised "
