@@ -16,10 +16,12 @@ def _where(index: int, kind: Any) -> str:
 
 def log_violations(events: Sequence[dict[str, Any]], *, allow_open_turn: bool = False) -> list[str]:
     """Violations of LOG-3 (contiguous seq), LOG-4 (turns pair and nest, nothing outside a turn),
-    LOG-5 (steps nest, chunks inside a step) and LOG-6 (results follow their calls)."""
+    LOG-5 (steps nest, chunks inside a step; 0b: steps count from 1 within their turn) and LOG-6
+    (results follow their calls)."""
     out: list[str] = []
     turn: int | None = None
     step: int | None = None
+    last_step = 0  # the turn's last step number
     calls: set[str] = set()
     for index, event in enumerate(events):
         kind = event.get("type")
@@ -29,7 +31,7 @@ def log_violations(events: Sequence[dict[str, Any]], *, allow_open_turn: bool = 
         if kind == "turn/start":
             if turn is not None:
                 out.append(f"LOG-4: {_where(index, kind)} opens turn {data.get('turn')} while turn {turn} is open")
-            turn, step = data.get("turn"), None
+            turn, step, last_step = data.get("turn"), None, 0
             continue
         if turn is None:
             out.append(f"LOG-4: {_where(index, kind)} lies outside a turn")
@@ -43,7 +45,11 @@ def log_violations(events: Sequence[dict[str, Any]], *, allow_open_turn: bool = 
         elif kind == "step/start":
             if step is not None:
                 out.append(f"LOG-5: {_where(index, kind)} opens step {data.get('step')} while step {step} is open")
+            elif data.get("step") != last_step + 1:
+                out.append(f"LOG-5: {_where(index, kind)} opens step {data.get('step')} of turn {turn}, expected step "
+                           f"{last_step + 1} (0b: steps count from 1, one by one, within their turn)")
             step = data.get("step")
+            last_step = step if isinstance(step, int) else last_step + 1
         elif kind == "step/end":
             if step is None or data.get("step") != step:
                 out.append(f"LOG-5: {_where(index, kind)} closes step {data.get('step')} but open step is {step}")

@@ -120,7 +120,7 @@ class Window:
     def scenario(self, base: Scenario) -> Scenario:
         """The workload's scenario with this window's listener or actor (named :data:`NAME`) added."""
         agent = dict(self.point.where).get("agent")
-        actions = tuple(_action(verb, i + 1, agent) for i, verb in enumerate(self.actions))
+        actions = tuple(_action(verb, i + 1, agent, self.mode) for i, verb in enumerate(self.actions))
         if self.mode == "listener":
             element = Listener(on=self.point.on, do=actions, name=NAME, where=dict(self.point.where),
                                nth=self.point.nth, when=self.point.when)  # type: ignore[arg-type]
@@ -139,11 +139,13 @@ WINDOW_SOURCE = {"kind": "plugin", "plugin": NAME}
 that drains both shows which one its trigger names (LOOP-2: the first message's)."""
 
 
-def _action(verb: str, k: int, agent: str | None) -> Action:
+def _action(verb: str, k: int, agent: str | None, mode: str) -> Action:
     if verb in ("send", "steer", "inject"):
         return Action(verb, agent, text=f"W{k}", source=WINDOW_SOURCE)
     if verb in ("cancel", "abort"):
-        return Action(verb, agent, reason="hunt")
+        # A listener gives a reason of its own; an actor gives none, so the defaults are exercised
+        # too (ABORT-1: `aborted`, CANCEL-1: `cancelled`).
+        return Action(verb, agent, reason="hunt" if mode == "listener" else None)
     if verb == "when_idle":
         return Action(verb, agent, name=f"hw{k}")
     if verb == "raise":

@@ -8,7 +8,8 @@ the rule ids it breaks, and the timeline index where it shows, which diagrams hi
 The oracles (``ORACLES``) need no scenario: they hold for any run of any correct implementation
 (each names the rule ids it checks):
 
-* ``LOG`` — LOG-3..6 on every agent's session log (``conformance.invariants``);
+* ``LOG`` — LOG-3..6 on every agent's session log, steps counted from 1 within each turn (0b;
+  ``conformance.invariants``);
 * ``STATUS-1`` — only legal status transitions, no repeated status, nothing after ``disposed``;
 * ``LOOP-3`` — each turn's number is the last one's + 1 (a resumed log's included);
 * ``prompts`` — no prompt runs twice; a prompt sent and not later cancelled runs (MARKER-1), and so
@@ -24,7 +25,8 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
   failed; ``max-tokens`` never appears without such a step; a ``max-tokens`` step dispatches no
   tool call; a turn with an ``error`` event ends ``error`` (or is aborted or disposed); a turn
   closed after a disposal ends ``disposed``;
-* ``TOOLS`` — a step's tool calls do not overlap (TOOL-1); a failing tool becomes an error
+* ``TOOLS`` — a step's tool calls do not overlap and run in the order of its message's tool-call
+  blocks (TOOL-1); a failing tool becomes an error
   result (TOOL-3); a result is logged under its call's id (TOOL-4); an abort during a tool ends the turn ``aborted`` with no further step
   (TOOL-5); no ``code: null``, and a failed turn's reason carries its error event's code (ERR-7);
 * ``STEERING`` — steering logged in a turn that ends normally is followed by a model step
@@ -42,7 +44,8 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
   on the resumed session id, and is rejected when a ``create()`` of its id succeeded during its
   load (SVC-2); LOOP-3's oracle checks that its turns continue the loaded log's numbers;
 * ``NOTIFIED`` — every boundary a turn logs is notified after it (LOOP-4/LOOP-5), the empty step
-  a cancel from ``agent/turn-start``/``agent/step-start`` dropped included (CANCEL-STEP);
+  a cancel from ``agent/turn-start``/``agent/step-start`` dropped included (CANCEL-STEP), and a
+  turn disposed once ``agent/turn-start`` was emitted gets its ``agent/turn-end`` (DISP-1, LOOP-4);
 * ``QUEUED`` — every ``send()``/``steer()`` emits ``agent/queued`` with the resolved source and
   ``steering`` true only for a steer of a ``running`` agent, and ``agent/steering`` carries its
   steer's source (LOOP-9, STEER-1);
@@ -51,14 +54,16 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
 * ``STEP-ORDER`` — steering is drained before a step opens or after its message, never between
   (LOOP-5);
 * ``FLUSH`` — where a flush listener records every flush: each turn is flushed, and the driver
-  awaits the flush before it goes idle or runs its next turn (LOOP-4); an idle inject's one-shot
+  awaits the flush before it goes idle or runs its next turn, which starts after the turn's
+  ``agent/turn-end`` (LOOP-4); an idle inject's one-shot
   turn is flushed (INJ-2);
 * ``IDLE-3`` — a waiter pending when its agent goes idle is released at that transition, before
   the agent's next status (IDLE-3, IDLE-2);
 * ``WARNED`` — a throwing notification listener is logged as a warning under the
   implementation's logger (ERR-12);
 * ``problems`` — what the world itself saw go wrong (an actor or listener that raised, a fake
-  model called past its script, an agent that never settled).
+  model called past its script, an agent that never settled, a notification that stopped at a
+  listener that threw: PY-2).
 
 In plain worlds (no Python body that could rewrite a step's message or a request) also
 ``PLAIN_ORACLES``: ``ASSEMBLY`` (ASM-1/3), ``HISTORY`` (LOG-7), ``CHUNKS`` (every chunk a
@@ -862,18 +867,32 @@ def _tools_check(view: TraceView) -> Violation | None:
             calls: dict[str, int] = {}
             first_error: dict[str, Any] | None = None
             raw: dict[Any, Any] = {}  # tool-call id -> its arguments in the step's assistant/message
+            order: dict[Any, list[Any]] = {}  # step -> its message's tool-call ids not yet called, in order
             for e in t["events"]:
                 kind, data = e["type"], e["data"]
                 if kind == "assistant/message":
+                    ids = []
                     for b in data.get("content") or ():
-                        if isinstance(b, _MAP) and b.get("type") == "tool-call" and isinstance(b.get("arguments"), str):
-                            raw[b.get("id")] = b["arguments"]
+                        if isinstance(b, _MAP) and b.get("type") == "tool-call":
+                            ids.append(b.get("id"))
+                            if isinstance(b.get("arguments"), str):
+                                raw[b.get("id")] = b["arguments"]
+                    if len(set(ids)) == len(ids):  # ids repeated: which call is which is not known
+                        order[data.get("step")] = ids
                 elif kind == "tool/call":
                     step = data.get("step")
                     if step in open_calls:
                         return Violation(
                             f"agent {agent}: tool call {data.get('call_id')} started before "
                             f"{open_calls[step]} had its result (TOOL-1)", e["_i"], ("TOOL-1",))
+                    waiting = order.get(step)
+                    if waiting and data.get("call_id") in waiting:
+                        if waiting[0] != data.get("call_id"):
+                            return Violation(
+                                f"agent {agent}: tool call {data.get('call_id')} ran before {waiting[0]}, which the "
+                                "model's message gives first (TOOL-1: one after another, in the model's order)",
+                                e["_i"], ("TOOL-1",))
+                        waiting.pop(0)
                     given = raw.get(data.get("call_id"))
                     if given is not None and data.get("arguments") != given:
                         return Violation(f"agent {agent}: tool/call {data.get('call_id')} logs arguments "
@@ -1387,12 +1406,18 @@ def _notified_check(view: TraceView) -> Violation | None:
             for n in view.of_kind(note, agent=agent):
                 key = (note, n.get("turn"), n.get("step") if note.startswith("agent/step") else None)
                 notes.setdefault(key, []).append(n["_i"])
+        failures = [e["_i"] for e in view.ops(agent, "raise")] + [e["_i"] for e in view.of_kind("agent/error", agent=agent)]
         turns = view.turns(agent)
         for k, t in enumerate(turns):
             if not t["ended"] or t["trigger"] == "injection":
                 continue
             start, end = t["_i"], t["end_i"]
             nxt = turns[k + 1]["_i"] if k + 1 < len(turns) else len(view.timeline)
+            if t["reason"] == "disposed":
+                found = _disposed_turn_end(agent, t, notes, failures, nxt)
+                if found is not None:
+                    return found
+                continue
             if any(start <= i < nxt for i in troubles) or any(e["type"] == "error" for e in t["events"]):
                 continue
             dropped = t["reason"] == "aborted" and any(start < c["_i"] < end for c in cancels)
@@ -1411,6 +1436,25 @@ def _notified_check(view: TraceView) -> Violation | None:
                                          f"after it ({'the dropped step is opened and closed with their notifications' if dropped and step is not None else 'the turn and step shape of LOOP-4/LOOP-5'})",
                                          e["_i"], rules)
     return None
+
+
+def _disposed_turn_end(agent: str, t: dict[str, Any], notes: dict[tuple[str, Any, Any], list[int]],
+                       failures: list[int], nxt: int) -> Violation | None:
+    """DISP-1/LOOP-4: a turn disposed after listeners were told it started (``agent/turn-start``)
+    is told it ended: ``agent/turn-end`` with reason ``disposed`` after its ``turn/end`` (LOOP-4's
+    one exemption is a boundary listener's failure; ERR-10 swallows a throwing ``agent/turn-end``
+    listener during disposal, so the notification is made). Not judged: a turn a raising
+    listener or an announced failure touched, and one disposed before ``agent/turn-start``."""
+    start, end = t["_i"], t["end_i"]
+    if any(start <= i < nxt for i in failures) or any(e["type"] == "error" for e in t["events"]):
+        return None
+    if not any(i > start for i in notes.get(("agent/turn-start", t["turn"], None), ())):
+        return None
+    if any(i > end for i in notes.get(("agent/turn-end", t["turn"], None), ())):
+        return None
+    return Violation(f"agent {agent}: turn {t['turn']} ended disposed (its agent/turn-start was emitted) but "
+                     "agent/turn-end was never emitted after its turn/end (LOOP-4's turn shape: a disposal "
+                     "ends the turn, it does not silence its end)", end, ("DISP-1", "LOOP-4"))
 
 
 def _flush_concurrency(view: TraceView, starts: dict[Any, list[int]], ends: dict[Any, list[int]]) -> Violation | None:
@@ -1498,6 +1542,12 @@ def _flush_check(view: TraceView) -> Violation | None:
                                  end, ("INJ-2",) if t["trigger"] == "injection" else ("LOOP-4",))
             if t["trigger"] == "injection":
                 continue
+            told = next((e["_i"] for e in view.of_kind("agent/turn-end", agent=agent)
+                         if e.get("turn") == t["turn"] and e["_i"] > end), None)
+            if told is not None and told > began and not any(
+                    u["trigger"] == "injection" and end < u["_i"] < began for u in turns):
+                return Violation(f"{where}: its session/flush started before agent/turn-end was emitted (LOOP-4: "
+                                 "turn/end, agent/turn-end, then the awaited session/flush)", began, ("LOOP-4",))
             done = next((i for i in ends.get(agent, ()) if i > began), None)
             if done is None or done > horizon:
                 what = "its next turn started" if horizon == nxt else "the agent went idle"
@@ -1888,7 +1938,7 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("CANCEL-1", _cancel_step_check, "a cancelled turn calls the model no more",
               ("CANCEL-1", "CANCEL-CONT", "CANCEL-STEP")),
     LoopCheck("NOTIFIED", _notified_check, "every boundary logged is notified after it",
-              ("LOOP-4", "LOOP-5", "CANCEL-STEP")),
+              ("LOOP-4", "LOOP-5", "CANCEL-STEP", "DISP-1")),
     LoopCheck("QUEUED", _queued_check, "send and steer are queued with their source and steering flag",
               ("LOOP-9", "STEER-1")),
     LoopCheck("TRIGGER", _trigger_check, "a turn's trigger carries the source of what started it", ("LOOP-2", "INJ-2")),

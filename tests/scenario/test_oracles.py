@@ -52,6 +52,19 @@ def test_log_balance() -> None:
     assert found is not None and "LOG-4" in found.message
 
 
+def test_steps_count_from_one_within_their_turn() -> None:
+    def turn(n: int, seq: int, *steps: int) -> list[dict[str, Any]]:
+        out = [_log(seq, "turn/start", turn=n)]
+        for i, step in enumerate(steps):
+            out += [_log(seq + 1 + 2 * i, "step/start", turn=n, step=step), _log(seq + 2 + 2 * i, "step/end", turn=n, step=step)]
+        return [*out, _log(seq + 1 + 2 * len(steps), "turn/end", turn=n)]
+
+    assert _check("LOG", [_op("send", "A"), *turn(1, 0, 1, 2), *turn(2, 6, 1)]) is None
+    found = _check("LOG", [_op("send", "A"), *turn(1, 0, 1), *turn(2, 4, 2)])  # numbered on from turn 1
+    assert found is not None and found.rules == ("LOG-5",) and "expected step 1" in found.message
+    assert "expected step 2" in (_check("LOG", [_op("send", "A"), *turn(1, 0, 1, 3)]) or ck.Violation("")).message
+
+
 def test_status_repeat_and_illegal_transition() -> None:
     found = _check("STATUS-1", [_status("running"), _status("running")])
     assert found is not None and "repeated" in found.message and found.at == 1
@@ -417,6 +430,19 @@ def test_tools_in_order_contained_and_aborted() -> None:
     assert "TOOL-5" in (_check("TOOLS", go_on) or ck.Violation("")).message
     null_code = [_op("send", "A"), *_ended(0, 1, "A", {"kind": "error", "message": "x", "code": None})]
     assert "ERR-7" in (_check("TOOLS", null_code) or ck.Violation("")).message
+    # TOOL-1: in the model's order (the message's tool-call blocks); an aborted step runs a prefix
+    blocks = [{"type": "tool-call", "id": cid, "name": "t"} for cid in ("c1", "c2")]
+    message = _log(1, "assistant/message", turn=1, step=1, content=blocks)
+    in_order = [_op("send", "A"), *_ended(0, 1, "A", {"kind": "completed"}, message, call(2, "c1"), result(3, "c1"),
+                                           call(4, "c2"), result(5, "c2"))]
+    assert _check("TOOLS", in_order) is None
+    reversed_ = [_op("send", "A"), *_ended(0, 1, "A", {"kind": "completed"}, message, call(2, "c2"), result(3, "c2"),
+                                            call(4, "c1"), result(5, "c1"))]
+    found = _check("TOOLS", reversed_)
+    assert found is not None and found.rules == ("TOOL-1",) and "model's order" in found.message
+    prefix = [_op("send", "A"), *_ended(0, 1, "A", {"kind": "aborted", "reason": "r"}, message, call(2, "c1"),
+                                         result(3, "c1"))]
+    assert _check("TOOLS", prefix) is None
 
 
 def test_steering_reaches_the_model() -> None:
@@ -579,6 +605,25 @@ def test_every_boundary_a_turn_logs_is_notified_after_it() -> None:
                                             skip="agent/step-end")) is None
 
 
+
+def test_a_disposed_turn_is_notified_ended() -> None:
+    # DISP-1/LOOP-4: a turn disposed once agent/turn-start was emitted gets its agent/turn-end;
+    # the step the disposal closed owes no agent/step-end (not judged)
+    disposal = [_op("dispose", status="running", by="window", on="agent/step-start"), _status("disposed")]
+    ok = [e for e in _stepped_turn(reason="disposed", after_start=disposal, skip="agent/step-end")
+          if e.get("status") != "idle"]
+    assert _check("NOTIFIED", ok) is None
+    silent = [e for e in ok if e.get("kind") != "agent/turn-end"]
+    found = _check("NOTIFIED", silent)
+    assert found is not None and found.rules == ("DISP-1", "LOOP-4") and "ended disposed" in found.message
+    assert found.at == next(i for i, e in enumerate(silent) if e.get("type") == "turn/end")
+    # not judged: disposed before agent/turn-start, or a failure touched the turn
+    assert _check("NOTIFIED", [e for e in silent if e.get("kind") != "agent/turn-start"]) is None
+    raised = [*disposal, _op("raise", status="disposed", by="window", on="agent/status")]
+    assert _check("NOTIFIED", [e for e in _stepped_turn(reason="disposed", after_start=raised)
+                               if e.get("kind") != "agent/turn-end"]) is None
+
+
 def _flush(phase: str) -> dict[str, Any]:
     return {"kind": "flush", "phase": phase, "agent": "a", "listener": "persist"}
 
@@ -608,6 +653,11 @@ def test_each_turn_is_flushed_and_the_driver_awaits_the_flush() -> None:
     found = _check("FLUSH", [*turn, _flush("start"), _flush("end"), _status("idle"),
                              *[dict(e, seq=e.get("seq", 0) + 3) for e in inject], closing, _flush("start")])
     assert found is not None and found.rules == ("INJ-2",) and "before the service closed" in found.message
+    # LOOP-4: turn/end, agent/turn-end, then the flush
+    told = {"kind": "agent/turn-end", "agent": "a", "turn": 1}
+    assert _check("FLUSH", [*turn, told, _flush("start"), _flush("end"), _status("idle")]) is None
+    found = _check("FLUSH", [*turn, _flush("start"), _flush("end"), told, _status("idle")])
+    assert found is not None and found.rules == ("LOOP-4",) and "before agent/turn-end was emitted" in found.message
 
 
 def test_a_tool_receives_its_raw_arguments_parsed_as_tool_2_says() -> None:
