@@ -322,4 +322,68 @@ MUTANTS = [
         notes="Blind check of 2026-12-03: the hunt found it; the suite passed it until "
               "test_cancel_during_a_flush_spares_the_prompt_sent_after_it.",
     ),
+    Mutant(
+        "abort-shared-across-agents",
+        "abort() fires the step controller the service's agents last started, not the agent's own "
+        "in-flight step",
+        ("ABORT-1",),
+        "8",
+        (
+            Patch(
+                "agent",
+                "        self._step_abort = controller  # from here on abort()/cancel() abort this step\n",
+                "        self._step_abort = controller  # from here on abort()/cancel() abort this step\n"
+                "        type(self)._last_step = controller\n",
+            ),
+            Patch(
+                "agent",
+                "        controller = self._step_abort\n"
+                "        if self._disposed or controller is None:\n"
+                "            return\n"
+                "        _fire(controller, reason, self)",
+                "        controller = self._step_abort and getattr(type(self), \"_last_step\", None)\n"
+                "        if self._disposed or controller is None:\n"
+                "            return\n"
+                "        _fire(controller, reason, self)",
+            ),
+        ),
+        notes="Blind check of 2026-12-03 (fourth round): the hunt found it (two-agents); the suite "
+              "passed it until test_abort_aborts_its_own_agents_step.",
+    ),
+    Mutant(
+        "queued-before-enqueue",
+        "send() emits agent/queued before the prompt is in the queue: a cancel() from that listener "
+        "finds nothing to cancel and a when_idle() resolves at once",
+        ("CANCEL-2", "LOOP-9", "IDLE-2"),
+        "8",
+        (
+            Patch(
+                "agent",
+                "        self._inbox.enqueue(item)\n"
+                "        self._ensure_driver()\n"
+                "        self._emit_queued(item, steering=False)\n",
+                "        self._emit_queued(item, steering=False)\n"
+                "        self._inbox.enqueue(item)\n"
+                "        self._ensure_driver()\n",
+            ),
+        ),
+        notes="Blind check of 2026-12-03 (fourth round): the hunt found it; the suite passed it until "
+              "test_a_prompt_is_queued_when_agent_queued_announces_it.",
+    ),
+    Mutant(
+        "abort-default-cancelled",
+        "abort() with no reason ends the turn aborted{cancelled} (cancel()'s default), not aborted{aborted}",
+        ("ABORT-1",),
+        "8",
+        (
+            Patch(
+                "agent",
+                '    def abort(self, reason: str = "aborted") -> None:',
+                '    def abort(self, reason: str = "cancelled") -> None:',
+            ),
+        ),
+        notes="Blind check of 2026-12-03 (fourth round): the suite killed it; the hunt missed it until "
+              "its actor windows cancelled and aborted with no reason (the defaults), its listener "
+              "windows with one of their own.",
+    ),
 ]

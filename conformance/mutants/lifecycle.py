@@ -233,4 +233,20 @@ MUTANTS = [
         notes="Blind check of 2026-12-03: the suite killed it (INJ-1, INJ-3); the hunt missed it until "
               "the SOURCES oracle.",
     ),
+    Mutant(
+        "disposed-turn-end-silent",
+        "a turn closed by a disposal logs turn/end{disposed} but emits no agent/turn-end",
+        ("DISP-1", "LOOP-4"),
+        "9",
+        (
+            Patch(
+                "agent",
+                "        if turn.notify_end:  # LOOP-4: not after a boundary failure (already announced)",
+                "        if turn.notify_end and not self._disposed:",
+            ),
+        ),
+        notes="Blind check of 2026-12-03 (fourth round): the suite passed it until "
+              "test_a_disposed_turn_is_notified_ended; the hunt missed it until NOTIFIED judged "
+              "disposed turns' agent/turn-end.",
+    ),
 ]

@@ -145,4 +145,19 @@ MUTANTS = [
             ),
         ),
     ),
+    Mutant(
+        "step-numbers-continue",
+        "a turn's first step is numbered after the turn (turn 2 starts at step 2), not from 1",
+        ("LOG-5",),
+        "1",
+        (
+            Patch(
+                "agent",
+                "            turn.step += 1\n            step = turn.step\n",
+                "            turn.step = turn.step + 1 if turn.step else turn.number\n            step = turn.step\n",
+            ),
+        ),
+        notes="Blind check of 2026-12-03 (fourth round): the suite killed it; the hunt missed it until "
+              "the log invariants checked that steps count from 1, one by one, within their turn (0b).",
+    ),
 ]

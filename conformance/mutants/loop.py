@@ -371,4 +371,29 @@ MUTANTS = [
         notes="Blind check of 2026-12-03 (third round): the suite passed it until "
               "test_prompt_sent_once_the_turn_opened_is_the_next_turns.",
     ),
+    Mutant(
+        "turn-end-notified-after-flush",
+        "agent/turn-end is emitted once the turn's session/flush finished, not between turn/end and the flush",
+        ("LOOP-4",),
+        "3",
+        (
+            Patch(
+                "agent",
+                "        if turn.opened:\n"
+                "            self._close_turn(turn)\n"
+                "            await self._flush(turn)  # LOOP-4: the awaited session/flush comes last\n",
+                "        if turn.opened:\n"
+                "            notify, turn.notify_end = turn.notify_end, False\n"
+                "            self._close_turn(turn)\n"
+                "            await self._flush(turn)\n"
+                "            if notify:\n"
+                "                try:\n"
+                "                    self._bus.emit(\"agent/turn-end\", self, turn.number, self._end_reason(turn))\n"
+                "                except Exception as exc:\n"
+                "                    self._late_failure(turn, exc, \"an agent/turn-end listener\")\n",
+            ),
+        ),
+        notes="Blind check of 2026-12-03 (fourth round): the suite killed it; the hunt missed it until "
+              "FLUSH checked that a turn's flush starts after its agent/turn-end.",
+    ),
 ]

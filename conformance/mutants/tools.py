@@ -94,4 +94,19 @@ MUTANTS = [
             ),
         ),
     ),
+    Mutant(
+        "tools-reversed",
+        "a step's tool calls run one at a time but last first, not in the model's order",
+        ("TOOL-1",),
+        "5",
+        (
+            Patch(
+                "agent",
+                "            for call in calls:  # TOOL-1: one after another, in the model's order\n",
+                "            for call in reversed(calls):\n",
+            ),
+        ),
+        notes="Blind check of 2026-12-03 (fourth round): the suite killed it; the hunt missed it until "
+              "TOOLS compared the order of a step's tool/call events with its message's tool-call blocks.",
+    ),
 ]

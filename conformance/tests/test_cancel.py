@@ -74,6 +74,28 @@ def test_abort_only_in_flight_step(run: Run) -> None:
 
 
 @pytest.mark.rule("ABORT-1")
+def test_abort_aborts_its_own_agents_step(run: Run) -> None:
+    # ABORT-1: abort() aborts *the* in-flight step: the agent's own, not the step another agent
+    # of the same service started since.
+    async def scenario(k: Kit) -> None:
+        a, b = k.agent("a"), k.agent("b")
+        gate = k.gate()
+        k.model.push(respond.hang(), respond.text("b done").gate(gate))
+        a.send("A")
+        await k.until(lambda: len(k.model.requests) == 1, "a's model call")
+        b.send("B")
+        await k.until(lambda: len(k.model.requests) == 2, "b's model call, started after a's")
+        a.abort("stop a")
+        await k.idle(a)
+        gate.open()
+        await k.idle(b)
+        assert k.reasons(a) == [aborted("stop a")], "a's own step is aborted"
+        assert k.reasons(b) == [COMPLETED], "b's step is not a's to abort"
+
+    run(scenario)
+
+
+@pytest.mark.rule("ABORT-1")
 def test_abort_without_step_does_nothing(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = await _parked(k)
@@ -159,6 +181,37 @@ def test_abort_keeps_the_callers_reason_even_empty(run: Run) -> None:
         a.cancel("")
         await k.idle(a)
         assert k.reasons(a) == [aborted(""), aborted("")], "an empty reason is kept, not replaced by the default"
+
+    run(scenario)
+
+
+@pytest.mark.rule("CANCEL-2", "LOOP-9", "IDLE-2")
+@pytest.mark.parametrize("verb", ["cancel", "when_idle"])
+def test_a_prompt_is_queued_when_agent_queued_announces_it(run: Run, schedule: str, verb: str) -> None:
+    # LOOP-9: send() emits agent/queued for the prompt it queued: a listener reacting to it sees
+    # the prompt queued. Its cancel() drops it (CANCEL-2: queued, not started, never runs;
+    # CANCEL-3 arms a cancel when queued work exists), its when_idle() waits for it (IDLE-2).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        watch: list[Watch] = []
+
+        def act(*_args: object) -> None:
+            if verb == "cancel":
+                a.cancel("from agent/queued")
+            else:
+                watch.append(Watch(k, a))
+
+        k.on("agent/queued", once(act), needs="the listener acts as the prompt is queued")
+        a.send("A")
+        await k.idle(a)
+        if verb == "cancel":
+            a.send("B")
+            await k.idle(a)
+            assert k.prompts(a) == [["B"]], "A was queued when agent/queued announced it: the cancel dropped it"
+        else:
+            await watch[0].wait()
+            assert watch[0].types_at_release is not None and "turn/end" in watch[0].types_at_release, (
+                "when_idle() from agent/queued resolved before the prompt it announced had run")
 
     run(scenario)
 

@@ -40,6 +40,33 @@ def test_dispose_mid_turn(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("DISP-1", "LOOP-4")
+@pytest.mark.parametrize("where", ["model call", "tool call"])
+def test_a_disposed_turn_is_notified_ended(run: Run, where: str) -> None:
+    # LOOP-4: turn/end, then agent/turn-end; its one exemption is a boundary listener's failure,
+    # and ERR-10 swallows a throwing agent/turn-end listener *during disposal*: a turn disposed
+    # mid-step is notified ended too, with the reason it logged, after its turn/end.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/turn-end", "session/event")
+        a = k.agent()
+        if where == "model call":
+            k.model.push(respond.hang())
+        else:
+            gate = k.gate()
+            k.tool("slow", gate=gate)
+            k.model.push(fakes.tool_calls(("c1", "slow", "{}")))
+        a.send("A")
+        await k.until(lambda: "tool/call" in k.types(a) if where == "tool call" else bool(k.model.requests), where)
+        a.dispose()
+        await k.idle(a)
+        assert k.reasons(a) == [DISPOSED]
+        assert k.noted("agent/turn-end") == [(1, DISPOSED)], "one agent/turn-end, reason disposed"
+        order = [n[0] if n[0] != "session/event" else n[1] for n in k.notes]
+        assert order.index("agent/turn-end") > order.index("turn/end"), "agent/turn-end follows turn/end"
+
+    run(scenario)
+
+
 @pytest.mark.rule("DISP-2")
 def test_dispose_idempotent_and_unbreakable(run: Run) -> None:
     async def scenario(k: Kit) -> None:

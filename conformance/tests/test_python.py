@@ -94,6 +94,41 @@ def test_cancelling_driver_task_elsewhere_disposes(run: Run, where: str) -> None
 
 
 @pytest.mark.rule("PY-2")
+@pytest.mark.parametrize("event", [
+    "agent/queued", "agent/status", "agent/turn-start", "agent/step-start", "agent/stream-chunk",
+    "agent/step-end", "agent/turn-end", "agent/error", "session/event",
+])
+def test_a_throwing_listener_stops_no_later_listener(run: Run, event: str) -> None:
+    # PY-2: an emit runs its listeners, in registration order, before it returns: one that
+    # throws (a failing plugin, ERR-1) does not keep the event from the plugins registered after
+    # it, whatever the throw does to the turn. Each notification the throwing listener got, the
+    # next one got too. The first turn fails (the model raises: an agent/error to throw on), the
+    # second is a plain reply.
+    async def scenario(k: Kit) -> None:
+        thrown, reached = [0], [0]
+
+        def throwing(*_args: Any) -> None:
+            thrown[0] += 1
+            raise RuntimeError("plugin failure")
+
+        k.on(event, throwing, needs="the test throws from it")
+        k.on(event, lambda *_args: reached.__setitem__(0, reached[0] + 1))
+        k.model.push(respond.raises("model failed"), respond.text("second"))
+        a = k.agent()
+        a.send("one")
+        await k.idle(a)
+        a.send("two")
+        await k.idle(a)
+        await k.close()
+        assert thrown[0] > 0
+        assert reached[0] == thrown[0], (
+            f"{thrown[0] - reached[0]} of {thrown[0]} {event} notification(s) stopped at the throwing "
+            "listener: the listener registered after it never ran")
+
+    run(scenario)
+
+
+@pytest.mark.rule("PY-2")
 def test_sync_and_async_listeners_of_other_events(run: Run) -> None:
     # Notifications other than agent/queued run synchronously and in order before they return
     # (session/event from append(), agent/status from dispose()); the awaited events take plain
