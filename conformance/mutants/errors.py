@@ -158,4 +158,22 @@ MUTANTS = [
               "test_a_throwing_listener_stops_no_later_listener; the hunt missed it until the world "
               "counted what reached a listener registered after the scenario's (PY-2).",
     ),
+    Mutant(
+        "announce-step-zero",
+        "a failed turn is announced through agent/error with step 0 (as if it failed before turn/start), "
+        "not the step its error event names",
+        ("ERR-9", "ERR-8"),
+        "7",
+        (
+            Patch(
+                "agent",
+                '                self._warn(turn.number, "a session/event listener on error failed", inner)\n'
+                "        self._announce(turn.number, step, exc)",
+                '                self._warn(turn.number, "a session/event listener on error failed", inner)\n'
+                "        self._announce(turn.number, 0, exc)",
+            ),
+        ),
+        notes="Blind check of 2026-12-03 (fifth round): the suite killed it; the hunt missed it until "
+              "ERR-9 compared agent/error's step with the error event's.",
+    ),
 ]

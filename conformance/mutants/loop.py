@@ -396,4 +396,19 @@ MUTANTS = [
         notes="Blind check of 2026-12-03 (fourth round): the suite killed it; the hunt missed it until "
               "FLUSH checked that a turn's flush starts after its agent/turn-end.",
     ),
+    Mutant(
+        "steering-turn-prev",
+        "agent/steering names the previous turn (turn - 1), not the turn the steering is drained into",
+        ("LOOP-9",),
+        "4",
+        (
+            Patch(
+                "agent",
+                '            self._bus.emit("agent/steering", self, turn.number, item.content, item.source)',
+                '            self._bus.emit("agent/steering", self, turn.number - 1, item.content, item.source)',
+            ),
+        ),
+        notes="Blind check of 2026-12-03 (fifth round): the suite killed it; the hunt missed it until "
+              "QUEUED checked agent/steering's turn against the open one.",
+    ),
 ]

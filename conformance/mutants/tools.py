@@ -109,4 +109,19 @@ MUTANTS = [
         notes="Blind check of 2026-12-03 (fourth round): the suite killed it; the hunt missed it until "
               "TOOLS compared the order of a step's tool/call events with its message's tool-call blocks.",
     ),
+    Mutant(
+        "tool-failure-not-flagged",
+        "a failing tool's result carries the 'Error: <message>' text but is_error false",
+        ("TOOL-3",),
+        "5",
+        (
+            Patch(
+                "tools",
+                '    result: dict[str, Any] = {"content": [v.text(f"Error: {error_message(exc)}")], "is_error": True}',
+                '    result: dict[str, Any] = {"content": [v.text(f"Error: {error_message(exc)}")], "is_error": False}',
+            ),
+        ),
+        notes="Blind check of 2026-12-03 (fifth round): the suite killed it; the hunt missed it until "
+              "TOOLS checked that a failed call's result is an is_error one.",
+    ),
 ]

@@ -26,7 +26,7 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
   tool call; a turn with an ``error`` event ends ``error`` (or is aborted or disposed); a turn
   closed after a disposal ends ``disposed``;
 * ``TOOLS`` — a step's tool calls do not overlap and run in the order of its message's tool-call
-  blocks (TOOL-1); a failing tool becomes an error
+  blocks (TOOL-1); a failing tool becomes an ``is_error``
   result (TOOL-3); a result is logged under its call's id (TOOL-4); an abort during a tool ends the turn ``aborted`` with no further step
   (TOOL-5); no ``code: null``, and a failed turn's reason carries its error event's code (ERR-7);
 * ``STEERING`` — steering logged in a turn that ends normally is followed by a model step
@@ -37,7 +37,8 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
   disposed while running it goes ``running -> disposed`` directly (DISP-5); a
   waiter released by the disposal waits for the driver to close its turn (IDLE-4);
 * ``ERR-9`` — a turn logs one ``error`` event at most and is announced through ``agent/error``
-  once at most, a late failure (after ``turn/end``) included; ``ERR-10`` — a throwing
+  once at most, a late failure (after ``turn/end``) included, naming the turn and step its
+  ``error`` event names; ``ERR-10`` — a throwing
   ``agent/turn-end`` listener of a turn closed by a disposal is not announced; ``ANNOUNCED`` —
   one of a turn that had not failed, and a failing flush, is (ERR-10, ERR-6, INJ-2);
 * ``SVC-2`` — ``create()`` under the id of a live agent raises; ``SVC-3`` — a resumed agent runs
@@ -48,7 +49,7 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
   turn disposed once ``agent/turn-start`` was emitted gets its ``agent/turn-end`` (DISP-1, LOOP-4);
 * ``QUEUED`` — every ``send()``/``steer()`` emits ``agent/queued`` with the resolved source and
   ``steering`` true only for a steer of a ``running`` agent, and ``agent/steering`` carries its
-  steer's source (LOOP-9, STEER-1);
+  steer's source and names the open turn (LOOP-9, STEER-1);
 * ``TRIGGER`` — a turn's trigger carries the source of the first message it drained, or of
   an idle inject's context (LOOP-2, INJ-2);
 * ``STEP-ORDER`` — steering is drained before a step opens or after its message, never between
@@ -859,7 +860,8 @@ def _continued_after_max_tokens(view: TraceView, agent: str, turn: dict[str, Any
 
 def _tools_check(view: TraceView) -> Violation | None:
     # What each failed fake tool call raised: a turn failing with that message did not contain it.
-    failures = {str(e.get("error")) for e in view.of_kind("tool/done", outcome="error") if e.get("error")}
+    failed_calls = view.of_kind("tool/done", outcome="error")
+    failures = {str(e.get("error")) for e in failed_calls if e.get("error")}
     for agent in view.agents:
         stops = [e["_i"] for e in view.ops(agent, "cancel", "abort", "dispose")]
         for t in view.turns(agent):
@@ -908,13 +910,18 @@ def _tools_check(view: TraceView) -> Violation | None:
                                          f"{data.get('call_id')!r} (TOOL-4: tool/result.call_id is always the model's "
                                          "call id, whatever id a tools/execute listener returns)", e["_i"], ("TOOL-4",))
                     content = data.get("content")
+                    at = calls.get(str(data.get("call_id")))
+                    if at is not None and data.get("is_error") is not True and any(
+                            at < d["_i"] < e["_i"] and str(d.get("call_id")) == str(data.get("call_id")) for d in failed_calls):
+                        return Violation(f"agent {agent}: tool call {data.get('call_id')} failed, but its result has "
+                                         f"is_error {data.get('is_error')!r} (TOOL-3: a failing tool becomes an is_error "
+                                         "result)", e["_i"], ("TOOL-3",))
                     if data.get("is_error") is True and not (
                             isinstance(content, list) and len(content) == 1 and isinstance(content[0], _MAP)
                             and content[0].get("type") == "text" and str(content[0].get("text", "")).startswith("Error: ")):
                         return Violation(f"agent {agent}: the error result of tool call {data.get('call_id')} has content "
                                          f"{content!r}, not [{{'type': 'text', 'text': 'Error: <message>'}}] (content is "
                                          "always a list of blocks)", e["_i"], ("TOOL-3",))
-                    at = calls.get(str(data.get("call_id")))
                     if at is not None and any(at < i < e["_i"] for i in stops):
                         later_step = any(x["type"] == "step/start" and x["_i"] > e["_i"] for x in t["events"])
                         if t["reason"] not in ("aborted", "disposed", None) or later_step:
@@ -1054,7 +1061,9 @@ def _one_failure_check(view: TraceView) -> Violation | None:
     error (the code its error event logged, ERR-7, or none)."""
     for agent in view.agents:
         announced: dict[int, list[Event]] = {}
+        steps: dict[Any, set[Any]] = {}  # turn -> the steps its announcements named (step 0 included)
         for e in view.of_kind("agent/error", agent=agent):
+            steps.setdefault(e.get("turn"), set()).add(e.get("step"))
             if e.get("step") not in (0, None) and isinstance(e.get("turn"), int):  # step 0: before any turn (ERR-8)
                 announced.setdefault(e["turn"], []).append(e)
         for t in view.turns(agent):
@@ -1062,6 +1071,16 @@ def _one_failure_check(view: TraceView) -> Violation | None:
             if len(errors) > 1:
                 return Violation(f"agent {agent}: turn {t['turn']} logged {len(errors)} error events: the first "
                                  "failure wins, a later one is not logged (ERR-9)", errors[1]["_i"], ("ERR-9",))
+            # ERR-9: the failure the error event logged is announced as agent/error(agent, turn, step,
+            # error), naming the turn and step the event names (a throwing status listener's step-0
+            # announcement, which ERR-8 allows, is another).
+            step = errors[0]["data"].get("step") if errors else None
+            if errors and step not in steps.get(t["turn"], ()):
+                named = sorted(str(x) for x in steps.get(t["turn"], ()))
+                return Violation(f"agent {agent}: turn {t['turn']} logged its failure at step {step!r}, but "
+                                 + (f"agent/error named step(s) {', '.join(named)}" if named else "no agent/error announced it")
+                                 + " (ERR-9: every failed turn is announced through agent/error(agent, turn, step, "
+                                 "error))", errors[0]["_i"], ("ERR-9",))
             said = announced.get(t["turn"], [])
             # A late failure (ERR-10: after turn/end) is announced and logs nothing: the turn failed all the same.
             if len(said) > 1:
@@ -1812,7 +1831,15 @@ def _queued_check(view: TraceView) -> Violation | None:
                 return Violation(f"agent {agent}: {what} emitted agent/queued with source {ahead.get('source')!r}, "
                                  f"not {kind!r} (LOOP-9: the resolved source)", ahead["_i"], ("LOOP-9",))
         taken: set[int] = set()
+        turns = view.turns(agent) if steerings else []
         for e in steerings:
+            # 0a: agent/steering(agent, turn, content, source) names the turn it is drained into
+            current = next((t for t in reversed(turns) if t["_i"] < e["_i"]), None)
+            if current is not None and (current["end_i"] is None or current["end_i"] > e["_i"]) \
+                    and e.get("turn") != current["turn"]:
+                return Violation(f"agent {agent}: agent/steering names turn {e.get('turn')!r} while turn "
+                                 f"{current['turn']} is open (0a: agent/steering(agent, turn, content, source))",
+                                 e["_i"], ("LOOP-9",))
             match = next((o for o in steered if o["_i"] < e["_i"] and o["_i"] not in taken
                           and o.get("text") == e.get("text")), None)
             if match is None:

@@ -425,6 +425,13 @@ def test_tools_in_order_contained_and_aborted() -> None:
               *_ended(0, 1, "A", {"kind": "error", "message": "tool failed"}, call(2, "c1"),
                       _log(3, "error", turn=1, step=1, message="tool failed"))]
     assert "TOOL-3" in (_check("TOOLS", failed) or ck.Violation("")).message
+    # TOOL-3: the result of a tool call that failed is an is_error result
+    done = {"kind": "tool/done", "tool": "t", "call_id": "c1", "outcome": "error", "error": "tool failed"}
+    unflagged = [_op("send", "A"), *_ended(0, 1, "A", {"kind": "completed"}, call(2, "c1"), done,
+                                           _log(3, "tool/result", turn=1, step=1, call_id="c1", is_error=False,
+                                                content=[{"type": "text", "text": "Error: tool failed"}]))]
+    found = _check("TOOLS", unflagged)
+    assert found is not None and found.rules == ("TOOL-3",) and "is_error False" in found.message
     go_on = [_log(0, "turn/start", turn=1, trigger={"kind": "message"}), call(1, "c1"), _op("abort", status="running"),
              result(2, "c1"), _log(3, "step/start", turn=1, step=2), _log(4, "turn/end", turn=1, reason={"kind": "completed"})]
     assert "TOOL-5" in (_check("TOOLS", go_on) or ck.Violation("")).message
@@ -788,6 +795,20 @@ def test_a_turn_with_a_late_failure_is_announced_once() -> None:
     assert "announced 2 times" in found.message
 
 
+def test_a_failed_turn_is_announced_at_the_step_its_error_event_names() -> None:
+    # ERR-9: agent/error(agent, turn, step, error) names the failure's turn and step, the ones its
+    # error event logged; a throwing status listener's step-0 announcement (ERR-8) is another
+    failed = _log(2, "error", turn=1, step=1, message="boom")
+    start, message, _end = _turn(0, 1, "A")
+    said = {"kind": "agent/error", "agent": "a", "turn": 1, "step": 1, "error": "RuntimeError: boom"}
+    tl = [_op("send", "A"), start, message, failed, _log(3, "turn/end", turn=1, reason={"kind": "error", "message": "boom"})]
+    assert _check("ERR-9", [*tl, said, dict(said, step=0, error="RuntimeError: status")]) is None
+    found = _check("ERR-9", [*tl, dict(said, step=0)])
+    assert found is not None and found.rules == ("ERR-9",) and "named step(s) 0" in found.message and found.at == 3
+    found = _check("ERR-9", tl)
+    assert found is not None and "no agent/error announced it" in found.message
+
+
 def test_a_turn_end_listeners_throw_during_disposal_is_swallowed() -> None:
     start, message, _end = _turn(0, 1, "A")
     disposed = _log(2, "turn/end", turn=1, reason={"kind": "disposed"})
@@ -825,6 +846,11 @@ def test_send_and_steer_are_queued_with_their_source_and_steering_flag() -> None
     assert found is not None and found.rules == ("LOOP-9",) and "source 'user', not 'plugin'" in found.message
     found = _check("QUEUED", [*sound[:5], dict(sound[5], source="user"), *sound[6:]])
     assert found is not None and "agent/steering" in found.message
+    # 0a: agent/steering names the turn it is drained into (the open one)
+    opened = _log(0, "turn/start", turn=2, trigger={"kind": "message"})
+    assert _check("QUEUED", [*sound[:5], opened, dict(sound[5], turn=2), *sound[6:]]) is None
+    found = _check("QUEUED", [*sound[:5], opened, sound[5], *sound[6:]])
+    assert found is not None and "names turn 1 while turn 2 is open" in found.message
     # no agent/queued at all
     found = _check("QUEUED", [_op("send", "A"), _status("running")])
     assert found is not None and "emitted no agent/queued" in found.message and found.at == 0
