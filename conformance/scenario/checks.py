@@ -1417,15 +1417,14 @@ def _notified_check(view: TraceView) -> Violation | None:
     turns a raising listener, a contained failure or a disposal touched (LOOP-4 exempts a turn a
     boundary listener closed; what a disposal notifies is DISP-1's)."""
     for agent in view.agents:
-        troubles = [e["_i"] for e in view.ops(agent, "raise")] + view.disposals(agent)
-        troubles += [e["_i"] for e in view.of_kind("agent/error", agent=agent)]
+        failures = [e["_i"] for e in view.ops(agent, "raise")] + [e["_i"] for e in view.of_kind("agent/error", agent=agent)]
+        troubles = failures + view.disposals(agent)
         cancels = [e for e in view.ops(agent, "cancel") if e.get("on") in _DROPPING and e.get("status") == "running"]
         notes: dict[tuple[str, Any, Any], list[int]] = {}
         for _log_type, note in _PAIRS:
             for n in view.of_kind(note, agent=agent):
                 key = (note, n.get("turn"), n.get("step") if note.startswith("agent/step") else None)
                 notes.setdefault(key, []).append(n["_i"])
-        failures = [e["_i"] for e in view.ops(agent, "raise")] + [e["_i"] for e in view.of_kind("agent/error", agent=agent)]
         turns = view.turns(agent)
         for k, t in enumerate(turns):
             if not t["ended"] or t["trigger"] == "injection":
