@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from conformance import fakes
+from conformance.adapter import AgentHandle
 from conformance.fakes import respond
 from conformance.harness import Kit
 from reference_loop import vocabulary as v
@@ -241,17 +242,24 @@ def test_steering_during_an_aborted_tool_requeued(run: Run, schedule: str) -> No
     run(scenario)
 
 
+async def _steered_from_status(k: Kit, status: str, *, needs: str) -> AgentHandle:
+    """Prompt ``A`` with an ``agent/status`` listener that steers ``S`` at the first transition to
+    ``status`` (``agent/queued`` recorded); returns once the agent is idle again."""
+    k.record("agent/queued")
+    a = k.agent()
+    k.on("agent/status", once_on(status, lambda: a.steer("S")), needs=needs)
+    a.send("A")
+    await k.idle(a)
+    return a
+
+
 @pytest.mark.rule("STEER-1")
 def test_steer_from_the_idle_listener_is_send(run: Run) -> None:
     # Inside agent/status('idle') the agent is not running: steer() there is send() (a
     # next turn with S as its prompt, agent/queued with steering false), never steering of the
     # turn that just ended.
     async def scenario(k: Kit) -> None:
-        k.record("agent/queued")
-        a = k.agent()
-        k.on("agent/status", once_on("idle", lambda: a.steer("S")), needs="a steer from inside the idle transition")
-        a.send("A")
-        await k.idle(a)
+        a = await _steered_from_status(k, "idle", needs="a steer from inside the idle transition")
         await k.settle()
         await k.idle(a)
         assert k.prompts(a) == [["A"], ["S"]]
@@ -267,11 +275,7 @@ def test_steer_from_the_running_listener_is_steering(run: Run) -> None:
     # steer() there is steering (agent/queued with steering true), drained into the turn's first
     # step as a steering/message, not a prompt of its own (decided by the status, not the log).
     async def scenario(k: Kit) -> None:
-        k.record("agent/queued")
-        a = k.agent()
-        k.on("agent/status", once_on("running", lambda: a.steer("S")), needs="a steer from inside the running flip")
-        a.send("A")
-        await k.idle(a)
+        a = await _steered_from_status(k, "running", needs="a steer from inside the running flip")
         assert k.prompts(a) == [["A"]]
         assert [n[1] for n in k.noted("agent/queued")] == [{"source": USER, "steering": False},
                                                           {"source": USER, "steering": True}]
