@@ -199,6 +199,16 @@ def test_a_trace_signature_ignores_times_and_the_windows_own_calls_only() -> Non
     # and a disposed idle agent whose driver never exits, found though the resume workload
     # cannot even be set up on it (its persisted session's close hangs)
     ("dispose-no-wake", "reply,resume", "send", "problems", "SVC-7"),
+    # the fourth and fifth blind rounds: each oracle clause they added
+    ("emit-stops-at-throw", "reply", "raise", "problems", "PY-2"),
+    ("disposed-turn-end-silent", "reply", "close", "NOTIFIED", "DISP-1"),
+    ("tools-reversed", "two-step", "send", "TOOLS", "TOOL-1"),
+    ("tool-failure-not-flagged", "failing-tool", "send", "TOOLS", "TOOL-3"),
+    ("step-numbers-continue", "reply", "send", "LOG", "LOG-5"),
+    ("turn-end-notified-after-flush", "reply", "send", "FLUSH", "LOOP-4"),
+    ("abort-default-cancelled", "reply", "abort", "REASON", "ABORT-1"),
+    ("announce-step-zero", "reply", "raise", "ERR-9", "ERR-9"),
+    ("steering-turn-prev", "reply", "steer", "QUEUED", "LOOP-9"),
 ])
 def test_the_hunt_reaches_what_its_later_workloads_and_verbs_are_for(
         mutant: str, workload: str, verb: str, check: str, rule: str) -> None:
