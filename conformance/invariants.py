@@ -1,4 +1,5 @@
-"""The session-log invariants of spec section 1 (LOG-3..6), checked after every suite run.
+"""The session-log invariants of spec section 1 (LOG-3..6), checked after every suite run, and the
+shapes of its events' data (spec 0/0b: ``data_violations``, an oracle of every declared scenario).
 
 Pure functions over a list of session events: they return human-readable violations (an empty
 list when the log is sound), so the suite, the property tests and the scenario checks share them.
@@ -63,4 +64,143 @@ def log_violations(events: Sequence[dict[str, Any]], *, allow_open_turn: bool = 
             out.append(f"LOG-6: {_where(index, kind)} has no earlier tool/call {data.get('call_id')!r}")
     if turn is not None and not allow_open_turn:
         out.append(f"LOG-4: turn {turn} never ended")
+    return out
+
+
+DATA_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "turn/start": (frozenset({"turn", "trigger"}), frozenset()),
+    "turn/end": (frozenset({"turn", "reason"}), frozenset()),
+    "step/start": (frozenset({"turn", "step"}), frozenset()),
+    "step/end": (frozenset({"turn", "step"}), frozenset()),
+    "user/message": (frozenset({"content", "source"}), frozenset()),
+    "context/message": (frozenset({"content", "source"}), frozenset()),
+    "steering/message": (frozenset({"turn", "content", "source"}), frozenset()),
+    "assistant/chunk": (frozenset({"turn", "step", "chunk"}), frozenset()),
+    "assistant/message": (frozenset({"turn", "step", "content"}), frozenset()),
+    "tool/call": (frozenset({"turn", "step", "call_id", "name", "arguments"}), frozenset()),
+    "tool/result": (frozenset({"turn", "step", "call_id", "content", "is_error"}), frozenset({"error"})),
+    "usage": (frozenset({"turn", "step", "usage"}), frozenset()),
+    "error": (frozenset({"turn", "step", "message"}), frozenset({"code"})),
+}
+"""Spec section 0's table: the ``(required, optional)`` data keys of every session event type."""
+
+# The rule that states each event type's fields, named by a data violation (0b has no id of its own).
+_RULE_OF = {"turn/start": "LOOP-4", "turn/end": "LOOP-4", "step/start": "LOOP-5", "step/end": "LOOP-5",
+            "user/message": "LOOP-2", "context/message": "INJ-1", "steering/message": "STEER-2",
+            "assistant/chunk": "LOOP-5", "assistant/message": "LOOP-6", "tool/call": "TOOL-2",
+            "tool/result": "TOOL-3", "usage": "ASM-4", "error": "ERR-7"}
+_SOURCE_FIELD = {"user": None, "plugin": "plugin", "agent": "agent_id"}
+
+
+def _source_problem(source: Any) -> str | None:
+    if not isinstance(source, dict) or source.get("kind") not in _SOURCE_FIELD:
+        return f"source {source!r} is not {{kind: user|plugin|agent, ...}}"
+    field = _SOURCE_FIELD[source["kind"]]
+    if field is not None and not isinstance(source.get(field), str):
+        return f"source {source!r} has no string {field!r}"
+    return None
+
+
+def _blocks_problem(content: Any) -> str | None:
+    if not isinstance(content, list):
+        return f"content {content!r} is not a list of blocks"
+    for block in content:
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            return f"content holds {block!r}, not a block {{type, ...}}"
+        kind = block["type"]
+        if kind in ("text", "reasoning") and not isinstance(block.get("text"), str):
+            return f"a {kind} block without a string text: {block!r}"
+        if kind == "tool-call" and not all(isinstance(block.get(k), str) for k in ("id", "name", "arguments")):
+            return f"a tool-call block without string id, name and arguments (raw JSON text): {block!r}"
+    return None
+
+
+_CODE = "ERR-7:"
+"""Starts a problem that ERR-7 states, whatever the event (a code is a string, or absent)."""
+
+
+def _code_problem(holder: dict[str, Any], what: str) -> str | None:
+    if "code" in holder and not isinstance(holder["code"], str):
+        return f"{_CODE} {what} carries code {holder['code']!r}: a code is a string, and absent when there is none"
+    return None
+
+
+def _reason_problem(reason: Any) -> str | None:
+    if not isinstance(reason, dict) or not isinstance(reason.get("kind"), str):
+        return f"reason {reason!r} is not {{kind, ...}}"
+    if reason["kind"] == "aborted" and not isinstance(reason.get("reason"), str):
+        return f"an aborted reason without a string reason: {reason!r}"
+    if reason["kind"] == "error":
+        if not isinstance(reason.get("message"), str):
+            return f"an error reason without a string message: {reason!r}"
+        return _code_problem(reason, "the error reason")
+    return None
+
+
+def _fields_problem(kind: str, data: dict[str, Any]) -> str | None:
+    """What is wrong with the values of one event's data (its keys are right), or None."""
+    for key in ("turn", "step"):
+        if key in data and (type(data[key]) is not int or data[key] < (1 if key == "turn" else 0)):
+            return f"{key} is {data[key]!r}: turns count from 1, steps from 1 (0: no step)"
+    if "content" in data:
+        problem = _blocks_problem(data["content"])
+        if problem:
+            return problem
+    if "source" in data:
+        problem = _source_problem(data["source"])
+        if problem:
+            return problem
+    if kind == "turn/start":
+        trigger = data["trigger"]
+        if not isinstance(trigger, dict) or trigger.get("kind") not in ("message", "injection", "continuation"):
+            return f"trigger {trigger!r} is not {{kind: message|injection|continuation, ...}}"
+        if trigger["kind"] != "continuation":
+            return _source_problem(trigger.get("source"))
+    elif kind == "turn/end":
+        return _reason_problem(data["reason"])
+    elif kind == "tool/call":
+        if not all(isinstance(data[k], str) for k in ("call_id", "name", "arguments")):
+            return "call_id, name and arguments are not all strings (arguments: the model's raw JSON text)"
+    elif kind == "tool/result":
+        if not isinstance(data["call_id"], str) or type(data["is_error"]) is not bool:
+            return f"call_id {data['call_id']!r} / is_error {data['is_error']!r}: a string and a boolean"
+        if "error" in data:
+            error = data["error"]
+            if not isinstance(error, dict) or set(error) != {"name", "code"} or not all(
+                    isinstance(error[k], str) for k in ("name", "code")):
+                return f"error {error!r} is not {{name, code}} (strings)"
+    elif kind == "usage":
+        if not isinstance(data["usage"], dict):  # its counts are the model's: only the nesting is the loop's
+            return f"usage {data['usage']!r} is not the model's usage object, nested (0b)"
+    elif kind == "error":
+        if not isinstance(data["message"], str):
+            return f"message {data['message']!r} is not a string"
+        return _code_problem(data, "the error event")
+    return None
+
+
+def data_violations(events: Sequence[dict[str, Any]]) -> list[str]:
+    """Events whose data departs from spec 0/0b: the table's keys exactly (compared literally) and
+    values of the stated shapes (sources, triggers, reasons, blocks, tool calls and results,
+    usage, codes). Each violation starts with the rule that states the field (``"TOOL-3: ..."``).
+    An ``assistant/chunk``'s chunk is the model's, not the loop's: only its envelope is checked."""
+    out: list[str] = []
+    for index, event in enumerate(events):
+        kind = event.get("type")
+        if not isinstance(kind, str) or kind not in DATA_KEYS:
+            continue  # an unknown type: LOG-3's and the suite's business, not a shape
+        shape = DATA_KEYS[kind]
+        data = event.get("data")
+        required, optional = shape
+        if not isinstance(data, dict) or not required <= set(data) <= required | optional:
+            keys = sorted(data) if isinstance(data, dict) else data
+            out.append(f"{_RULE_OF[kind]}: {_where(index, kind)} has data keys {keys}, the table (spec 0) "
+                       f"says {sorted(required)}" + (f" and maybe {sorted(optional)}" if optional else ""))
+            continue
+        problem = _fields_problem(kind, data)
+        if problem:
+            rule = _RULE_OF[kind]
+            if problem.startswith(_CODE):
+                rule, problem = "ERR-7", problem.removeprefix(_CODE).lstrip()
+            out.append(f"{rule}: {_where(index, kind)}: {problem} (spec 0b)")
     return out

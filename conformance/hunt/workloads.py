@@ -85,6 +85,7 @@ def workloads() -> tuple[Workload, ...]:
     """The hunt's base workloads, in their stable order."""
     call = respond.tool_call("lookup", {"q": "x"}, id="c1")
     second = respond.tool_call("lookup", '{"q": "y"', id="c2")  # not JSON: passed through raw (TOOL-2)
+    bare = respond.tool_call("lookup", "", id="c1")  # empty: the tool receives {} (TOOL-2)
     out = [
         Workload("reply", _scenario("reply", (respond.text("the reply"),), description="a plain reply")),
         Workload("tool", _scenario("tool", (call, respond.chunks(
@@ -102,8 +103,9 @@ def workloads() -> tuple[Workload, ...]:
         Workload("max-tokens", _scenario("max-tokens", (respond.text("a long answer that is cut").truncate(2),),
                                          description="a step cut at max-tokens")),
         Workload("max-tokens-tools", _scenario(
-            "max-tokens-tools", ((respond.text("calling") + call).finish("max-tokens"), respond.text("done")),
-            tools=(TOOL,), description="a max-tokens step with a tool call that must not run")),
+            "max-tokens-tools", ((respond.text("calling") + call).finish("max-tokens"), call.finish("max-tokens")),
+            tools=(TOOL,), description="a max-tokens step with a tool call that must not run (and, in a step "
+                                       "a window brings about, one with nothing else, whose message is empty)")),
         Workload("finish-aborted", _scenario("finish-aborted", (respond.text("partial").finish("aborted"),),
                                              description="a step the model finishes aborted, nobody having aborted")),
         Workload("model-error", _scenario("model-error", (respond.error("overloaded", "OVERLOADED"),),
@@ -147,9 +149,10 @@ def workloads() -> tuple[Workload, ...]:
             models=(ModelSpec("fake", (respond.text("resumed"),), OK),), listeners=(PERSIST,),
             actors=(replace(_caller("A"), at=None, after="agent/created", where={"agent": "a"}),),
             limits=LIMITS), features=frozenset({"persistence"})),
-        Workload("tool-plugin", _scenario("tool-plugin", (call, respond.text("done")), tools=(TOOL,),
+        Workload("tool-plugin", _scenario("tool-plugin", (bare, respond.text("done")), tools=(TOOL,),
                                           listeners=(REKEYING_PLUGIN,),
-                                          description="a tool call whose result a plugin returns under an id of its own")),
+                                          description="a tool call (with empty arguments: TOOL-2's {}) whose result a "
+                                                      "plugin returns under an id of its own")),
     ]
     return tuple(out)
 

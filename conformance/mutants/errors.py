@@ -103,6 +103,22 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "finish-error-code-dropped",
+        "a stream that finishes error{message, code} fails the turn with the message alone: the "
+        "model's code reaches neither the error event nor the turn-end reason",
+        ("FINISH-1", "ERR-7"),
+        "7",
+        (
+            Patch(
+                "agent",
+                'raise LoopError(str(finish.get("message") or "model error"), finish.get("code"))',
+                'raise LoopError(str(finish.get("message") or "model error"))',
+            ),
+        ),
+        notes="Blind check of 2026-12-03 (sixth round): the suite killed it; the hunt missed it until "
+              "ASSEMBLY compared a failed step's error event with the error its finish chunk gave.",
+    ),
+    Mutant(
         "agent-error-listener-silent",
         "a throwing agent/error listener is contained silently (no warning): reporting the failure "
         "of a failure report is skipped",

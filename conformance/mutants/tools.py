@@ -124,4 +124,28 @@ MUTANTS = [
         notes="Blind check of 2026-12-03 (fifth round): the suite killed it; the hunt missed it until "
               "TOOLS checked that a failed call's result is an is_error one.",
     ),
+    Mutant(
+        "tool-error-no-name",
+        "a failing tool's result carries error{code} without the error's name (0b: {name, code})",
+        ("TOOL-3",),
+        "5",
+        (
+            Patch(
+                "tools",
+                '        result["error"] = {"name": type(exc).__name__, "code": code}',
+                '        result["error"] = {"code": code}',
+            ),
+        ),
+        notes="Blind check of 2026-12-03 (sixth round): the suite killed it; the hunt missed it until "
+              "the DATA oracle checked every session event's data against spec 0/0b.",
+    ),
+    Mutant(
+        "tool-args-empty-raw",
+        "a tool call's empty arguments string reaches the tool as '' instead of {}",
+        ("TOOL-2",),
+        "5",
+        (Patch("tools", "    if not raw.strip():\n        return {}", "    if not raw.strip():\n        return raw"),),
+        notes="Blind check of 2026-12-03 (sixth round): the suite killed it; the hunt missed it until its "
+              "tool-plugin workload's call had empty arguments.",
+    ),
 ]

@@ -95,4 +95,14 @@ MUTANTS = [
                "                had_tool_calls=any(b.get(\"type\") == \"tool-call\" for b in assembler.content())\n"
                "            )\n"),),
     ),
+    Mutant(
+        "maxtok-empty-message-appended",
+        "a max-tokens step always appends its assistant/message, an empty one when the model gave "
+        "nothing but (stripped) tool calls",
+        ("MAXTOK-5",), "6",
+        (Patch("agent", '            if message["content"] or not max_tokens:', "            if True:"),),
+        notes="Blind check of 2026-12-03 (sixth round): the suite killed it; the hunt missed it until its "
+              "max-tokens-tools workload had a tool-call-only max-tokens step and ASSEMBLY judged an empty "
+              "message.",
+    ),
 ]

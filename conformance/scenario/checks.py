@@ -51,7 +51,8 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
   ``steering`` true only for a steer of a ``running`` agent, and ``agent/steering`` carries its
   steer's source and names the open turn (LOOP-9, STEER-1);
 * ``TRIGGER`` — a turn's trigger carries the source of the first message it drained, or of
-  an idle inject's context (LOOP-2, INJ-2);
+  an idle inject's context, and an idle inject's one-shot turn is triggered ``{kind: injection}``
+  (LOOP-2, INJ-2);
 * ``STEP-ORDER`` — steering is drained before a step opens or after its message, never between
   (LOOP-5);
 * ``FLUSH`` — where a flush listener records every flush: each turn is flushed, and the driver
@@ -67,9 +68,13 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
   listener that threw: PY-2).
 
 In plain worlds (no Python body that could rewrite a step's message or a request) also
-``PLAIN_ORACLES``: ``ASSEMBLY`` (ASM-1/3), ``HISTORY`` (LOG-7), ``CHUNKS`` (every chunk a
-fake model streamed to its end is logged, and its usage: LOG-3, LOOP-5, ASM-4) and ``ARGS`` (a
-tool receives its raw arguments parsed as TOOL-2 says).
+``PLAIN_ORACLES``: ``ASSEMBLY`` (ASM-1/3; a max-tokens step's message without its tool calls,
+and none when nothing remains, MAXTOK-5; a model's ``finish{error}`` message and code carried
+into the error event, FINISH-1, ERR-7), ``HISTORY`` (LOG-7), ``CHUNKS`` (every chunk a
+fake model streamed to its end is logged, and its usage: LOG-3, LOOP-5, ASM-4), ``ARGS`` (a
+tool receives its raw arguments parsed as TOOL-2 says) and ``DATA`` (every session event's data
+has spec 0's keys and 0b's shapes: sources, triggers, reasons, blocks, tool calls and results,
+codes; ``conformance.invariants.data_violations``).
 """
 
 from __future__ import annotations
@@ -81,7 +86,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from conformance.fakes.model import history_digest
-from conformance.invariants import log_violations
+from conformance.invariants import data_violations, log_violations
 
 from . import events as ev
 from .model import CheckSpec, ScenarioError
@@ -444,6 +449,18 @@ def _log_check(view: TraceView) -> Violation | None:
         if problems:
             rule = problems[0].split(":", 1)[0]
             return Violation(f"agent {agent}: {problems[0]}", log[0]["_i"] if log else None, (rule,))
+    return None
+
+
+def _data_check(view: TraceView) -> Violation | None:
+    """Spec 0/0b: every session event's data has the table's keys and the stated shapes."""
+    for agent in view.agents:
+        log = view.log(agent)
+        problems = data_violations(log)
+        if problems:
+            rule, _, text = problems[0].partition(": ")
+            at = int(text.split(" ", 2)[1]) if text.startswith("event ") else 0
+            return Violation(f"agent {agent}: {problems[0]}", log[at]["_i"] if at < len(log) else None, (rule,))
     return None
 
 
@@ -1326,6 +1343,22 @@ def _steps(turn: dict[str, Any]) -> dict[int, list[Event]]:
     return out
 
 
+def _finish_error_not_carried(turn: dict[str, Any], chunks: list[Any]) -> tuple[int, str, str] | None:
+    """The turn's error event of a step that finished ``error{message, code}``, when it gives that
+    message but not that code: ``(its index, what the finish said, what the event says)``."""
+    reason = next((c.get("reason") for c in chunks if c.get("type") == "finish"), None)
+    if not isinstance(reason, _MAP) or not isinstance(reason.get("message"), str) or (
+            "code" in reason and not isinstance(reason["code"], str)):
+        return None  # a code that is no string is the model's own slip: nothing to carry (ERR-7)
+    for e in turn["events"]:
+        data = e["data"]
+        if e["type"] == "error" and data.get("message") == reason["message"] and data.get("code") != reason.get("code"):
+            said = f"{{message {reason['message']!r}" + (f", code {reason['code']!r}}}" if "code" in reason else "}")
+            got = f"code {data['code']!r}" if "code" in data else "no code"
+            return e["_i"], said, got
+    return None
+
+
 def _assembly_check(view: TraceView) -> Violation | None:
     """ASM-1/ASM-3/MAXTOK-5/FINISH-1: a step's message is its blocks' ``block-end`` blocks in index
     order (a max-tokens step's without tool calls); a failed step logs no message."""
@@ -1339,6 +1372,16 @@ def _assembly_check(view: TraceView) -> Violation | None:
                 if finish == "error" and messages:
                     return Violation(f"{where} finished error but logged an assistant/message (FINISH-1)",
                                      messages[0]["_i"], ("FINISH-1",))
+                if finish == "error":
+                    wrong = _finish_error_not_carried(t, chunks)
+                    if wrong is not None:
+                        return Violation(f"{where} finished error{wrong[1]}, but its error event carries "
+                                         f"{wrong[2]} (FINISH-1, ERR-7: the message and code are carried)",
+                                         wrong[0], ("FINISH-1", "ERR-7"))
+                if finish == "max-tokens" and messages and not messages[0]["data"].get("content"):
+                    return Violation(f"{where} finished max-tokens with nothing but tool calls, yet logged an empty "
+                                     "assistant/message (MAXTOK-5: appended only when content remains)",
+                                     messages[0]["_i"], ("MAXTOK-5",))
                 if not messages or finish in ("error", "aborted") or not chunks:
                     continue
                 started = {c.get("index") for c in chunks if c.get("type") == "block-start"}
@@ -1738,6 +1781,11 @@ def _trigger_check(view: TraceView) -> Violation | None:
             if kind == "message":
                 first = next((e for e in t["events"] if e["type"] == "user/message"), None)
                 sources = [first["data"].get("source")] if first is not None else []
+                types = {e["type"] for e in t["events"]}
+                if first is None and "context/message" in types and "step/start" not in types:
+                    return Violation(f"agent {agent}: turn {t['turn']} holds a context/message and no prompt or "
+                                     "step, yet its trigger is a message's (INJ-2: an idle inject() writes a "
+                                     "one-shot turn triggered {kind: injection})", t["events"][0]["_i"], ("INJ-2",))
             elif kind == "injection":
                 # an inject from a listener of this turn's turn/start may log its context first
                 sources = [e["data"].get("source") for e in t["events"] if e["type"] == "context/message"]
@@ -1981,12 +2029,14 @@ ORACLES: tuple[LoopCheck, ...] = (
 
 PLAIN_ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("ASSEMBLY", _assembly_check, "a step's message is what its blocks' block-end say",
-              ("ASM-1", "ASM-3", "MAXTOK-5", "FINISH-1")),
+              ("ASM-1", "ASM-3", "MAXTOK-5", "FINISH-1", "ERR-7")),
     LoopCheck("HISTORY", _history_check, "a model request carries the derived history",
               ("LOG-7", "INJ-3", "STEER-2")),
     LoopCheck("CHUNKS", _chunks_check, "every chunk a model streamed is logged, and its usage",
               ("LOG-3", "LOOP-5", "ASM-4")),
     LoopCheck("ARGS", _tool_arguments_check, "a tool receives its raw arguments parsed as TOOL-2 says", ("TOOL-2",)),
+    LoopCheck("DATA", _data_check, "every session event's data has the shape spec 0/0b gives it",
+              ("LOOP-2", "LOOP-4", "LOOP-5", "LOOP-6", "STEER-2", "INJ-1", "TOOL-2", "TOOL-3", "ASM-4", "ERR-7")),
 )
 """Oracles that hold when no listener rewrites a step's message (``agent/step-result``) or a
 model request (``agent/request``): declared scenarios (YAML, generated, the hunt's) rewrite

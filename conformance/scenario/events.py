@@ -135,7 +135,8 @@ def compact_data(event: Mapping[str, Any]) -> dict[str, Any]:
             compact["index"] = chunk.get("index")
         reason = chunk.get("reason")
         if chunk.get("type") == "finish" and isinstance(reason, Mapping):
-            compact["reason"] = {"kind": reason.get("kind")}  # what the max-tokens oracles read
+            # what the max-tokens oracles read, and an error's message and code (FINISH-1 carries them)
+            compact["reason"] = {k: reason[k] for k in ("kind", "message", "code") if k in reason}
         elif chunk.get("type") == "block-end":
             compact["block"] = chunk.get("block")  # what the assembly oracle compares with
         data["chunk"] = compact

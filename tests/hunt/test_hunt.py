@@ -209,6 +209,11 @@ def test_a_trace_signature_ignores_times_and_the_windows_own_calls_only() -> Non
     ("abort-default-cancelled", "reply", "abort", "REASON", "ABORT-1"),
     ("announce-step-zero", "reply", "raise", "ERR-9", "ERR-9"),
     ("steering-turn-prev", "reply", "steer", "QUEUED", "LOOP-9"),
+    # the sixth blind round: the data shapes of spec 0/0b, a model error's code
+    ("tool-error-no-name", "failing-tool", "send", "DATA", "TOOL-3"),
+    ("finish-error-code-dropped", "model-error", "send", "ASSEMBLY", "FINISH-1"),
+    ("maxtok-empty-message-appended", "max-tokens-tools", "send", "ASSEMBLY", "MAXTOK-5"),
+    ("tool-args-empty-raw", "tool-plugin", "send", "ARGS", "TOOL-2"),
 ])
 def test_the_hunt_reaches_what_its_later_workloads_and_verbs_are_for(
         mutant: str, workload: str, verb: str, check: str, rule: str) -> None:

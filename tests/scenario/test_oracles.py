@@ -1010,3 +1010,97 @@ def test_flush_listeners_run_concurrently_judged_in_plain_order() -> None:
     # last recorded flush, so it is not that flush's
     later = [_op("send", "A"), start, message, end, s, e, _op("send", "B"), *_turn(3, 2, "B"), window, s, e]
     assert flush.evaluate(ck.TraceView(later, fifo=True)) is None
+
+
+def _plain_check(name: str, timeline: list[dict[str, Any]]) -> ck.Violation | None:
+    found = {c.name: c for c in ck.PLAIN_ORACLES}[name]
+    return found.evaluate(ck.TraceView(timeline))
+
+
+def _data_turn(**changes: dict[str, Any]) -> list[dict[str, Any]]:
+    """A turn with a failing tool call (code E_TOOL) and usage, each event's data replaceable."""
+    user = {"kind": "user"}
+    call = {"type": "tool-call", "id": "c1", "name": "lookup", "arguments": '{"q": "x"}'}
+    data = {
+        "turn/start": {"turn": 1, "trigger": {"kind": "message", "source": user}},
+        "user/message": {"content": [{"type": "text", "text": "A"}], "source": user},
+        "step/start": {"turn": 1, "step": 1},
+        "assistant/message": {"turn": 1, "step": 1, "content": [call]},
+        "usage": {"turn": 1, "step": 1, "usage": {"input_tokens": 3, "output_tokens": 4}},
+        "tool/call": {"turn": 1, "step": 1, "call_id": "c1", "name": "lookup", "arguments": '{"q": "x"}'},
+        "tool/result": {"turn": 1, "step": 1, "call_id": "c1", "is_error": True,
+                        "content": [{"type": "text", "text": "Error: no such page"}],
+                        "error": {"name": "ToolError", "code": "E_TOOL"}},
+        "step/end": {"turn": 1, "step": 1},
+        "turn/end": {"turn": 1, "reason": {"kind": "error", "message": "overloaded", "code": "OVERLOADED"}},
+    }
+    data.update(changes)
+    return [_op("send", "A"), *(_log(i, t, **d) for i, (t, d) in enumerate(data.items()))]
+
+
+def test_every_event_has_the_tables_keys_and_the_stated_shapes() -> None:
+    # Spec 0/0b (a fresh bug of the blind check of 2026-12-03 dropped tool/result.error's name;
+    # another logged the parsed arguments): the DATA oracle names the rule that states the field.
+    assert _plain_check("DATA", _data_turn()) is None
+    cases = {
+        "TOOL-3": {"tool/result": {**_data_turn()[7]["data"], "error": {"code": "E_TOOL"}}},
+        "TOOL-2": {"tool/call": {**_data_turn()[6]["data"], "arguments": {"q": "x"}}},
+        "ERR-7": {"turn/end": {"turn": 1, "reason": {"kind": "error", "message": "m", "code": None}}},
+        "LOOP-4": {"turn/start": {"turn": 1, "trigger": {"kind": "message"}}},
+        "LOOP-2": {"user/message": {"content": "A", "source": {"kind": "user"}}},
+        "ASM-4": {"usage": {"turn": 1, "step": 1, "input_tokens": 3, "output_tokens": 4}},
+        "LOOP-6": {"assistant/message": {"turn": 1, "step": 1, "content": [{"type": "tool-call", "id": "c1"}]}},
+    }
+    for rule, change in cases.items():
+        found = _plain_check("DATA", _data_turn(**change))
+        assert found is not None and found.rules == (rule,), (rule, found)
+        assert "spec 0" in found.message and found.at is not None
+        kind = next(iter(change))
+        assert f"({kind})" in found.message, found.message
+
+
+def test_a_model_errors_code_is_carried_into_the_error_event() -> None:
+    # FINISH-1 / ERR-7: a step that finished error{message, code} fails its turn with both.
+    finish = {"type": "finish", "reason": {"kind": "error", "message": "overloaded", "code": "OVERLOADED"}}
+
+    def turn(error: dict[str, Any]) -> list[dict[str, Any]]:
+        return [_op("send", "A"), *_turn(0, 1, "A")[:2], _log(2, "step/start", turn=1, step=1),
+                _log(3, "assistant/chunk", turn=1, step=1, chunk=finish), _log(4, "step/end", turn=1, step=1),
+                _log(5, "error", turn=1, step=1, **error),
+                _log(6, "turn/end", turn=1, reason={"kind": "error", **error})]
+
+    assert _plain_check("ASSEMBLY", turn({"message": "overloaded", "code": "OVERLOADED"})) is None
+    found = _plain_check("ASSEMBLY", turn({"message": "overloaded"}))
+    assert found is not None and found.rules == ("FINISH-1", "ERR-7") and "carries no code" in found.message
+    # another failure first (a listener threw): its message is not the model's, nothing to compare
+    assert _plain_check("ASSEMBLY", turn({"message": "a listener failed"})) is None
+
+
+def test_an_idle_injects_one_shot_turn_is_triggered_by_the_injection() -> None:
+    # INJ-2 (a fresh bug of the blind check of 2026-12-03 wrote trigger {kind: message}).
+    plugin = {"kind": "plugin", "plugin": "window"}
+
+    def one_shot(kind: str) -> list[dict[str, Any]]:
+        return [_op("inject", "W1", by="window", source=plugin),
+                _log(0, "turn/start", turn=1, trigger={"kind": kind, "source": plugin}),
+                _log(1, "context/message", content=[{"type": "text", "text": "W1"}], source=plugin),
+                _log(2, "turn/end", turn=1, reason={"kind": "completed"})]
+
+    assert _check("TRIGGER", one_shot("injection")) is None
+    found = _check("TRIGGER", one_shot("message"))
+    assert found is not None and found.rules == ("INJ-2",) and found.at == 1
+
+
+def test_a_max_tokens_step_left_with_nothing_logs_no_message() -> None:
+    # MAXTOK-5: its tool calls are removed, and assistant/message is appended only when content remains.
+    call = {"type": "tool-call", "id": "c1", "name": "lookup", "arguments": "{}"}
+
+    def step(*message: dict[str, Any]) -> list[dict[str, Any]]:
+        chunks = [{"type": "block-end", "index": 0, "block": call}, {"type": "finish", "reason": {"kind": "max-tokens"}}]
+        return [_op("send", "A"), *_turn(0, 1, "A")[:2], _log(2, "step/start", turn=1, step=1),
+                *(_log(3 + i, "assistant/chunk", turn=1, step=1, chunk=c) for i, c in enumerate(chunks)),
+                *message, _log(6, "step/end", turn=1, step=1), _log(7, "turn/end", turn=1, reason={"kind": "max-tokens"})]
+
+    assert _plain_check("ASSEMBLY", step()) is None
+    found = _plain_check("ASSEMBLY", step(_log(5, "assistant/message", turn=1, step=1, content=[])))
+    assert found is not None and found.rules == ("MAXTOK-5",) and "empty" in found.message
