@@ -249,4 +249,21 @@ MUTANTS = [
               "test_a_disposed_turn_is_notified_ended; the hunt missed it until NOTIFIED judged "
               "disposed turns' agent/turn-end.",
     ),
+    Mutant(
+        "disposed-turn-not-flushed",
+        "a turn closed by a disposal logs its turn/end{disposed} but is never flushed: the driver "
+        "exits without its session/flush",
+        ("LOOP-4", "DISP-1"),
+        "9",
+        (
+            Patch(
+                "agent",
+                "            await self._flush(turn)  # LOOP-4: the awaited session/flush comes last",
+                "            if not self._disposed:\n"
+                "                await self._flush(turn)",
+            ),
+        ),
+        notes="Blind check of 2026-12-03 (eighth round, written into the JavaScript loop): both "
+              "passed it until test_a_disposed_turn_is_flushed and FLUSH's disposed-turn clause.",
+    ),
 ]

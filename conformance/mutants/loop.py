@@ -411,4 +411,24 @@ MUTANTS = [
         notes="Blind check of 2026-12-03 (fifth round): the suite killed it; the hunt missed it until "
               "QUEUED checked agent/steering's turn against the open one.",
     ),
+    Mutant(
+        "first-step-skips-steering",
+        "a turn's first step does not drain the steering waiting when it opens (from the running flip "
+        "or agent/turn-start): it is drained after the step, so it reaches the model one step late",
+        ("LOOP-5", "STEER-2"),
+        "4",
+        (
+            Patch(
+                "agent",
+                "            # LOOP-5 / STEER-2 / CONT-2: steering queued since the last request joins this one.\n"
+                "            self._drain_steering(turn)",
+                "            # LOOP-5 / STEER-2 / CONT-2: steering queued since the last request joins this one.\n"
+                "            if step > 1:\n"
+                "                self._drain_steering(turn)",
+            ),
+        ),
+        notes="Blind check of 2026-12-03 (seventh round): both passed it until "
+              "`test_steering_waiting_when_the_first_step_opens_joins_its_request` and STEP-ORDER's "
+              "clause that steering waiting when a step opens is drained before its step/start.",
+    ),
 ]

@@ -53,12 +53,13 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
 * ``TRIGGER`` — a turn's trigger carries the source of the first message it drained, or of
   an idle inject's context, and an idle inject's one-shot turn is triggered ``{kind: injection}``
   (LOOP-2, INJ-2);
-* ``STEP-ORDER`` — steering is drained before a step opens or after its message, never between
-  (LOOP-5);
+* ``STEP-ORDER`` — steering is drained before a step opens or after its message, never between,
+  and steering waiting when a step opens is drained before its ``step/start`` (LOOP-5, STEER-2);
 * ``FLUSH`` — where a flush listener records every flush: each turn is flushed, and the driver
   awaits the flush before it goes idle or runs its next turn, which starts after the turn's
   ``agent/turn-end`` (LOOP-4); an idle inject's one-shot
-  turn is flushed (INJ-2);
+  turn is flushed (INJ-2), and so is a turn a ``dispose()`` cut short (LOOP-4, DISP-1: the world's
+  ``world/closed`` says a recorder listened, so a run with no flush at all is judged too);
 * ``IDLE-3`` — a waiter pending when its agent goes idle is released at that transition, before
   the agent's next status (IDLE-3, IDLE-2);
 * ``WARNED`` — a throwing notification listener is logged as a warning under the
@@ -1265,8 +1266,9 @@ def _inject_check(view: TraceView) -> Violation | None:
 
 def _closed_check(view: TraceView) -> Violation | None:
     """LOG-2: every event notified through ``session/event`` is in the log; SVC-7: once
-    ``service.close()`` returned every agent is disposed; SVC-6: a disposed agent (every agent,
-    once the service is closed) is no longer registered."""
+    ``service.close()`` returned every agent is disposed and logs nothing more (IDLE-4: its driver
+    has exited); SVC-6: a disposed agent (every agent, once the service is closed) is no longer
+    registered."""
     closed = view.of_kind("world/closed")
     if not closed:
         return None
@@ -1276,7 +1278,14 @@ def _closed_check(view: TraceView) -> Violation | None:
             return Violation(f"agent {agent}: still {status} after service.close() (SVC-7: closing the "
                              "service disposes every agent it created)", end["_i"], ("SVC-7",))
     for agent, length in (end.get("logs") or {}).items():
-        notified = len(view.log(agent))
+        log = view.log(agent)
+        late = [e for e in log if e["_i"] > end["_i"]]
+        if late:
+            return Violation(f"agent {agent}: {len(late)} session event(s) ({late[0]['type']} first) were logged after "
+                             "service.close() returned: its driver was still closing a turn (SVC-7: close() disposes "
+                             "every agent; IDLE-4: a disposed agent's when_idle() waits for its driver to exit)",
+                             late[0]["_i"], ("SVC-7", "IDLE-4"))
+        notified = len(log)
         if length < notified:
             return Violation(f"agent {agent}: {notified} session events were notified but the log holds {length}: an "
                              "event is pushed before session/event listeners hear of it, so a throwing listener "
@@ -1551,12 +1560,14 @@ def _flush_check(view: TraceView) -> Violation | None:
     """LOOP-4/INJ-2: where a flush listener records every flush (``flush`` events), each turn's
     ``turn/end`` is followed by a flush of its agent; a turn the driver ran has its flush end
     before the agent's next ``turn/start`` or ``idle`` status (the flush is awaited), an idle
-    inject's one-shot turn its flush start before the service closes (INJ-2). Turns a
+    inject's one-shot turn its flush start before the service closes (INJ-2), and a turn a
+    ``dispose()`` cut short its flush at all (LOOP-4, DISP-1: its shape is a turn's). Turns a
     raising listener, a cancel or an abort touched after their ``turn/end`` are not judged, nor
-    any once the agent is being disposed (whether the other flush listeners still run, or a flush survives a stop, the contract
+    the flush timing of any once the agent is being disposed (whether the other flush listeners still run, or a flush survives a stop, the contract
     leaves open)."""
     flushes = view.of_kind("flush")
-    if not flushes:
+    recorded = any(e.get("flushes") == "recorded" for e in view.of_kind("world/closed"))
+    if not flushes and not recorded:
         return None
     starts: dict[Any, list[int]] = {}
     ends: dict[Any, list[int]] = {}
@@ -1566,8 +1577,9 @@ def _flush_check(view: TraceView) -> Violation | None:
     if found is not None:
         return found
     for agent in view.agents:
-        if agent not in starts:
+        if agent not in starts and not recorded:
             continue  # no recorder saw this agent's flushes (another service, or none ran)
+        starts.setdefault(agent, [])
         closings = view.closings(caller=False)
         # a caller's close() stops a turn like a dispose()
         stops = [e["_i"] for e in view.ops(agent, "raise", "cancel", "abort")] + view.closings()
@@ -1575,9 +1587,19 @@ def _flush_check(view: TraceView) -> Violation | None:
         errors = [e["_i"] for e in view.of_kind("agent/error", agent=agent)]
         idles = [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "idle"]
         turns = view.turns(agent)
+        disposes = [e["_i"] for e in view.ops(agent, "dispose")]
         for k, t in enumerate(turns):
             end = t["end_i"]
-            if end is None or t["reason"] == "disposed":
+            if end is None:
+                continue
+            if t["reason"] == "disposed":
+                # LOOP-4 / DISP-1: a turn a dispose() cut short keeps its shape, flush included (by
+                # the time its driver exits, before the world's close); a close()'s is not judged
+                cut = any(t["_i"] < i < end for i in disposes) and not any(i < end for i in view.closings())
+                if cut and not any(i > end for i in starts[agent]):
+                    return Violation(f"agent {agent}: turn {t['turn']} was disposed and ended, but no session/flush "
+                                     "ran for it (LOOP-4: turn/end, agent/turn-end, then the awaited session/flush; "
+                                     "DISP-1 changes the reason, not the shape)", end, ("LOOP-4", "DISP-1"))
                 continue
             # the driver's next turn (an idle inject's one-shot turn may come between a turn's end
             # and its flush: it is not the driver's)
@@ -1761,6 +1783,56 @@ def _step_order_check(view: TraceView) -> Violation | None:
                 return Violation(f"agent {agent}: steering was logged inside step {step} before "
                                  "its assistant/message (LOOP-5: steering is drained before step/start, or after the "
                                  "step's message and tool calls)", e["_i"], ("LOOP-5",))
+        found = _steering_left_waiting(view, agent)
+        if found is not None:
+            return found
+    return None
+
+
+def _steering_left_waiting(view: TraceView, agent: str) -> Violation | None:
+    """LOOP-5: steering given while a turn is open (or once its running period began) and still
+    waiting when a step opens is drained before that step's ``step/start``: it joins that step's
+    request, not the next one. A steer made while the drain runs (from an ``agent/steering``
+    listener) is the next drain's, and one a cancel, abort or dispose came after is not owed; nor is
+    any at the step of a turn cancelled before it opened (CANCEL-STEP drops that step, and steering
+    given after the cancel may be drained into it or re-queued as late, CANCEL-4)."""
+    steers = view.steers(agent)
+    if not steers:
+        return None
+    stops = [e["_i"] for e in view.ops(agent, "cancel", "abort", "dispose")]
+    cancels = [e["_i"] for e in view.ops(agent, "cancel", "dispose")]
+    running = [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "running"]
+    ends = [t["end_i"] for t in view.turns(agent) if t["end_i"] is not None]
+    for t in view.turns(agent):
+        # the turn's period: from its turn/start, or from the running flip it is the first turn of
+        flip = max((i for i in running if i < t["_i"]), default=None)
+        since = flip if flip is not None and not any(flip < j < t["_i"] for j in ends) else t["_i"]
+        given = [s for s in steers if since < s["_i"] < (t["end_i"] if t["end_i"] is not None else len(view.timeline))]
+        if not given:
+            continue
+        delivered: list[tuple[int, Any]] = [(e["_i"], ev.texts(e["data"].get("content")))
+                                            for e in t["events"] if e["type"] in ("steering/message", "user/message")]
+        boundary = t["_i"]
+        for e in t["events"]:
+            if e["type"] in ("step/end", "turn/start"):
+                boundary = e["_i"]
+            if e["type"] != "step/start":
+                continue
+            at = e["_i"]
+            if any(since < x < at for x in cancels):
+                continue  # a cancelled turn's step is dropped (CANCEL-STEP); steering after the cancel is late (CANCEL-4)
+            drain = next((x["_i"] for x in t["events"] if x["type"] == "steering/message" and boundary < x["_i"] < at),
+                         at)  # where this step's drain began
+            for s in given:
+                if s["_i"] >= drain or any(s["_i"] < x < at for x in stops):
+                    continue
+                text = s.get("text")
+                owed = sum(1 for x in given if x.get("text") == text and x["_i"] < drain
+                           and not any(x["_i"] < y < at for y in stops))
+                if sum(1 for i, said in delivered if i < at and said == text) < owed:
+                    return Violation(f"agent {agent}: steering {text!r} was waiting when step {e['data'].get('step')} "
+                                     f"of turn {t['turn']} opened, but was not drained before its step/start (LOOP-5: "
+                                     "each step drains the steering waiting, then opens; STEER-2)", at, ("LOOP-5", "STEER-2"))
     return None
 
 
@@ -2008,7 +2080,7 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("INJ-2", _inject_check, "an idle inject() never raises a contained failure", ("INJ-2",)),
     LoopCheck("CLOSED", _closed_check,
               "what was notified was logged; a closed service's agents are disposed and unregistered",
-              ("LOG-2", "SVC-6", "SVC-7")),
+              ("LOG-2", "SVC-6", "SVC-7", "IDLE-4")),
     LoopCheck("CANCEL-1", _cancel_step_check, "a cancelled turn calls the model no more",
               ("CANCEL-1", "CANCEL-CONT", "CANCEL-STEP")),
     LoopCheck("NOTIFIED", _notified_check, "every boundary logged is notified after it",
@@ -2018,8 +2090,10 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("TRIGGER", _trigger_check, "a turn's trigger carries the source of what started it", ("LOOP-2", "INJ-2")),
     LoopCheck("SOURCES", _sources_check, "each logged message carries the source of the call that gave it",
               ("LOOP-9", "INJ-1", "INJ-2", "LOG-7")),
-    LoopCheck("STEP-ORDER", _step_order_check, "steering is drained before a step or after its message", ("LOOP-5",)),
-    LoopCheck("FLUSH", _flush_check, "each turn is flushed, and the driver awaits the flush", ("LOOP-4", "INJ-2")),
+    LoopCheck("STEP-ORDER", _step_order_check, "steering is drained before a step or after its message",
+              ("LOOP-5", "STEER-2")),
+    LoopCheck("FLUSH", _flush_check, "each turn is flushed, and the driver awaits the flush",
+              ("LOOP-4", "INJ-2", "DISP-1")),
     LoopCheck("IDLE-3", _idle_release_check, "a waiter pending at an idle transition is released at it",
               ("IDLE-3", "IDLE-2")),
     LoopCheck("WARNED", _warned_check, "a throwing notification listener is warned about", ("ERR-12",)),

@@ -119,6 +119,7 @@ class World:
         # emit stopped at a listener that threw.
         self._tails: dict[str, int] = {}
         self._optional: set[str] = set()
+        self._flush_recorded = False  # a flush listener records every flush (FLUSH reads world/closed)
         self._settles = 0
         self._injections: list[asyncio.Future[Any]] = []
         # Each injection's failure is recorded once, by its done callback or, for one a listener
@@ -701,6 +702,7 @@ class World:
             # A flush listener on every flush (a persistence plugin) records when each flush of
             # an agent starts and ends: the FLUSH oracle judges that it was awaited (LOOP-4).
             records = always and not where and nth == 1
+            self._flush_recorded = self._flush_recorded or records
 
             async def flush(*args: Any) -> None:
                 agent = self.fields(event, args)["agent"] if records else None
@@ -1050,7 +1052,8 @@ class World:
         simulator.observe("world/closed", agents={k: h.status for k, h in self.agents.items()},
                           logs={k: len(h.session.events) for k, h in self.agents.items()},
                           registered=registered,
-                          **({"warnings": self._warnings.count} if self._warnings.active else {}))
+                          **({"warnings": self._warnings.count} if self._warnings.active else {}),
+                          **({"flushes": "recorded"} if self._flush_recorded else {}))
 
 
 def _options(model: str, system_prompt: str | None, **options: Any) -> dict[str, Any]:

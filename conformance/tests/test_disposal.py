@@ -40,6 +40,23 @@ def test_dispose_mid_turn(run: Run) -> None:
     run(scenario)
 
 
+async def _disposed_during(k: Kit, where: str) -> AgentHandle:
+    """An agent sent ``A`` and disposed during its model call or its tool call (``where``), once
+    its driver exited (a when_idle() on the disposed agent resolved); its one turn ended disposed."""
+    a = k.agent()
+    if where == "model call":
+        k.model.push(respond.hang())
+    else:
+        k.tool("slow", gate=k.gate())
+        k.model.push(fakes.tool_calls(("c1", "slow", "{}")))
+    a.send("A")
+    await k.until(lambda: "tool/call" in k.types(a) if where == "tool call" else bool(k.model.requests), where)
+    a.dispose()
+    await k.idle(a)
+    assert k.reasons(a) == [DISPOSED]
+    return a
+
+
 @pytest.mark.rule("DISP-1", "LOOP-4")
 @pytest.mark.parametrize("where", ["model call", "tool call"])
 def test_a_disposed_turn_is_notified_ended(run: Run, where: str) -> None:
@@ -48,21 +65,27 @@ def test_a_disposed_turn_is_notified_ended(run: Run, where: str) -> None:
     # mid-step is notified ended too, with the reason it logged, after its turn/end.
     async def scenario(k: Kit) -> None:
         k.record("agent/turn-end", "session/event")
-        a = k.agent()
-        if where == "model call":
-            k.model.push(respond.hang())
-        else:
-            gate = k.gate()
-            k.tool("slow", gate=gate)
-            k.model.push(fakes.tool_calls(("c1", "slow", "{}")))
-        a.send("A")
-        await k.until(lambda: "tool/call" in k.types(a) if where == "tool call" else bool(k.model.requests), where)
-        a.dispose()
-        await k.idle(a)
-        assert k.reasons(a) == [DISPOSED]
+        await _disposed_during(k, where)
         assert k.noted("agent/turn-end") == [(1, DISPOSED)], "one agent/turn-end, reason disposed"
         order = [n[0] if n[0] != "session/event" else n[1] for n in k.notes]
         assert order.index("agent/turn-end") > order.index("turn/end"), "agent/turn-end follows turn/end"
+
+    run(scenario)
+
+
+@pytest.mark.rule("DISP-1", "LOOP-4")
+@pytest.mark.parametrize("where", ["model call", "tool call"])
+def test_a_disposed_turn_is_flushed(run: Run, where: str) -> None:
+    # LOOP-4's turn shape ends with the awaited session/flush, and DISP-1 changes a disposed
+    # turn's reason, not its shape: the log that ends turn/end{disposed} is flushed (a persistence
+    # plugin keeps it through session/flush; left unflushed, a resume would find the turn open).
+    # Flushed once the driver has exited, that is by the time a when_idle() on the disposed agent
+    # resolves (IDLE-4).
+    async def scenario(k: Kit) -> None:
+        flushed: list[list[str]] = []
+        k.on("session/flush", lambda session: flushed.append([e["type"] for e in session.events]))
+        await _disposed_during(k, where)
+        assert flushed and flushed[-1][-1] == "turn/end", f"the disposed turn is flushed after its turn/end: {flushed}"
 
     run(scenario)
 

@@ -285,6 +285,29 @@ def test_steer_from_the_running_listener_is_steering(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("LOOP-5", "STEER-2")
+@pytest.mark.parametrize("hook", ["agent/status(running)", "agent/turn-start"])
+def test_steering_waiting_when_the_first_step_opens_joins_its_request(run: Run, hook: str) -> None:
+    # A plugin steers before the turn's first step (from the running flip, or from agent/turn-start
+    # once the turn is open): LOOP-5's step shape drains the steering waiting, then appends
+    # step/start, so the steering is logged before step 1 and step 1's request carries it (not
+    # step 2's, after a continuation the steering would force).
+    async def scenario(k: Kit) -> None:
+        if hook == "agent/turn-start":
+            a = k.agent()
+            k.on("agent/turn-start", once(lambda *_: a.steer("S")), needs="a steer from inside agent/turn-start")
+            a.send("A")
+            await k.idle(a)
+        else:
+            a = await _steered_from_status(k, "running", needs="a steer from inside the running flip")
+        assert k.prompts(a) == [["A"]]
+        log = [e["type"] for e in k.events(a)]
+        assert "steering/message" in log and log.index("steering/message") < log.index("step/start"), log
+        assert "S" in request_texts(k.model.requests[0]), "steering waiting at the first step joins its request"
+
+    run(scenario)
+
+
 @pytest.mark.rule("LOOP-8", "STEER-1")
 def test_steering_given_while_the_turn_flushes_becomes_the_next_prompt(run: Run, schedule: str) -> None:
     # The turn has ended and flushes (still running): steer() is steering too late for it, so it

@@ -214,6 +214,9 @@ def test_a_trace_signature_ignores_times_and_the_windows_own_calls_only() -> Non
     ("finish-error-code-dropped", "model-error", "send", "ASSEMBLY", "FINISH-1"),
     ("maxtok-empty-message-appended", "max-tokens-tools", "send", "ASSEMBLY", "MAXTOK-5"),
     ("tool-args-empty-raw", "tool-plugin", "send", "ARGS", "TOOL-2"),
+    # the seventh (races): steering waiting when the first step opens
+    ("first-step-skips-steering", "reply", "steer", "STEP-ORDER", "LOOP-5"),
+    ("disposed-turn-not-flushed", "reply", "dispose", "FLUSH", "DISP-1"),
 ])
 def test_the_hunt_reaches_what_its_later_workloads_and_verbs_are_for(
         mutant: str, workload: str, verb: str, check: str, rule: str) -> None:

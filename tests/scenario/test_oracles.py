@@ -1104,3 +1104,55 @@ def test_a_max_tokens_step_left_with_nothing_logs_no_message() -> None:
     assert _plain_check("ASSEMBLY", step()) is None
     found = _plain_check("ASSEMBLY", step(_log(5, "assistant/message", turn=1, step=1, content=[])))
     assert found is not None and found.rules == ("MAXTOK-5",) and "empty" in found.message
+
+
+def test_a_turn_cut_short_by_dispose_is_flushed() -> None:
+    # LOOP-4 / DISP-1: a disposed turn keeps the turn's shape, its flush included. That no flush
+    # ran is known from the world's close, which says a recorder listened to every flush.
+    start, message, _ = _turn(0, 1, "A")
+    end = _log(2, "turn/end", turn=1, reason={"kind": "disposed"})
+    s = {"kind": "flush", "phase": "start", "agent": "a", "listener": "persist"}
+    e = {"kind": "flush", "phase": "end", "agent": "a", "listener": "persist"}
+    closed = {"kind": "world/closed", "agents": {"a": "disposed"}, "logs": {"a": 3}, "registered": [],
+              "flushes": "recorded"}
+    ran = [_op("send", "A"), start, message, _op("dispose", status="running"), _status("disposed"), end, s, e, closed]
+    assert _check("FLUSH", ran) is None
+    found = _check("FLUSH", [x for x in ran if x.get("kind") != "flush"])
+    assert found is not None and found.rules == ("LOOP-4", "DISP-1") and found.at == 5
+    # without a recorder (no "flushes" in world/closed) nothing is known
+    unknown = [x for x in ran if x.get("kind") != "flush" and x is not closed] + [{**closed, "flushes": None}]
+    assert _check("FLUSH", unknown) is None
+
+
+def test_steering_waiting_when_a_step_opens_is_drained_before_it() -> None:
+    # LOOP-5 / STEER-2: steering given once the turn opened (from agent/turn-start) and still
+    # waiting at step 1 is logged before its step/start; drained after the step, it is late.
+    start, message, end = _turn(0, 1, "A")
+    steer = _op("steer", "S", by="window", status="running")
+    steering = _log(2, "steering/message", turn=1, content=[{"type": "text", "text": "S"}], source={"kind": "user"})
+
+    def turn(*body: dict[str, Any]) -> list[dict[str, Any]]:
+        return [_op("send", "A"), _status("running"), start, message, steer, *body, {**end, "seq": 7}]
+
+    step = [_log(3, "step/start", turn=1, step=1), _log(4, "assistant/message", turn=1, step=1, content=[])]
+    assert _check("STEP-ORDER", turn(steering, *step, _log(5, "step/end", turn=1, step=1))) is None
+    late = turn(*step, {**steering, "seq": 5}, _log(6, "step/end", turn=1, step=1))
+    found = _check("STEP-ORDER", late)
+    assert found is not None and found.rules == ("LOOP-5", "STEER-2") and found.at == 5 and "'S'" in found.message
+    # a cancel after the steer drops it (CANCEL-4): nothing is owed
+    cancelled = [*late[:5], _op("cancel", status="running"), *late[5:]]
+    assert _check("STEP-ORDER", cancelled) is None
+
+
+def test_a_driver_still_logging_after_close_returned_is_named() -> None:
+    # SVC-7 / IDLE-4 (a fresh bug of the blind check of 2026-12-03: a JavaScript loop whose
+    # when_idle() on a disposed agent resolved at once, so its close() returned while the driver
+    # was still closing its turn): not LOG-2, whose comparison it would otherwise trip.
+    start, message, _ = _turn(0, 1, "A")
+    end = _log(2, "turn/end", turn=1, reason={"kind": "disposed"})
+    closed = {"kind": "world/closed", "agents": {"a": "disposed"}, "logs": {"a": 2}, "registered": []}
+    found = _check("CLOSED", [_op("send", "A"), start, message, {"kind": "world/closing"}, _status("disposed"),
+                              closed, end])
+    assert found is not None and found.rules == ("SVC-7", "IDLE-4") and found.at == 6 and "turn/end first" in found.message
+    assert _check("CLOSED", [_op("send", "A"), start, message, {"kind": "world/closing"}, _status("disposed"), end,
+                             {**closed, "logs": {"a": 3}}]) is None
