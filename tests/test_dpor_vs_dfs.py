@@ -23,9 +23,10 @@ mode reorders only asyncio's own callbacks, so on an agent loop it needs about a
 
 # (scenario, implementation): the race scenarios with the mutants each one catches under dfs,
 # and the reference (no failure: both searches must agree on that too).
+# (w1-drops-replacement is left out: on window1 both searches reach it at exactly the runs they
+# reach w1-release-with-replacement, 430 and 646, so it proved nothing the first pair does not.)
 PAIRS = [
     ("window1", "mutant:w1-release-with-replacement"),
-    ("window1", "mutant:w1-drops-replacement"),
     ("window1", "mutant:idle-ignores-queue"),
     ("window2", "mutant:w2-settle-unconditionally"),
     ("window2", "mutant:idle-ignores-queue"),
