@@ -702,7 +702,6 @@ class World:
             # A flush listener on every flush (a persistence plugin) records when each flush of
             # an agent starts and ends: the FLUSH oracle judges that it was awaited (LOOP-4).
             records = always and not where and nth == 1
-            self._flush_recorded = self._flush_recorded or records
 
             async def flush(*args: Any) -> None:
                 agent = self.fields(event, args)["agent"] if records else None
@@ -716,6 +715,7 @@ class World:
 
             flush.__qualname__ = f"listener:{name}"
             self.listen(event, flush)
+            self._flush_recorded = self._flush_recorded or records  # registered: it hears every flush
         else:
 
             def notified(*args: Any) -> None:
