@@ -207,7 +207,7 @@ def cassettes(draw: st.DrawFn) -> tuple[str, bool, list[str]]:
     return text, valid, done
 
 
-@settings(max_examples=100, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(case=cassettes())
 def test_show_exits_0_only_for_well_formed_cassettes_and_never_with_a_traceback(case: tuple[str, bool, list[str]], tmp_path: Path) -> None:
     text, valid, done = case

@@ -5,6 +5,7 @@ hash seed or the number of workers."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import subprocess
@@ -24,6 +25,18 @@ SMALL = search.Config(workloads=("reply", "two-prompts"), depth=2, nth=1, verbs=
                       dfs=1, random=1, pct=1)
 TINY = search.Config(workloads=("reply",), depth=1, nth=1, verbs=("send", "cancel", "when_idle"), dfs=1, random=1,
                      pct=0)
+
+
+def _tiny(workload: str, verb: str) -> search.Config:
+    """A hunt of one verb at depth 1 over ``workload`` (comma-separated names), FIFO runs only."""
+    return search.Config(workloads=tuple(workload.split(",")), depth=1, nth=1, verbs=(verb,), dfs=0, random=0, pct=0)
+
+
+@functools.cache
+def _reference_findings(workload: str, verb: str) -> list[Any]:
+    """The reference's findings in ``_tiny(workload, verb)`` (the same hunt for every mutant that
+    shares it: run once per test process)."""
+    return list(driver.hunt(REF, "reference", _tiny(workload, verb)).report["findings"])
 
 
 @pytest.fixture(scope="module")
@@ -220,8 +233,8 @@ def test_a_trace_signature_ignores_times_and_the_windows_own_calls_only() -> Non
 ])
 def test_the_hunt_reaches_what_its_later_workloads_and_verbs_are_for(
         mutant: str, workload: str, verb: str, check: str, rule: str) -> None:
-    cfg = search.Config(workloads=tuple(workload.split(",")), depth=1, nth=1, verbs=(verb,), dfs=0, random=0, pct=0)
-    assert driver.hunt(REF, "reference", cfg).report["findings"] == []
+    cfg = _tiny(workload, verb)
+    assert _reference_findings(workload, verb) == []
     found = driver.hunt(resolve(f"mutant:{mutant}"), mutant, cfg).report["findings"]
     assert found and check in found[0]["checks"] and rule in found[0]["rules"], found
 

@@ -47,7 +47,7 @@ def _on(value: Any) -> Any:
 
 SCENARIOS = {p.name: _on(yaml.safe_load(p.read_text())) for p in sorted(EXAMPLES.glob("*.yaml"))}
 RACES = {p.name: _on(yaml.safe_load(p.read_text())) for p in sorted((ROOT / "cassettes" / "races").glob("*.yaml"))}
-SETTINGS = settings(max_examples=150, derandomize=True, database=None, deadline=None,
+SETTINGS = settings(max_examples=100, derandomize=True, database=None, deadline=None,
                     suppress_health_check=list(HealthCheck))
 
 BAD_SECONDS = [math.nan, math.inf, -math.inf, -1.0, 1e12, "soon", [1], {"a": 1}, None, True]
