@@ -8,7 +8,7 @@ list when the log is sound), so the suite, the property tests and the scenario c
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 
 def _where(index: int, kind: Any) -> str:
@@ -115,92 +115,99 @@ def _blocks_problem(content: Any) -> str | None:
     return None
 
 
-_CODE = "ERR-7:"
-"""Starts a problem that ERR-7 states, whatever the event (a code is a string, or absent)."""
+Problem = tuple[str | None, str]
+"""What is wrong with an event's data: the rule that states it when that is not the event type's
+own (``_RULE_OF``: a code's is ERR-7 wherever it is carried), and what."""
 
 
-def _code_problem(holder: dict[str, Any], what: str) -> str | None:
+def _code_problem(holder: dict[str, Any], what: str) -> Problem | None:
     if "code" in holder and not isinstance(holder["code"], str):
-        return f"{_CODE} {what} carries code {holder['code']!r}: a code is a string, and absent when there is none"
+        return "ERR-7", f"{what} carries code {holder['code']!r}: a code is a string, and absent when there is none"
     return None
 
 
-def _reason_problem(reason: Any) -> str | None:
+def _reason_problem(reason: Any) -> Problem | None:
     if not isinstance(reason, dict) or not isinstance(reason.get("kind"), str):
-        return f"reason {reason!r} is not {{kind, ...}}"
+        return None, f"reason {reason!r} is not {{kind, ...}}"
     if reason["kind"] == "aborted" and not isinstance(reason.get("reason"), str):
-        return f"an aborted reason without a string reason: {reason!r}"
+        return None, f"an aborted reason without a string reason: {reason!r}"
     if reason["kind"] == "error":
         if not isinstance(reason.get("message"), str):
-            return f"an error reason without a string message: {reason!r}"
+            return None, f"an error reason without a string message: {reason!r}"
         return _code_problem(reason, "the error reason")
     return None
 
 
-def _fields_problem(kind: str, data: dict[str, Any]) -> str | None:
+def _fields_problem(kind: str, data: dict[str, Any]) -> Problem | None:
     """What is wrong with the values of one event's data (its keys are right), or None."""
     for key in ("turn", "step"):
         if key in data and (type(data[key]) is not int or data[key] < (1 if key == "turn" else 0)):
-            return f"{key} is {data[key]!r}: turns count from 1, steps from 1 (0: no step)"
-    if "content" in data:
-        problem = _blocks_problem(data["content"])
-        if problem:
-            return problem
-    if "source" in data:
-        problem = _source_problem(data["source"])
-        if problem:
-            return problem
+            return None, f"{key} is {data[key]!r}: turns count from 1, steps from 1 (0: no step)"
+    found = (_blocks_problem(data["content"]) if "content" in data else None) or (
+        _source_problem(data["source"]) if "source" in data else None)
+    if found:
+        return None, found
     if kind == "turn/start":
         trigger = data["trigger"]
         if not isinstance(trigger, dict) or trigger.get("kind") not in ("message", "injection", "continuation"):
-            return f"trigger {trigger!r} is not {{kind: message|injection|continuation, ...}}"
-        if trigger["kind"] != "continuation":
-            return _source_problem(trigger.get("source"))
-    elif kind == "turn/end":
+            return None, f"trigger {trigger!r} is not {{kind: message|injection|continuation, ...}}"
+        found = _source_problem(trigger.get("source")) if trigger["kind"] != "continuation" else None
+        return (None, found) if found else None
+    if kind == "turn/end":
         return _reason_problem(data["reason"])
-    elif kind == "tool/call":
+    if kind == "tool/call":
         if not all(isinstance(data[k], str) for k in ("call_id", "name", "arguments")):
-            return "call_id, name and arguments are not all strings (arguments: the model's raw JSON text)"
+            return None, "call_id, name and arguments are not all strings (arguments: the model's raw JSON text)"
     elif kind == "tool/result":
         if not isinstance(data["call_id"], str) or type(data["is_error"]) is not bool:
-            return f"call_id {data['call_id']!r} / is_error {data['is_error']!r}: a string and a boolean"
+            return None, f"call_id {data['call_id']!r} / is_error {data['is_error']!r}: a string and a boolean"
         if "error" in data:
             error = data["error"]
             if not isinstance(error, dict) or set(error) != {"name", "code"} or not all(
                     isinstance(error[k], str) for k in ("name", "code")):
-                return f"error {error!r} is not {{name, code}} (strings)"
+                return None, f"error {error!r} is not {{name, code}} (strings)"
     elif kind == "usage":
         if not isinstance(data["usage"], dict):  # its counts are the model's: only the nesting is the loop's
-            return f"usage {data['usage']!r} is not the model's usage object, nested (0b)"
+            return None, f"usage {data['usage']!r} is not the model's usage object, nested (0b)"
     elif kind == "error":
         if not isinstance(data["message"], str):
-            return f"message {data['message']!r} is not a string"
+            return None, f"message {data['message']!r} is not a string"
         return _code_problem(data, "the error event")
     return None
 
 
-def data_violations(events: Sequence[dict[str, Any]]) -> list[str]:
+class DataViolation(NamedTuple):
+    """One event whose data departs from spec 0/0b: its position in the log, the rule that states
+    the field, and what is wrong (``str()``: ``"RULE: event N (type): ..."``)."""
+
+    position: int
+    rule: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.rule}: {self.message}"
+
+
+def data_violations(events: Sequence[dict[str, Any]]) -> list[DataViolation]:
     """Events whose data departs from spec 0/0b: the table's keys exactly (compared literally) and
     values of the stated shapes (sources, triggers, reasons, blocks, tool calls and results,
-    usage, codes). Each violation starts with the rule that states the field (``"TOOL-3: ..."``).
-    An ``assistant/chunk``'s chunk is the model's, not the loop's: only its envelope is checked."""
-    out: list[str] = []
+    usage, codes), each naming the rule that states the field. An ``assistant/chunk``'s chunk is
+    the model's, not the loop's: only its envelope is checked."""
+    out: list[DataViolation] = []
     for index, event in enumerate(events):
         kind = event.get("type")
         if not isinstance(kind, str) or kind not in DATA_KEYS:
             continue  # an unknown type: LOG-3's and the suite's business, not a shape
-        shape = DATA_KEYS[kind]
         data = event.get("data")
-        required, optional = shape
+        required, optional = DATA_KEYS[kind]
         if not isinstance(data, dict) or not required <= set(data) <= required | optional:
             keys = sorted(data) if isinstance(data, dict) else data
-            out.append(f"{_RULE_OF[kind]}: {_where(index, kind)} has data keys {keys}, the table (spec 0) "
-                       f"says {sorted(required)}" + (f" and maybe {sorted(optional)}" if optional else ""))
+            out.append(DataViolation(index, _RULE_OF[kind], f"{_where(index, kind)} has data keys {keys}, the table "
+                                     f"(spec 0) says {sorted(required)}"
+                                     + (f" and maybe {sorted(optional)}" if optional else "")))
             continue
         problem = _fields_problem(kind, data)
         if problem:
-            rule = _RULE_OF[kind]
-            if problem.startswith(_CODE):
-                rule, problem = "ERR-7", problem.removeprefix(_CODE).lstrip()
-            out.append(f"{rule}: {_where(index, kind)}: {problem} (spec 0b)")
+            rule, what = problem
+            out.append(DataViolation(index, rule or _RULE_OF[kind], f"{_where(index, kind)}: {what} (spec 0b)"))
     return out

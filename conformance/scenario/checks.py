@@ -459,9 +459,8 @@ def _data_check(view: TraceView) -> Violation | None:
         log = view.log(agent)
         problems = data_violations(log)
         if problems:
-            rule, _, text = problems[0].partition(": ")
-            at = int(text.split(" ", 2)[1]) if text.startswith("event ") else 0
-            return Violation(f"agent {agent}: {problems[0]}", log[at]["_i"] if at < len(log) else None, (rule,))
+            first = problems[0]
+            return Violation(f"agent {agent}: {first}", log[first.position]["_i"], (first.rule,))
     return None
 
 
@@ -1352,9 +1351,9 @@ def _steps(turn: dict[str, Any]) -> dict[int, list[Event]]:
     return out
 
 
-def _finish_error_not_carried(turn: dict[str, Any], chunks: list[Any]) -> tuple[int, str, str] | None:
-    """The turn's error event of a step that finished ``error{message, code}``, when it gives that
-    message but not that code: ``(its index, what the finish said, what the event says)``."""
+def _finish_error_not_carried(where: str, turn: dict[str, Any], chunks: list[Any]) -> Violation | None:
+    """FINISH-1/ERR-7: the turn's error event of a step that finished ``error{message, code}``,
+    when it gives that message (it is that failure, not a listener's) but not that code."""
     reason = next((c.get("reason") for c in chunks if c.get("type") == "finish"), None)
     if not isinstance(reason, _MAP) or not isinstance(reason.get("message"), str) or (
             "code" in reason and not isinstance(reason["code"], str)):
@@ -1364,7 +1363,8 @@ def _finish_error_not_carried(turn: dict[str, Any], chunks: list[Any]) -> tuple[
         if e["type"] == "error" and data.get("message") == reason["message"] and data.get("code") != reason.get("code"):
             said = f"{{message {reason['message']!r}" + (f", code {reason['code']!r}}}" if "code" in reason else "}")
             got = f"code {data['code']!r}" if "code" in data else "no code"
-            return e["_i"], said, got
+            return Violation(f"{where} finished error{said}, but its error event carries {got} (FINISH-1, ERR-7: the "
+                             "message and code are carried)", e["_i"], ("FINISH-1", "ERR-7"))
     return None
 
 
@@ -1381,12 +1381,9 @@ def _assembly_check(view: TraceView) -> Violation | None:
                 if finish == "error" and messages:
                     return Violation(f"{where} finished error but logged an assistant/message (FINISH-1)",
                                      messages[0]["_i"], ("FINISH-1",))
-                if finish == "error":
-                    wrong = _finish_error_not_carried(t, chunks)
-                    if wrong is not None:
-                        return Violation(f"{where} finished error{wrong[1]}, but its error event carries "
-                                         f"{wrong[2]} (FINISH-1, ERR-7: the message and code are carried)",
-                                         wrong[0], ("FINISH-1", "ERR-7"))
+                found = _finish_error_not_carried(where, t, chunks) if finish == "error" else None
+                if found is not None:
+                    return found
                 if finish == "max-tokens" and messages and not messages[0]["data"].get("content"):
                     return Violation(f"{where} finished max-tokens with nothing but tool calls, yet logged an empty "
                                      "assistant/message (MAXTOK-5: appended only when content remains)",
