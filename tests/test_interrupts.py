@@ -114,8 +114,10 @@ def test_conformance_sigkill_leaves_no_worker_behind(tmp_path: Path) -> None:
 def test_explore_interrupted_prints_the_count_and_exits_130(tmp_path: Path, workers: str) -> None:
     proc = _start("explore", str(WINDOW1), "--budget", "10000000", "--workers", workers, cwd=tmp_path)
     if workers == "2":
-        _wait_for_workers(proc, 2)
-    time.sleep(3)
+        _wait_for_workers(proc, 2)  # the command is past its start-up: a second is hundreds of runs
+        time.sleep(1)
+    else:
+        time.sleep(2.5)  # start-up (~1 s) and then some runs
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
@@ -137,7 +139,7 @@ def test_explore_sigkill_leaves_no_worker_behind(tmp_path: Path) -> None:
 def test_hunt_interrupted_writes_an_incomplete_report_and_leaves_no_worker(tmp_path: Path) -> None:
     proc = _start("hunt", "--workers", "2", "--out", str(tmp_path / "h"), cwd=tmp_path)
     workers = _wait_for_workers(proc, 2)
-    time.sleep(2)
+    time.sleep(1)
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)

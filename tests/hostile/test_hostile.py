@@ -1,6 +1,6 @@
 """Hostile implementations end ``loopkit conformance`` in a clear per-rule verdict, in bounded
 time: exit 1 with a complete table and JSON (2 for a setup error, one line), never exit 0 for a
-broken loop, never a hang. CI-sized: one rule (one test) each, ``--timeout 2``; the whole suite
+broken loop, never a hang. CI-sized: one rule (one test) each, ``--timeout 1``; the whole suite
 per adapter is ``bench/hostile.py``."""
 
 from __future__ import annotations
@@ -28,17 +28,21 @@ def _conformance(tmp_path: Path, impl: str, *args: str, timeout: float = 90) -> 
     return proc, time.monotonic() - started
 
 
-# (adapter, workers, what its one failure must say). The escapes fail at the call whatever
-# runs the test, so they run in the command's process (--workers 0: seconds, not a worker's
-# start-up); spinning, blocking and killing the process need the worker supervision.
+# (adapter, workers, what its one failure must say) for the command end to end. Spinning,
+# blocking and killing the process need the worker supervision; one escape shows the command's
+# process (--workers 0) reports it the same way. The other escapes fail at the call whatever runs
+# the test, so they are checked through the runner in this process (below): a subprocess each
+# only repeated the command's start-up.
 FAILING = [
-    ("hang", "1", "exceeded the wall-clock limit (2s, --timeout) in call"),
+    ("hang", "1", "exceeded the wall-clock limit (1s, --timeout) in call"),
     ("kill_self", "1", "the worker process running this test died"),
     ("exits", "0", "sys.exit() called inside a simulation"),
-    ("os_exit", "0", "os._exit() called inside a simulation"),
-    ("sockets", "0", "socket.connect() blocks the event loop inside a simulation"),
-    ("sleeps", "0", "time.sleep() blocks the event loop inside a simulation"),
-    ("threads", "0", "threading.Thread.start() called inside a simulation"),
+]
+ESCAPES = [
+    ("os_exit", "os._exit() called inside a simulation"),
+    ("sockets", "socket.connect() blocks the event loop inside a simulation"),
+    ("sleeps", "time.sleep() blocks the event loop inside a simulation"),
+    ("threads", "threading.Thread.start() called inside a simulation"),
 ]
 
 
@@ -46,7 +50,7 @@ FAILING = [
 def test_hostile_adapter_fails_its_rule_with_a_complete_report(tmp_path: Path, impl: str, workers: str,
                                                                 says: str) -> None:
     report = tmp_path / "r.json"
-    proc, seconds = _conformance(tmp_path, impl, *RULE, "--timeout", "2", "--workers", workers,
+    proc, seconds = _conformance(tmp_path, impl, *RULE, "--timeout", "1", "--workers", workers,
                                  "--json", str(report))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
@@ -64,13 +68,25 @@ def test_hostile_adapter_fails_its_rule_with_a_complete_report(tmp_path: Path, i
     assert seconds < 60
 
 
+@pytest.mark.parametrize(("impl", "says"), ESCAPES, ids=[name for name, _ in ESCAPES])
+def test_an_escape_fails_its_test_at_the_call(monkeypatch: pytest.MonkeyPatch, impl: str, says: str) -> None:
+    monkeypatch.syspath_prepend(str(HERE))
+    import hostile_adapters
+
+    from conformance.runner import run_suite
+
+    run = run_suite(getattr(hostile_adapters, impl), rules=["LOOP-2"], schedule_count=0)
+    (result,) = [r for r in run.results if r.id.endswith("test_burst_is_one_turn[fifo]")]
+    assert result.outcome == "failed" and says in result.message, result.message
+
+
 @pytest.mark.parametrize(("impl", "says"), [
-    ("spin_in_create", "did not finish within 2s of wall time"),
-    ("spin_in_close", "did not finish within 2s of wall time"),
+    ("spin_in_create", "did not finish within 1s of wall time"),
+    ("spin_in_close", "did not finish within 1s of wall time"),
     ("exit_in_create", "os._exit() called inside a simulation"),
 ])
 def test_hostile_setup_is_a_one_line_setup_error(tmp_path: Path, impl: str, says: str) -> None:
-    proc, seconds = _conformance(tmp_path, impl, *RULE, "--timeout", "2", "--workers", "0")
+    proc, seconds = _conformance(tmp_path, impl, *RULE, "--timeout", "1", "--workers", "0")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: setup failed: ") and says in lines[0], proc.stderr
