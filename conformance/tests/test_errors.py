@@ -301,9 +301,11 @@ def test_failing_flush_reported(run: Run) -> None:
 
 
 @pytest.mark.rule("ERR-6")
-def test_failing_plain_flush_listener_beside_a_healthy_one(run: Run) -> None:
+@pytest.mark.parametrize("first", ["healthy", "failing"])
+def test_failing_plain_flush_listener_beside_a_healthy_one(run: Run, first: str) -> None:
     # A plain (synchronous) flush listener raising, next to a healthy async one that still
-    # runs; a prompt queued during the turn runs next, and nothing lands after either turn/end.
+    # runs (session/flush runs all its listeners, spec 0, registered before or after the failing
+    # one); a prompt queued during the turn runs next, and nothing lands after either turn/end.
     async def scenario(k: Kit) -> None:
         k.record("agent/error")
         a = k.agent()
@@ -315,8 +317,9 @@ def test_failing_plain_flush_listener_beside_a_healthy_one(run: Run) -> None:
         def failing(*_args: object) -> None:
             raise RuntimeError("disk full")
 
-        k.on("session/flush", ok)
-        k.on("session/flush", once(failing))
+        listeners = [ok, once(failing)]
+        for listener in listeners if first == "healthy" else listeners[::-1]:
+            k.on("session/flush", listener)
         k.model.push(fakes.text("one").hook(lambda: a.send("two")), fakes.text("two"))
         a.send("one")
         await k.idle(a)
@@ -736,6 +739,33 @@ def test_a_throwing_agent_error_listener_is_warned(run: Run) -> None:
         named = await _warned_turn_two(k, "reporting-agent", arrange)
         assert len(named) >= 2, ("expected a warning naming the agent and turn 2 for the model's failure and "
                                  f"one for the throwing agent/error listener: {named}")
+
+    run(scenario)
+
+
+@pytest.mark.rule("ERR-12")
+def test_a_contained_agent_queued_failure_is_warned(run: Run) -> None:
+    # Whether send() contains a throwing agent/queued listener the spec leaves open (raising it
+    # to the caller is allowed). Once contained, it is a contained failure like any other:
+    # warned under the implementation's logger, naming the agent (and a turn: which one, with
+    # none running, the spec leaves open).
+    async def scenario(k: Kit) -> None:
+        logger = logging.getLogger(k.impl.logger_name)
+        capture = _Capture()
+        logger.addHandler(capture)
+        try:
+            a = k.agent("queueing-agent")
+            k.on("agent/queued", _throwing("agent/queued"), needs="a failure raised there")
+            try:
+                a.send("one")
+            except Exception:
+                return  # not contained: nothing for ERR-12 to require
+            await k.idle(a)
+        finally:
+            logger.removeHandler(capture)
+        named = _warnings_naming(k, capture, "queueing-agent", None)
+        assert named, ("the contained agent/queued failure was not warned naming the agent and a turn: "
+                       f"{[r.getMessage() for r in capture.records]}")
 
     run(scenario)
 

@@ -124,6 +124,26 @@ def test_system_prompt_and_tools(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("SVC-5")
+def test_every_request_of_a_turn_carries_the_system_prompt_and_tools(run: Run) -> None:
+    # "The system prompt sent to the model" and "tool schemas ... sent with the request": every
+    # request, not only a turn's first (a tool turn's second step is a model call like the first).
+    async def scenario(k: Kit) -> None:
+        k.service.add_system_prompt_section("one", "Section A")
+        k.tool("echo", description="echoes", input_schema={"type": "object"})
+        a = k.agent(system_prompt="Own prompt")
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")), fakes.text("done"))
+        a.send("hi")
+        await k.idle(a)
+        assert len(k.model.requests) == 2, "a tool step, then the step that answers"
+        for number, request in enumerate(k.model.requests, 1):
+            assert request.get("system") == "Section A\n\nOwn prompt", f"request {number}: {request.get('system')!r}"
+            assert {"name": "echo", "description": "echoes", "input_schema": {"type": "object"}} in (
+                request.get("tools") or []), f"request {number} carries no echo tool: {request.get('tools')!r}"
+
+    run(scenario)
+
+
 @pytest.mark.rule("SVC-6")
 def test_lookup_and_removal(run: Run) -> None:
     async def scenario(k: Kit) -> None:
