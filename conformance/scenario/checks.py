@@ -388,11 +388,19 @@ class TraceView:
 
     def excused(self, agent: str, after: int, before: int | None = None, *, close: bool = True) -> bool:
         """Whether a cancel, a disposal or a contained failure between ``after`` and ``before``
-        may have dropped a queued prompt (``close``: see ``stops``)."""
+        may have dropped a queued prompt (``close``: see ``stops``): a failure only of a turn
+        that opened after ``after`` (or never opened)."""
         stop = before if before is not None else len(self.timeline)
         if any(after < i < stop for i in self.stops(agent, close=close)):
             return True
-        return any(after < e["_i"] < stop for e in self._by_kind_agent.get(("agent/error", agent), ()))
+        failures = [e for e in self._by_kind_agent.get(("agent/error", agent), ()) if after < e["_i"] < stop]
+        if not failures:
+            return False
+        # A failure drops at most what its own turn drained before opening (ERR-8: turn/start
+        # rejected; ERR-11: its listener threw): work queued once that turn had opened stays
+        # queued (ERR-1, ERR-6; LOOP-8 for steering).
+        opened = {t["turn"]: t["_i"] for t in self.turns(agent)}
+        return any(opened.get(e.get("turn"), after + 1) > after for e in failures)
 
     def first_run(self, agent: str, text: Any) -> int | None:
         """``_first_run_index(self.turns(agent), text)``, with every text's answer found in one
@@ -515,6 +523,12 @@ def _prompts_check(view: TraceView) -> Violation | None:
             needed = [e for e in ops if not view.excused(agent, e["_i"], close=False)]
             if len(ran.get(text, [])) < len(needed):
                 last = needed[-1]
+                failed = [e for e in view.of_kind("agent/error", agent=agent) if e["_i"] > last["_i"]]
+                if failed:
+                    return Violation(f"agent {agent}: {last.get('op')} {text!r} was never cancelled but never ran: it "
+                                     f"was dropped after a contained failure of turn {failed[0].get('turn')} (ERR-1: a "
+                                     "failure ends its own turn, never the loop; ERR-6: a failing flush stops nothing)",
+                                     last["_i"], ("ERR-1", "ERR-6"))
                 if last.get("op") == "steer" and last.get("status") == "running":
                     return Violation(f"agent {agent}: steering {text!r} was given and never cancelled but never "
                                      "reached the model, as steering or as a later prompt (LOOP-8)", last["_i"],
@@ -1683,7 +1697,21 @@ def _parsed_arguments(text: str) -> Any:
 _CONTAINED = frozenset(("agent/status", "agent/turn-start", "agent/step-start", "agent/step-end", "agent/turn-end",
                         "agent/error"))
 """The notifications whose throwing listeners the contract says are contained (STATUS-2, ERR-2,
-ERR-10, ERR-5); ``agent/queued`` and ``agent/steering`` fire inside the caller's own call."""
+ERR-10, ERR-5)."""
+_MAY_PROPAGATE = frozenset(("agent/queued", "agent/steering"))
+"""Notifications a loop may fire inside the caller's own call and let a listener's throw reach
+the caller: contained (and then warned about) only when the call did not raise."""
+
+
+def _propagated(view: TraceView, at: int) -> bool:
+    """Whether the throw at ``at`` reached the call it fired in: the next op entry after it is
+    that call's ``op/error`` (the listener's own ``op`` entries are the window's)."""
+    for e in view.timeline[at + 1:]:
+        if e.get("kind") == "op/error":
+            return True
+        if e.get("kind") == "op" and e.get("by") != "window":
+            return False
+    return False
 
 
 def _warned_check(view: TraceView) -> Violation | None:
@@ -1701,7 +1729,9 @@ def _warned_check(view: TraceView) -> Violation | None:
         disposing = view.disposed_at(agent)
         for r in view.ops(agent, "raise"):
             on = str(r.get("on") or "")
-            if on not in _CONTAINED or r["_i"] > disposing or r.get("status") == "disposed":
+            if r["_i"] > disposing or r.get("status") == "disposed":
+                continue
+            if on not in _CONTAINED and not (on in _MAY_PROPAGATE and not _propagated(view, r["_i"])):
                 continue
             after = [e for e in warnings if e["_i"] > r["_i"]]
             if not after:

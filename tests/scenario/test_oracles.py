@@ -127,6 +127,21 @@ def test_prompt_run_twice_or_lost() -> None:
     assert _check("prompts", [_op("send", "A"), _op("send", "B"), _op("cancel"), *_turn(0, 1, "A")]) is None
 
 
+def test_a_failure_drops_only_what_its_own_turn_drained() -> None:
+    # ERR-11: turn 1's turn/start listener threw, consuming the prompt drained into it: excused.
+    error = {"kind": "agent/error", "agent": "a", "turn": 1, "step": 0, "error": "RuntimeError: boom"}
+    consumed = [_op("send", "A"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}), error,
+                _log(1, "turn/end", turn=1, reason={"kind": "error", "message": "boom"})]
+    assert _check("prompts", consumed) is None
+    # ERR-6 / ERR-1: a prompt sent during turn 1's flush, once turn 1 had opened, stays queued
+    # whatever the failure of that flush: dropping it is named for the failure.
+    start, message, end = _turn(0, 1, "A")
+    dropped = [_op("send", "A"), start, message, end, _op("send", "B", by="window", status="running"), error]
+    found = _check("prompts", dropped)
+    assert found is not None and "'B'" in found.message and found.rules == ("ERR-1", "ERR-6"), found
+    assert "contained failure of turn 1" in found.message and found.at == 4
+
+
 def test_idle2_running_at_release_without_new_prompt() -> None:
     # A release seen only when its awaiting task resumed (not precise) is judged leniently.
     tl = [_op("send", "A"), _op("when_idle", waiter="w"), _status("running"), *_turn(0, 1, "A"), _status("idle"),
@@ -697,6 +712,20 @@ def test_a_throwing_notification_listener_is_warned_about() -> None:
     assert _check("WARNED", [_status("running"), waterfall, _status("idle"), closed]) is None
     late = [_op("dispose", status="running"), _status("disposed"), _op("raise", status="disposed", on="agent/status")]
     assert _check("WARNED", [_status("running"), *late, closed]) is None
+
+
+def test_a_throw_in_the_callers_own_call_is_warned_about_only_when_contained() -> None:
+    # agent/queued fires inside send(): a loop may let the throw reach the caller (op/error) or
+    # contain it; contained, it is warned about like any other contained failure (ERR-12).
+    closed = {"kind": "world/closed", "agents": {"a": "disposed"}, "logs": {}, "registered": [], "warnings": 0}
+    send = _op("send", "A")
+    raised = _op("raise", by="window", on="agent/queued")
+    found = _check("WARNED", [send, raised, _op("when_idle", waiter="done"), closed])
+    assert found is not None and found.rules == ("ERR-12",) and found.at == 1 and "agent/queued" in found.message
+    reached = {"kind": "op/error", "by": "caller", "op": "send", "agent": "a", "error": "RuntimeError: boom"}
+    assert _check("WARNED", [send, raised, reached, _op("when_idle", waiter="done"), closed]) is None
+    warning = {"kind": "warning", "logger": "impl", "message": "agent a turn 0: an agent/queued listener failed"}
+    assert _check("WARNED", [send, raised, warning, _op("when_idle", waiter="done"), dict(closed, warnings=1)]) is None
 
 
 def test_a_waiter_pending_at_an_idle_transition_is_released_at_it() -> None:
