@@ -535,6 +535,29 @@ def _prompts_check(view: TraceView) -> Violation | None:
                                      ("LOOP-8", "STEER-3"))
                 return Violation(f"agent {agent}: prompt {text!r} was sent and never cancelled but never ran "
                                  "(MARKER-1)", last["_i"], ("MARKER-1", "LOOP-1"))
+        found = _consumed_ran_again(view, agent)
+        if found is not None:
+            return found
+    return None
+
+
+def _consumed_ran_again(view: TraceView, agent: str) -> Violation | None:
+    """ERR-11: a turn opened by prompts but holding none of them (its ``turn/start`` listener
+    threw) consumed every prompt queued when it opened: none of them runs again unless sent again."""
+    turns = view.turns(agent)
+    for k, t in enumerate(turns):
+        if t["trigger"] != "message" or t["prompts"] or not t["ended"] or t["reason"] != "error":
+            continue
+        pending = [e for e in view.sends(agent) if e["_i"] < t["_i"]
+                   and not any(e["_i"] < u["_i"] < t["_i"] and str(e.get("text")) in u["prompts"] for u in turns[:k])
+                   and not view.excused(agent, e["_i"], t["_i"])]
+        for text in dict.fromkeys(str(e.get("text")) for e in pending):
+            later = [u for u in turns[k + 1:] if text in u["prompts"]]
+            again = [e for e in view.sends(agent) if e["_i"] > t["_i"] and str(e.get("text")) == text]
+            if len(later) > len(again):
+                return Violation(f"agent {agent}: prompt {text!r} was consumed by turn {t['turn']} (its turn/start "
+                                 f"failed: no user/message) yet ran again in turn {later[0]['turn']} (ERR-11: "
+                                 "its prompt is consumed)", later[0]["_i"], ("ERR-11",))
     return None
 
 
@@ -2078,7 +2101,7 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("LOOP-3", _turn_numbers_check, "turn numbers continue by one, a resumed log's too",
               ("LOOP-3", "SVC-3")),
     LoopCheck("prompts", _prompts_check, "no prompt runs twice; an uncancelled prompt or steer runs",
-              ("MARKER-1", "LOOP-2", "LOOP-8")),
+              ("MARKER-1", "LOOP-2", "LOOP-8", "ERR-1", "ERR-6", "ERR-11")),
     LoopCheck("IDLE-2", _idle_check, "when_idle() resolves only at quiescence", ("IDLE-2",)),
     LoopCheck("CANCEL-2", _cancel_check, "cancelled queued work never runs", ("CANCEL-2", "CANCEL-4")),
     LoopCheck("MARKER-1", _aborted_turns_check, "a cancel governs exactly one turn", ("MARKER-1", "DISP-1")),

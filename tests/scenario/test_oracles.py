@@ -142,6 +142,17 @@ def test_a_failure_drops_only_what_its_own_turn_drained() -> None:
     assert "contained failure of turn 1" in found.message and found.at == 4
 
 
+def test_a_prompt_consumed_by_a_failed_turn_start_does_not_run_again() -> None:
+    failed = [_log(0, "turn/start", turn=1, trigger={"kind": "message"}),
+              {"kind": "agent/error", "agent": "a", "turn": 1, "step": 0, "error": "RuntimeError: boom"},
+              _log(1, "turn/end", turn=1, reason={"kind": "error", "message": "boom"})]
+    again = _check("prompts", [_op("send", "A"), *failed, *_turn(2, 2, "A")])
+    assert again is not None and again.rules == ("ERR-11",) and "consumed by turn 1" in again.message, again
+    assert again.at == 4  # turn 2's turn/start
+    # sent again after the failed turn: it runs again, as it should
+    assert _check("prompts", [_op("send", "A"), *failed, _op("send", "A", status="running"), *_turn(2, 2, "A")]) is None
+
+
 def test_idle2_running_at_release_without_new_prompt() -> None:
     # A release seen only when its awaiting task resumed (not precise) is judged leniently.
     tl = [_op("send", "A"), _op("when_idle", waiter="w"), _status("running"), *_turn(0, 1, "A"), _status("idle"),
