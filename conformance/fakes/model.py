@@ -651,6 +651,7 @@ class FakeModel:
                 call=call,
                 messages=len(snapshot.get("messages", ())),
                 history=history_digest(snapshot.get("messages", ())),
+                **_request_extras(snapshot),
             )
         if self.on_request is not None:
             self.on_request()
@@ -792,6 +793,21 @@ async def _resolve_entry(entry: ScriptEntry, request: ModelRequest) -> Response:
             f"a scripted response must be a Response or a str, got {type(value).__name__}"
         )
     return value
+
+
+def _request_extras(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``model/request`` records of a request besides its messages, when present: the
+    system prompt and the names of the tools sent (SVC-5; the REQUEST oracle compares them with
+    the agent's own prompt and the tools the world registered)."""
+    out: dict[str, Any] = {}
+    system = snapshot.get("system")
+    if system:
+        out["system"] = system if isinstance(system, str) else repr(system)
+    tools = snapshot.get("tools")
+    if tools:
+        names = [t.get("name") if isinstance(t, Mapping) else repr(t) for t in tools] if isinstance(tools, list) else [repr(tools)]
+        out["tools"] = sorted(str(n) for n in names)
+    return out
 
 
 def _last_message(snapshot: Mapping[str, Any]) -> str:

@@ -54,10 +54,11 @@ def _caller(*prompts: str, agent: str | None = None, name: str = "caller", waite
 
 def _scenario(name: str, script: tuple[Response, ...], *, tools: tuple[ToolSpec, ...] = (),
               listeners: tuple[Listener, ...] = (), actors: tuple[Actor, ...] | None = None,
-              description: str = "") -> Scenario:
+              description: str = "", system_prompt: str | None = None) -> Scenario:
     return Scenario(
         name=f"hunt-{name}",
         description=description,
+        agents=(AgentSpec("a", system_prompt=system_prompt),),
         models=(ModelSpec("fake", script, OK),),
         tools=tools,
         listeners=(PERSIST, *listeners),
@@ -97,7 +98,9 @@ def workloads() -> tuple[Workload, ...]:
             {"type": "finish", "reason": {"kind": "stop"}})), tools=(TOOL,),
             description="a tool call, the answer reporting its usage twice")),
         Workload("two-step", _scenario("two-step", (call + second, respond.text("done")), tools=(TOOL,),
-                                       description="a two-step tool turn, two tool calls in its first step (the second's arguments not JSON)")),
+                                       system_prompt="Answer briefly.",
+                                       description="a two-step tool turn, two tool calls in its first step (the "
+                                                   "second's arguments not JSON), the agent with a system prompt")),
         Workload("failing-tool", _scenario("failing-tool", (call, respond.text("done")), tools=(FAILING_TOOL,),
                                            description="a tool that fails")),
         Workload("max-tokens", _scenario("max-tokens", (respond.text("a long answer that is cut").truncate(2),),

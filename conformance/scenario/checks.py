@@ -2084,6 +2084,37 @@ def _history_check(view: TraceView) -> Violation | None:
     return None
 
 
+_REWRITING = frozenset(("agent/request", "system-prompt"))
+"""Waterfalls whose plugins may change a request's system prompt or tools (the hunt's own window
+listener never rewrites)."""
+
+
+def _request_check(view: TraceView) -> Violation | None:
+    """SVC-5: every model request of an agent carries its system prompt (the world adds no
+    sections: the agent's own prompt, or none) and, as ``tools``, every tool the world registered:
+    a turn's later requests as much as its first. Not judged where a scenario's plugin listens to
+    a waterfall that may rewrite them."""
+    if any(e.get("on") in _REWRITING and e.get("name") != "window" for e in view.of_kind("listener")):
+        return None
+    models = _agent_models(view)
+    created = view.of_kind("agent/created")
+    for e in view.of_kind("model/request"):
+        agent = models.get(str(e.get("model")))
+        made = [c for c in created if c.get("agent") == agent and c["_i"] < e["_i"]]
+        if agent is None or not made:
+            continue
+        want, call = made[-1], e.get("call")
+        if (e.get("system") or None) != (want.get("system_prompt") or None):
+            return Violation(f"agent {agent}: model request #{call} carries system prompt {e.get('system')!r}, not "
+                             f"its own {want.get('system_prompt')!r} (SVC-5: the sections, then the agent's "
+                             "system_prompt, blank-line joined; no sections here)", e["_i"], ("SVC-5",))
+        if list(e.get("tools") or []) != list(want.get("tools") or []):
+            return Violation(f"agent {agent}: model request #{call} carries tools {list(e.get('tools') or [])}, not "
+                             f"the tools registered {list(want.get('tools') or [])} (SVC-5: the schemas of the "
+                             "registered tools are sent with the request)", e["_i"], ("SVC-5",))
+    return None
+
+
 def _problems_check(view: TraceView) -> Violation | None:
     for e in view.of_kind("problem"):
         rules = tuple(e.get("rules") or ())
@@ -2100,6 +2131,8 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("STATUS-1", _status_check, "legal status transitions only", ("STATUS-1",)),
     LoopCheck("LOOP-3", _turn_numbers_check, "turn numbers continue by one, a resumed log's too",
               ("LOOP-3", "SVC-3")),
+    LoopCheck("REQUEST", _request_check, "every request carries the agent's system prompt and the registered tools",
+              ("SVC-5",)),
     LoopCheck("prompts", _prompts_check, "no prompt runs twice; an uncancelled prompt or steer runs",
               ("MARKER-1", "LOOP-2", "LOOP-8", "ERR-1", "ERR-6", "ERR-11")),
     LoopCheck("IDLE-2", _idle_check, "when_idle() resolves only at quiescence", ("IDLE-2",)),

@@ -197,14 +197,21 @@ class World:
             handle = self.service.create(agent_id, _options(model, system_prompt, **options))
         except Exception as exc:
             raise ScenarioSetupError(f"{self.impl.name}: create({agent_id!r}) raised {_describe(exc)}") from exc
-        self._created(agent_id, handle, model)
+        self._created(agent_id, handle, model, system_prompt)
         return handle
 
-    def _created(self, agent_id: str, handle: AgentHandle, model: str, **fields: Any) -> None:
+    def _created(self, agent_id: str, handle: AgentHandle, model: str, system_prompt: str | None = None,
+                 **fields: Any) -> None:
         """Watch a new agent and record ``agent/created``: the window right after creation,
-        before the driver first runs (CANCEL-W0); listeners on it act inside this call."""
+        before the driver first runs (CANCEL-W0); listeners on it act inside this call. The entry
+        carries the agent's own system prompt and the tools registered, when there are (SVC-5:
+        what each of its requests must carry)."""
         self.adopt(agent_id, handle)
         self._models_of[agent_id] = model
+        if system_prompt is not None:
+            fields["system_prompt"] = system_prompt
+        if self.tools.tools:
+            fields["tools"] = sorted(self.tools.tools)
         simulator.observe("agent/created", agent=agent_id, model=model, **fields)
 
     def _persistence(self) -> object:
@@ -264,7 +271,7 @@ class World:
         for event in handle.session.events:
             simulator.observe("log", agent=agent_id, seq=event.get("seq"), type=event.get("type"),
                               data=ev.compact_data(event), loaded=True)
-        self._created(agent_id, handle, spec.model, resumed=session, session=handle.session.id)
+        self._created(agent_id, handle, spec.model, spec.system_prompt, resumed=session, session=handle.session.id)
         return handle
 
     def loading(self, session_id: str) -> str | None:

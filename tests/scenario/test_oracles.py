@@ -153,6 +153,24 @@ def test_a_prompt_consumed_by_a_failed_turn_start_does_not_run_again() -> None:
     assert _check("prompts", [_op("send", "A"), *failed, _op("send", "A", status="running"), *_turn(2, 2, "A")]) is None
 
 
+def test_every_request_carries_the_agents_system_prompt_and_the_registered_tools() -> None:
+    created = {"kind": "agent/created", "agent": "a", "model": "fake", "system_prompt": "Be brief.", "tools": ["lookup"]}
+
+    def request(call: int, **extra: Any) -> dict[str, Any]:
+        return {"kind": "model/request", "model": "fake", "call": call, "messages": 1, "history": "h", **extra}
+
+    good = request(1, system="Be brief.", tools=["lookup"])
+    assert _check("REQUEST", [created, good, request(2, system="Be brief.", tools=["lookup"])]) is None
+    found = _check("REQUEST", [created, good, request(2, system="Be brief.")])
+    assert found is not None and found.rules == ("SVC-5",) and found.at == 2 and "#2" in found.message
+    found = _check("REQUEST", [created, request(1, tools=["lookup"])])
+    assert found is not None and "system prompt None" in found.message
+    # not judged where a plugin listens to a waterfall that may rewrite the request
+    plugin = {"kind": "listener", "name": "rewriter", "on": "agent/request"}
+    assert _check("REQUEST", [created, plugin, request(1)]) is None
+    assert _check("REQUEST", [created, dict(plugin, name="window"), request(1)]) is not None
+
+
 def test_idle2_running_at_release_without_new_prompt() -> None:
     # A release seen only when its awaiting task resumed (not precise) is judged leniently.
     tl = [_op("send", "A"), _op("when_idle", waiter="w"), _status("running"), *_turn(0, 1, "A"), _status("idle"),
