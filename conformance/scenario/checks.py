@@ -84,6 +84,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from conformance.fakes.model import history_digest
@@ -2084,6 +2085,28 @@ def _history_check(view: TraceView) -> Violation | None:
     return None
 
 
+def _fifo_check(view: TraceView) -> Violation | None:
+    """INBOX-1 / LOOP-2: both queues are FIFOs: two prompts sent (or two steering messages given)
+    that one turn logs appear in the order they were given."""
+    for agent in view.agents:
+        given: dict[str, dict[str, int]] = {"user/message": {}, "steering/message": {}}
+        for e in view.ops(agent, "send", "steer"):
+            kind = "steering/message" if e.get("op") == "steer" and e.get("status") == "running" else "user/message"
+            if e.get("op") == "send" or kind == "steering/message":  # an idle steer is a send (STEER-1)
+                given[kind].setdefault(str(e.get("text")), e["_i"])
+        for turn in view.turns(agent):
+            for kind, order in given.items():
+                texts = [ev.texts(e["data"].get("content")) for e in turn["events"] if e["type"] == kind]
+                ranks = [order[t] for t in texts if t in order]
+                for earlier, later in pairwise(ranks):
+                    if later < earlier:
+                        what = "prompts" if kind == "user/message" else "steering messages"
+                        return Violation(f"agent {agent}: turn {turn['turn']} logs its {what} {texts} out of the order "
+                                         "they were given (INBOX-1: queued and steering are FIFOs; LOOP-2: one "
+                                         "user/message per send, in order)", turn["_i"], ("INBOX-1", "LOOP-2"))
+    return None
+
+
 _REWRITING = frozenset(("agent/request", "system-prompt"))
 """Waterfalls whose plugins may change a request's system prompt or tools (the hunt's own window
 listener never rewrites)."""
@@ -2131,6 +2154,8 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("STATUS-1", _status_check, "legal status transitions only", ("STATUS-1",)),
     LoopCheck("LOOP-3", _turn_numbers_check, "turn numbers continue by one, a resumed log's too",
               ("LOOP-3", "SVC-3")),
+    LoopCheck("FIFO", _fifo_check, "prompts and steering are logged in the order they were given",
+              ("INBOX-1", "LOOP-2")),
     LoopCheck("REQUEST", _request_check, "every request carries the agent's system prompt and the registered tools",
               ("SVC-5",)),
     LoopCheck("prompts", _prompts_check, "no prompt runs twice; an uncancelled prompt or steer runs",

@@ -171,6 +171,25 @@ def test_every_request_carries_the_agents_system_prompt_and_the_registered_tools
     assert _check("REQUEST", [created, dict(plugin, name="window"), request(1)]) is not None
 
 
+def test_prompts_and_steering_are_logged_in_the_order_given() -> None:
+    def turn(*kinds_texts: tuple[str, str]) -> list[dict[str, Any]]:
+        body = [_log(i + 1, kind, turn=1, content=[{"type": "text", "text": text}]) for i, (kind, text) in enumerate(kinds_texts)]
+        return [_log(0, "turn/start", turn=1, trigger={"kind": "message"}), *body,
+                _log(len(body) + 1, "turn/end", turn=1, reason={"kind": "completed"})]
+
+    given = [_op("send", "A"), _op("send", "B"), _op("steer", "S1", status="running"), _op("steer", "S2", status="running")]
+    fifo = turn(("user/message", "A"), ("user/message", "B"), ("steering/message", "S1"), ("steering/message", "S2"))
+    assert _check("FIFO", [*given, *fifo]) is None
+    lifo = turn(("user/message", "A"), ("user/message", "B"), ("steering/message", "S2"), ("steering/message", "S1"))
+    found = _check("FIFO", [*given, *lifo])
+    assert found is not None and found.rules == ("INBOX-1", "LOOP-2") and "['S2', 'S1']" in found.message
+    swapped = turn(("user/message", "B"), ("user/message", "A"))
+    assert _check("FIFO", [*given, *swapped]) is not None
+    # steering re-queued as a prompt (LOOP-8) is not a send: its place among the prompts is not judged
+    late = turn(("user/message", "S1"), ("user/message", "A"))
+    assert _check("FIFO", [*given, *late]) is None
+
+
 def test_idle2_running_at_release_without_new_prompt() -> None:
     # A release seen only when its awaiting task resumed (not precise) is judged leniently.
     tl = [_op("send", "A"), _op("when_idle", waiter="w"), _status("running"), *_turn(0, 1, "A"), _status("idle"),
