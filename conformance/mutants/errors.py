@@ -192,4 +192,62 @@ MUTANTS = [
         notes="Blind check of 2026-12-03 (fifth round): the suite killed it; the hunt missed it until "
               "ERR-9 compared agent/error's step with the error event's.",
     ),
+    Mutant(
+        "flush-failure-drops-queue",
+        "a failing session/flush listener clears the agent's queue: a prompt sent while the turn flushed "
+        "never runs",
+        ("ERR-6", "ERR-1"),
+        "7",
+        (
+            Patch(
+                "agent",
+                "        except Exception as exc:\n"
+                '            self._late_failure(turn, exc, "a session/flush listener")',
+                "        except Exception as exc:\n"
+                '            self._late_failure(turn, exc, "a session/flush listener")\n'
+                "            self._inbox.clear()",
+            ),
+        ),
+        notes="Blind check of 2026-12-03 (ninth round): the suite killed it; the hunt missed it until a "
+              "contained failure excused only the prompts its own turn drained (ERR-8, ERR-11).",
+    ),
+    Mutant(
+        "turn-start-throw-requeues",
+        "a turn whose turn/start listener threw queues its prompts again (a retry): a consumed prompt runs "
+        "in the next turn",
+        ("ERR-11",),
+        "7",
+        (
+            Patch(
+                "agent",
+                "            turn.opened = True\n"
+                "            raise\n"
+                "        turn.opened = True",
+                "            turn.opened = True\n"
+                "            for item in drained:\n"
+                "                self._inbox.enqueue(item)\n"
+                "            raise\n"
+                "        turn.opened = True",
+            ),
+        ),
+        notes="Blind check of 2026-12-03 (ninth round): the suite killed it; the hunt found it under "
+              "CANCEL-2 only (a cancel, then the throw) until the prompts oracle knew what a failed "
+              "turn/start consumed.",
+    ),
+    Mutant(
+        "queued-listener-debug",
+        "a throwing agent/queued listener that send() contains is logged at debug level, not as a warning",
+        ("ERR-12",),
+        "7",
+        (
+            Patch(
+                "agent",
+                '            self._warn(self._session.last_turn(), "an agent/queued listener failed", exc)',
+                '            logger.debug("agent/queued listener failed: %s", exc)',
+            ),
+        ),
+        notes="Blind check of 2026-12-03 (ninth round): both missed it until "
+              "test_a_contained_agent_queued_failure_is_warned and WARNED's clause for a throw that "
+              "did not reach the caller's send().",
+    ),
 ]

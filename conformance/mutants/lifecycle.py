@@ -266,4 +266,20 @@ MUTANTS = [
         notes="Blind check of 2026-12-03 (eighth round, written into the JavaScript loop): both "
               "passed it until test_a_disposed_turn_is_flushed and FLUSH's disposed-turn clause.",
     ),
+    Mutant(
+        "tools-first-step-only",
+        "the registered tools' schemas are sent with a turn's first request only: the request after a "
+        "tool step carries no tools",
+        ("SVC-5",),
+        "11",
+        (
+            Patch(
+                "agent",
+                '                "tools": self._service.tools.schemas(),',
+                '                "tools": self._service.tools.schemas() if step == 1 else [],',
+            ),
+        ),
+        notes="Blind check of 2026-12-03 (ninth round): both passed it until "
+              "test_every_request_of_a_turn_carries_the_system_prompt_and_tools and the REQUEST oracle.",
+    ),
 ]

@@ -431,4 +431,26 @@ MUTANTS = [
               "`test_steering_waiting_when_the_first_step_opens_joins_its_request` and STEP-ORDER's "
               "clause that steering waiting when a step opens is drained before its step/start.",
     ),
+    Mutant(
+        "steering-drained-lifo",
+        "steering is drained last-in first-out: two steering messages reach the log and the model in "
+        "reverse order",
+        ("INBOX-1", "STEER-2"),
+        "4",
+        (
+            Patch(
+                "agent",
+                "        drained = self._inbox.drain_steering()\n"
+                "        for item in drained:\n"
+                "            self._session.append(\n"
+                '                "steering/message",',
+                "        drained = self._inbox.drain_steering()[::-1]\n"
+                "        for item in drained:\n"
+                "            self._session.append(\n"
+                '                "steering/message",',
+            ),
+        ),
+        notes="Blind check of 2026-12-03 (ninth round): the suite killed it; the hunt missed it until "
+              "FIFO compared the order a turn logs its prompts and steering with the order given.",
+    ),
 ]

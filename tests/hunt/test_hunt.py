@@ -28,8 +28,11 @@ TINY = search.Config(workloads=("reply",), depth=1, nth=1, verbs=("send", "cance
 
 
 def _tiny(workload: str, verb: str) -> search.Config:
-    """A hunt of one verb at depth 1 over ``workload`` (comma-separated names), FIFO runs only."""
-    return search.Config(workloads=tuple(workload.split(",")), depth=1, nth=1, verbs=(verb,), dfs=0, random=0, pct=0)
+    """A hunt of one verb at depth 1 over ``workload`` (comma-separated names), FIFO runs only;
+    ``verb`` ``a;b`` is the sequences of those two verbs at depth 2."""
+    verbs = tuple(verb.split(";"))
+    return search.Config(workloads=tuple(workload.split(",")), depth=len(verbs), nth=1, verbs=verbs, dfs=0, random=0,
+                         pct=0)
 
 
 @functools.cache
@@ -230,6 +233,13 @@ def test_a_trace_signature_ignores_times_and_the_windows_own_calls_only() -> Non
     # the seventh (races): steering waiting when the first step opens
     ("first-step-skips-steering", "reply", "steer", "STEP-ORDER", "LOOP-5"),
     ("disposed-turn-not-flushed", "reply", "dispose", "FLUSH", "DISP-1"),
+    # the ninth: a prompt queued during a flush that fails, a consumed prompt, a contained throw in
+    # send(), the order of steering, the tools of a turn's second request
+    ("flush-failure-drops-queue", "reply", "send;raise", "prompts", "ERR-6"),
+    ("turn-start-throw-requeues", "reply", "raise", "prompts", "ERR-11"),
+    ("queued-listener-debug", "reply", "raise", "WARNED", "ERR-12"),
+    ("steering-drained-lifo", "steer", "steer", "FIFO", "INBOX-1"),
+    ("tools-first-step-only", "tool", "send", "REQUEST", "SVC-5"),
 ])
 def test_the_hunt_reaches_what_its_later_workloads_and_verbs_are_for(
         mutant: str, workload: str, verb: str, check: str, rule: str) -> None:
