@@ -54,13 +54,15 @@ def _caller(*prompts: str, agent: str | None = None, name: str = "caller", waite
 
 def _scenario(name: str, script: tuple[Response, ...], *, tools: tuple[ToolSpec, ...] = (),
               listeners: tuple[Listener, ...] = (), actors: tuple[Actor, ...] | None = None,
-              description: str = "", system_prompt: str | None = None) -> Scenario:
+              description: str = "", system_prompt: str | None = None,
+              sections: tuple[tuple[str, str], ...] = ()) -> Scenario:
     return Scenario(
         name=f"hunt-{name}",
         description=description,
         agents=(AgentSpec("a", system_prompt=system_prompt),),
         models=(ModelSpec("fake", script, OK),),
         tools=tools,
+        sections=sections,
         listeners=(PERSIST, *listeners),
         actors=actors if actors is not None else (_caller("A"),),
         limits=LIMITS,
@@ -99,8 +101,10 @@ def workloads() -> tuple[Workload, ...]:
             description="a tool call, the answer reporting its usage twice")),
         Workload("two-step", _scenario("two-step", (call + second, respond.text("done")), tools=(TOOL,),
                                        system_prompt="Answer briefly.",
+                                       sections=(("tools", "Look things up."), ("style", "Be kind.")),
                                        description="a two-step tool turn, two tool calls in its first step (the "
-                                                   "second's arguments not JSON), the agent with a system prompt")),
+                                                   "second's arguments not JSON), the agent with a system prompt "
+                                                   "after two sections")),
         Workload("failing-tool", _scenario("failing-tool", (call, respond.text("done")), tools=(FAILING_TOOL,),
                                            description="a tool that fails")),
         Workload("max-tokens", _scenario("max-tokens", (respond.text("a long answer that is cut").truncate(2),),

@@ -2113,10 +2113,10 @@ listener never rewrites)."""
 
 
 def _request_check(view: TraceView) -> Violation | None:
-    """SVC-5: every model request of an agent carries its system prompt (the world adds no
-    sections: the agent's own prompt, or none) and, as ``tools``, every tool the world registered:
-    a turn's later requests as much as its first. Not judged where a scenario's plugin listens to
-    a waterfall that may rewrite them."""
+    """SVC-5: every model request of an agent carries its system prompt (the sections the world
+    added, then the agent's own prompt, blank-line joined; none when both are empty) and, as
+    ``tools``, every tool the world registered: a turn's later requests as much as its first. Not
+    judged where a scenario's plugin listens to a waterfall that may rewrite them."""
     if any(e.get("on") in _REWRITING and e.get("name") != "window" for e in view.of_kind("listener")):
         return None
     models = _agent_models(view)
@@ -2127,10 +2127,11 @@ def _request_check(view: TraceView) -> Violation | None:
         if agent is None or not made:
             continue
         want, call = made[-1], e.get("call")
-        if (e.get("system") or None) != (want.get("system_prompt") or None):
+        system = "\n\n".join(p for p in (*(want.get("sections") or ()), want.get("system_prompt")) if p) or None
+        if (e.get("system") or None) != system:
             return Violation(f"agent {agent}: model request #{call} carries system prompt {e.get('system')!r}, not "
-                             f"its own {want.get('system_prompt')!r} (SVC-5: the sections, then the agent's "
-                             "system_prompt, blank-line joined; no sections here)", e["_i"], ("SVC-5",))
+                             f"{system!r} (SVC-5: the sections, then the agent's system_prompt, blank-line joined)",
+                             e["_i"], ("SVC-5",))
         if list(e.get("tools") or []) != list(want.get("tools") or []):
             return Violation(f"agent {agent}: model request #{call} carries tools {list(e.get('tools') or [])}, not "
                              f"the tools registered {list(want.get('tools') or [])} (SVC-5: the schemas of the "

@@ -200,6 +200,9 @@ class Scenario:
     agents: tuple[AgentSpec, ...] = (AgentSpec("a"),)
     models: tuple[ModelSpec, ...] = (ModelSpec(),)
     tools: tuple[ToolSpec, ...] = ()
+    sections: tuple[tuple[str, str], ...] = ()
+    """System-prompt sections ``(name, text)`` the world adds to the service before the agents
+    (SVC-5: every request's system prompt is the sections, then the agent's own, blank-line joined)."""
     listeners: tuple[Listener, ...] = ()
     actors: tuple[Actor, ...] = ()
     checks: tuple[CheckSpec | LoopCheck, ...] = ()

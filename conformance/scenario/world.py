@@ -105,6 +105,7 @@ class World:
             raise ScenarioSetupError(f"{impl.name}: create_service() raised {_describe(exc)}") from exc
         self.models: dict[str, FakeModel | CassetteModel] = {}
         self.tools = ToolBox()
+        self._sections: list[str] = []  # the texts of the system-prompt sections added (SVC-5)
         self.gates: dict[str, Gate] = {}
         self.agents: dict[str, AgentHandle] = {}
         self.waiters: dict[str, Waiter] = {}
@@ -183,6 +184,15 @@ class World:
         self.service.register_tool(tool)
         return tool
 
+    def section(self, name: str, text: str) -> None:
+        """Add a system-prompt section to the service (SVC-5); agents created after it record it."""
+        try:
+            self.service.add_system_prompt_section(name, text)
+        except Exception as exc:
+            raise ScenarioSetupError(f"{self.impl.name}: add_system_prompt_section({name!r}) raised "
+                                     f"{_describe(exc)}") from exc
+        self._sections.append(text)
+
     def gate(self, name: str) -> Gate:
         """The gate called ``name`` (created on first use)."""
         if name not in self.gates:
@@ -204,12 +214,14 @@ class World:
                  **fields: Any) -> None:
         """Watch a new agent and record ``agent/created``: the window right after creation,
         before the driver first runs (CANCEL-W0); listeners on it act inside this call. The entry
-        carries the agent's own system prompt and the tools registered, when there are (SVC-5:
-        what each of its requests must carry)."""
+        carries the agent's own system prompt, the sections and the tools registered, when there
+        are (SVC-5: what each of its requests must carry)."""
         self.adopt(agent_id, handle)
         self._models_of[agent_id] = model
         if system_prompt is not None:
             fields["system_prompt"] = system_prompt
+        if self._sections:
+            fields["sections"] = list(self._sections)
         if self.tools.tools:
             fields["tools"] = sorted(self.tools.tools)
         simulator.observe("agent/created", agent=agent_id, model=model, **fields)
@@ -831,6 +843,8 @@ class World:
             self.model(spec.script, name=spec.name, default=spec.default)
         for tool in sc.tools:
             self.add_tool(build_tool(tool))
+        for section, text in sc.sections:
+            self.section(section, text)
         for i, listener in enumerate(sc.listeners):
             self.install(listener, i)
         for event in self._tails:

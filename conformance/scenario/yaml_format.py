@@ -11,6 +11,7 @@ field), and written back from it. The full schema is in docs/scenarios.md; in sh
       - {text: "cut", finish: {kind: error, message: overloaded, code: E}}
     tools:
       search: {results: ["3 cats", {fails: "rate limited", code: RATE}], latency: 1}
+    sections: {rules: "Answer briefly."} # system-prompt sections, in order (SVC-5)
     listeners:
       - on: agent/status                # a notification, a waterfall, session/event or session/flush
         where: {status: running}        # filter on the event's fields
@@ -64,7 +65,7 @@ from .model import (
 )
 from .yaml_reader import Node, mixed_up, parse
 
-TOP = ("name", "description", "limits", "agents", "model", "models", "tools", "listeners",
+TOP = ("name", "description", "limits", "agents", "model", "models", "tools", "sections", "listeners",
        "actors", "checks")
 RESPONSE_KINDS = ("text", "reasoning", "tool_call", "blocks", "chunks", "error", "raises", "hang", "empty", "aborted")
 RESPONSE_MODIFIERS = ("deltas", "code", "usage", "finish", "truncate", "delay", "between",
@@ -171,6 +172,7 @@ def read_scenario(root: Node) -> Scenario:
         if agent.model not in {m.name for m in models}:
             raise node.error(f"agent {agent.id!r} uses model {agent.model!r}, which the scenario does not define")
     tools = tuple(_tool(n, node) for n, node in (fields["tools"].entries() if "tools" in fields else []))
+    sections = tuple((n, node.string()) for n, node in (fields["sections"].entries() if "sections" in fields else []))
     listener_nodes = fields["listeners"].items() if "listeners" in fields else []
     listeners = tuple(_listener(node, agent_ids) for node in listener_nodes)
     actor_nodes = fields["actors"].items() if "actors" in fields else []
@@ -179,7 +181,7 @@ def read_scenario(root: Node) -> Scenario:
     waiters = _check_waiters(listeners, listener_nodes, actors, actor_nodes)
     checks = tuple(_check(node, agent_ids, waiters) for node in fields["checks"].items()) if "checks" in fields else ()
     return Scenario(name=name, description=description, agents=agents, models=tuple(models), tools=tools,
-                    listeners=listeners, actors=actors, checks=checks, limits=limits)
+                    sections=sections, listeners=listeners, actors=actors, checks=checks, limits=limits)
 
 
 def _agents(node: Node | None) -> tuple[tuple[AgentSpec, ...], list[Node]]:
@@ -659,6 +661,8 @@ def to_document(scenario: Scenario) -> dict[str, Any]:
         doc["models"] = {m.name: _model_out(m) for m in scenario.models}
     if scenario.tools:
         doc["tools"] = {t.name: _tool_out(t) for t in scenario.tools}
+    if scenario.sections:
+        doc["sections"] = dict(scenario.sections)
     if scenario.listeners:
         doc["listeners"] = [_listener_out(lst) for lst in scenario.listeners]
     if scenario.actors:

@@ -258,7 +258,8 @@ def parse(text: str, origin: str, *, line_offset: int = 0) -> Node:
     return Node(node, "", origin, line_offset)
 
 
-SCENARIO_KEYS = frozenset({"model", "models", "agents", "tools", "listeners", "actors", "checks", "limits"})
+SCENARIO_KEYS = frozenset({"model", "models", "agents", "tools", "sections", "listeners", "actors", "checks",
+                           "limits"})
 """Top-level keys only a scenario has."""
 
 

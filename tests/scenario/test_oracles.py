@@ -165,6 +165,10 @@ def test_every_request_carries_the_agents_system_prompt_and_the_registered_tools
     assert found is not None and found.rules == ("SVC-5",) and found.at == 2 and "#2" in found.message
     found = _check("REQUEST", [created, request(1, tools=["lookup"])])
     assert found is not None and "system prompt None" in found.message
+    sections = dict(created, sections=["One.", "Two."])
+    assert _check("REQUEST", [sections, request(1, system="One.\n\nTwo.\n\nBe brief.", tools=["lookup"])]) is None
+    found = _check("REQUEST", [sections, request(1, system="Be brief.\n\nOne.\n\nTwo.", tools=["lookup"])])
+    assert found is not None and "'One.\\n\\nTwo.\\n\\nBe brief.'" in found.message, found
     # not judged where a plugin listens to a waterfall that may rewrite the request
     plugin = {"kind": "listener", "name": "rewriter", "on": "agent/request"}
     assert _check("REQUEST", [created, plugin, request(1)]) is None

@@ -243,3 +243,30 @@ def test_a_send_may_name_its_source_and_the_turn_is_triggered_by_the_first() -> 
     assert start["data"]["trigger"] == {"kind": "message", "source": {"kind": "plugin", "plugin": "p"}}
     sends = [e for e in timeline if e["kind"] == "op" and e["op"] == "send"]
     assert sends[0]["source"] == {"kind": "plugin", "plugin": "p"} and "source" not in sends[1]
+
+
+SECTIONS = """\
+name: sections
+sections: {tools: "Look things up.", style: "Be kind."}
+agents: [{id: a, system_prompt: "Answer briefly."}]
+model: ["hi"]
+actors:
+  - at: 0
+    do: [{send: A}]
+"""
+
+
+def test_system_prompt_sections_reach_every_request_before_the_agents_own_prompt() -> None:
+    # SVC-5: the world adds the sections, in order, before the agents; a request's system prompt
+    # is the sections, then the agent's own prompt, blank-line joined (the REQUEST oracle checks it).
+    from conformance.scenario.yaml_format import dump
+
+    sc = load_text(SECTIONS)
+    assert sc.sections == (("tools", "Look things up."), ("style", "Be kind.")) and load_text(dump(sc)) == sc
+    timeline = _run(SECTIONS)
+    (request,) = [e for e in timeline if e["kind"] == "model/request"]
+    assert request["system"] == "Look things up.\n\nBe kind.\n\nAnswer briefly."
+    created = next(e for e in timeline if e["kind"] == "agent/created")
+    assert created["sections"] == ["Look things up.", "Be kind."] and created["system_prompt"] == "Answer briefly."
+    with pytest.raises(ScenarioError, match=r"^<scenario>:2: sections: expected a mapping, got a list$"):
+        load_text(SECTIONS.replace('{tools: "Look things up.", style: "Be kind."}', "[one, two]"))
