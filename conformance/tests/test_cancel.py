@@ -549,8 +549,12 @@ def test_cancel_before_step(run: Run, schedule: str, boundary: str) -> None:
     run(scenario)
 
 
-@pytest.mark.rule("CANCEL-CONT")
-def test_cancel_at_continuation_gate(run: Run, schedule: str) -> None:
+@pytest.mark.rule("CANCEL-CONT", "CANCEL-1")
+@pytest.mark.parametrize("vote", ["continue", "stop"])
+def test_cancel_at_continuation_gate(run: Run, schedule: str, vote: str) -> None:
+    # The turn ends aborted whatever the waterfall voted: "even when it voted to continue"
+    # (CANCEL-CONT), and a fortiori when it voted to stop (CANCEL-1: a cancelled turn ends
+    # aborted{reason} in every window).
     async def scenario(k: Kit) -> None:
         k.tool("echo")
         a = await _parked(k)
@@ -558,7 +562,7 @@ def test_cancel_at_continuation_gate(run: Run, schedule: str) -> None:
         async def listener(agent: object, turn: int, decision: object, next: object) -> object:
             a.cancel("gate")
             await next()  # type: ignore[operator]
-            return True
+            return vote == "continue"
 
         k.on("agent/turn-continuation", listener)
         k.model.push(fakes.tool_calls(("c1", "echo", "{}")))
