@@ -386,4 +386,44 @@ MUTANTS = [
               "its actor windows cancelled and aborted with no reason (the defaults), its listener "
               "windows with one of their own.",
     ),
+    Mutant(
+        "cancel-cont-only-when-continuing",
+        "a cancel during the continuation waterfall is honoured only when the waterfall voted to "
+        "continue: a turn cancelled at a stop vote ends completed",
+        ("CANCEL-CONT", "CANCEL-1"),
+        "8",
+        (
+            Patch(
+                "agent",
+                '            # CANCEL-CONT: a cancel during the continuation waterfall wins over "continue".\n'
+                "            if self._marker is not None:",
+                '            # CANCEL-CONT: a cancel during the continuation waterfall wins over "continue".\n'
+                "            if decision and self._marker is not None:",
+            ),
+        ),
+        interleaving=True,
+        notes="Blind check of 2026-12-03 (tenth round): both passed it until "
+              "test_cancel_at_continuation_gate[stop] and CANCEL-1's clause that a turn cancelled "
+              "while open ends aborted (the hunt had found it only with a steer after the cancel).",
+    ),
+    Mutant(
+        "park-check-yields",
+        "the driver's park loop yields between its check and registering its wake-up: a prompt sent "
+        "in between is never noticed and the agent stays idle with work queued",
+        ("LOOP-1", "IDLE-2"),
+        "3",
+        (
+            Patch(
+                "inbox",
+                "        while not (self._queued or also()):\n"
+                "            waker = asyncio.get_running_loop().create_future()",
+                "        while not (self._queued or also()):\n"
+                "            await asyncio.sleep(0)\n"
+                "            waker = asyncio.get_running_loop().create_future()",
+            ),
+        ),
+        interleaving=True,
+        notes="Blind check of 2026-12-03 (tenth round): a lost wake-up; the suite and the hunt "
+              "killed it at once.",
+    ),
 ]

@@ -1344,7 +1344,7 @@ def _agent_models(view: TraceView) -> dict[str, str]:
 
 def _cancel_step_check(view: TraceView) -> Violation | None:
     """CANCEL-1/CANCEL-STEP/CANCEL-CONT: after a ``cancel()`` while a turn is open, that turn makes
-    no further model call (its marker stops the next step and the continuation)."""
+    no further model call (its marker stops the next step and the continuation) and ends aborted."""
     for agent in view.agents:
         # CANCEL-CONT: a cancel inside the continuation waterfall opens no further step (not even
         # an empty one: the gate decides before the next step's own marker check would drop it).
@@ -1357,6 +1357,15 @@ def _cancel_step_check(view: TraceView) -> Violation | None:
                 return Violation(f"agent {agent}: step {opened[0]['data'].get('step')} of turn {turn['turn']} opened after a "
                                  "cancel() during the continuation waterfall (no further step runs)", opened[0]["_i"],
                                  ("CANCEL-CONT",))
+        # CANCEL-1: a turn cancelled while open ends aborted (in every window), unless it failed
+        # or was disposed first or after (their own reasons; MAXTOK-3 for max-tokens).
+        for c in view.ops(agent, "cancel"):
+            turn = _turn_around(view, agent, c["_i"]) if c.get("status") == "running" else None
+            if turn is not None and turn["ended"] and turn["reason"] in _NORMAL and turn["trigger"] == "message":
+                return Violation(f"agent {agent}: turn {turn['turn']} was cancelled while open but ended "
+                                 f"{turn['reason']} (CANCEL-1: a cancelled turn ends aborted{{reason}} in every window; "
+                                 "CANCEL-CONT: at the continuation gate whatever it voted)", turn["end_i"],
+                                 ("CANCEL-1", "CANCEL-CONT"))
     models = _agent_models(view)
     if not models:
         return None
@@ -2190,7 +2199,7 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("CLOSED", _closed_check,
               "what was notified was logged; a closed service's agents are disposed and unregistered",
               ("LOG-2", "SVC-6", "SVC-7", "IDLE-4")),
-    LoopCheck("CANCEL-1", _cancel_step_check, "a cancelled turn calls the model no more",
+    LoopCheck("CANCEL-1", _cancel_step_check, "a cancelled turn calls the model no more and ends aborted",
               ("CANCEL-1", "CANCEL-CONT", "CANCEL-STEP")),
     LoopCheck("NOTIFIED", _notified_check, "every boundary logged is notified after it",
               ("LOOP-4", "LOOP-5", "CANCEL-STEP", "DISP-1")),

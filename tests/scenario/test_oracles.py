@@ -194,6 +194,19 @@ def test_prompts_and_steering_are_logged_in_the_order_given() -> None:
     assert _check("FIFO", [*given, *late]) is None
 
 
+def test_a_turn_cancelled_while_open_ends_aborted() -> None:
+    start, message, _end = _turn(0, 1, "A")
+    cancel = _op("cancel", status="running", by="window", on="agent/turn-continuation")
+    completed = _check("CANCEL-1", [_op("send", "A"), start, message, cancel,
+                                    _log(2, "turn/end", turn=1, reason={"kind": "completed"})])
+    assert completed is not None and completed.rules == ("CANCEL-1", "CANCEL-CONT") and completed.at == 4, completed
+    aborted = _log(2, "turn/end", turn=1, reason={"kind": "aborted", "reason": "cancelled"})
+    assert _check("CANCEL-1", [_op("send", "A"), start, message, cancel, aborted]) is None
+    # a cancel once turn/end is logged (during the flush, say) governs no open turn
+    done = _log(2, "turn/end", turn=1, reason={"kind": "completed"})
+    assert _check("CANCEL-1", [_op("send", "A"), start, message, done, cancel]) is None
+
+
 def test_idle2_running_at_release_without_new_prompt() -> None:
     # A release seen only when its awaiting task resumed (not precise) is judged leniently.
     tl = [_op("send", "A"), _op("when_idle", waiter="w"), _status("running"), *_turn(0, 1, "A"), _status("idle"),
