@@ -389,19 +389,26 @@ class TraceView:
 
     def excused(self, agent: str, after: int, before: int | None = None, *, close: bool = True) -> bool:
         """Whether a cancel, a disposal or a contained failure between ``after`` and ``before``
-        may have dropped a queued prompt (``close``: see ``stops``): a failure only of a turn
-        that opened after ``after`` (or never opened)."""
+        may have dropped a queued prompt (``close``: see ``stops``): a failure only where no turn
+        was open (ERR-8) or of a turn that opened after ``after`` and logged no prompt (ERR-11)."""
         stop = before if before is not None else len(self.timeline)
         if any(after < i < stop for i in self.stops(agent, close=close)):
             return True
         failures = [e for e in self._by_kind_agent.get(("agent/error", agent), ()) if after < e["_i"] < stop]
         if not failures:
             return False
-        # A failure drops at most what its own turn drained before opening (ERR-8: turn/start
-        # rejected; ERR-11: its listener threw): work queued once that turn had opened stays
-        # queued (ERR-1, ERR-6; LOOP-8 for steering).
-        opened = {t["turn"]: t["_i"] for t in self.turns(agent)}
-        return any(opened.get(e.get("turn"), after + 1) > after for e in failures)
+        # A failure drops only what a turn drained and never logged: a turn/start rejected (ERR-8:
+        # announced with step 0, no turn open, whatever turn number it names) or a turn/start whose
+        # listener threw (ERR-11: a turn opened after ``after`` with no user/message). Work queued
+        # once a turn had logged its prompts stays queued (ERR-1, ERR-6; LOOP-8 for steering).
+        turns = {t["turn"]: t for t in self.turns(agent)}
+        for e in failures:
+            t = turns.get(e.get("turn"))
+            if t is None or (e.get("step") == 0 and _turn_around(self, agent, e["_i"]) is None):
+                return True
+            if t["_i"] > after and not t["prompts"] and t["trigger"] == "message":
+                return True
+        return False
 
     def first_run(self, agent: str, text: Any) -> int | None:
         """``_first_run_index(self.turns(agent), text)``, with every text's answer found in one
@@ -525,7 +532,7 @@ def _prompts_check(view: TraceView) -> Violation | None:
             if len(ran.get(text, [])) < len(needed):
                 last = needed[-1]
                 failed = [e for e in view.of_kind("agent/error", agent=agent) if e["_i"] > last["_i"]]
-                if failed:
+                if failed and not (last.get("op") == "steer" and last.get("status") == "running"):
                     return Violation(f"agent {agent}: {last.get('op')} {text!r} was never cancelled but never ran: it "
                                      f"was dropped after a contained failure of turn {failed[0].get('turn')} (ERR-1: a "
                                      "failure ends its own turn, never the loop; ERR-6: a failing flush stops nothing)",
@@ -554,7 +561,7 @@ def _consumed_ran_again(view: TraceView, agent: str) -> Violation | None:
                    and not view.excused(agent, e["_i"], t["_i"])]
         for text in dict.fromkeys(str(e.get("text")) for e in pending):
             later = [u for u in turns[k + 1:] if text in u["prompts"]]
-            again = [e for e in view.sends(agent) if e["_i"] > t["_i"] and str(e.get("text")) == text]
+            again = [e for e in view.ops(agent, "send", "steer") if e["_i"] > t["_i"] and str(e.get("text")) == text]
             if len(later) > len(again):
                 return Violation(f"agent {agent}: prompt {text!r} was consumed by turn {t['turn']} (its turn/start "
                                  f"failed: no user/message) yet ran again in turn {later[0]['turn']} (ERR-11: "
@@ -1362,10 +1369,11 @@ def _cancel_step_check(view: TraceView) -> Violation | None:
         for c in view.ops(agent, "cancel"):
             turn = _turn_around(view, agent, c["_i"]) if c.get("status") == "running" else None
             if turn is not None and turn["ended"] and turn["reason"] in _NORMAL and turn["trigger"] == "message":
+                gate = c.get("on") == "agent/turn-continuation"
                 return Violation(f"agent {agent}: turn {turn['turn']} was cancelled while open but ended "
-                                 f"{turn['reason']} (CANCEL-1: a cancelled turn ends aborted{{reason}} in every window; "
-                                 "CANCEL-CONT: at the continuation gate whatever it voted)", turn["end_i"],
-                                 ("CANCEL-1", "CANCEL-CONT"))
+                                 f"{turn['reason']} (CANCEL-1: a cancelled turn ends aborted{{reason}} in every window"
+                                 + ("; CANCEL-CONT: at the continuation gate whatever it voted)" if gate else ")"),
+                                 turn["end_i"], ("CANCEL-1", "CANCEL-CONT") if gate else ("CANCEL-1",))
     models = _agent_models(view)
     if not models:
         return None
@@ -1737,12 +1745,14 @@ the caller: contained (and then warned about) only when the call did not raise."
 
 
 def _propagated(view: TraceView, at: int) -> bool:
-    """Whether the throw at ``at`` reached the call it fired in: the next op entry after it is
-    that call's ``op/error`` (the listener's own ``op`` entries are the window's)."""
+    """Whether the throw at ``at`` reached the call it fired in: the next op entry after it,
+    past those of the window and of other listeners of the same notification (0b lets them run
+    after a throw), is that call's ``op/error``."""
+    on = view.timeline[at].get("on")
     for e in view.timeline[at + 1:]:
         if e.get("kind") == "op/error":
             return True
-        if e.get("kind") == "op" and e.get("by") != "window":
+        if e.get("kind") == "op" and e.get("by") != "window" and e.get("on") != on:
             return False
     return False
 
@@ -2095,18 +2105,27 @@ def _history_check(view: TraceView) -> Violation | None:
 
 
 def _fifo_check(view: TraceView) -> Violation | None:
-    """INBOX-1 / LOOP-2: both queues are FIFOs: two prompts sent (or two steering messages given)
-    that one turn logs appear in the order they were given."""
+    """INBOX-1 / LOOP-2: both queues are FIFOs: the prompts (sends, and steers while not running,
+    STEER-1) and the steering messages one turn logs appear in the order they were given. Each
+    logged text is matched with the earliest call that gave it and is not used yet (nor dropped
+    by a cancel before the turn); steering re-queued as a prompt (LOOP-8) matches no send."""
     for agent in view.agents:
-        given: dict[str, dict[str, int]] = {"user/message": {}, "steering/message": {}}
-        for e in view.ops(agent, "send", "steer"):
-            kind = "steering/message" if e.get("op") == "steer" and e.get("status") == "running" else "user/message"
-            if e.get("op") == "send" or kind == "steering/message":  # an idle steer is a send (STEER-1)
-                given[kind].setdefault(str(e.get("text")), e["_i"])
+        pools = {"user/message": view.sends(agent), "steering/message": view.steers(agent)}
+        used: set[int] = set()
         for turn in view.turns(agent):
-            for kind, order in given.items():
-                texts = [ev.texts(e["data"].get("content")) for e in turn["events"] if e["type"] == kind]
-                ranks = [order[t] for t in texts if t in order]
+            for kind, given in pools.items():
+                texts: list[Any] = []
+                ranks: list[int] = []
+                for e in turn["events"]:
+                    if e["type"] != kind:
+                        continue
+                    text = ev.texts(e["data"].get("content"))
+                    texts.append(text)
+                    op = next((o for o in given if o["_i"] not in used and o["_i"] < e["_i"]
+                               and str(o.get("text")) == text and not view.excused(agent, o["_i"], turn["_i"])), None)
+                    if op is not None:
+                        used.add(op["_i"])
+                        ranks.append(op["_i"])
                 for earlier, later in pairwise(ranks):
                     if later < earlier:
                         what = "prompts" if kind == "user/message" else "steering messages"
@@ -2166,8 +2185,6 @@ ORACLES: tuple[LoopCheck, ...] = (
               ("LOOP-3", "SVC-3")),
     LoopCheck("FIFO", _fifo_check, "prompts and steering are logged in the order they were given",
               ("INBOX-1", "LOOP-2")),
-    LoopCheck("REQUEST", _request_check, "every request carries the agent's system prompt and the registered tools",
-              ("SVC-5",)),
     LoopCheck("prompts", _prompts_check, "no prompt runs twice; an uncancelled prompt or steer runs",
               ("MARKER-1", "LOOP-2", "LOOP-8", "ERR-1", "ERR-6", "ERR-11")),
     LoopCheck("IDLE-2", _idle_check, "when_idle() resolves only at quiescence", ("IDLE-2",)),
@@ -2226,6 +2243,8 @@ PLAIN_ORACLES: tuple[LoopCheck, ...] = (
               ("LOG-7", "INJ-3", "STEER-2")),
     LoopCheck("CHUNKS", _chunks_check, "every chunk a model streamed is logged, and its usage",
               ("LOG-3", "LOOP-5", "ASM-4")),
+    LoopCheck("REQUEST", _request_check, "every request carries the agent's system prompt and the registered tools",
+              ("SVC-5",)),
     LoopCheck("ARGS", _tool_arguments_check, "a tool receives its raw arguments parsed as TOOL-2 says", ("TOOL-2",)),
     LoopCheck("DATA", _data_check, "every session event's data has the shape spec 0/0b gives it",
               ("LOOP-2", "LOOP-4", "LOOP-5", "LOOP-6", "STEER-2", "INJ-1", "TOOL-2", "TOOL-3", "ASM-4", "ERR-7")),

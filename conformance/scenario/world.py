@@ -115,10 +115,6 @@ class World:
         self._tasks: list[asyncio.Task[Any]] = []
         self._observers: list[tuple[str | None, Mapping[str, Any] | None, Observer]] = []
         self._elements: dict[str, int] = {}  # listener / actor name -> times it acted
-        # PY-2: notifications a scenario listener is on -> calls of the world's listener registered
-        # after every scenario listener (``_tail``); fewer than the notifications observed means an
-        # emit stopped at a listener that threw.
-        self._tails: dict[str, int] = {}
         self._optional: set[str] = set()
         self._flush_recorded = False  # a flush listener records every flush (FLUSH reads world/closed)
         self._settles = 0
@@ -742,8 +738,6 @@ class World:
 
             notified.__qualname__ = f"listener:{name}"
             self.listen(event, notified)
-            if self.scenario.observe and (event in ev.OBSERVED or event == "session/event"):
-                self._tails.setdefault(event, 0)
 
     def _spawn_task(self, coro: Any, name: str) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro, name=name)
@@ -847,8 +841,6 @@ class World:
             self.section(section, text)
         for i, listener in enumerate(sc.listeners):
             self.install(listener, i)
-        for event in self._tails:
-            self.listen(event, self._tail(event))
         for agent in sc.agents:
             if agent.resume is None:
                 self.agent(agent.id, model=agent.model, system_prompt=agent.system_prompt)
@@ -875,7 +867,6 @@ class World:
             await self.close()
         elif self._closing is not None and self.scenario.settle:
             await self._liveness()  # SVC-7: a close releases every pending waiter
-        self._check_tails()
         for name, count in self._elements.items():
             if not count:
                 simulator.observe("untriggered", name=name, optional=name in self._optional)
@@ -886,40 +877,6 @@ class World:
         for task in self._tasks:
             if not task.done():
                 task.cancel()
-
-    def _tail(self, event: str) -> Callable[..., None]:
-        """The world's last listener on ``event``, registered after the scenario's: it counts
-        the notifications that reached the end of the listener list (PY-2)."""
-        loop = self._loop
-        world = weakref.ref(self)
-
-        def tail(*_args: Any) -> None:
-            w = world()
-            if w is not None and simulator_current_loop() is loop:
-                w._tails[event] += 1
-
-        tail.__qualname__ = f"observe-tail:{event}"
-        return observer(tail)  # over the wire, an event of the batch, not a round trip
-
-    def _check_tails(self) -> None:
-        """PY-2: an emit runs every listener, in registration order, before it returns; a
-        listener that throws stops nothing. Each notification the world's first listener saw
-        must have reached its last one too."""
-        if not self._tails:
-            return
-        seen = dict.fromkeys(self._tails, 0)
-        for entry in simulator.current_timeline():
-            kind = entry.get("kind")
-            event = "session/event" if kind == "log" else kind
-            if event in seen and not entry.get("loaded"):
-                seen[event] += 1
-        for event, count in seen.items():
-            reached = self._tails[event]
-            if reached < count:
-                self.problem("PY-2", f"{count - reached} of {count} {event} notification(s) never reached a "
-                             "listener registered after the scenario's: an emit stopped at a listener that "
-                             "threw (PY-2: every listener runs, in order, before emit returns)",
-                             rules=("PY-2", "ERR-1"))
 
     async def _settle_all(self) -> None:
         for agent_id, h in list(self.agents.items()):

@@ -216,7 +216,6 @@ def test_a_trace_signature_ignores_times_and_the_windows_own_calls_only() -> Non
     # cannot even be set up on it (its persisted session's close hangs)
     ("dispose-no-wake", "reply,resume", "send", "problems", "SVC-7"),
     # the fourth and fifth blind rounds: each oracle clause they added
-    ("emit-stops-at-throw", "reply", "raise", "problems", "PY-2"),
     ("disposed-turn-end-silent", "reply", "close", "NOTIFIED", "DISP-1"),
     ("tools-reversed", "two-step", "send", "TOOLS", "TOOL-1"),
     ("tool-failure-not-flagged", "failing-tool", "send", "TOOLS", "TOOL-3"),

@@ -136,10 +136,16 @@ def test_a_failure_drops_only_what_its_own_turn_drained() -> None:
     # ERR-6 / ERR-1: a prompt sent during turn 1's flush, once turn 1 had opened, stays queued
     # whatever the failure of that flush: dropping it is named for the failure.
     start, message, end = _turn(0, 1, "A")
-    dropped = [_op("send", "A"), start, message, end, _op("send", "B", by="window", status="running"), error]
+    flush_failed = dict(error, step=1)  # turn 1's flush failed, after its step 1
+    dropped = [_op("send", "A"), start, message, end, _op("send", "B", by="window", status="running"), flush_failed]
     found = _check("prompts", dropped)
     assert found is not None and "'B'" in found.message and found.rules == ("ERR-1", "ERR-6"), found
     assert "contained failure of turn 1" in found.message and found.at == 4
+    # ERR-8: a turn/start rejected, announced with step 0 while no turn is open, may name the
+    # turn it would have opened or the last one: either way the prompts it drained are excused
+    rejected = [_op("send", "A"), start, message, end, _op("send", "B"), dict(error, turn=2), _op("send", "C")]
+    assert _check("prompts", [*rejected, *_turn(3, 3, "C")]) is None
+    assert _check("prompts", [*rejected[:5], error, rejected[6], *_turn(3, 3, "C")]) is None
 
 
 def test_a_prompt_consumed_by_a_failed_turn_start_does_not_run_again() -> None:
@@ -149,6 +155,10 @@ def test_a_prompt_consumed_by_a_failed_turn_start_does_not_run_again() -> None:
     again = _check("prompts", [_op("send", "A"), *failed, *_turn(2, 2, "A")])
     assert again is not None and again.rules == ("ERR-11",) and "consumed by turn 1" in again.message, again
     assert again.at == 4  # turn 2's turn/start
+    # steering given too late for turn 2 is re-queued as a prompt (LOOP-8): it runs again, rightly
+    late = [_op("send", "A"), *failed, _op("send", "B"), *_turn(3, 2, "B")[:2],
+            _op("steer", "A", status="running"), *_turn(3, 2, "B")[2:], *_turn(6, 3, "A")]
+    assert _check("prompts", late) is None
     # sent again after the failed turn: it runs again, as it should
     assert _check("prompts", [_op("send", "A"), *failed, _op("send", "A", status="running"), *_turn(2, 2, "A")]) is None
 
@@ -160,19 +170,19 @@ def test_every_request_carries_the_agents_system_prompt_and_the_registered_tools
         return {"kind": "model/request", "model": "fake", "call": call, "messages": 1, "history": "h", **extra}
 
     good = request(1, system="Be brief.", tools=["lookup"])
-    assert _check("REQUEST", [created, good, request(2, system="Be brief.", tools=["lookup"])]) is None
-    found = _check("REQUEST", [created, good, request(2, system="Be brief.")])
+    assert _plain("REQUEST", [created, good, request(2, system="Be brief.", tools=["lookup"])]) is None
+    found = _plain("REQUEST", [created, good, request(2, system="Be brief.")])
     assert found is not None and found.rules == ("SVC-5",) and found.at == 2 and "#2" in found.message
-    found = _check("REQUEST", [created, request(1, tools=["lookup"])])
+    found = _plain("REQUEST", [created, request(1, tools=["lookup"])])
     assert found is not None and "system prompt None" in found.message
     sections = dict(created, sections=["One.", "Two."])
-    assert _check("REQUEST", [sections, request(1, system="One.\n\nTwo.\n\nBe brief.", tools=["lookup"])]) is None
-    found = _check("REQUEST", [sections, request(1, system="Be brief.\n\nOne.\n\nTwo.", tools=["lookup"])])
+    assert _plain("REQUEST", [sections, request(1, system="One.\n\nTwo.\n\nBe brief.", tools=["lookup"])]) is None
+    found = _plain("REQUEST", [sections, request(1, system="Be brief.\n\nOne.\n\nTwo.", tools=["lookup"])])
     assert found is not None and "'One.\\n\\nTwo.\\n\\nBe brief.'" in found.message, found
     # not judged where a plugin listens to a waterfall that may rewrite the request
     plugin = {"kind": "listener", "name": "rewriter", "on": "agent/request"}
-    assert _check("REQUEST", [created, plugin, request(1)]) is None
-    assert _check("REQUEST", [created, dict(plugin, name="window"), request(1)]) is not None
+    assert _plain("REQUEST", [created, plugin, request(1)]) is None
+    assert _plain("REQUEST", [created, dict(plugin, name="window"), request(1)]) is not None
 
 
 def test_prompts_and_steering_are_logged_in_the_order_given() -> None:
@@ -192,6 +202,9 @@ def test_prompts_and_steering_are_logged_in_the_order_given() -> None:
     # steering re-queued as a prompt (LOOP-8) is not a send: its place among the prompts is not judged
     late = turn(("user/message", "S1"), ("user/message", "A"))
     assert _check("FIFO", [*given, *late]) is None
+    # the same text sent twice is matched call by call: A, B, A in that order is FIFO
+    again = [_op("send", "A"), _op("send", "B"), _op("send", "A")]
+    assert _check("FIFO", [*again, *turn(("user/message", "A"), ("user/message", "B"), ("user/message", "A"))]) is None
 
 
 def test_a_turn_cancelled_while_open_ends_aborted() -> None:
@@ -789,6 +802,10 @@ def test_a_throw_in_the_callers_own_call_is_warned_about_only_when_contained() -
     assert found is not None and found.rules == ("ERR-12",) and found.at == 1 and "agent/queued" in found.message
     reached = {"kind": "op/error", "by": "caller", "op": "send", "agent": "a", "error": "RuntimeError: boom"}
     assert _check("WARNED", [send, raised, reached, _op("when_idle", waiter="done"), closed]) is None
+    # another listener of the same notification acting after the throw (0b lets it run) comes
+    # between the throw and the send's op/error: still not contained
+    other = _op("send", "X", by="logger", on="agent/queued")
+    assert _check("WARNED", [send, raised, other, reached, _op("when_idle", waiter="done"), closed]) is None
     warning = {"kind": "warning", "logger": "impl", "message": "agent a turn 0: an agent/queued listener failed"}
     assert _check("WARNED", [send, raised, warning, _op("when_idle", waiter="done"), dict(closed, warnings=1)]) is None
 
