@@ -390,23 +390,22 @@ class TraceView:
     def excused(self, agent: str, after: int, before: int | None = None, *, close: bool = True) -> bool:
         """Whether a cancel, a disposal or a contained failure between ``after`` and ``before``
         may have dropped a queued prompt (``close``: see ``stops``): a failure only where no turn
-        was open (ERR-8) or of a turn that opened after ``after`` and logged no prompt (ERR-11)."""
+        was open (ERR-8) or of a turn that opened after ``after``."""
         stop = before if before is not None else len(self.timeline)
         if any(after < i < stop for i in self.stops(agent, close=close)):
             return True
         failures = [e for e in self._by_kind_agent.get(("agent/error", agent), ()) if after < e["_i"] < stop]
         if not failures:
             return False
-        # A failure drops only what a turn drained and never logged: a turn/start rejected (ERR-8:
-        # announced with step 0, no turn open, whatever turn number it names) or a turn/start whose
-        # listener threw (ERR-11: a turn opened after ``after`` with no user/message). Work queued
-        # once a turn had logged its prompts stays queued (ERR-1, ERR-6; LOOP-8 for steering).
+        # A failure drops at most what its own turn drained when it opened: a turn/start rejected
+        # (ERR-8: announced with step 0 while no turn is open, whatever turn number it names), a
+        # turn/start whose listener threw (ERR-11), a prompt's user/message whose listener threw
+        # (the rest of the batch then unlogged). Work queued once that turn had opened, during
+        # its flush say, stays queued (ERR-1, ERR-6; LOOP-8 for steering).
         turns = {t["turn"]: t for t in self.turns(agent)}
         for e in failures:
             t = turns.get(e.get("turn"))
-            if t is None or (e.get("step") == 0 and _turn_around(self, agent, e["_i"]) is None):
-                return True
-            if t["_i"] > after and not t["prompts"] and t["trigger"] == "message":
+            if t is None or t["_i"] > after or (e.get("step") == 0 and _turn_around(self, agent, e["_i"]) is None):
                 return True
         return False
 
