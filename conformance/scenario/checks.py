@@ -402,7 +402,9 @@ class TraceView:
         # turn/start whose listener threw (ERR-11), a prompt's user/message whose listener threw
         # (the rest of the batch then unlogged). Work queued once that turn had opened, during
         # its flush say, stays queued (ERR-1, ERR-6; LOOP-8 for steering).
-        turns = {t["turn"]: t for t in self.turns(agent)}
+        turns: dict[Any, dict[str, Any]] | None = self._cache.get(("turn_numbers", agent))
+        if turns is None:  # asked once per prompt given: the map is built once per view
+            turns = self._cache[("turn_numbers", agent)] = {t["turn"]: t for t in self.turns(agent)}
         for e in failures:
             t = turns.get(e.get("turn"))
             if t is None or t["_i"] > after or (e.get("step") == 0 and _turn_around(self, agent, e["_i"]) is None):

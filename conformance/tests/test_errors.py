@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -657,6 +658,18 @@ class _Capture(logging.Handler):
         self.records.append(record)
 
 
+@contextlib.contextmanager
+def _captured(k: Kit) -> Iterator[_Capture]:
+    """The implementation's logger's warnings while the block runs."""
+    logger = logging.getLogger(k.impl.logger_name)
+    capture = _Capture()
+    logger.addHandler(capture)
+    try:
+        yield capture
+    finally:
+        logger.removeHandler(capture)
+
+
 def _warnings_naming(k: Kit, capture: _Capture, agent_id: str, turn: int | None) -> list[str]:
     """The captured warnings of the implementation's logger (or a child of it) that name the
     agent and the turn (its number as a word of its own: "turn 2", "turn=2", "#2"...; any
@@ -674,18 +687,13 @@ def _warnings_naming(k: Kit, capture: _Capture, agent_id: str, turn: int | None)
 
 async def _warned_turn_two(k: Kit, agent_id: str, arrange: Callable[[AgentHandle], None]) -> list[str]:
     """Run a clean turn 1, then ``arrange`` the failures and run turn 2, capturing warnings."""
-    logger = logging.getLogger(k.impl.logger_name)
-    capture = _Capture()
-    logger.addHandler(capture)
-    try:
+    with _captured(k) as capture:
         a = k.agent(agent_id)
         a.send("one")
         await k.idle(a)
         arrange(a)
         a.send("two")
         await k.idle(a)
-    finally:
-        logger.removeHandler(capture)
     return _warnings_naming(k, capture, agent_id, 2)
 
 
@@ -748,10 +756,7 @@ def test_a_contained_agent_queued_failure_is_warned(run: Run) -> None:
     # warned under the implementation's logger, naming the agent (and a turn: which one, with
     # none running, the spec leaves open).
     async def scenario(k: Kit) -> None:
-        logger = logging.getLogger(k.impl.logger_name)
-        capture = _Capture()
-        logger.addHandler(capture)
-        try:
+        with _captured(k) as capture:
             a = k.agent("queueing-agent")
             k.on("agent/queued", _throwing("agent/queued"), needs="a failure raised there")
             try:
@@ -759,8 +764,6 @@ def test_a_contained_agent_queued_failure_is_warned(run: Run) -> None:
             except Exception:
                 return  # not contained: nothing for ERR-12 to require
             await k.idle(a)
-        finally:
-            logger.removeHandler(capture)
         named = _warnings_naming(k, capture, "queueing-agent", None)
         assert named, ("the contained agent/queued failure was not warned naming the agent and a turn: "
                        f"{[r.getMessage() for r in capture.records]}")
@@ -807,15 +810,10 @@ def test_failure_before_turn_start_is_warned(run: Run) -> None:
     # A failure with no turn opened (ERR-8's example) is contained too: warned, naming the
     # agent and a turn number (which one, for a turn that never opened, the spec leaves open).
     async def scenario(k: Kit) -> None:
-        logger = logging.getLogger(k.impl.logger_name)
-        capture = _Capture()
-        logger.addHandler(capture)
-        try:
+        with _captured(k) as capture:
             a = k.agent("early-agent")
             _queue_unserialisable(k, a, "bad")
             await k.idle(a)
-        finally:
-            logger.removeHandler(capture)
         named = _warnings_naming(k, capture, "early-agent", None)
         assert named, f"the failure before turn/start was not warned naming the agent and a turn: {[r.getMessage() for r in capture.records]}"
 
@@ -922,18 +920,13 @@ def test_throwing_disposed_status_listener_warned_naming_the_turn(run: Run) -> N
             k.on("agent/turn-start", lambda _agent, turn: a.dispose() if turn == 2 else None)
             k.on("agent/status", lambda _agent, status: boom() if status == "disposed" else None)
 
-        logger = logging.getLogger(k.impl.logger_name)
-        capture = _Capture()
-        logger.addHandler(capture)
-        try:
+        with _captured(k) as capture:
             a = k.agent("disposed-agent")
             a.send("one")
             await k.idle(a)
             arrange(a)
             a.send("two")
             await k.idle(a)
-        finally:
-            logger.removeHandler(capture)
         assert a.status == "disposed"
         named = _warnings_naming(k, capture, "disposed-agent", 2)
         assert named, f"no warning named the agent and turn 2: {[r.getMessage() for r in capture.records]}"
