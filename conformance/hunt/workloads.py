@@ -143,8 +143,10 @@ def workloads() -> tuple[Workload, ...]:
             {"type": "block-end", "index": 0,
              "block": {"type": "text", "text": "FULL", "provider_data": {"signature": "s1"}}},  # kept (0b, LOG-7)
             {"type": "text-delta", "index": 0, "text": " late"},
+            {"type": "reasoning-delta", "index": 2, "text": "still"},  # no block-start, never closes: the
+            {"type": "reasoning-delta", "index": 2, "text": " going"},  # block its deltas build is kept (ASM-2)
             {"type": "finish", "reason": {"kind": "stop"}}),),
-            description="blocks closing out of order, one carrying provider_data")),
+            description="blocks closing out of order, one carrying provider_data, a reasoning block of deltas alone never closing")),
         Workload("inject", _scenario(
             "inject", (respond.text("one").timing(first=1.0), respond.text("two")),
             actors=(_caller("A"), Actor((Action("inject", text="C", wait=True),), name="injector", at=0.5),

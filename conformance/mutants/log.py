@@ -66,6 +66,20 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "asm-unclosed-delta-block-as-text",
+        "a block first seen through its deltas (no block-start) is built as text whatever its deltas "
+        "are, so a reasoning block that never closes is kept as text",
+        ("ASM-2",),
+        "1b",
+        (
+            Patch(
+                "assembler",
+                '            partial = self._open.setdefault(index, _Partial(kind.removesuffix("-delta")))',
+                '            partial = self._open.setdefault(index, _Partial("text"))',
+            ),
+        ),
+    ),
+    Mutant(
         "usage-chunk-unlogged",
         "usage chunks are folded into the assembler but not appended as assistant/chunk (nor emitted as "
         "agent/stream-chunk), since the step's usage gets its own usage event anyway",

@@ -121,6 +121,9 @@ def compact_log(event: Mapping[str, Any]) -> dict[str, Any]:
     return {"seq": event.get("seq"), "type": event.get("type"), "data": compact_data(event)}
 
 
+_TEXT_DELTAS = frozenset(("text-delta", "reasoning-delta"))
+
+
 def compact_data(event: Mapping[str, Any]) -> dict[str, Any]:
     """The ``data`` of a session event's ``log`` entry (see ``compact_log``): a JSON-safe copy."""
     data = event.get("data") or {}
@@ -139,6 +142,8 @@ def compact_data(event: Mapping[str, Any]) -> dict[str, Any]:
             compact["reason"] = {k: reason[k] for k in ("kind", "message", "code") if k in reason}
         elif chunk.get("type") == "block-end":
             compact["block"] = chunk.get("block")  # what the assembly oracle compares with
+        elif chunk.get("type") in _TEXT_DELTAS and isinstance(chunk.get("text"), str):
+            compact["text"] = chunk["text"]  # a block that never closes is its deltas (ASM-2)
         data["chunk"] = compact
     return jsonable(data)
 

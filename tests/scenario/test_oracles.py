@@ -1217,6 +1217,37 @@ def test_a_max_tokens_step_left_with_nothing_logs_no_message() -> None:
     assert found is not None and found.rules == ("MAXTOK-5",) and "empty" in found.message
 
 
+def test_a_block_that_never_closes_is_its_deltas() -> None:
+    # ASM-2 (a fresh bug of round 9 turned an unclosed reasoning block into text): a block with no
+    # block-end is kept as its deltas built it, its type from block-start or its first delta;
+    # ASM-1: deltas after a block's end change nothing.
+    chunks = [{"type": "block-start", "index": 0, "block_type": "text"},
+              {"type": "text-delta", "index": 0, "text": "a"},
+              {"type": "block-end", "index": 0, "block": {"type": "text", "text": "A"}},
+              {"type": "text-delta", "index": 0, "text": " late"},
+              {"type": "reasoning-delta", "index": 1, "text": "still"},
+              {"type": "reasoning-delta", "index": 1, "text": " going"},
+              {"type": "finish", "reason": {"kind": "stop"}}]
+
+    def step(*content: dict[str, Any]) -> list[dict[str, Any]]:
+        return [_op("send", "A"), *_turn(0, 1, "A")[:2], _log(2, "step/start", turn=1, step=1),
+                *(_log(3 + i, "assistant/chunk", turn=1, step=1, chunk=c) for i, c in enumerate(chunks)),
+                _log(10, "assistant/message", turn=1, step=1, content=list(content)),
+                _log(11, "step/end", turn=1, step=1), _log(12, "turn/end", turn=1, reason={"kind": "completed"})]
+
+    closed = {"type": "text", "text": "A"}
+    assert _plain_check("ASSEMBLY", step(closed, {"type": "reasoning", "text": "still going"})) is None
+    # a field of its own on the block built from deltas says nothing else: allowed
+    assert _plain_check("ASSEMBLY", step(closed, {"type": "reasoning", "text": "still going", "extra": 1})) is None
+    for wrong in ({"type": "text", "text": "still going"}, {"type": "reasoning", "text": "still"}):
+        found = _plain_check("ASSEMBLY", step(closed, wrong))
+        assert found is not None and "ASM-2" in found.rules and found.at is not None, wrong
+    found = _plain_check("ASSEMBLY", step(closed))  # the unclosed block dropped
+    assert found is not None and "ASM-2" in found.rules
+    found = _plain_check("ASSEMBLY", step({"type": "text", "text": "A late"}, {"type": "reasoning", "text": "still going"}))
+    assert found is not None and "ASM-1" in found.rules
+
+
 def test_a_turn_cut_short_by_dispose_is_flushed() -> None:
     # LOOP-4 / DISP-1: a disposed turn keeps the turn's shape, its flush included. That no flush
     # ran is known from the world's close, which says a recorder listened to every flush.
