@@ -403,12 +403,20 @@ class TraceView:
         # turn/start whose listener threw (ERR-11), a prompt's user/message whose listener threw
         # (the rest of the batch then unlogged). Work queued once that turn had opened, during
         # its flush say, stays queued (ERR-1, ERR-6; LOOP-8 for steering).
+        # That turn is the first turn a message opened after ``after`` (LOOP-2: a turn drains all
+        # that is queued; an idle inject's one-shot turn drains nothing): a later failing turn
+        # excuses nothing, and a failure with no turn open only what no turn opened to drain.
         turns: dict[Any, dict[str, Any]] | None = self._cache.get(("turn_numbers", agent))
         if turns is None:  # asked once per prompt given: the map is built once per view
             turns = self._cache[("turn_numbers", agent)] = {t["turn"]: t for t in self.turns(agent)}
+        first = next((t for t in self.turns(agent) if t["_i"] > after and t["trigger"] != "injection"), None)
         for e in failures:
             t = turns.get(e.get("turn"))
-            if t is None or t["_i"] > after or (e.get("step") == 0 and _turn_around(self, agent, e["_i"]) is None):
+            if t is not None and t is first:
+                return True
+            no_turn = t is None or t["_i"] > e["_i"] or (
+                e.get("step") == 0 and _turn_around(self, agent, e["_i"]) is None)
+            if no_turn and (first is None or first["_i"] > e["_i"]):
                 return True
         return False
 

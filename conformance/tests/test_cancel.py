@@ -331,15 +331,24 @@ def test_requeued_late_steering_not_cancelled(run: Run, schedule: str) -> None:
     run(scenario)
 
 
+EMPTY_REASON = pytest.param("", id="empty-reason")
+"""An empty reason is a reason (CANCEL-1): a marker tested for truthiness loses such a cancel."""
+
+
+def _cancel(a: AgentHandle, reason: str | None) -> None:
+    a.cancel() if reason is None else a.cancel(reason)
+
+
 @pytest.mark.rule("CANCEL-W1")
-def test_window1_replacement_runs_before_waiter(run: Run, schedule: str) -> None:
+@pytest.mark.parametrize("reason", [None, EMPTY_REASON])
+def test_window1_replacement_runs_before_waiter(run: Run, schedule: str, reason: str | None) -> None:
     async def scenario(k: Kit) -> None:
         k.record("agent/status")
         a = await _parked(k)
         k.model.push(fakes.text("B").timing(first=1.0))
         a.send("A")
         watch = Watch(k, a)
-        a.cancel()
+        _cancel(a, reason)
         a.send("B")
         await watch.wait()
         # What the waiter saw at its release first: an early release is the bug this names.
@@ -353,13 +362,14 @@ def test_window1_replacement_runs_before_waiter(run: Run, schedule: str) -> None
 
 
 @pytest.mark.rule("CANCEL-W1")
-def test_window1_drop_releases_waiters(run: Run, schedule: str) -> None:
+@pytest.mark.parametrize("reason", ["nope", EMPTY_REASON])
+def test_window1_drop_releases_waiters(run: Run, schedule: str, reason: str) -> None:
     async def scenario(k: Kit) -> None:
         k.record("agent/status")
         a = await _parked(k)
         a.send("A")
         watch = Watch(k, a)
-        a.cancel("nope")
+        a.cancel(reason)
         await watch.wait()
         await k.settle()
         assert k.events(a) == [] and k.statuses() == []
@@ -426,11 +436,12 @@ def _on_first_running(action: Callable[[], object]) -> Callable[..., None]:
 
 
 @pytest.mark.rule("CANCEL-W2")
-def test_window2_cancel_settles_idle(run: Run, schedule: str) -> None:
+@pytest.mark.parametrize("reason", ["w2", EMPTY_REASON])
+def test_window2_cancel_settles_idle(run: Run, schedule: str, reason: str) -> None:
     async def scenario(k: Kit) -> None:
         k.record("agent/status")
         a = await _parked(k)
-        k.on("agent/status", _on_first_running(lambda: a.cancel("w2")))
+        k.on("agent/status", _on_first_running(lambda: a.cancel(reason)))
         a.send("A")
         watch = Watch(k, a)
         await watch.wait()
@@ -443,14 +454,15 @@ def test_window2_cancel_settles_idle(run: Run, schedule: str) -> None:
 
 
 @pytest.mark.rule("CANCEL-W2")
-def test_window2_replacement_runs_before_waiter(run: Run, schedule: str) -> None:
+@pytest.mark.parametrize("reason", ["w2", EMPTY_REASON])
+def test_window2_replacement_runs_before_waiter(run: Run, schedule: str, reason: str) -> None:
     async def scenario(k: Kit) -> None:
         k.record("agent/status")
         a = await _parked(k)
         k.model.push(fakes.text("B").timing(first=1.0))
 
         def cancel_and_replace() -> None:
-            a.cancel("w2")
+            a.cancel(reason)
             a.send("B")
 
         k.on("agent/status", _on_first_running(cancel_and_replace))

@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 
 from conformance import fakes
+from conformance.adapter import Implementation
 from conformance.harness import Kit
 from conformance.invariants import log_violations
+from conformance.plugin import NOT_APPLICABLE
 from reference_loop import vocabulary as v
 
 from ._support import COMPLETED, USER, Run, request_texts, texts
@@ -111,6 +113,37 @@ def test_idle_inject_writes_one_shot_turn(run: Run) -> None:
         assert ctx["source"] == plugin and end["reason"] == COMPLETED
         assert flushes == [1]
         assert k.model.requests == []
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOOP-3", "INJ-2")
+def test_an_idle_inject_between_back_to_back_turns_takes_its_own_number(run: Run, impl: Implementation) -> None:
+    # LOOP-3: next turn = the log's last turn/start + 1, idle injections counted. An inject
+    # awaited in turn 1's flush (no turn open: a one-shot turn) while B waits for turn 2 makes
+    # B's turn the third (a fresh bug of round 12 counted on once per running period).
+    if "injection" not in set(getattr(impl, "features", ())):
+        pytest.skip(f"{NOT_APPLICABLE}: feature injection not supported")
+
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.model.push(fakes.text("one").timing(first=1.0), fakes.text("two"))
+        injected: list[int] = []
+
+        async def flush(*_args: object) -> None:
+            if not injected:  # turn 1's flush only (the one-shot turn is flushed too)
+                injected.append(1)
+                await k.inject(a, "C")
+
+        k.on("session/flush", flush)
+        a.send("A")
+        await k.until(lambda: len(k.model.requests) == 1, "A's model call")
+        a.send("B")  # queued for the turn after A's
+        await k.idle(a)
+        starts = [e["data"] for e in k.events(a, "turn/start")]
+        assert [(s["turn"], s["trigger"]["kind"]) for s in starts] == [
+            (1, "message"), (2, "injection"), (3, "message")], starts
+        assert k.prompts(a) == [["A"], [], ["B"]]
 
     run(scenario)
 

@@ -151,6 +151,39 @@ def test_when_idle_ignores_other_agents(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("IDLE-2")
+def test_a_waiter_awaited_twice_still_resolves_its_first_await(run: Run) -> None:
+    # IDLE-2: the waiter resolves at quiescence. A second await of the same waiter may resolve
+    # too (a future, "like a promise", 0b) or raise at once (a coroutine awaits once): it must
+    # not make the first await hang (a fresh bug of round 12 replaced the waiter's future on
+    # every await, so only the last await was ever woken).
+    async def scenario(k: Kit) -> None:
+        gate = k.gate()
+        a = k.agent()
+        k.model.push(fakes.text("A").gate(gate))
+        a.send("A")
+        waiter = a.when_idle()
+        started = asyncio.Event()
+
+        async def first() -> None:
+            started.set()
+            await waiter
+
+        async def second() -> None:
+            await waiter
+
+        one = asyncio.ensure_future(first())
+        await started.wait()
+        two = asyncio.ensure_future(second())
+        await k.settle()
+        gate.set()
+        await k.until(lambda: one.done() and two.done(), "both awaits of the one waiter to settle")
+        assert one.exception() is None, f"the first await of the waiter raised {one.exception()!r}"
+        two.exception()  # retrieved: raising at once is allowed for the second await
+
+    run(scenario)
+
+
 @pytest.mark.rule("IDLE-2", "IDLE-3")
 def test_work_queued_by_idle_listener_is_after(run: Run) -> None:
     async def scenario(k: Kit) -> None:

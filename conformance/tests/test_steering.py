@@ -139,6 +139,30 @@ def test_steering_joins_next_request(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("INBOX-1", "STEER-2")
+def test_steering_joins_its_own_agents_turn(run: Run) -> None:
+    # INBOX-1: each agent has its own steering FIFO. With two agents mid-step, the one that
+    # reaches its next request first must not take the other's steering (a fresh bug of round
+    # 12 kept one FIFO for every agent).
+    async def scenario(k: Kit) -> None:
+        gate_a, gate_b = k.gate(), k.gate()
+        a, b = k.agent("a"), k.agent("b")
+        k.model.push(fakes.text("for a").gate(gate_a), fakes.text("for b").gate(gate_b))
+        a.send("A")
+        await k.until(lambda: len(k.model.requests) == 1, "a's model call")
+        b.send("B")
+        await k.until(lambda: len(k.model.requests) == 2, "b's model call")
+        a.steer("S")
+        gate_b.set()
+        await k.idle(b)
+        gate_a.set()
+        await k.idle(a)
+        assert k.events(b, "steering/message") == [], "b's turn took a's steering"
+        assert [e["data"]["content"] for e in k.events(a, "steering/message")] == [[v.text("S")]]
+
+    run(scenario)
+
+
 @pytest.mark.rule("STEER-2")
 def test_steering_from_actor_during_step(run: Run) -> None:
     async def scenario(k: Kit) -> None:

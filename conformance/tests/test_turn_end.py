@@ -126,6 +126,25 @@ def test_max_tokens_step_with_only_tool_calls_logs_no_message(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("LOOP-5", "ASM-4", "MAXTOK-5")
+def test_max_tokens_step_with_only_tool_calls_still_logs_its_usage(run: Run) -> None:
+    # LOOP-5: `usage` is appended when the model reported it, whether or not a message remains
+    # (a fresh bug of round 12 appended it only along with the assistant/message).
+    async def scenario(k: Kit) -> None:
+        k.tool("echo")
+        a = k.agent()
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}"), finish="max-tokens").usage(7, 3))
+        a.send("one")
+        await k.idle(a)
+        assert k.events(a, "assistant/message") == []
+        usage = k.events(a, "usage")
+        assert len(usage) == 1, "the step's usage was reported by the model: it is logged"
+        assert usage[0]["data"]["usage"] == v.usage(7, 3)["usage"]
+        assert usage[0]["data"]["turn"] == 1 and usage[0]["data"]["step"] == 1
+
+    run(scenario)
+
+
 @pytest.mark.rule("FINISH-1")
 def test_finish_error(run: Run) -> None:
     async def scenario(k: Kit) -> None:
