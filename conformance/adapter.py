@@ -36,6 +36,7 @@ implementation.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -58,6 +59,25 @@ def observer(listener: _F) -> _F:
     stopping the loop for a round trip."""
     setattr(listener, OBSERVER, True)
     return listener
+
+
+RECORD = "__loopkit_record__"
+
+
+def waterfall_observer(record: Callable[..., None]) -> Callable[..., Any]:
+    """A waterfall listener that only records its call: ``record(*args, value)`` (the
+    waterfall's arguments and the value it was handed), then the rest of the chain runs unchanged.
+    In process it is an ``async`` listener that awaits ``next()``; an adapter for a loop in
+    another process may run the chain itself and deliver ``record``'s arguments after the fact,
+    batched, like an :func:`observer`'s (the wire protocol's passive waterfalls)."""
+
+    async def listener(*args: Any) -> Any:
+        record(*args[:-1])
+        value = args[-1]()
+        return await value if inspect.isawaitable(value) else value
+
+    setattr(listener, RECORD, record)
+    return observer(listener)
 
 
 @runtime_checkable

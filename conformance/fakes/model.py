@@ -668,6 +668,7 @@ class FakeModel:
         outcome = "closed"
         i = 0
         usage: Any = None  # the last usage chunk streamed (ASM-4: the step's usage)
+        raised: BaseException | None = None  # the scripted raise, once made
         try:
             if error is not None:
                 outcome = "exhausted"
@@ -703,7 +704,8 @@ class FakeModel:
                         continue  # the signal fired: handled at the top of the loop
                     if faults.raise_at is not None and faults.raise_at[0] == i:
                         outcome = "raised"
-                        raise faults.raise_at[1]
+                        raised = faults.raise_at[1]
+                        raise raised
                 if i >= len(chunks):
                     break
                 chunk = _chunk_copy(chunks[i])  # the consumer's own copy: a cached list is shared
@@ -728,7 +730,15 @@ class FakeModel:
             if self.observe:
                 # ``chunks``: how many the loop was given (LOG-3/LOOP-5: each is logged)
                 _observe(loop, "model/done", model=self.name, call=call, outcome=outcome, chunks=i,
-                         **({} if usage is None else {"usage": copy.deepcopy(usage)}))
+                         **({} if usage is None else {"usage": copy.deepcopy(usage)}), **_raised_fields(raised))
+
+
+def _raised_fields(raised: BaseException | None) -> dict[str, Any]:
+    """What a scripted raise told the loop (FINISH-2: the turn ends with its message and code)."""
+    if raised is None:
+        return {}
+    code = getattr(raised, "code", None)
+    return {"error": str(raised), **({"code": code} if isinstance(code, str) else {})}
 
 
 def _finished(chunks: Sequence[Mapping[str, Any]]) -> bool:

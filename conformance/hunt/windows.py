@@ -143,9 +143,12 @@ def _action(verb: str, k: int, agent: str | None, mode: str) -> Action:
     if verb in ("send", "steer", "inject"):
         return Action(verb, agent, text=f"W{k}", source=WINDOW_SOURCE)
     if verb in ("cancel", "abort"):
-        # A listener gives a reason of its own; an actor gives none, so the defaults are exercised
-        # too (ABORT-1: `aborted`, CANCEL-1: `cancelled`).
-        return Action(verb, agent, reason="hunt" if mode == "listener" else None)
+        # An actor gives none, so the defaults are exercised (ABORT-1: `aborted`, CANCEL-1:
+        # `cancelled`); a listener's abort gives a reason of its own, and its cancel an empty one:
+        # a reason all the same (CANCEL-1), which a marker tested for truthiness loses.
+        if mode != "listener":
+            return Action(verb, agent, reason=None)
+        return Action(verb, agent, reason="hunt" if verb == "abort" else "")
     if verb == "when_idle":
         return Action(verb, agent, name=f"hw{k}")
     if verb == "raise":

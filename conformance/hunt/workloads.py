@@ -89,6 +89,7 @@ def workloads() -> tuple[Workload, ...]:
     call = respond.tool_call("lookup", {"q": "x"}, id="c1")
     second = respond.tool_call("lookup", '{"q": "y"', id="c2")  # not JSON: passed through raw (TOOL-2)
     bare = respond.tool_call("lookup", "", id="c1")  # empty: the tool receives {} (TOOL-2)
+    listed = respond.tool_call("lookup", '["x", 2]', id="c1")  # JSON, not an object: parsed all the same
     out = [
         Workload("reply", _scenario("reply", (respond.text("the reply"),), description="a plain reply")),
         Workload("tool", _scenario("tool", (call, respond.chunks(
@@ -105,18 +106,22 @@ def workloads() -> tuple[Workload, ...]:
                                        description="a two-step tool turn, two tool calls in its first step (the "
                                                    "second's arguments not JSON), the agent with a system prompt "
                                                    "after two sections")),
-        Workload("failing-tool", _scenario("failing-tool", (call, respond.text("done")), tools=(FAILING_TOOL,),
-                                           description="a tool that fails")),
+        Workload("failing-tool", _scenario("failing-tool", (listed, respond.text("done")), tools=(FAILING_TOOL,),
+                                           description="a tool that fails (its arguments a JSON array: parsed, "
+                                                       "TOOL-2)")),
         Workload("max-tokens", _scenario("max-tokens", (respond.text("a long answer that is cut").truncate(2),),
                                          description="a step cut at max-tokens")),
         Workload("max-tokens-tools", _scenario(
-            "max-tokens-tools", ((respond.text("calling") + call).finish("max-tokens"), call.finish("max-tokens")),
+            "max-tokens-tools", ((respond.text("calling") + call).finish("max-tokens"),
+                                 call.finish("max-tokens").usage(9, 4)),  # nothing left, usage still logged (LOOP-5)
             tools=(TOOL,), description="a max-tokens step with a tool call that must not run (and, in a step "
                                        "a window brings about, one with nothing else, whose message is empty)")),
         Workload("finish-aborted", _scenario("finish-aborted", (respond.text("partial").finish("aborted"),),
                                              description="a step the model finishes aborted, nobody having aborted")),
-        Workload("model-error", _scenario("model-error", (respond.error("overloaded", "OVERLOADED"),),
-                                          description="a model error")),
+        Workload("model-error", _scenario("model-error", (
+            respond.error("overloaded", "OVERLOADED"),
+            respond.text("half an answer").raises("connection reset", code="ECONNRESET", before=-1)),
+            description="a model error (and, for a window's prompt, a stream that raises once its text is out)")),
         Workload("turn-end-throws", _scenario("turn-end-throws", (respond.text("the reply"),),
                                              listeners=(FAILING_PLUGIN,),
                                              description="a plain reply, a plugin's agent/turn-end listener throwing")),

@@ -72,7 +72,10 @@ In plain worlds (no Python body that could rewrite a step's message or a request
 ``PLAIN_ORACLES``: ``ASSEMBLY`` (ASM-1/3, and ASM-2 for a text or reasoning block that never
 closes: its deltas; a max-tokens step's message without its tool calls,
 and none when nothing remains, MAXTOK-5; a model's ``finish{error}`` message and code carried
-into the error event, FINISH-1, ERR-7), ``HISTORY`` (LOG-7), ``CHUNKS`` (every chunk a
+into the error event, FINISH-1, ERR-7), ``CONTINUED`` (every step of a turn that ended completed or max-tokens
+ends with one ``agent/turn-continuation`` call, told CONT-1's default: LOOP-5, CONT-1; the world
+records each call), ``RAISED`` (a model stream that raised: no message
+for its step, its turn ended with the raised message and code, FINISH-1/2), ``HISTORY`` (LOG-7), ``CHUNKS`` (every chunk a
 fake model streamed to its end is logged, and its usage: LOG-3, LOOP-5, ASM-4), ``ARGS`` (a
 tool receives its raw arguments parsed as TOOL-2 says) and ``DATA`` (every session event's data
 has spec 0's keys and 0b's shapes: sources, triggers, reasons, blocks, tool calls and results,
@@ -1551,13 +1554,98 @@ def _chunks_check(view: TraceView) -> Violation | None:
                              "event(s) (LOG-3: chunks are never filtered out; LOOP-5: each chunk is appended)",
                              end, ("LOG-3", "LOOP-5"))
         usage = done.get("usage")
-        if usage is not None and any(e["type"] == "assistant/message" for e in events):
+        if usage is not None and done.get("outcome") not in ("error", "aborted"):  # a failed step: FINISH-1
             found = [e["data"].get("usage") for e in events if e["type"] == "usage"]
             if usage not in found:
                 return Violation(f"{where}: the model reported usage {usage} but the step logged "
                                  f"{'usage ' + str(found[-1]) if found else 'no usage event'} (LOOP-5: usage is "
                                  "appended when the model reported it; ASM-4: the last usage chunk is the step's)",
                                  end, ("LOOP-5", "ASM-4"))
+    return None
+
+
+def _raised_check(view: TraceView) -> Violation | None:
+    """FINISH-1/FINISH-2/ERR-7: a step whose model stream raised (the fake model's scripted
+    raise, its message and code in ``model/done``) logs no ``assistant/message``, and a turn it
+    ended ``error`` ends with the raised message and code. Turns a caller or a listener acted in
+    after the request are not judged: a stronger reason, or an earlier failure, may end them."""
+    models = _agent_models(view)
+    requests = {(e.get("model"), e.get("call")): e["_i"] for e in view.of_kind("model/request")}
+    for done in view.of_kind("model/done"):
+        agent = models.get(str(done.get("model")))
+        start = requests.get((done.get("model"), done.get("call")))
+        if done.get("outcome") != "raised" or agent is None or start is None or not isinstance(done.get("error"), str):
+            continue
+        turn = _turn_around(view, agent, start)
+        opened = [e for e in (turn["events"] if turn else ()) if e["type"] == "step/start" and e["_i"] < start]
+        if turn is None or not opened or turn["end_i"] is None:
+            continue
+        stop = turn["end_i"]
+        if any(start < e["_i"] < stop for e in view.ops(agent, "abort", "cancel", "dispose", "raise")):
+            continue
+        step = opened[-1]["data"].get("step")
+        where = f"agent {agent}: turn {turn['turn']} step {step}"
+        message = next((e for e in _steps(turn).get(step, []) if e["type"] == "assistant/message"), None)
+        if message is not None:
+            return Violation(f"{where}: the model stream raised {done['error']!r}, yet the step logged an "
+                             "assistant/message (FINISH-1: a failed step never logs a normal assistant/message)",
+                             message["_i"], ("FINISH-1", "FINISH-2"))
+        reason = turn["events"][-1]["data"].get("reason")
+        if turn["reason"] != "error" or not isinstance(reason, _MAP):
+            continue
+        if reason.get("message") != done["error"] or reason.get("code") != done.get("code"):
+            said = f"message {done['error']!r}" + (f", code {done['code']!r}" if "code" in done else "")
+            got = f"message {reason.get('message')!r}" + (f", code {reason['code']!r}" if "code" in reason else "")
+            return Violation(f"{where}: the model stream raised ({said}) but the turn ended error with {got} "
+                             "(FINISH-2: the raised message and its code attribute; ERR-7)", stop,
+                             ("FINISH-2", "ERR-7"))
+    return None
+
+
+def _continued_check(view: TraceView) -> Violation | None:
+    """LOOP-5/CONT-1: every step of a turn that ended ``completed`` or ``max-tokens`` ends with
+    one ``agent/turn-continuation`` call (after its ``step/end``, before the next step opens),
+    told the turn's number and, as its default decision, CONT-1's: the step dispatched a tool
+    call, or steering was drained after its message (a max-tokens step dispatches none). The
+    default is judged only where nobody acted between the step's message and the call (a
+    steer there may or may not count, as the implementation reads "drained after it")."""
+    if not any(e.get("continuations") == "recorded" for e in view.of_kind("world/closed")):
+        return None
+    for agent in view.agents:
+        calls = view.of_kind("continuation", agent=agent)
+        acted = [e["_i"] for e in view.ops(agent)]
+        for t in view.turns(agent):
+            if t["reason"] not in ("completed", "max-tokens") or t["end_i"] is None:
+                continue
+            mine = [c for c in calls if t["_i"] < c["_i"] < t["end_i"]]
+            steps = sorted(_steps(t).items())
+            ends = [next((e for e in events if e["type"] == "step/end"), None) for _n, events in steps]
+            where = f"agent {agent}: turn {t['turn']}"
+            if len(mine) != len(steps) or None in ends:
+                return Violation(f"{where} ran {len(steps)} step(s) but its agent/turn-continuation waterfall was "
+                                 f"called {len(mine)} time(s) (LOOP-5: every step ends with it; CONT-1: it decides "
+                                 "whether the turn goes on)", (mine[-1] if mine else t["events"][-1])["_i"],
+                                 ("LOOP-5", "CONT-1"))
+            for k, ((step, events), end, call) in enumerate(zip(steps, ends, mine, strict=True)):
+                assert end is not None
+                following = steps[k + 1][1][0]["_i"] if k + 1 < len(steps) else t["end_i"]
+                if not end["_i"] < call["_i"] < following:
+                    return Violation(f"{where}: step {step}'s agent/turn-continuation call is not between its "
+                                     "step/end and what follows (LOOP-5)", call["_i"], ("LOOP-5",))
+                if call.get("turn") != t["turn"]:
+                    return Violation(f"{where}: step {step}'s agent/turn-continuation was told turn "
+                                     f"{call.get('turn')!r} (0b: agent/turn-continuation(agent, turn, ...))",
+                                     call["_i"], ("LOOP-5",))
+                message = next((e["_i"] for e in events if e["type"] == "assistant/message"), end["_i"])
+                if any(message < i < call["_i"] for i in acted) or not isinstance(call.get("decision"), bool):
+                    continue
+                expected = any(e["type"] == "tool/call" for e in events) or any(
+                    e["type"] == "steering/message" and message < e["_i"] < end["_i"] for e in t["events"])
+                if call["decision"] != expected:
+                    why = "it dispatched a tool call or steering was drained after it" if expected else (
+                        "it dispatched no tool call and no steering was drained after it")
+                    return Violation(f"{where}: step {step}'s agent/turn-continuation default decision was "
+                                     f"{call['decision']}, but {why} (CONT-1)", call["_i"], ("CONT-1",))
     return None
 
 
@@ -2291,6 +2379,10 @@ ORACLES: tuple[LoopCheck, ...] = (
 PLAIN_ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("ASSEMBLY", _assembly_check, "a step's message is what its blocks' block-end say (or their deltas)",
               ("ASM-1", "ASM-2", "ASM-3", "MAXTOK-5", "FINISH-1", "ERR-7")),
+    LoopCheck("CONTINUED", _continued_check, "every step of a finished turn ends with the continuation waterfall",
+              ("LOOP-5", "CONT-1")),
+    LoopCheck("RAISED", _raised_check, "a model stream that raised fails its step with what it raised",
+              ("FINISH-1", "FINISH-2", "ERR-7")),
     LoopCheck("HISTORY", _history_check, "a model request carries the derived history",
               ("LOG-7", "INJ-3", "STEER-2")),
     LoopCheck("CHUNKS", _chunks_check, "every chunk a model streamed is logged, and its usage",

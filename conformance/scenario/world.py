@@ -38,7 +38,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import simulator
-from conformance.adapter import AgentHandle, Implementation, ServiceHandle, Source, observer
+from conformance.adapter import (
+    AgentHandle,
+    Implementation,
+    ServiceHandle,
+    Source,
+    observer,
+    waterfall_observer,
+)
 from conformance.fakes import FakeModel, FakeTool, Gate, ScriptEntry, ToolBox, respond
 from simulator import current_loop as simulator_current_loop
 from simulator import observe as simulator_observe
@@ -117,6 +124,7 @@ class World:
         self._elements: dict[str, int] = {}  # listener / actor name -> times it acted
         self._optional: set[str] = set()
         self._flush_recorded = False  # a flush listener records every flush (FLUSH reads world/closed)
+        self._continuations_recorded = False  # every agent/turn-continuation call is recorded (CONTINUED)
         self._settles = 0
         self._injections: list[asyncio.Future[Any]] = []
         # Each injection's failure is recorded once, by its done callback or, for one a listener
@@ -132,6 +140,11 @@ class World:
             for name in ev.OBSERVED:
                 self.service.on(name, self._notification_observer(name))
             self.service.on("session/event", self._log_observer())
+            # The one waterfall every step ends with (LOOP-5): CONTINUED judges that it ran and
+            # what it was told (CONT-1). A waterfall cannot be a batched observer: over the wire
+            # each call is a round trip, one per step.
+            self.service.on("agent/turn-continuation", self._continuation_observer())
+            self._continuations_recorded = True
         simulator.on_observe(self._notify)
 
     # ------------------------------------------------------------------ building
@@ -332,6 +345,19 @@ class World:
 
         observe.__qualname__ = f"observe:{name}"
         return observer(observe)
+
+    def _continuation_observer(self) -> Callable[..., Any]:
+        loop = self._loop
+        world = weakref.ref(self)
+
+        def record(agent: Any, turn: Any, decision: Any) -> None:
+            if simulator_current_loop() is loop:
+                w = world()
+                if w is not None:
+                    simulator_observe("continuation", agent=w.agent_id(agent), turn=turn,
+                                      decision=decision if isinstance(decision, bool) else ev.jsonable(decision))
+
+        return waterfall_observer(record)
 
     def _log_observer(self) -> Callable[..., None]:
         loop = self._loop
@@ -1031,7 +1057,8 @@ class World:
                           logs={k: len(h.session.events) for k, h in self.agents.items()},
                           registered=registered,
                           **({"warnings": self._warnings.count} if self._warnings.active else {}),
-                          **({"flushes": "recorded"} if self._flush_recorded else {}))
+                          **({"flushes": "recorded"} if self._flush_recorded else {}),
+                          **({"continuations": "recorded"} if self._continuations_recorded else {}))
 
 
 def _options(model: str, system_prompt: str | None, **options: Any) -> dict[str, Any]:

@@ -12,13 +12,30 @@ import asyncio
 from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from conformance.adapter import OBSERVER, AgentHandle, Disposer
+from conformance.adapter import OBSERVER, RECORD, AgentHandle, Disposer
 
 if TYPE_CHECKING:
     from .connection import Connection
 
 WATERFALLS = frozenset({"agent/request", "agent/step-result", "agent/turn-continuation", "tools/execute", "system-prompt"})
 AWAITED = frozenset({"session/flush"})
+
+
+class _PassiveWaterfall:
+    """A waterfall observer (``conformance.adapter.waterfall_observer``) over the wire. The child
+    runs the chain itself and delivers the call afterwards as a ``notify`` of the arguments and
+    the value; a child that does not know passive waterfalls asks as for any waterfall (the
+    arguments, the value and ``next``), and the observer passes the chain through."""
+
+    def __init__(self, listener: Callable[..., Any], record: Callable[..., None]) -> None:
+        self.listener = listener
+        self.record = record
+
+    def __call__(self, *args: Any) -> Any:
+        if args and callable(args[-1]):  # a waterfall request: args..., value, next
+            return self.listener(*args)
+        self.record(*args)  # a notify: args..., value
+        return None
 
 
 def _kind(event: str) -> str:
@@ -187,9 +204,14 @@ class WireService(_Handle):
         return dispose
 
     def on(self, event: str, listener: Callable[..., Any]) -> Disposer:
-        registration = self._conn.register_listener(listener)
+        kind = _kind(event)
         passive = bool(getattr(listener, OBSERVER, False))
-        return self._registration("on", registration, {"event": event, "kind": _kind(event), "passive": passive})
+        record = getattr(listener, RECORD, None)
+        if kind == "waterfall" and passive:
+            passive = record is not None  # a waterfall observer says how to record after the fact
+        registration = self._conn.register_listener(
+            _PassiveWaterfall(listener, record) if kind == "waterfall" and record is not None else listener)
+        return self._registration("on", registration, {"event": event, "kind": kind, "passive": passive})
 
     def register_model(self, name: str, adapter: Any) -> Disposer:
         return self._registration("register_model", self._conn.register_model(adapter), {"name": name})

@@ -463,6 +463,10 @@ class Bridge {
         const next = args.pop();
         const value = args.pop();
         if (s.dead) return next();
+        if (passive) { // an observer: the call travels as an event, the chain runs on at once
+          bridge.event({ ev: 'notify', listener, args: [...bridge.encodeArgs(w.args, args), codec.encode(w.value, value) ?? null] });
+          return next();
+        }
         const call = bridge.newCall({ next, result: w.result });
         const reply = bridge.request({
           op: 'waterfall', listener, call, args: bridge.encodeArgs(w.args, args), value: codec.encode(w.value, value) ?? null,
