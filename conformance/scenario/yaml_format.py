@@ -229,6 +229,11 @@ def _response(node: Node) -> Response:
         return respond.text(node.string())
     f = node.keys(RESPONSE_KINDS + RESPONSE_MODIFIERS)
     kinds = [k for k in RESPONSE_KINDS if k in f]
+    # `raises` beside content is a modifier: the stream raises once that content is out (or
+    # after `raise_after` chunks), as a connection lost mid-answer does
+    raising = len(kinds) == 2 and "raises" in kinds and kinds[0] in ("text", "reasoning", "tool_call", "blocks")
+    if raising:
+        kinds.remove("raises")
     if len(kinds) != 1:
         raise node.error(f"a response needs exactly one of: {', '.join(RESPONSE_KINDS)} (got {kinds or 'none'})")
     kind = kinds[0]
@@ -295,7 +300,10 @@ def _response(node: Node) -> Response:
         response = response.timing(first=first, between=between)
     if "hang_after" in f:
         response = response.hang(after=f["hang_after"].integer())
-    if "raise_after" in f and kind != "raises":
+    if raising:
+        position = f["raise_after"].integer(minimum=1) + 1 if "raise_after" in f else -1
+        response = response.raises(f["raises"].string(), code=code, before=position)
+    elif "raise_after" in f and kind != "raises":
         raise f["raise_after"].error("raise_after goes with raises: MESSAGE")
     if "on_abort" in f:
         response = response.on_abort(f["on_abort"].choice(("finish", "return", "raise")))  # type: ignore[arg-type]
@@ -712,15 +720,20 @@ def response_out(r: Response) -> Any:
     unset = object()
     finish: Any = r.finish_value if "finish_value" in r._fields_set else unset
     out: dict[str, Any] = {}
+    raising: dict[str, Any] = {}  # a raise once the content is out: written after it
     if r.raise_at is not None:
         position, exc = r.raise_at
-        if blocks or type(exc) is not FakeError or position < 0:
-            raise Undumpable("only a stream raising a message (and code) before any block has a YAML form")
-        out["raises"] = str(exc)
+        if type(exc) is not FakeError or (position < 0 and not blocks) or (blocks and position not in (-1,) and position < 2):
+            raise Undumpable("only a stream raising a message (and code) before any block, or once its blocks "
+                             "are out (at their end or after raise_after >= 1 chunks), has a YAML form")
+        raising["raises"] = str(exc)
         if getattr(exc, "code", None) is not None:
-            out["code"] = exc.code
-        if position:
-            out["raise_after"] = position - 1
+            raising["code"] = exc.code
+        if position > 0:
+            raising["raise_after"] = position - 1
+    if r.raise_at is not None and not blocks:
+        out.update(raising)
+        raising = {}
     elif not blocks:
         if isinstance(finish, dict) and finish.get("kind") == "error":
             out["error"] = finish.get("message", "")
@@ -762,6 +775,7 @@ def response_out(r: Response) -> Any:
         out["hang_after"] = r.hang_at - 1
     if r.abort_mode != "finish":
         out["on_abort"] = r.abort_mode
+    out.update(raising)
     if list(out) == ["text"]:
         return out["text"]
     return out

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from conformance.hunt import search, shards
 from conformance.hunt import windows as win
 from conformance.hunt.workloads import by_name, workloads
 from conformance.impl import resolve
+from conformance.scenario.yaml_format import dump, load_text
 
 REF = resolve(None)
 
@@ -15,6 +18,15 @@ REF = resolve(None)
 def test_the_base_workloads_of_the_issue_are_there() -> None:
     names = {w.name for w in workloads()}
     assert {"reply", "tool", "two-step", "max-tokens", "model-error", "two-prompts", "steer", "two-agents"} <= names
+
+
+@pytest.mark.parametrize("workload", workloads(), ids=lambda w: w.name)
+def test_every_workload_has_a_yaml_form(workload: Any) -> None:
+    # A finding's race cassette holds its scenario as YAML: a workload without one would end a
+    # hunt that found something as bad input (model-error's stream raising mid-answer once had
+    # none). Exceptions compare by identity, so the dumps are compared.
+    text = dump(workload.scenario)
+    assert dump(load_text(text)) == text
 
 
 def test_unknown_workload_is_a_key_error_naming_the_choices() -> None:
