@@ -426,4 +426,20 @@ MUTANTS = [
         notes="Blind check of 2026-12-03 (tenth round): a lost wake-up; the suite and the hunt "
               "killed it at once.",
     ),
+    Mutant(
+        'marker-truthiness',
+        "windows 1 and 2 test the cancel marker for truthiness, so a cancel('') there is not settled: the dropped turn flips running/idle, and a replacement inherits the marker",
+        ('CANCEL-W1', 'CANCEL-W2', 'MARKER-1'),
+        '8',
+        (
+            Patch('agent',
+                  '                if self._marker is not None:\n                    self._marker = None\n                    if not self._inbox.has_queued:',
+                  '                if self._marker:\n                    self._marker = None\n                    if not self._inbox.has_queued:'),
+            Patch('agent',
+                  '                if self._marker is not None:\n                    self._marker = None  # MARKER-1',
+                  '                if self._marker:\n                    self._marker = None  # MARKER-1'),
+        ),
+        interleaving=True,
+        notes="Round 12: the suite passed it until the window tests gave an empty reason too; the hunt found it once a listener's cancel gave an empty reason.",
+    ),
 ]

@@ -453,4 +453,47 @@ MUTANTS = [
         notes="Blind check of 2026-12-03 (ninth round): the suite killed it; the hunt missed it until "
               "FIFO compared the order a turn logs its prompts and steering with the order given.",
     ),
+    Mutant(
+        'usage-only-with-message',
+        'the usage append sits under the assistant/message condition: a max-tokens step left with only (removed) tool calls logs no usage although the model reported it',
+        ('LOOP-5', 'ASM-4'),
+        '3',
+        (
+            Patch('agent',
+                  '                self._session.append(\n                    "assistant/message",\n                    {"turn": turn.number, "step": step, "content": message["content"]},\n                )\n            if assembler.usage is not None:\n                self._session.append(\n                    "usage", {"turn": turn.number, "step": step, "usage": assembler.usage}\n                )\n',
+                  '                self._session.append(\n                    "assistant/message",\n                    {"turn": turn.number, "step": step, "content": message["content"]},\n                )\n                if assembler.usage is not None:\n                    self._session.append(\n                        "usage", {"turn": turn.number, "step": step, "usage": assembler.usage}\n                    )\n'),
+        ),
+        notes="Round 12 (2026-12-03, written blind by a helper): the suite passed it until test_max_tokens_step_with_only_tool_calls_still_logs_its_usage; the hunt's CHUNKS judged usage only beside a message until then, and max-tokens-tools now reports usage.",
+    ),
+    Mutant(
+        'continuation-skipped-at-stop',
+        'the agent/turn-continuation waterfall runs only when the default is to continue, so a plugin cannot force-continue after a text-only step',
+        ('CONT-1', 'LOOP-5'),
+        '4',
+        (
+            Patch('agent',
+                  '            decision = await self._bus.waterfall(\n                "agent/turn-continuation", self, turn.number, value=default, default=_identity\n            )\n',
+                  '            decision = False\n            if default:  # at a stop there is nothing to decide: only a continuation can be vetoed\n                decision = await self._bus.waterfall(\n                    "agent/turn-continuation", self, turn.number, value=default, default=_identity\n                )\n'),
+        ),
+        notes='Round 12: the suite killed it; the hunt found it once the world recorded every continuation call (CONTINUED).',
+    ),
+    Mutant(
+        'turn-number-per-period',
+        "turn numbers are read from the log once per running period and counted on, so an idle inject's one-shot turn written during a flush between back-to-back turns shares its number with the next turn",
+        ('LOOP-3',),
+        '3',
+        (
+            Patch('agent',
+                  '    async def _run_turn(self) -> None:',
+                  '    async def _run_turn(self, number: int | None = None) -> None:'),
+            Patch('agent',
+                  '        turn = _Turn(self._session.last_turn() + 1)  # LOOP-3: numbers continue from the log\n',
+                  '        turn = _Turn(number or self._session.last_turn() + 1)  # LOOP-3: numbers continue from the log\n'),
+            Patch('agent',
+                  '                while True:\n                    await self._run_turn()\n',
+                  '                number = self._session.last_turn()  # LOOP-3: continue from the log\n                while True:\n                    number += 1\n                    await self._run_turn(number)\n'),
+        ),
+        interleaving=True,
+        notes="Round 12: the suite passed it until test_an_idle_inject_between_back_to_back_turns_takes_its_own_number; the hunt found it (two prompts: a listener's send; inject).",
+    ),
 ]

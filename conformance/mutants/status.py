@@ -148,4 +148,17 @@ MUTANTS = [
                ""),),
         interleaving=True,
     ),
+    Mutant(
+        'waiter-future-per-await',
+        'each await of a when_idle() waiter makes a fresh future, so of two tasks awaiting one waiter only the last is ever woken',
+        ('IDLE-2',),
+        '2',
+        (
+            Patch('agent',
+                  '            if self._future is None:\n                self._future = asyncio.get_running_loop().create_future()\n',
+                  '            self._future = asyncio.get_running_loop().create_future()\n'),
+        ),
+        interleaving=True,
+        notes="Round 12: the suite passed it until test_a_waiter_awaited_twice_still_resolves_its_first_await; out of the hunt's reach (the world awaits each waiter once).",
+    ),
 ]

@@ -148,4 +148,16 @@ MUTANTS = [
         notes="Blind check of 2026-12-03 (sixth round): the suite killed it; the hunt missed it until its "
               "tool-plugin workload's call had empty arguments.",
     ),
+    Mutant(
+        'tool-args-non-object-raw',
+        'arguments that parse as JSON but not as an object (an array, a number) are passed through as the raw string',
+        ('TOOL-2',),
+        '5',
+        (
+            Patch('tools',
+                  '    try:\n        return json.loads(raw)\n    except ValueError:\n        return raw\n',
+                  '    try:\n        parsed = json.loads(raw)\n    except ValueError:\n        return raw\n    return parsed if isinstance(parsed, dict) else raw  # tool inputs are JSON objects\n'),
+        ),
+        notes="Round 12: the suite killed it; the hunt found it once failing-tool's arguments were a JSON array (ARGS).",
+    ),
 ]

@@ -105,4 +105,28 @@ MUTANTS = [
               "max-tokens-tools workload had a tool-call-only max-tokens step and ASSEMBLY judged an empty "
               "message.",
     ),
+    Mutant(
+        'stream-raise-wrapped',
+        "an exception raised by the model adapter is wrapped into LoopError('model NAME failed: ...', MODEL_ERROR): the turn ends with neither the raised message nor its code",
+        ('FINISH-2', 'ERR-7'),
+        '6',
+        (
+            Patch('agent',
+                  '            completed = await self._in_subtask(\n                self._consume_stream(turn, step, adapter, request, signal, assembler),\n                signal,\n                "model",\n            )\n',
+                  '            try:\n                completed = await self._in_subtask(\n                    self._consume_stream(turn, step, adapter, request, signal, assembler),\n                    signal,\n                    "model",\n                )\n            except Exception as exc:\n                raise LoopError(f"model {model!r} failed: {exc}", "MODEL_ERROR") from exc\n'),
+        ),
+        notes="Round 12: the suite killed it; the hunt found it once model-error's window prompts met a raising stream (RAISED).",
+    ),
+    Mutant(
+        'failed-stream-keeps-partial',
+        'when the stream raises midway, the partial message assembled so far is appended as assistant/message before the failure is recorded',
+        ('FINISH-1', 'FINISH-2'),
+        '6',
+        (
+            Patch('agent',
+                  '            completed = await self._in_subtask(\n                self._consume_stream(turn, step, adapter, request, signal, assembler),\n                signal,\n                "model",\n            )\n',
+                  '            try:\n                completed = await self._in_subtask(\n                    self._consume_stream(turn, step, adapter, request, signal, assembler),\n                    signal,\n                    "model",\n                )\n            except Exception:\n                partial = assembler.content()\n                if partial:  # keep what the model said before it failed\n                    self._session.append(\n                        "assistant/message", {"turn": turn.number, "step": step, "content": partial}\n                    )\n                raise\n'),
+        ),
+        notes='Round 12: the suite killed it (FINISH-2); the hunt found it with RAISED.',
+    ),
 ]
