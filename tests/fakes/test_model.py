@@ -524,7 +524,7 @@ def test_observed_events_show_model_activity() -> None:
         {"t": 0.0, "kind": "model/request", "model": "m", "call": 1, "messages": 1},
         {"t": 1.0, "kind": "model/done", "model": "m", "call": 1, "outcome": "stop", "chunks": 4},
         {"t": 1.0, "kind": "model/request", "model": "m", "call": 2, "messages": 1},
-        {"t": 1.0, "kind": "model/done", "model": "m", "call": 2, "outcome": "raised", "chunks": 0},
+        {"t": 1.0, "kind": "model/done", "model": "m", "call": 2, "outcome": "raised", "chunks": 0, "error": "x"},
     ]
 
 
