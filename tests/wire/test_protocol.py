@@ -93,3 +93,25 @@ def test_a_remote_error_keeps_message_name_and_code() -> None:
 def test_lines_that_are_not_messages_are_protocol_errors(line: bytes) -> None:
     with pytest.raises(ProtocolError):
         loads(line)
+
+
+def test_a_waterfall_observer_records_whether_the_child_runs_the_chain_or_asks() -> None:
+    # Wire protocol §9: a passive waterfall is delivered as a notify of (args..., value) after the
+    # child ran the chain itself; a child that ignores `passive` asks as for any waterfall
+    # (args..., value, next), and the observer passes the chain through unchanged.
+    import asyncio
+
+    from conformance.adapter import RECORD, waterfall_observer
+    from conformance.wire.handles import _PassiveWaterfall
+
+    seen: list[tuple[Any, ...]] = []
+    listener = waterfall_observer(lambda *args: seen.append(args))
+    delivered = _PassiveWaterfall(listener, getattr(listener, RECORD))
+    assert delivered("agent", 1, False) is None
+    assert seen == [("agent", 1, False)]
+
+    async def rest() -> bool:
+        return True
+
+    assert asyncio.run(delivered("agent", 2, False, rest)) is True  # the chain's value, unchanged
+    assert seen == [("agent", 1, False), ("agent", 2, False)]
