@@ -86,7 +86,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
@@ -1521,25 +1521,32 @@ _UNFINISHED = frozenset(("aborted", "cancelled", "raised", "exhausted", "closed"
 """Fake-model call outcomes where the loop was not given the whole stream, or stopped taking it."""
 
 
+def _model_calls(view: TraceView) -> Iterator[tuple[Event, str, int, dict[str, Any], Any]]:
+    """Each fake-model call made inside a step: ``(model/done, agent, the timeline index of its
+    model/request, the turn, the step number)``."""
+    models = _agent_models(view)
+    requests = {(e.get("model"), e.get("call")): e["_i"] for e in view.of_kind("model/request")}
+    for done in view.of_kind("model/done"):
+        agent = models.get(str(done.get("model")))
+        start = requests.get((done.get("model"), done.get("call")))
+        if agent is None or start is None:
+            continue
+        turn = _turn_around(view, agent, start)
+        opened = [e for e in (turn["events"] if turn else ()) if e["type"] == "step/start" and e["_i"] < start]
+        if turn is not None and opened:
+            yield done, agent, start, turn, opened[-1]["data"].get("step")
+
+
 def _chunks_check(view: TraceView) -> Violation | None:
     """LOG-3/LOOP-5/ASM-4: every chunk a model call streamed to its end is logged as an
     ``assistant/chunk`` of its step, and a streamed ``usage`` is the step's ``usage`` event.
     Steps something interrupted (an abort, a cancel, a disposal, a raising listener, a contained
     failure, the world's close) are not judged: what they log of the rest is another rule's."""
-    models = _agent_models(view)
-    requests = {(e.get("model"), e.get("call")): e["_i"] for e in view.of_kind("model/request")}
     closed_at = next(iter(view.closings()), len(view.timeline))
-    for done in view.of_kind("model/done"):
+    for done, agent, start, turn, step in _model_calls(view):
         given = done.get("chunks")
-        agent = models.get(str(done.get("model")))
-        start = requests.get((done.get("model"), done.get("call")))
-        if agent is None or start is None or not isinstance(given, int) or done.get("outcome") in _UNFINISHED:
+        if not isinstance(given, int) or done.get("outcome") in _UNFINISHED:
             continue
-        turn = _turn_around(view, agent, start)
-        opened = [e for e in (turn["events"] if turn else ()) if e["type"] == "step/start" and e["_i"] < start]
-        if turn is None or not opened:
-            continue
-        step = opened[-1]["data"].get("step")
         events = _steps(turn).get(step, []) if isinstance(step, int) else []
         end = next((e["_i"] for e in events if e["type"] == "step/end"), turn["end_i"])
         if end is None or end > closed_at:
@@ -1569,21 +1576,12 @@ def _raised_check(view: TraceView) -> Violation | None:
     raise, its message and code in ``model/done``) logs no ``assistant/message``, and a turn it
     ended ``error`` ends with the raised message and code. Turns a caller or a listener acted in
     after the request are not judged: a stronger reason, or an earlier failure, may end them."""
-    models = _agent_models(view)
-    requests = {(e.get("model"), e.get("call")): e["_i"] for e in view.of_kind("model/request")}
-    for done in view.of_kind("model/done"):
-        agent = models.get(str(done.get("model")))
-        start = requests.get((done.get("model"), done.get("call")))
-        if done.get("outcome") != "raised" or agent is None or start is None or not isinstance(done.get("error"), str):
-            continue
-        turn = _turn_around(view, agent, start)
-        opened = [e for e in (turn["events"] if turn else ()) if e["type"] == "step/start" and e["_i"] < start]
-        if turn is None or not opened or turn["end_i"] is None:
-            continue
+    for done, agent, start, turn, step in _model_calls(view):
         stop = turn["end_i"]
+        if done.get("outcome") != "raised" or not isinstance(done.get("error"), str) or stop is None:
+            continue
         if any(start < e["_i"] < stop for e in view.ops(agent, "abort", "cancel", "dispose", "raise")):
             continue
-        step = opened[-1]["data"].get("step")
         where = f"agent {agent}: turn {turn['turn']} step {step}"
         message = next((e for e in _steps(turn).get(step, []) if e["type"] == "assistant/message"), None)
         if message is not None:

@@ -124,7 +124,6 @@ class World:
         self._elements: dict[str, int] = {}  # listener / actor name -> times it acted
         self._optional: set[str] = set()
         self._flush_recorded = False  # a flush listener records every flush (FLUSH reads world/closed)
-        self._continuations_recorded = False  # every agent/turn-continuation call is recorded (CONTINUED)
         self._settles = 0
         self._injections: list[asyncio.Future[Any]] = []
         # Each injection's failure is recorded once, by its done callback or, for one a listener
@@ -141,10 +140,9 @@ class World:
                 self.service.on(name, self._notification_observer(name))
             self.service.on("session/event", self._log_observer())
             # The one waterfall every step ends with (LOOP-5): CONTINUED judges that it ran and
-            # what it was told (CONT-1). A waterfall cannot be a batched observer: over the wire
-            # each call is a round trip, one per step.
+            # what it was told (CONT-1). A pass-through listener, first in the chain, so it sees
+            # the loop's own default; over the wire a passive waterfall (no round trip).
             self.service.on("agent/turn-continuation", self._continuation_observer())
-            self._continuations_recorded = True
         simulator.on_observe(self._notify)
 
     # ------------------------------------------------------------------ building
@@ -1058,7 +1056,7 @@ class World:
                           registered=registered,
                           **({"warnings": self._warnings.count} if self._warnings.active else {}),
                           **({"flushes": "recorded"} if self._flush_recorded else {}),
-                          **({"continuations": "recorded"} if self._continuations_recorded else {}))
+                          **({"continuations": "recorded"} if self.scenario.observe else {}))
 
 
 def _options(model: str, system_prompt: str | None, **options: Any) -> dict[str, Any]:

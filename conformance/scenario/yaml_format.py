@@ -723,7 +723,8 @@ def response_out(r: Response) -> Any:
     raising: dict[str, Any] = {}  # a raise once the content is out: written after it
     if r.raise_at is not None:
         position, exc = r.raise_at
-        if type(exc) is not FakeError or (position < 0 and not blocks) or (blocks and position not in (-1,) and position < 2):
+        at_end = position == -1  # just before the finish: once the content is out
+        if type(exc) is not FakeError or (position < 0 and not blocks) or (blocks and not at_end and position < 2):
             raise Undumpable("only a stream raising a message (and code) before any block, or once its blocks "
                              "are out (at their end or after raise_after >= 1 chunks), has a YAML form")
         raising["raises"] = str(exc)

@@ -205,12 +205,13 @@ class WireService(_Handle):
 
     def on(self, event: str, listener: Callable[..., Any]) -> Disposer:
         kind = _kind(event)
-        passive = bool(getattr(listener, OBSERVER, False))
-        record = getattr(listener, RECORD, None)
-        if kind == "waterfall" and passive:
-            passive = record is not None  # a waterfall observer says how to record after the fact
-        registration = self._conn.register_listener(
-            _PassiveWaterfall(listener, record) if kind == "waterfall" and record is not None else listener)
+        if kind == "waterfall":  # passive only when it says how to record after the fact
+            record = getattr(listener, RECORD, None)
+            passive = record is not None
+            listener = _PassiveWaterfall(listener, record) if record is not None else listener
+        else:
+            passive = bool(getattr(listener, OBSERVER, False))
+        registration = self._conn.register_listener(listener)
         return self._registration("on", registration, {"event": event, "kind": kind, "passive": passive})
 
     def register_model(self, name: str, adapter: Any) -> Disposer:
