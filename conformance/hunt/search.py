@@ -33,6 +33,7 @@ from simulator.strategies import AnchoredStrategy, PCTStrategy, RandomStrategy
 from simulator.strategies.base import Strategy
 
 from ..scenario import engine, race
+from ..scenario.checks import VerdictMemo
 from ..scenario.model import Scenario
 from ..scenario.trace import Trace
 from ..scenario.world import ScenarioSetupError
@@ -156,16 +157,17 @@ def failure_of(report: engine.RunReport) -> dict[str, Any]:
     }
 
 
-def confirmed(sc: Scenario, impl: Implementation, strategy: Strategy | None = None, seed: int = 0) -> engine.RunReport:
+def confirmed(sc: Scenario, impl: Implementation, strategy: Strategy | None = None, seed: int = 0,
+              memo: VerdictMemo | None = None) -> engine.RunReport:
     """One run of ``sc`` (``engine.run_one``), replayed once on its schedule when it spun, and
     the replay kept if that one does not: a loaded machine can stretch a window's milliseconds
     past the wall-clock limit once, and a false spin would stop the hunt. A real spin spins
     again on the same schedule (it costs the limit twice)."""
-    rep = engine.run_one(sc, impl, strategy, seed)
+    rep = engine.run_one(sc, impl, strategy, seed, memo=memo)
     if not engine.spun(rep.trace.result):
         return rep
     try:
-        again = engine.run_one(sc, impl, schedule=rep.trace.schedule_object())
+        again = engine.run_one(sc, impl, schedule=rep.trace.schedule_object(), memo=memo)
     except SimulationError:
         return rep  # it diverged: the implementation is not deterministic; keep the first run
     return rep if engine.spun(again.trace.result) else again
@@ -245,6 +247,7 @@ def explore(wp: WorkloadPlan, index: int, impl: Implementation, config: Config) 
     deviates once per schedule, at the choice points right after the window acted, nearest first
     (an actor's from when its task is ready): phase 1 ran the FIFO schedule already."""
     sc = wp.scenario(index)
+    memo = VerdictMemo()  # most of a window's schedules give a timeline one of them gave
     runs = 0
     if config.dfs:
         actor = f"actor:{win.NAME}" if wp.windows[index].mode == "actor" else None  # a listener acts in place
@@ -252,18 +255,18 @@ def explore(wp: WorkloadPlan, index: int, impl: Implementation, config: Config) 
         for _ in range(config.dfs):
             if anchored.exhausted:
                 break
-            rep = confirmed(sc, impl, anchored, 0)
+            rep = confirmed(sc, impl, anchored, 0, memo)
             runs += 1
             if not rep.ok:
                 return runs, failure_of(rep)
     seed = window_seed(config, wp.workload.name, index)
     for i in range(config.random):
-        rep = confirmed(sc, impl, RandomStrategy(), seed + i)
+        rep = confirmed(sc, impl, RandomStrategy(), seed + i, memo)
         runs += 1
         if not rep.ok:
             return runs, failure_of(rep)
     for i in range(config.pct):
-        rep = confirmed(sc, impl, PCTStrategy(seed=seed + i, horizon=64), seed + i)
+        rep = confirmed(sc, impl, PCTStrategy(seed=seed + i, horizon=64), seed + i, memo)
         runs += 1
         if not rep.ok:
             return runs, failure_of(rep)

@@ -23,7 +23,7 @@ from simulator.schedule import Schedule
 from simulator.strategies import DFSStrategy, DPORStrategy, PCTStrategy, RandomStrategy
 from simulator.strategies.base import Strategy
 
-from .checks import ORACLES, PLAIN_ORACLES, LoopCheck, Verdict, compile_check, judge
+from .checks import ORACLES, PLAIN_ORACLES, LoopCheck, Verdict, VerdictMemo, compile_check, judge
 from .model import Scenario
 from .tape import Recording, Tape
 from .trace import Trace
@@ -129,12 +129,14 @@ def run_kwargs(scenario: Scenario) -> dict[str, Any]:
             "wall_limit": _wall_limit}
 
 
-def judge_run(scenario: Scenario, result: RunResult, checks: Sequence[LoopCheck] | None = None) -> tuple[Trace, Verdict]:
-    """The trace of a finished run and its verdict (the failures are written into the trace)."""
+def judge_run(scenario: Scenario, result: RunResult, checks: Sequence[LoopCheck] | None = None,
+              memo: VerdictMemo | None = None) -> tuple[Trace, Verdict]:
+    """The trace of a finished run and its verdict (the failures are written into the trace);
+    ``memo``: a search's memory of the timelines it judged (:class:`~.checks.VerdictMemo`)."""
     if isinstance(result.error, ScenarioSetupError):
         raise result.error
     trace = Trace.of(scenario.name, result)
-    verdict = judge(trace, checks if checks is not None else checks_of(scenario))
+    verdict = judge(trace, checks if checks is not None else checks_of(scenario), memo)
     trace.failures = [f.to_dict() for f in verdict.findings]
     return trace, verdict
 
@@ -146,9 +148,11 @@ def run_one(
     seed: int = 0,
     *,
     schedule: Schedule | None = None,
+    memo: VerdictMemo | None = None,
 ) -> RunReport:
     """One run under ``strategy`` (``None``: FIFO) and ``seed``, or under a recorded ``schedule``
-    (strict while it lasts, then FIFO; raises ``Divergence``)."""
+    (strict while it lasts, then FIFO; raises ``Divergence``). A search of many schedules of one
+    scenario passes one ``memo`` to all of its runs."""
     kwargs = run_kwargs(scenario)
     if schedule is not None:
         strategy = Tape(schedule)
@@ -158,7 +162,7 @@ def run_one(
     result = simulator.run(main_of(scenario, impl), strategy=rec, seed=seed, **kwargs)
     if schedule is not None:
         result.strategy = schedule.strategy
-    trace, verdict = judge_run(scenario, result)
+    trace, verdict = judge_run(scenario, result, memo=memo)
     return RunReport(scenario, trace, list(rec.deviations), verdict)
 
 
@@ -277,9 +281,10 @@ def explore(
     elif strategy in ("dfs", "dpor"):
         searched = make_strategy(strategy) or DFSStrategy()
     checks = checks_of(scenario)
+    memo = VerdictMemo()
 
     def failed(result: RunResult) -> bool:
-        trace, _ = judge_run(scenario, result, checks)
+        trace, _ = judge_run(scenario, result, checks, memo)
         return not trace.ok
 
     found = simulator.explore(
@@ -324,9 +329,10 @@ def shrink(scenario: Scenario, impl: Implementation, failing: RunReport, *, max_
         return Shrunk(original, failing, original.size(), original.size(), 0)  # every try would spin again
     key = set(failing.failure_key)
     checks = checks_of(scenario)
+    memo = VerdictMemo()
 
     def is_failure(result: RunResult) -> bool:
-        trace, _ = judge_run(scenario, result, checks)
+        trace, _ = judge_run(scenario, result, checks, memo)
         return not trace.ok and bool(set(failure_key(trace)) & key)
 
     try:

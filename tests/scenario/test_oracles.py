@@ -1298,3 +1298,30 @@ def test_a_driver_still_logging_after_close_returned_is_named() -> None:
     assert found is not None and found.rules == ("SVC-7", "IDLE-4") and found.at == 6 and "turn/end first" in found.message
     assert _check("CLOSED", [_op("send", "A"), start, message, {"kind": "world/closing"}, _status("disposed"), end,
                              {**closed, "logs": {"a": 3}}]) is None
+
+
+def test_a_verdict_memo_recalls_a_timeline_it_judged_and_judges_anything_else_afresh() -> None:
+    from types import SimpleNamespace
+
+    def trace(timeline: list[dict[str, Any]], strategy: str = "random") -> Any:
+        return SimpleNamespace(timeline=timeline, strategy=strategy)
+
+    checks = list(ck.ORACLES)
+    broken = [_op("send", "A"), _log(0, "turn/start", turn=1), _log(1, "turn/start", turn=2)]
+    memo = ck.VerdictMemo()
+    first = memo.judge(trace([dict(e) for e in broken]), checks)
+    assert "LOG" in first.checks and memo.hits == 0
+    again = memo.judge(trace([dict(e) for e in broken]), checks)  # equal, not the same objects
+    assert again.checks == first.checks and memo.hits == 1
+    assert memo.judge(trace(broken, "fifo"), checks).checks == first.checks and memo.hits == 1  # fifo: its own key
+    start, message, end = _turn(0, 1, "A")
+    assert memo.judge(trace([_op("send", "A"), start, message, end]), checks).checks != first.checks
+    odd = [*broken, {"kind": "op", "op": "send", "by": "caller", "agent": "a", "text": object()}]
+    memo.judge(trace(odd), checks), memo.judge(trace(odd), checks)
+    assert memo.hits == 1  # not plain JSON: judged each time, never recalled
+    try:
+        memo.judge(trace(broken), checks[:1])
+    except ValueError as exc:
+        assert "one set of checks" in str(exc)
+    else:
+        raise AssertionError("a memo must refuse a second set of checks")
