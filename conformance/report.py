@@ -10,7 +10,8 @@ The JSON report's shape (CI and later commands rely on it; fields are only ever 
                 "expected": bool,                           # failed, but excused by the baseline
                 "needs_hook": str | null,                   # failed for want of an adapter hook
                 "failed_tests": [{"test", "schedule", "message", "reproduce", "expected"}]}],
-     "summary": {"passed", "failed", "not_applicable", "not_checked", "expected": int}}
+     "summary": {"passed", "failed", "not_applicable", "not_checked", "expected": int},
+     "common_failure"?: {"message": str, "rules": [str]}}   # one failure behind most failing rules
 
 ``not-checked`` only appears in an incomplete report of an interrupted run: a rule none of
 whose tests ran then is not called failed. Reports are written atomically (a run killed while
@@ -152,6 +153,28 @@ def _failed_test(run: SuiteRun | None, result: TestResult, expected: bool) -> di
     }
 
 
+COMMON_MIN_RULES = 5
+"""How many failing rules one failure must be behind before the report calls it a common cause."""
+
+
+def common_failure(verdict: Verdict) -> tuple[str, list[str]] | None:
+    """The failure behind most of the failing rules, when one is: ``(its first line, the rules
+    it fails)``, if it fails at least :data:`COMMON_MIN_RULES` rules and half of those failing.
+    A ``close()`` or ``dispose()`` that raises fails every test that tears an agent down: the
+    report then says that one message is behind the eighty rules, as it does for a missing hook."""
+    failing = [v for v in verdict.rules if v.status == "failed" and v.failed and not v.needs_hook]
+    by_line: dict[str, list[str]] = {}
+    for v in failing:
+        for line in dict.fromkeys(r.message.strip().splitlines()[0][:300] for r in v.failed if r.message.strip()):
+            by_line.setdefault(line, []).append(v.id)
+    if not by_line:
+        return None
+    line, rules = max(by_line.items(), key=lambda item: len(item[1]))
+    if len(rules) < COMMON_MIN_RULES or 2 * len(rules) < len(failing):
+        return None
+    return line, rules
+
+
 def to_json(verdict: Verdict) -> dict[str, Any]:
     """The report in its JSON shape (see the module docstring)."""
     rules = [{
@@ -174,6 +197,9 @@ def to_json(verdict: Verdict) -> dict[str, Any]:
         "stopped": run.stopped if run is not None else None,
         "rules": rules, "summary": summary,
     }
+    common = common_failure(verdict)
+    if common is not None:
+        report["common_failure"] = {"message": common[0], "rules": common[1]}  # additive
     if verdict.implementation_info:
         report["implementation_info"] = dict(verdict.implementation_info)  # additive: wire implementations
     return report
@@ -278,6 +304,11 @@ def print_table(verdict: Verdict, *, console: Any = None, show_passed: bool = Tr
             hooks[v.needs_hook] = hooks.get(v.needs_hook, 0) + 1
     for hook, count in sorted(hooks.items()):
         console.print(f"[yellow]needs hook {hook}: {count} rule(s) cannot be checked without it[/]")
+    common = common_failure(verdict)
+    if common is not None:
+        from rich.markup import escape
+
+        console.print(f"[yellow]one failure behind {len(common[1])} failing rules (fix it first): {escape(common[0])}[/]")
     run = verdict.run
     if run is not None and run.stopped:
         console.print(f"[red]incomplete: {run.stopped}[/]")

@@ -35,6 +35,36 @@ def test_cancelling_driver_task_disposes(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("PY-1", "LOG-4")
+@pytest.mark.parametrize("what", ["stream", "tool"])
+def test_cancelling_driver_task_mid_step_stops_the_step_it_was_running(run: Run, what: str) -> None:
+    # The driver's task cancelled while a model stream (or a tool) it started is still going,
+    # not hung: the driver ends, and what it was running ends with it. A stream or tool left
+    # running would log its chunks or result after the disposed turn's turn/end.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        if what == "stream":
+            k.model.push(respond.text(["one ", "two ", "three ", "four"], deltas=4).timing(first=0.5, between=1.0))
+        else:
+            k.tool("slow", delay=3.0)
+            k.model.push(fakes.tool_calls(("c1", "slow", "{}")), respond.text("after the tool"))
+        a.send("A")
+        await k.until(lambda: bool(k.model.requests), "A's model call")
+        await asyncio.sleep(1.0)  # virtual: the stream is under way, or the tool runs
+        task = k.service.driver_task(a)
+        assert task is not None, "the adapter must expose the driver task (ServiceHandle.driver_task)"
+        task.cancel()
+        await k.until(task.done, "the driver task to end")
+        await asyncio.sleep(10.0)  # long enough for a stream or tool left running to finish
+        await k.settle()
+        assert a.status == "disposed"
+        assert k.reasons(a) == [DISPOSED]
+        types = k.types(a)
+        assert types[-1] == "turn/end", f"events after the disposed turn's turn/end: {types}"
+
+    run(scenario)
+
+
 @pytest.mark.rule("PY-2")
 def test_sync_and_async_listeners(run: Run) -> None:
     async def scenario(k: Kit) -> None:

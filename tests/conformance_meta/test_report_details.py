@@ -85,6 +85,25 @@ def test_needs_hook_is_its_own_category() -> None:
     assert "needs hook abort_signal: 1 rule(s) cannot be checked without it" in out
 
 
+def test_one_failure_behind_most_failing_rules_is_named_once() -> None:
+    # A close() that raises fails every test that tears an agent down: the report says that one
+    # message is behind the rules, and stays quiet when failures have their own causes.
+    rules = ["LOG-1", "LOG-2", "IDLE-1", "IDLE-2", "LOOP-2", "CANCEL-1"]
+    common = [_failed(f"test_x.py::test_{r}[fifo]", [r], "RuntimeError: dictionary changed size during iteration\nmore")
+              for r in rules[:5]]
+    own = _failed("test_x.py::test_CANCEL-1[fifo]", ["CANCEL-1"], "AssertionError: its own")
+    verdict = judge(_run([*_passing(set(rules)), *common, own]))
+    assert to_json(verdict)["common_failure"] == {"message": "RuntimeError: dictionary changed size during iteration",
+                                                  "rules": rules[:5]}
+    console = Console(file=io.StringIO(), width=200)
+    print_table(verdict, console=console, show_passed=False)
+    assert "one failure behind 5 failing rules (fix it first): RuntimeError: dictionary changed size" in console.file.getvalue()  # type: ignore[attr-defined]
+    spread = [_failed(f"test_x.py::test_{r}[fifo]", [r], f"AssertionError: {r}") for r in rules]
+    assert "common_failure" not in to_json(judge(_run([*_passing(set(rules)), *spread])))
+    few = judge(_run([*_passing(set(rules[:4])), *common[:4]]))
+    assert "common_failure" not in to_json(few)  # four rules: below the threshold
+
+
 def test_an_interrupted_run_calls_no_unchecked_rule_failed() -> None:
     results = [TestResult("test_x.py::test_a", ["LOOP-2"], "passed"),
                TestResult("test_x.py::test_b", ["IDLE-2"], "not-run", "not run: the run was interrupted")]

@@ -97,6 +97,10 @@ class Hostile(ReferenceImplementation):
                         self._on_steer)
 
 
+def _raise_in_close() -> None:
+    raise RuntimeError("close failed on purpose")
+
+
 def _spin() -> None:
     while True:  # a busy loop that never yields to the event loop
         pass
@@ -209,6 +213,7 @@ threads = Hostile("thread", on_send=_thread)
 spin_in_create = Hostile("spin-in-create", on_create=_spin)
 exit_in_create = Hostile("exit-in-create", on_create=lambda: os._exit(0))
 spin_in_close = Hostile("spin-in-close", on_close=_spin)
+raise_in_close = Hostile("raise-in-close", on_close=_raise_in_close)  # every test's teardown fails: exit 1, not 2
 spin_on_steer = Hostile("spin-on-steer", on_steer=_spin)  # only windows that steer spin (the hunt)
 spin_swallowing = Hostile("spin-swallowing", on_send=_spin_swallowing)
 stalls_once = Hostile("stalls-once", on_steer=_stall_once)  # one slow window: not a spin
