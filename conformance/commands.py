@@ -16,6 +16,7 @@ from typing import Any
 import typer
 
 from . import schedules
+from .impl import IMPL_HELP
 from .limits import DEFAULT_WORKERS, MAX_HANGS, WALL_TIMEOUT
 
 
@@ -44,8 +45,7 @@ def output_path_error(option: str, path: str) -> str | None:
 def conformance(
     impl: str = typer.Option(
         "reference", "--impl", metavar="MODULE:ATTR",
-        help="Implementation to check: MODULE:ATTR (an Implementation or a factory), 'reference' or 'mutant:NAME'. "
-             "Modules are found on sys.path and in the current directory.",
+        help=IMPL_HELP,
     ),
     rule: list[str] = typer.Option(  # noqa: B008 - typer's idiom
         [], "--rule", metavar="ID", help="Only check this rule id (repeatable)."

@@ -20,6 +20,10 @@ from . import refs
 from .adapter import Implementation
 
 REFERENCE = "conformance.reference_adapter:reference"
+IMPL_HELP = ("Implementation: MODULE:ATTR (an Implementation or a factory; modules are found on sys.path and in the "
+             "current directory), 'reference' (default), 'mutant:NAME', or 'wire:COMMAND' (a loop in another "
+             "process, any language: docs/wire-protocol.md).")
+"""The ``--impl`` help of every command that takes one."""
 _REQUIRED = ("name", "features", "create_service")
 
 

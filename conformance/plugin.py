@@ -64,7 +64,7 @@ class WallTimeout(BaseException):
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("loopkit", "loopkit conformance suite")
     group.addoption("--loopkit-impl", default=None, metavar="MODULE:ATTR",
-                    help="implementation to check: MODULE:ATTR, 'reference' (default) or 'mutant:NAME'")
+                    help="implementation to check: MODULE:ATTR, 'reference' (default), 'mutant:NAME' or 'wire:COMMAND'")
     group.addoption("--loopkit-schedules", type=int, default=schedules.DEFAULT_SCHEDULES, metavar="N",
                     help="seeded random and pct schedules (each) for the race rules (default %(default)s)")
     group.addoption("--loopkit-rule", action="append", default=[], metavar="ID",

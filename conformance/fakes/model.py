@@ -651,7 +651,7 @@ class FakeModel:
                 call=call,
                 messages=len(snapshot.get("messages", ())),
                 history=history_digest(snapshot.get("messages", ())),
-                **_request_extras(snapshot),
+                **_request_extras(snapshot, self.name),
             )
         if self.on_request is not None:
             self.on_request()
@@ -805,10 +805,17 @@ async def _resolve_entry(entry: ScriptEntry, request: ModelRequest) -> Response:
     return value
 
 
-def _request_extras(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+_TOOL_ENTRY = ("description", "input_schema", "name")
+"""The keys of a request's ``tools`` entry (0b, SVC-5)."""
+
+
+def _request_extras(snapshot: Mapping[str, Any], name: str) -> dict[str, Any]:
     """What ``model/request`` records of a request besides its messages, when present: the
     system prompt and the names of the tools sent (SVC-5; the REQUEST oracle compares them with
-    the agent's own prompt and the tools the world registered)."""
+    the agent's own prompt and the tools the world registered); the entries not of 0b's shape
+    (``tools_shape``); and the model the request names when it is not this fake's (``requested``:
+    the loop called another adapter than the request names, LOOP-10). Recorded only when off, so
+    a sound run's timeline is what it always was."""
     out: dict[str, Any] = {}
     system = snapshot.get("system")
     if system:
@@ -817,7 +824,26 @@ def _request_extras(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     if tools:
         names = [t.get("name") if isinstance(t, Mapping) else repr(t) for t in tools] if isinstance(tools, list) else [repr(tools)]
         out["tools"] = sorted(str(n) for n in names)
+        shapes = [_tool_shape(t) for t in tools] if isinstance(tools, list) else [f"not a list: {type(tools).__name__}"]
+        if any(shapes):
+            out["tools_shape"] = [s for s in shapes if s]
+    if snapshot.get("model") != name:
+        out["requested"] = str(snapshot.get("model"))
     return out
+
+
+def _tool_shape(entry: Any) -> str | None:
+    """What is wrong with one ``tools`` entry of a request (``None``: it has 0b's shape)."""
+    if not isinstance(entry, Mapping):
+        return f"an entry that is not an object: {type(entry).__name__}"
+    keys = sorted(str(k) for k in entry)
+    label = entry.get("name", "?")
+    missing = [k for k in _TOOL_ENTRY if k not in entry]  # more keys than 0b's: not judged
+    if missing:
+        return f"{label}: no {', '.join(missing)} (its keys: {', '.join(keys)}; 0b: {', '.join(_TOOL_ENTRY)})"
+    if not isinstance(entry["input_schema"], Mapping):
+        return f"{label}: input_schema is a {type(entry['input_schema']).__name__}, not a JSON Schema object"
+    return None
 
 
 def _last_message(snapshot: Mapping[str, Any]) -> str:

@@ -16,10 +16,10 @@ from typing import Any
 
 import typer
 
+from ..impl import IMPL_HELP
 from .config import VERBS, Config
 from .console import print_report, write_report
 
-IMPL_HELP = "Implementation: MODULE:ATTR (an Implementation or a factory), 'reference' (default) or 'mutant:NAME'."
 BASELINE_FORMAT = "loopkit-hunt-baseline/1"
 
 _DEFAULT = Config()

@@ -80,6 +80,11 @@ REKEYING_PLUGIN = Listener(on="tools/execute", do=(), name="rekeying-plugin", ti
 """A plugin's ``tools/execute`` listener that returns the tool's result under an id of its own
 (TOOL-4: the log keeps the model's call id)."""
 
+ROUTING_PLUGIN = Listener(on="agent/request", do=(), name="routing-plugin", where={"agent": "b"}, times="always",
+                          rewrite={"model": "fake-routed"}, optional=True)
+"""A plugin's ``agent/request`` listener sending agent ``b``'s model calls to another model
+(LOOP-10: the adapter the returned request names is called)."""
+
 TOOL = ToolSpec("lookup", returns("found"))
 FAILING_TOOL = ToolSpec("lookup", fails("no such page", code="E_TOOL"))
 
@@ -87,7 +92,16 @@ FAILING_TOOL = ToolSpec("lookup", fails("no such page", code="E_TOOL"))
 def workloads() -> tuple[Workload, ...]:
     """The hunt's base workloads, in their stable order."""
     call = respond.tool_call("lookup", {"q": "x"}, id="c1")
-    second = respond.tool_call("lookup", '{"q": "y"', id="c2")  # not JSON: passed through raw (TOOL-2)
+    two_calls = respond.chunks(
+        {"type": "block-start", "index": 0, "block_type": "tool-call"},
+        {"type": "tool-call-delta", "index": 0, "id": "c1", "name": "lookup", "arguments_delta": '{"q": "x"}'},
+        {"type": "block-end", "index": 0, "block": {"type": "tool-call", "id": "c1", "name": "lookup",
+                                                     "arguments": '{"q": "x"}'}},
+        # the second built from deltas alone, never closed (ASM-2); not JSON: passed through raw (TOOL-2)
+        {"type": "block-start", "index": 1, "block_type": "tool-call"},
+        {"type": "tool-call-delta", "index": 1, "id": "c2", "name": "lookup", "arguments_delta": '{"q": '},
+        {"type": "tool-call-delta", "index": 1, "id": "c2", "arguments_delta": '"y"'},
+        {"type": "finish", "reason": {"kind": "tool-calls"}})
     bare = respond.tool_call("lookup", "", id="c1")  # empty: the tool receives {} (TOOL-2)
     listed = respond.tool_call("lookup", '["x", 2]', id="c1")  # JSON, not an object: parsed all the same
     out = [
@@ -100,7 +114,7 @@ def workloads() -> tuple[Workload, ...]:
             {"type": "usage", "usage": {"input_tokens": 12, "output_tokens": 3}},  # ASM-4: the last is the step's
             {"type": "finish", "reason": {"kind": "stop"}})), tools=(TOOL,),
             description="a tool call, the answer reporting its usage twice")),
-        Workload("two-step", _scenario("two-step", (call + second, respond.text("done")), tools=(TOOL,),
+        Workload("two-step", _scenario("two-step", (two_calls, respond.text("done")), tools=(TOOL,),
                                        system_prompt="Answer briefly.",
                                        sections=(("tools", "Look things up."), ("style", "Be kind.")),
                                        description="a two-step tool turn, two tool calls in its first step (the "
@@ -133,10 +147,11 @@ def workloads() -> tuple[Workload, ...]:
                                         where={"call": 1})),
             description="a steer during a step")),
         Workload("two-agents", Scenario(
-            name="hunt-two-agents", description="two agents on one service",
+            name="hunt-two-agents", description="two agents on one service, a plugin routing b's model calls",
             agents=(AgentSpec("a"), AgentSpec("b", model="fake-b")),
-            models=(ModelSpec("fake", (respond.text("for a"),), OK), ModelSpec("fake-b", (respond.text("for b"),), OK)),
-            listeners=(PERSIST,),
+            models=(ModelSpec("fake", (respond.text("for a"),), OK), ModelSpec("fake-b", (), OK),
+                    ModelSpec("fake-routed", (respond.text("for b"),), OK)),
+            listeners=(PERSIST, ROUTING_PLUGIN),
             actors=(_caller("A", agent="a", name="caller"), _caller("B", agent="b", name="caller-b", waiter="done-b")),
             limits=LIMITS)),
         Workload("out-of-order", _scenario("out-of-order", (respond.chunks(

@@ -282,4 +282,40 @@ MUTANTS = [
         notes="Blind check of 2026-12-03 (ninth round): both passed it until "
               "test_every_request_of_a_turn_carries_the_system_prompt_and_tools and the REQUEST oracle.",
     ),
+    Mutant(
+        'subtask-orphaned-on-driver-cancel',
+        "the driver's subtask (a model stream, a tool) is left running when the driver's own task is cancelled: a stream still going logs its chunks after the disposed turn's turn/end",
+        ('PY-1',),
+        '12',
+        (
+            Patch('agent',
+                  '        try:\n            await asyncio.wait([task])\n        except BaseException:\n            task.cancel()  # PY-1: the driver itself is being cancelled\n            raise\n        finally:\n            undo()',
+                  '        try:\n            await asyncio.wait([task])\n        finally:\n            undo()'),
+        ),
+        notes="Round 13 (2026-12-03, written blind by a helper): the suite passed it until test_cancelling_driver_task_mid_step_stops_the_step_it_was_running (the earlier PY-1 tests cancelled the driver while its model call hung); out of the hunt's reach: cancelling the driver's task is no caller's verb (PY-1).",
+    ),
+    Mutant(
+        'close-iterates-live-registry',
+        'close() iterates the live registry while dispose() removes from it: it raises after the first agent, the others stay running',
+        ('SVC-7', 'SVC-6'),
+        '11',
+        (
+            Patch('service',
+                  '        for agent in list(self._created):\n            agent.dispose()',
+                  '        for agent in self._agents.values():\n            agent.dispose()'),
+        ),
+        notes="Round 13: the suite reported it as a setup failure (exit 2) until a raising close() became an SVC-7 finding of the world's own close too; the report names the one failure behind the rules it fails (common_failure).",
+    ),
+    Mutant(
+        'tool-schema-parameters-key',
+        'tool schemas are sent under the key `parameters` instead of `input_schema`',
+        ('SVC-5',),
+        '11',
+        (
+            Patch('tools',
+                  '            {"name": t.name, "description": t.description, "input_schema": dict(t.input_schema)}',
+                  '            {"name": t.name, "description": t.description, "parameters": dict(t.input_schema)}'),
+        ),
+        notes="Round 13: the suite killed it (SVC-5 on the stated shape); the hunt found it once the fake model recorded tools entries not of 0b's shape (REQUEST).",
+    ),
 ]

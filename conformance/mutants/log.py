@@ -174,4 +174,16 @@ MUTANTS = [
         notes="Blind check of 2026-12-03 (fourth round): the suite killed it; the hunt missed it until "
               "the log invariants checked that steps count from 1, one by one, within their turn (0b).",
     ),
+    Mutant(
+        'asm-delta-name-overwritten',
+        "every tool-call delta overwrites the call's name, so a tool call built from deltas alone (the name on the first only) gets the name ''",
+        ('ASM-2',),
+        '1b',
+        (
+            Patch('assembler',
+                  '            if chunk.get("name"):\n                partial.name = str(chunk["name"])',
+                  '            partial.name = str(chunk.get("name", ""))'),
+        ),
+        notes="Round 13: the suite killed it; the hunt found it once two-step's second call was built from deltas alone and ASSEMBLY built such a tool call from its deltas.",
+    ),
 ]

@@ -496,4 +496,16 @@ MUTANTS = [
         interleaving=True,
         notes="Round 12: the suite passed it until test_an_idle_inject_between_back_to_back_turns_takes_its_own_number; the hunt found it (two prompts: a listener's send; inject).",
     ),
+    Mutant(
+        'adapter-from-options',
+        "the model adapter is looked up from the agent's configured model, not from the request the agent/request waterfall returned: a plugin's rewrite of the model no longer routes the call",
+        ('LOOP-10',),
+        '3',
+        (
+            Patch('agent',
+                  '            adapter = self._service.model_adapter(str(model))',
+                  '            adapter = self._service.model_adapter(str(self._options.get("model") or model))'),
+        ),
+        notes="Round 13: the suite killed it; the hunt found it once the two-agents workload had a plugin routing b's calls and the fake model recorded the model a request names (ROUTED).",
+    ),
 ]

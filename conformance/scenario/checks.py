@@ -1340,9 +1340,13 @@ def _announced_check(view: TraceView) -> Violation | None:
 
 
 def _inject_check(view: TraceView) -> Violation | None:
-    """INJ-2: an idle ``inject()`` of plain text on a live agent never raises into the caller."""
+    """INJ-2: an ``inject()`` of plain text on a live agent with no turn open (by its log: INJ-1
+    decides from the log) never raises into the caller. Into an open turn (INJ-1) the contract
+    says nothing of a listener's throw reaching the caller: not judged."""
     for agent in view.agents:
-        injects = [e for e in view.of_kind("op", agent=agent) if e.get("op") == "inject" and e.get("status") != "disposed"]
+        log = view.log(agent)
+        injects = [e for e in view.of_kind("op", agent=agent) if e.get("op") == "inject" and e.get("status") != "disposed"
+                   and not _turn_open_at(log, e["_i"])]
         if not injects:
             continue
         for err in view.of_kind("op/error", agent=agent):
@@ -1353,6 +1357,19 @@ def _inject_check(view: TraceView) -> Violation | None:
                                  "a failure of the injection is contained and reported through agent/error (INJ-2)",
                                  err["_i"], ("INJ-2",))
     return None
+
+
+def _turn_open_at(log: Sequence[Event], index: int) -> bool:
+    """Whether the agent's log (its ``log`` entries) had a turn open at timeline ``index``."""
+    depth = 0
+    for e in log:
+        if e["_i"] >= index:
+            break
+        if e.get("type") == "turn/start":
+            depth += 1
+        elif e.get("type") == "turn/end":
+            depth = max(depth - 1, 0)
+    return depth > 0
 
 
 def _closed_check(view: TraceView) -> Violation | None:
@@ -1494,25 +1511,33 @@ def _assembly_check(view: TraceView) -> Violation | None:
                     continue
                 expected = _assembled(chunks)
                 if expected is None:
-                    continue  # a tool call built from deltas alone: its shape is not compared
+                    continue  # a block that never closed and cannot be built (no id or name for a tool call)
                 if finish == "max-tokens":
                     expected = [b for b in expected if not (isinstance(b, _MAP) and b.get("type") == "tool-call")]
                 got = list(messages[0]["data"].get("content") or [])
                 if not _same_blocks(got, expected):
                     return Violation(f"{where}: the assistant/message is not the step's blocks in index order, each "
                                      "as its block-end says or, never closed, as its deltas built it (ASM-1, ASM-2, "
-                                     "ASM-3)", messages[0]["_i"], ("ASM-1", "ASM-2", "ASM-3", "MAXTOK-5"))
+                                     f"ASM-3): {_first_difference(got, expected)}", messages[0]["_i"],
+                                     ("ASM-1", "ASM-2", "ASM-3", "MAXTOK-5"))
     return None
+
+
+class _Built(dict):  # type: ignore[type-arg]
+    """A block an assembly oracle built from deltas: compared by its own keys only (an
+    implementation may give such a block fields of its own, as long as they say nothing else)."""
 
 
 def _assembled(chunks: list[Any]) -> list[Any] | None:
     """ASM-1..3: a step's blocks in index order, each its first ``block-end``'s block or, for a
-    text or reasoning block that never closed, ``{type, text}`` of the deltas it had before the
-    stream ended (None when a block that never closed is of another kind: a tool call's
-    arguments built from deltas take a shape of their own)."""
+    block that never closed, what its deltas built before the stream ended: ``{type, text}`` of a
+    text or reasoning block, ``{type, id, name, arguments}`` of a tool call (its id and name from
+    the first delta giving them, its arguments the deltas' joined). None when a block that never
+    closed cannot be built (another kind, a tool call without a name or an id)."""
     ended: dict[Any, Any] = {}
     opened: dict[Any, Any] = {}
     texts: dict[Any, str] = {}
+    calls: dict[Any, dict[str, Any]] = {}
     for c in chunks:
         kind, index = c.get("type"), c.get("index")
         if kind == "block-end":
@@ -1520,33 +1545,57 @@ def _assembled(chunks: list[Any]) -> list[Any] | None:
         elif index in ended:
             continue  # ASM-1: what comes after a block's end is ignored
         elif kind == "block-start":
-            opened.setdefault(index, c.get("block_type"))
+            opened.setdefault(index, c.get("block_type"))  # the trace keeps no block_type: its deltas tell
         elif kind in ("text-delta", "reasoning-delta"):
-            opened.setdefault(index, kind.removesuffix("-delta"))
+            opened[index] = opened.get(index) or kind.removesuffix("-delta")
             texts[index] = texts.get(index, "") + str(c.get("text", ""))
+        elif kind == "tool-call-delta":
+            opened[index] = opened.get(index) or "tool-call"
+            call = calls.setdefault(index, {"arguments": ""})
+            for key in ("id", "name"):
+                if key not in call and isinstance(c.get(key), str):
+                    call[key] = c[key]
+            call["arguments"] += str(c.get("arguments_delta") or "")
         elif isinstance(kind, str) and kind.endswith("-delta"):
             opened.setdefault(index, None)
     blocks = dict(ended)
     for index, block_type in opened.items():
         if index in ended:
             continue
-        if block_type not in ("text", "reasoning"):
+        if block_type in ("text", "reasoning"):
+            blocks[index] = _Built(type=block_type, text=texts.get(index, ""))
+            continue
+        call = calls.get(index)
+        if block_type != "tool-call" or call is None or "id" not in call or "name" not in call:
             return None
-        blocks[index] = {"type": block_type, "text": texts.get(index, "")}
+        blocks[index] = _Built(type="tool-call", id=call["id"], name=call["name"], arguments=call["arguments"])
     return [blocks[i] for i in sorted(blocks, key=lambda i: (not isinstance(i, int), i))]
 
 
+def _first_difference(got: list[Any], expected: list[Any]) -> str:
+    """Where an assembled message first differs from the blocks expected, in a line."""
+    for i, (g, e) in enumerate(zip(got, expected, strict=False)):
+        if not _same_blocks([g], [e]):
+            return f"block {i} is {_short(g)}, expected {_short(dict(e))}"
+    return f"{len(got)} block(s), expected {len(expected)}"
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def _same_blocks(got: list[Any], expected: list[Any]) -> bool:
-    """``got`` is ``expected``, a block built from deltas compared by its type and text only (an
-    implementation may give it fields of its own, as long as they say nothing else)."""
+    """``got`` is ``expected``, a block built from deltas (:class:`_Built`) compared by its own
+    keys only."""
     if len(got) != len(expected):
         return False
     for g, e in zip(got, expected, strict=True):
         if g == e:
             continue
-        if not (isinstance(g, _MAP) and isinstance(e, _MAP) and set(e) == {"type", "text"}):
+        if not (isinstance(e, _Built) and isinstance(g, _MAP)):
             return False
-        if g.get("type") != e["type"] or g.get("text") != e["text"]:
+        if any(g.get(k) != v for k, v in e.items()):
             return False
     return True
 
@@ -2332,10 +2381,25 @@ def _request_check(view: TraceView) -> Violation | None:
             return Violation(f"agent {agent}: model request #{call} carries system prompt {e.get('system')!r}, not "
                              f"{system!r} (SVC-5: the sections, then the agent's system_prompt, blank-line joined)",
                              e["_i"], ("SVC-5",))
+        if e.get("tools_shape"):
+            return Violation(f"agent {agent}: model request #{call} sends tools not of 0b's shape: "
+                             f"{'; '.join(map(str, e['tools_shape']))} (SVC-5: each entry is "
+                             "{name, description, input_schema})", e["_i"], ("SVC-5",))
         if list(e.get("tools") or []) != list(want.get("tools") or []):
             return Violation(f"agent {agent}: model request #{call} carries tools {list(e.get('tools') or [])}, not "
                              f"the tools registered {list(want.get('tools') or [])} (SVC-5: the schemas of the "
                              "registered tools are sent with the request)", e["_i"], ("SVC-5",))
+    return None
+
+
+def _routed_check(view: TraceView) -> Violation | None:
+    """LOOP-10: the adapter called is the one the request names, as the ``agent/request``
+    waterfall returned it (a plugin rewriting the model name routes the call)."""
+    for e in view.of_kind("model/request"):
+        if "requested" in e:
+            return Violation(f"model {e.get('model')!r} was called (call #{e.get('call')}) with a request naming "
+                             f"{e['requested']!r} (LOOP-10: the adapter named by the request the agent/request "
+                             "waterfall returned is called)", e["_i"], ("LOOP-10",))
     return None
 
 
@@ -2404,6 +2468,7 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("IDLE-3", _idle_release_check, "a waiter pending at an idle transition is released at it",
               ("IDLE-3", "IDLE-2")),
     LoopCheck("WARNED", _warned_check, "a throwing notification listener is warned about", ("ERR-12",)),
+    LoopCheck("ROUTED", _routed_check, "the adapter called is the one the request names", ("LOOP-10",)),
     LoopCheck("problems", _problems_check, "the world saw nothing go wrong"),
 )
 """The always-on oracles (see the module docstring)."""

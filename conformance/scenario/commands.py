@@ -17,7 +17,7 @@ from typing import Any
 
 import typer
 
-IMPL_HELP = "Implementation: MODULE:ATTR (an Implementation or a factory), 'reference' (default) or 'mutant:NAME'."
+from ..impl import IMPL_HELP
 
 
 def _fail(message: str) -> typer.Exit:

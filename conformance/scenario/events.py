@@ -144,6 +144,10 @@ def compact_data(event: Mapping[str, Any]) -> dict[str, Any]:
             compact["block"] = chunk.get("block")  # what the assembly oracle compares with
         elif chunk.get("type") in _TEXT_DELTAS and isinstance(chunk.get("text"), str):
             compact["text"] = chunk["text"]  # a block that never closes is its deltas (ASM-2)
+        elif chunk.get("type") == "tool-call-delta":
+            for key in ("id", "name", "arguments_delta"):  # so is a tool call's (ASM-2)
+                if key in chunk:
+                    compact[key] = chunk[key]
         data["chunk"] = compact
     return jsonable(data)
 

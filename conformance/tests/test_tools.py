@@ -322,18 +322,35 @@ def test_a_listener_result_is_logged_as_returned(run: Run) -> None:
 
 @pytest.mark.rule("TOOL-3", "LOG-6")
 def test_tool_returning_unloggable_content_is_a_failed_result(run: Run) -> None:
-    # A tool whose content cannot be logged (not JSON, LOG-1) has failed: its call still gets
-    # a tool/result, with is_error true and content that is a list of blocks; the turn goes on.
+    # A tool whose content cannot be logged (not JSON, LOG-1). The contract allows two readings:
+    # the tool has failed (TOOL-3: an is_error tool/result whose content is a list of blocks, and
+    # the turn goes on), or the rejected tool/result append is a failure of the turn (LOG-6: a call
+    # without a result is legal; ERR-9: the turn ends error, announced once). Either way nothing
+    # unloggable enters the log, and the loop stays alive for the next prompt.
     async def scenario(k: Kit) -> None:
         k.tool("odd", result=[{"type": "text", "text": "x", "extra": object()}])
+        errors: list[object] = []
+        k.on("agent/error", lambda *args: errors.append(args))  # read only when the turn failed
         a = k.agent()
         k.model.push(fakes.tool_calls(("c1", "odd", "{}")))
         a.send("hi")
         await k.idle(a)
-        (result,) = [e["data"] for e in k.events(a, "tool/result")]
-        assert result["call_id"] == "c1" and result["is_error"] is True, result
-        assert isinstance(result["content"], list) and all(b.get("type") == "text" for b in result["content"])
-        assert k.reasons(a) == [COMPLETED], "the turn goes on"
-        assert len(k.model.requests) == 2
+        results = [e["data"] for e in k.events(a, "tool/result")]
+        assert len(results) <= 1, f"one tool/result at most for call c1, got {results}"
+        if results:  # TOOL-3: the tool failed
+            (result,) = results
+            assert result["call_id"] == "c1" and result["is_error"] is True, result
+            assert isinstance(result["content"], list) and all(b.get("type") == "text" for b in result["content"])
+            assert k.reasons(a) == [COMPLETED], "the turn goes on after a failed tool (TOOL-3)"
+            assert len(k.model.requests) == 2
+        else:  # LOG-6 and ERR-9: the turn failed on the append
+            (reason,) = k.reasons(a)
+            assert reason.get("kind") == "error", (
+                f"call c1 got no tool/result, so its turn must end error (ERR-9), not {reason}")
+            assert len(k.events(a, "error")) == 1 and len(errors) == 1, "the failure is logged and announced once"
+        k.model.push(fakes.text("after"))
+        a.send("next")
+        await k.idle(a)
+        assert k.reasons(a)[-1] == COMPLETED, "the loop goes on"
 
     run(scenario)

@@ -511,9 +511,9 @@ def test_observed_events_show_model_activity() -> None:
     model = FakeModel([respond.text("a").timing(1.0, 0), respond.raises("x")], name="m")
 
     async def main() -> None:
-        await collect(model, request())
+        await collect(model, request(model="m"))
         try:
-            await collect(model, request())
+            await collect(model, request())  # a request naming another model: recorded (LOOP-10)
         except FakeError:
             pass
 
@@ -523,7 +523,7 @@ def test_observed_events_show_model_activity() -> None:
     assert result.timeline == [
         {"t": 0.0, "kind": "model/request", "model": "m", "call": 1, "messages": 1},
         {"t": 1.0, "kind": "model/done", "model": "m", "call": 1, "outcome": "stop", "chunks": 4},
-        {"t": 1.0, "kind": "model/request", "model": "m", "call": 2, "messages": 1},
+        {"t": 1.0, "kind": "model/request", "model": "m", "call": 2, "messages": 1, "requested": "fake"},
         {"t": 1.0, "kind": "model/done", "model": "m", "call": 2, "outcome": "raised", "chunks": 0, "error": "x"},
     ]
 
@@ -633,3 +633,19 @@ def test_on_request_and_signals_are_recorded() -> None:
     controller = AbortController()
     run(lambda: collect(model, request(signal=controller.signal)))
     assert calls == [1] and model.signals == [controller.signal]
+
+
+def test_a_request_records_tools_entries_not_of_0b_shape() -> None:
+    # SVC-5, 0b: each tools entry is {name, description, input_schema}; more keys are not judged.
+    good = {"name": "lookup", "description": "d", "input_schema": {"type": "object"}}
+    cases = [
+        ([good, {**good, "name": "extra", "cache": True}], None),
+        ([{"name": "lookup", "description": "d", "parameters": {}}], ["lookup: no input_schema (its keys: description, name, parameters; 0b: description, input_schema, name)"]),
+        ([{**good, "input_schema": "{}"}], ["lookup: input_schema is a str, not a JSON Schema object"]),
+        (["lookup"], ["an entry that is not an object: str"]),
+    ]
+    for tools, shape in cases:
+        model = FakeModel([respond.text("a")], name="fake")
+        result = simulator.run(lambda model=model, tools=tools: collect(model, request(tools=tools)))  # type: ignore[misc]
+        (seen,) = [e for e in result.timeline if e["kind"] == "model/request"]
+        assert seen.get("tools_shape") == shape, (tools, seen)

@@ -183,6 +183,10 @@ def test_every_request_carries_the_agents_system_prompt_and_the_registered_tools
     plugin = {"kind": "listener", "name": "rewriter", "on": "agent/request"}
     assert _plain("REQUEST", [created, plugin, request(1)]) is None
     assert _plain("REQUEST", [created, dict(plugin, name="window"), request(1)]) is not None
+    # the entries' shape (0b), recorded by the fake when off
+    odd = request(1, system="Be brief.", tools=["lookup"], tools_shape=["lookup: no input_schema (...)"])
+    found = _plain("REQUEST", [created, odd])
+    assert found is not None and found.rules == ("SVC-5",) and "not of 0b's shape: lookup: no input_schema" in found.message
 
 
 def test_prompts_and_steering_are_logged_in_the_order_given() -> None:
@@ -1248,6 +1252,31 @@ def test_a_block_that_never_closes_is_its_deltas() -> None:
     assert found is not None and "ASM-1" in found.rules
 
 
+def test_a_tool_call_that_never_closes_is_its_deltas() -> None:
+    # ASM-2: "a tool-call block can be built from deltas alone": its id and name from the first
+    # delta giving them (0b: the name on the first), its arguments the deltas joined; the trace
+    # keeps no block_type of a block-start, so the deltas tell the block's kind.
+    chunks = [{"type": "block-start", "index": 0},
+              {"type": "tool-call-delta", "index": 0, "id": "c2", "name": "lookup", "arguments_delta": '{"q": '},
+              {"type": "tool-call-delta", "index": 0, "id": "c2", "arguments_delta": '"y"'},
+              {"type": "finish", "reason": {"kind": "tool-calls"}}]
+
+    def step(*content: dict[str, Any]) -> list[dict[str, Any]]:
+        return [_op("send", "A"), *_turn(0, 1, "A")[:2], _log(2, "step/start", turn=1, step=1),
+                *(_log(3 + i, "assistant/chunk", turn=1, step=1, chunk=c) for i, c in enumerate(chunks)),
+                _log(10, "assistant/message", turn=1, step=1, content=list(content)),
+                _log(11, "step/end", turn=1, step=1), _log(12, "turn/end", turn=1, reason={"kind": "completed"})]
+
+    built = {"type": "tool-call", "id": "c2", "name": "lookup", "arguments": '{"q": "y"'}
+    assert _plain_check("ASSEMBLY", step(built)) is None
+    for key, wrong in (("name", ""), ("id", "c3"), ("arguments", '"y"')):
+        found = _plain_check("ASSEMBLY", step({**built, key: wrong}))
+        assert found is not None and "ASM-2" in found.rules, key
+        assert f"block 0 is {({**built, key: wrong})!r}, expected {built!r}" in found.message, found.message
+    chunks[1] = {k: v for k, v in chunks[1].items() if k != "name"}  # no name given: nothing to compare with
+    assert _plain_check("ASSEMBLY", step({**built, "name": ""})) is None
+
+
 def test_a_turn_cut_short_by_dispose_is_flushed() -> None:
     # LOOP-4 / DISP-1: a disposed turn keeps the turn's shape, its flush included. That no flush
     # ran is known from the world's close, which says a recorder listened to every flush.
@@ -1325,3 +1354,24 @@ def test_a_verdict_memo_recalls_a_timeline_it_judged_and_judges_anything_else_af
         assert "one set of checks" in str(exc)
     else:
         raise AssertionError("a memo must refuse a second set of checks")
+
+
+def test_the_adapter_called_is_the_one_the_request_names() -> None:
+    # LOOP-10: the fake records the model a request names when it is not its own.
+    routed = {"kind": "model/request", "model": "fake-b", "call": 1, "messages": 1}
+    assert _check("ROUTED", [routed]) is None
+    found = _check("ROUTED", [{**routed, "requested": "fake-routed"}])
+    assert found is not None and found.rules == ("LOOP-10",) and "'fake-routed'" in found.message
+
+
+def test_an_inject_raising_is_judged_only_when_no_turn_was_open() -> None:
+    # INJ-2 says an inject() while no turn is open never raises into the caller; into an open turn
+    # (INJ-1) the contract says nothing of a listener's throw reaching the caller (an independent
+    # loop's dispute, 2026-12-03): not judged there. Open or not is read from the log (INJ-1).
+    error = {"kind": "op/error", "op": "inject", "by": "window", "agent": "a", "error": "RuntimeError: listener failed"}
+    idle = [*_turn(0, 1, "A"), _op("inject", "W1", by="window"), error]
+    found = _check("INJ-2", idle)
+    assert found is not None and found.rules == ("INJ-2",) and "RuntimeError: listener failed" in found.message
+    start, message, end = _turn(0, 1, "A")
+    open_turn = [start, message, _op("inject", "W1", by="window"), _log(2, "context/message", content=[]), error, end]
+    assert _check("INJ-2", open_turn) is None

@@ -1,11 +1,13 @@
 // A wire child that misbehaves on request, for the driver's robustness tests: the kit's JS
-// loop, whose send() crashes, hangs, corrupts the stream, starts a timer or prints when the
-// prompt says so.
+// loop, whose send() crashes, hangs, corrupts the stream, starts a timer, prints, or stops
+// forwarding session/event notifications (so the driver's mirror misses log events, wire §7.2)
+// when the prompt says so.
 import fs from 'node:fs';
 import { serve } from '../../examples/js_loop/bridge/index.mjs';
 import { Agent, AgentLoopService } from '../../examples/js_loop/loop.mjs';
 
 const OUT = Number(String(process.env.LOOPKIT_WIRE_FDS).split(',')[1]);
+let unmirrored = false;
 
 class Faulty extends Agent {
   send(content, source) {
@@ -18,6 +20,7 @@ class Faulty extends Agent {
     if (text === 'garbage') fs.writeSync(OUT, 'this is not JSON\n');
     if (text === 'timer') setTimeout(() => {}, 5);
     if (text === 'print') console.log('hello from the implementation on stdout');
+    if (text === 'unmirrored') unmirrored = true;
     return super.send(content, source);
   }
 }
@@ -25,5 +28,9 @@ class Faulty extends Agent {
 serve({
   name: 'faulty',
   version: '0',
-  createService: (sources) => new AgentLoopService({ ...sources, agentClass: Faulty }),
+  createService: (sources) => {
+    unmirrored = false;  // a fresh service per scenario
+    return new AgentLoopService({ ...sources, agentClass: Faulty });
+  },
+  api: { on: (s, event, fn) => s.on(event, event === 'session/event' ? (...args) => (unmirrored ? undefined : fn(...args)) : fn) },
 });

@@ -62,6 +62,14 @@ def test_garbage_on_the_stream_is_a_protocol_error(faulty: WireImplementation) -
     assert "broke the protocol" in message and "'this is not JSON'" in message
 
 
+def test_a_mirror_that_missed_log_events_fails_the_test_naming_it(faulty: WireImplementation) -> None:
+    # The child stops sending `log` events (wire §7.2): the run's reconciliation finds the log
+    # longer than the mirror, and says so, rather than letting a test blame the loop.
+    message = _fails_then_recovers(faulty, "unmirrored", WireError)
+    assert "agent 'a': its log holds" in message and "reached the driver's mirror" in message
+    assert "(wire protocol §7.2)" in message
+
+
 def test_a_timer_trips_the_tripwire(faulty: WireImplementation) -> None:
     message = _fails_then_recovers(faulty, "timer", WireError)
     assert "created timers or I/O during a run (Timeout at Faulty.send" in message and "faulty.mjs" in message
