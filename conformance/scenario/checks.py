@@ -1523,7 +1523,7 @@ def _assembly_check(view: TraceView) -> Violation | None:
     return None
 
 
-class _Built(dict):  # type: ignore[type-arg]
+class _Built(dict[str, Any]):
     """A block an assembly oracle built from deltas: compared by its own keys only (an
     implementation may give such a block fields of its own, as long as they say nothing else)."""
 
@@ -1565,10 +1565,10 @@ def _assembled(chunks: list[Any]) -> list[Any] | None:
         if block_type in ("text", "reasoning"):
             blocks[index] = _Built(type=block_type, text=texts.get(index, ""))
             continue
-        call = calls.get(index)
-        if block_type != "tool-call" or call is None or "id" not in call or "name" not in call:
+        built = calls.get(index)
+        if block_type != "tool-call" or built is None or "id" not in built or "name" not in built:
             return None
-        blocks[index] = _Built(type="tool-call", id=call["id"], name=call["name"], arguments=call["arguments"])
+        blocks[index] = _Built(type="tool-call", id=built["id"], name=built["name"], arguments=built["arguments"])
     return [blocks[i] for i in sorted(blocks, key=lambda i: (not isinstance(i, int), i))]
 
 
