@@ -300,6 +300,11 @@ def replay(
     typer.echo(f"replayed {record.name!r} on {impl}: {sched.deviations} deviation(s) over {len(sched)} recorded "
                f"choices, then FIFO (recorded on {record.impl}, {record.found.get('strategy', '?')} seed "
                f"{record.found.get('failing_seed', '?')})")
+    if record.impl and record.impl != impl:
+        # A hunt's cassette replayed without --impl runs on the reference: "ok" then says nothing
+        # of the implementation the race was found in.
+        typer.echo(f"note: this cassette was recorded on {record.impl}; it ran on {impl} "
+                   f"(--impl {shlex.quote(record.impl)} replays it where it was found)", err=True)
     if report.ok:
         typer.echo("ok: every check holds")
         raise typer.Exit(0)

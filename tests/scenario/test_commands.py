@@ -44,9 +44,12 @@ def test_explore_writes_a_cassette_then_replay(tmp_path: Path) -> None:
     found = invoke("explore", W1, "--impl", "mutant:w1-release-with-replacement", "--budget", "300", "--out", str(out))
     assert found.exit_code == 1, found.output
     assert "FOUND after" in found.stdout and out.exists()
-    assert invoke("replay", str(out)).exit_code == 0
+    elsewhere = invoke("replay", str(out))  # on the reference: it holds, and the note says where it was found
+    assert elsewhere.exit_code == 0 and "ok: every check holds" in elsewhere.stdout
+    assert ("note: this cassette was recorded on mutant:w1-release-with-replacement; it ran on reference "
+            "(--impl mutant:w1-release-with-replacement replays it where it was found)") in elsewhere.stderr
     again = invoke("replay", str(out), "--impl", "mutant:w1-release-with-replacement", "--diagram", str(tmp_path / "d.html"))
-    assert again.exit_code == 1 and "FAILED" in again.stdout
+    assert again.exit_code == 1 and "FAILED" in again.stdout and "note:" not in again.stderr
     assert (tmp_path / "d.html").read_text().startswith("<!DOCTYPE html>")
 
 
