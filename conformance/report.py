@@ -162,7 +162,7 @@ def common_failure(verdict: Verdict) -> tuple[str, list[str]] | None:
     it fails)``, if it fails at least :data:`COMMON_MIN_RULES` rules and half of those failing.
     A ``close()`` or ``dispose()`` that raises fails every test that tears an agent down: the
     report then says that one message is behind the eighty rules, as it does for a missing hook."""
-    failing = [v for v in verdict.rules if v.status == "failed" and v.failed and not v.needs_hook]
+    failing = [v for v in verdict.rules if v.status == "failed" and v.failed and not v.needs_hook and not v.excused]
     by_line: dict[str, list[str]] = {}
     for v in failing:
         for line in dict.fromkeys(r.message.strip().splitlines()[0][:300] for r in v.failed if r.message.strip()):

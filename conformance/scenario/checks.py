@@ -69,8 +69,8 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
   listener that threw: PY-2).
 
 In plain worlds (no Python body that could rewrite a step's message or a request) also
-``PLAIN_ORACLES``: ``ASSEMBLY`` (ASM-1/3, and ASM-2 for a text or reasoning block that never
-closes: its deltas; a max-tokens step's message without its tool calls,
+``PLAIN_ORACLES``: ``ASSEMBLY`` (ASM-1/3, and ASM-2 for a text, reasoning or tool-call block
+that never closes: its deltas; a max-tokens step's message without its tool calls,
 and none when nothing remains, MAXTOK-5; a model's ``finish{error}`` message and code carried
 into the error event, FINISH-1, ERR-7), ``CONTINUED`` (every step of a turn that ended completed or max-tokens
 ends with one ``agent/turn-continuation`` call, told CONT-1's default: LOOP-5, CONT-1; the world
@@ -84,6 +84,7 @@ codes; ``conformance.invariants.data_violations``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -201,7 +202,9 @@ class VerdictMemo:
         elif checks is not self._checks and list(checks) != list(self._checks):
             raise ValueError("a VerdictMemo serves one set of checks")
         try:
-            key = (b"F" if trace.strategy == "fifo" else b"S") + orjson.dumps(trace.timeline)
+            text = orjson.dumps(trace.timeline)
+            # a digest, not the text, is kept: a long search must not hold every timeline it saw
+            key = (b"F" if trace.strategy == "fifo" else b"S") + hashlib.blake2b(text, digest_size=16).digest()
         except (TypeError, orjson.JSONEncodeError):  # not plain JSON (orjson also refuses ints past 64 bits)
             return judge(trace, checks)
         found = self._seen.get(key)
@@ -1340,22 +1343,35 @@ def _announced_check(view: TraceView) -> Violation | None:
 
 
 def _inject_check(view: TraceView) -> Violation | None:
-    """INJ-2: an ``inject()`` of plain text on a live agent with no turn open (by its log: INJ-1
-    decides from the log) never raises into the caller. Into an open turn (INJ-1) the contract
-    says nothing of a listener's throw reaching the caller: not judged."""
+    """INJ-2: an ``inject()`` of plain text on a live agent with no turn open never raises a
+    failing flush into the caller. Judged only where the inject wrote its own one-shot turn: no
+    turn open at the call by the log (INJ-1 decides from it), and none but an injection's opened
+    before the error (an async inject may find a turn open when its body runs); and only where no
+    listener but a ``session/flush`` one threw meanwhile (of other listeners' throws INJ-2 says
+    the turn stays balanced, not that they never reach the caller)."""
+    raises = [e for e in view.of_kind("op") if e.get("op") == "raise"]
     for agent in view.agents:
         log = view.log(agent)
-        injects = [e for e in view.of_kind("op", agent=agent) if e.get("op") == "inject" and e.get("status") != "disposed"
-                   and not _turn_open_at(log, e["_i"])]
-        if not injects:
+        ops = [e for e in view.of_kind("op", agent=agent) if e.get("op") == "inject"]
+        if not ops:
             continue
         for err in view.of_kind("op/error", agent=agent):
             if err.get("op") != "inject" or str(err.get("error", "")).startswith(("NotImplementedError", "AgentDisposed")):
                 continue
-            if any(i["_i"] < err["_i"] and i.get("by") == err.get("by") for i in injects):
-                return Violation(f"agent {agent}: inject() of plain text raised into the caller ({err.get('error')}): "
-                                 "a failure of the injection is contained and reported through agent/error (INJ-2)",
-                                 err["_i"], ("INJ-2",))
+            mine = [i for i in ops if i.get("by") == err.get("by")]
+            nth = err.get("nth")
+            earlier = [i for i in mine if i["_i"] < err["_i"]]
+            op = mine[nth - 1] if isinstance(nth, int) and 0 < nth <= len(mine) else (earlier[-1] if earlier else None)
+            if op is None or op.get("status") == "disposed" or _turn_open_at(log, op["_i"]):
+                continue
+            if any(e.get("type") == "turn/start" and op["_i"] < e["_i"] < err["_i"]
+                   and ((e.get("data") or {}).get("trigger") or {}).get("kind") != "injection" for e in log):
+                continue  # a turn the inject did not open came first: INJ-1's case
+            if any(op["_i"] < r["_i"] < err["_i"] and r.get("on") != "session/flush" for r in raises):
+                continue
+            return Violation(f"agent {agent}: inject() of plain text raised into the caller ({err.get('error')}): "
+                             "a failing flush of its one-shot turn is reported through agent/error, never raised "
+                             "into the caller (INJ-2)", err["_i"], ("INJ-2",))
     return None
 
 
@@ -2492,7 +2508,8 @@ PLAIN_ORACLES: tuple[LoopCheck, ...] = (
 )
 """Oracles that hold when no listener rewrites a step's message (``agent/step-result``) or a
 model request (``agent/request``): declared scenarios (YAML, generated, the hunt's) rewrite
-nothing, a Python body might."""
+nothing but a request's model name (the hunt's routing plugin, which REQUEST and HISTORY leave
+alone: the routed requests are no agent's model), a Python body might."""
 
 
 # --------------------------------------------------------------------------- scenario checks

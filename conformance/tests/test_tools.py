@@ -320,7 +320,7 @@ def test_a_listener_result_is_logged_as_returned(run: Run) -> None:
     run(scenario)
 
 
-@pytest.mark.rule("TOOL-3", "LOG-6")
+@pytest.mark.rule("TOOL-3", "LOG-6", "ERR-9")
 def test_tool_returning_unloggable_content_is_a_failed_result(run: Run) -> None:
     # A tool whose content cannot be logged (not JSON, LOG-1). The contract allows two readings:
     # the tool has failed (TOOL-3: an is_error tool/result whose content is a list of blocks, and

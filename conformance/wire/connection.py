@@ -217,12 +217,12 @@ class Connection:
             status, length = state
             agent._status = str(status)
             if length != len(agent._events):
-                # The mirror missed a log event: every reading of the log since was wrong, and a
+                # The mirror and the log differ: every reading of the log since was wrong, and a
                 # test would blame the loop for it. The child broke §7.2 (or the loop appended
                 # without notifying session/event, LOG-2): the run cannot be trusted.
                 self.fail(ProtocolError(
                     f"wire child {self.child.command!r}: agent {agent.id!r}: its log holds {length} events but "
-                    f"{len(agent._events)} reached the driver's mirror: the child must send a `log` event for every "
+                    f"the driver's mirror holds {len(agent._events)}: the child must send one `log` event for every "
                     "session/event notification (wire protocol §7.2), or the loop appended without notifying "
                     "session/event (LOG-2)"))
                 return

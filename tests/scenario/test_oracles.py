@@ -1375,3 +1375,16 @@ def test_an_inject_raising_is_judged_only_when_no_turn_was_open() -> None:
     start, message, end = _turn(0, 1, "A")
     open_turn = [start, message, _op("inject", "W1", by="window"), _log(2, "context/message", content=[]), error, end]
     assert _check("INJ-2", open_turn) is None
+    # paired with its own call: an idle inject that went fine, then one into an open turn that raised
+    one_shot = [_op("inject", "W1", by="window"), _log(3, "turn/start", turn=2, trigger={"kind": "injection"}),
+                _log(4, "context/message", content=[]), _log(5, "turn/end", turn=2, reason={"kind": "completed"})]
+    later = [_log(6, "turn/start", turn=3, trigger={"kind": "message"}), _op("inject", "W2", by="window"), error,
+             _log(7, "turn/end", turn=3, reason={"kind": "completed"})]
+    assert _check("INJ-2", [*_turn(0, 1, "A"), *one_shot, *later]) is None
+    # a turn another prompt opened before the async inject's body ran: INJ-1's case
+    raced = [*_turn(0, 1, "A"), _op("inject", "W1", by="window"), _log(3, "turn/start", turn=2, trigger={"kind": "message"}), error]
+    assert _check("INJ-2", raced) is None
+    # a listener's throw (not a flush's) meanwhile: INJ-2 says the turn stays balanced, no more
+    thrown = {"kind": "op", "op": "raise", "by": "window", "agent": "a", "on": "session/event"}
+    assert _check("INJ-2", [*idle[:-1], thrown, error]) is None
+    assert _check("INJ-2", [*idle[:-1], dict(thrown, on="session/flush"), error]) is not None

@@ -66,7 +66,7 @@ def test_a_mirror_that_missed_log_events_fails_the_test_naming_it(faulty: WireIm
     # The child stops sending `log` events (wire §7.2): the run's reconciliation finds the log
     # longer than the mirror, and says so, rather than letting a test blame the loop.
     message = _fails_then_recovers(faulty, "unmirrored", WireError)
-    assert "agent 'a': its log holds" in message and "reached the driver's mirror" in message
+    assert "agent 'a': its log holds" in message and "the driver's mirror holds" in message
     assert "(wire protocol §7.2)" in message
 
 
