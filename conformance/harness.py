@@ -298,16 +298,16 @@ _ASYNCIO_DIR = os.path.dirname(asyncio.__file__)
 def _parked_at(task: asyncio.Future[Any]) -> str:
     """``at FILE:LINE in FUNCTION``: where a suspended task waits (its innermost frame)."""
     # Task.get_stack() gives a suspended task's outermost coroutine frame only: follow what
-    # each coroutine awaits (cr_await, or an async generator's ag_await) to the innermost one.
+    # each coroutine awaits (cr_await; a generator-based one's gi_yieldfrom) to the innermost.
     coro = task.get_coro() if isinstance(task, asyncio.Task) else None
     frame = None
     for _ in range(100):  # a bound: an awaitable chain is short, a cycle is not ours to loop on
-        current = getattr(coro, "cr_frame", None) or getattr(coro, "ag_frame", None) or getattr(coro, "gi_frame", None)
+        current = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
         if current is None:
             break
         if not current.f_code.co_filename.startswith(_ASYNCIO_DIR):  # asyncio.sleep's own frame says nothing
             frame = current
-        coro = getattr(coro, "cr_await", None) or getattr(coro, "ag_await", None) or getattr(coro, "gi_yieldfrom", None)
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
     if frame is None:
         return ""
     return f"at {frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno} in {frame.f_code.co_name}"

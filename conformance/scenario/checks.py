@@ -236,7 +236,7 @@ class TraceView:
         by_kind: dict[str, list[Event]] = {}
         by_kind_agent: dict[tuple[str, Any], list[Event]] = {}
         agents: dict[str, None] = {}
-        refused: set[int] = set()
+        answers: dict[int, int] = {}  # op/error index -> the op it answers
         last_op: dict[tuple[Any, Any, Any], int] = {}
         every_op: dict[tuple[Any, Any, Any], list[int]] = {}
         for i, e in enumerate(timeline):
@@ -268,18 +268,19 @@ class TraceView:
                 key = (e.get("by"), e.get("op"), agent)
                 nth, ops = e.get("nth"), every_op.get(key, ())
                 if isinstance(nth, int) and 0 < nth <= len(ops):
-                    refused.add(ops[nth - 1])
+                    answers[i] = ops[nth - 1]
                     if last_op.get(key) == ops[nth - 1]:
                         del last_op[key]
                 elif key in last_op:
-                    refused.add(last_op.pop(key))
+                    answers[i] = last_op.pop(key)
             elif (name == "log" or name.startswith("agent/")) and isinstance(agent, str):
                 agents[agent] = None
         self.indexed = indexed
         self._by_kind = by_kind
         self._by_kind_agent = by_kind_agent
         self.agents: list[str] = list(agents)
-        self._refused = refused
+        self._answers = answers
+        self._refused = set(answers.values())
 
     @classmethod
     def of(cls, trace: Trace) -> TraceView:
@@ -353,6 +354,11 @@ class TraceView:
                 current["end_i"] = e["_i"]
         # A resumed log's turns ran before this run: the run's oracles judge the turns it ran.
         return [t for t in out if not t["loaded"]]
+
+    def answered(self, error: Event) -> Event | None:
+        """The ``op`` an ``op/error`` answers (as :meth:`refused` pairs them), if any."""
+        i = self._answers.get(error["_i"])
+        return None if i is None else self.indexed[i]
 
     def refused(self) -> set[int]:
         """Indices of the ``op`` events whose call raised: an ``op/error`` answers the latest
@@ -1349,23 +1355,15 @@ def _inject_check(view: TraceView) -> Violation | None:
     before the error (an async inject may find a turn open when its body runs); and only where no
     listener but a ``session/flush`` one threw meanwhile (of other listeners' throws INJ-2 says
     the turn stays balanced, not that they never reach the caller)."""
-    raises = [e for e in view.of_kind("op") if e.get("op") == "raise"]
+    raises = view.of_kind("op", op="raise")
     for agent in view.agents:
-        log = view.log(agent)
-        ops = [e for e in view.of_kind("op", agent=agent) if e.get("op") == "inject"]
-        if not ops:
-            continue
         for err in view.of_kind("op/error", agent=agent):
             if err.get("op") != "inject" or str(err.get("error", "")).startswith(("NotImplementedError", "AgentDisposed")):
                 continue
-            mine = [i for i in ops if i.get("by") == err.get("by")]
-            nth = err.get("nth")
-            earlier = [i for i in mine if i["_i"] < err["_i"]]
-            op = mine[nth - 1] if isinstance(nth, int) and 0 < nth <= len(mine) else (earlier[-1] if earlier else None)
-            if op is None or op.get("status") == "disposed" or _turn_open_at(log, op["_i"]):
+            op = view.answered(err)
+            if op is None or op.get("status") == "disposed" or _turn_around(view, agent, op["_i"]) is not None:
                 continue
-            if any(e.get("type") == "turn/start" and op["_i"] < e["_i"] < err["_i"]
-                   and ((e.get("data") or {}).get("trigger") or {}).get("kind") != "injection" for e in log):
+            if any(op["_i"] < t["_i"] < err["_i"] and t["trigger"] != "injection" for t in view.turns(agent)):
                 continue  # a turn the inject did not open came first: INJ-1's case
             if any(op["_i"] < r["_i"] < err["_i"] and r.get("on") != "session/flush" for r in raises):
                 continue
@@ -1373,19 +1371,6 @@ def _inject_check(view: TraceView) -> Violation | None:
                              "a failing flush of its one-shot turn is reported through agent/error, never raised "
                              "into the caller (INJ-2)", err["_i"], ("INJ-2",))
     return None
-
-
-def _turn_open_at(log: Sequence[Event], index: int) -> bool:
-    """Whether the agent's log (its ``log`` entries) had a turn open at timeline ``index``."""
-    depth = 0
-    for e in log:
-        if e["_i"] >= index:
-            break
-        if e.get("type") == "turn/start":
-            depth += 1
-        elif e.get("type") == "turn/end":
-            depth = max(depth - 1, 0)
-    return depth > 0
 
 
 def _closed_check(view: TraceView) -> Violation | None:

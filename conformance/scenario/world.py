@@ -330,7 +330,8 @@ class World:
     def _notification_observer(self, name: str) -> Callable[..., None]:
         # The observers hold the world weakly: the implementation's objects (often in reference
         # cycles of their own) then keep no world, loop or timeline alive after the run. The
-        # world lives as long as the run does (the loop's observers hold it).
+        # world lives as long as the run does (the loop's observers hold it). Each observer
+        # repeats this guard inline: a shared wrapper is one more call per event, 2-3% of a run.
         loop = self._loop
         world = weakref.ref(self)
 
