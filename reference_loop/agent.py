@@ -193,9 +193,22 @@ class ReactLoopAgent:
             return  # created outside a loop: the first send/when_idle inside one starts it
         self._exited = loop.create_future()
         self._task = loop.create_task(self._drive(), name=f"agent:{self._id}:driver")
+        self._task.add_done_callback(self._driver_ended)
+
+    def _driver_ended(self, task: asyncio.Task[None]) -> None:
+        # PY-1: a driver task cancelled before its first step never enters _drive's handler
+        # (the coroutine is closed unstarted): the agent still ends disposed, its exit known.
+        # Registered only until _drive's first step, which takes it off again: a callback at
+        # every driver's end would be one more step for no purpose.
+        if not self._disposed:
+            self.dispose()
+        if self._exited is not None and not self._exited.done():
+            self._exited.set_result(None)
 
     async def _drive(self) -> None:
         """LOOP-1: one driver per agent lifetime: wait (idle), run one turn, repeat."""
+        if self._task is not None:
+            self._task.remove_done_callback(self._driver_ended)  # started: the handler below covers it
         try:
             while not self._disposed:
                 # LOOP-1: park until something is queued. A cancel marker wakes it too, so work
@@ -369,6 +382,10 @@ class ReactLoopAgent:
             # CANCEL-STEP: a cancel while the system prompt was assembled (no handle existed yet).
             if self._marker is not None:
                 return _StepOutcome(aborted=self._marker)
+            # DISP-2: a dispose() then ended the driver's work as it would a step in flight: no
+            # model call, no tool run for a disposed agent (the turn closes disposed, DISP-1).
+            if self._disposed:
+                return _StepOutcome(aborted="disposed")
             request = self._build_request(assembly, signal)
             request = await self._step_waterfall("agent/request", turn, step, request, signal)
             if signal.aborted:

@@ -7,11 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-VERBS = ("send", "steer", "inject", "cancel", "abort", "dispose", "when_idle", "raise", "close", "create")
+VERBS = ("send", "steer", "inject", "cancel", "abort", "dispose", "when_idle", "raise", "close", "create",
+         "cancel_driver")
 """The actions a window may do: a caller's, ``raise`` (the listener throws, as a plugin might:
 last in a sequence, and only where a listener acts) and ``close`` (the service's ``close()``,
 SVC-7: last in a sequence, after nothing or after the work or waiter it must deal with) and
-``create`` (``service.create`` of the window's agent's id while it is live, SVC-2: alone)."""
+``create`` (``service.create`` of the window's agent's id while it is live, SVC-2: alone) and
+``cancel_driver`` (``Task.cancel()`` of the agent's driver task, PY-1: alone, and only on an
+in-process Python implementation: one over the wire has no driver task here)."""
 
 MODES = ("listener", "actor")
 """How a window acts: synchronously in a listener at its point, or by an actor started there."""
@@ -26,7 +29,8 @@ class Config:
     depth: int = 2
     nth: int = 3
     verbs: tuple[str, ...] = VERBS
-    """The actions windows are made of (``inject`` only where the implementation has it)."""
+    """The actions windows are made of (``inject`` only where the implementation has it,
+    ``cancel_driver`` only in process)."""
     modes: tuple[str, ...] = MODES
     dfs: int = 2
     """Schedules of the bounded search from the window's point: one deviation from FIFO each, at

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import logging
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,7 +125,12 @@ def hunt(impl: Implementation, impl_spec: str, config: search.Config, *, against
     logging.getLogger().addHandler(quiet)
     gc.freeze()  # the long-lived setup is no garbage: keep full collections cheap
     try:
-        return _hunt(impl, impl_spec, config, against, workers, shard, out, tick, stop, found, should_stop, spun)
+        with warnings.catch_warnings():
+            # A window that cancels a driver mid-way, and every run's teardown, leave coroutines
+            # the implementation made (a listener's, a gather's child) that nothing will await:
+            # Python warns as each is collected, on stderr, thousands of times, none a finding.
+            warnings.filterwarnings("ignore", message=r"coroutine .* was never awaited", category=RuntimeWarning)
+            return _hunt(impl, impl_spec, config, against, workers, shard, out, tick, stop, found, should_stop, spun)
     finally:
         gc.unfreeze()
         logging.getLogger().removeHandler(quiet)

@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 
 from conformance.adapter import Implementation
+from conformance.catalogue import PYTHON, runtime_of
 from simulator.errors import SimulationError
 from simulator.schedule import Schedule
 from simulator.strategies import AnchoredStrategy, PCTStrategy, RandomStrategy
@@ -62,9 +63,10 @@ class WorkloadPlan:
 
 def verbs_for(impl: Implementation, verbs: tuple[str, ...] = VERBS) -> list[str]:
     """The window verbs of ``verbs`` that ``impl`` supports (``inject`` needs the ``injection``
-    feature)."""
+    feature; ``cancel_driver`` an in-process Python implementation, whose driver is a task)."""
     features = set(getattr(impl, "features", ()))
-    return [v for v in verbs if v != "inject" or "injection" in features]
+    python = runtime_of(impl) == PYTHON
+    return [v for v in verbs if (v != "inject" or "injection" in features) and (v != "cancel_driver" or python)]
 
 
 def plan(workloads: tuple[Workload, ...], impl: Implementation, config: Config) -> list[WorkloadPlan]:

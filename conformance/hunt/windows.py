@@ -6,7 +6,8 @@ inside ``session/flush``, inside a tool call, at a model call, right after an ag
 (before its driver first ran), inside a ``resume()``'s load of its persisted log (where only
 ``create`` of its id applies); and which occurrence of it (``nth``). A :class:`Window` is a
 point, a sequence of caller actions (``send``, ``steer``, ``inject``, ``cancel``, ``abort``,
-``dispose``, ``when_idle``, the service's ``close`` and ``create`` of a taken id; a listener may
+``dispose``, ``when_idle``, the service's ``close`` and ``create`` of a taken id, and, on a
+Python implementation, ``cancel_driver`` (the agent's driver task cancelled, PY-1); a listener may
 also ``raise``, as a failing plugin does), and how
 they are done: synchronously by a listener at the point (``listener``), or by an actor started
 there, as its own task (``actor``), whose landing the schedule decides.
@@ -168,7 +169,9 @@ def sequences(verbs: Sequence[str], depth: int, mode: str = "listener") -> list[
     sequence: nothing after it runs; an actor cannot throw into the loop; ``close`` ends a
     sequence too, after verbs of ``CLOSE_AFTER`` only: once the service closes, the agents are
     disposed, and what a disposed agent does with more is what ``dispose; X`` shows; ``create``
-    only alone: what it judges, a taken id rejected, no other verb changes)."""
+    only alone: what it judges, a taken id rejected, no other verb changes; ``cancel_driver``
+    alone too: once the driver's task is cancelled the agent ends disposed (PY-1), and what a
+    disposed agent does with more is what ``dispose; X`` shows)."""
     out: list[tuple[str, ...]] = []
     for n in range(1, depth + 1):
         for seq in product(verbs, repeat=n):
@@ -176,7 +179,7 @@ def sequences(verbs: Sequence[str], depth: int, mode: str = "listener") -> list[
                 continue
             if "close" in seq and (seq.index("close") != n - 1 or not CLOSE_AFTER.issuperset(seq[:-1])):
                 continue
-            if "create" in seq and n > 1:
+            if ("create" in seq or "cancel_driver" in seq) and n > 1:
                 continue
             out.append(seq)
     return out

@@ -85,7 +85,7 @@ ROUTING_PLUGIN = Listener(on="agent/request", do=(), name="routing-plugin", wher
 """A plugin's ``agent/request`` listener sending agent ``b``'s model calls to another model
 (LOOP-10: the adapter the returned request names is called)."""
 
-TOOL = ToolSpec("lookup", returns("found"))
+TOOL = ToolSpec("lookup", returns("found"), latency=0.01)  # a tool takes time: two calls could overlap (TOOL-1)
 FAILING_TOOL = ToolSpec("lookup", fails("no such page", code="E_TOOL"))
 
 
@@ -111,7 +111,9 @@ def workloads() -> tuple[Workload, ...]:
             {"type": "text-delta", "index": 0, "text": "done"},
             {"type": "block-end", "index": 0, "block": {"type": "text", "text": "done"}},
             {"type": "usage", "usage": {"input_tokens": 10, "output_tokens": 1}},
-            {"type": "usage", "usage": {"input_tokens": 12, "output_tokens": 3}},  # ASM-4: the last is the step's
+            # ASM-4: the last is the step's, every field of it (0b's optional ones too)
+            {"type": "usage", "usage": {"input_tokens": 12, "output_tokens": 3, "cache_read_tokens": 5,
+                                        "cache_write_tokens": 1, "reasoning_tokens": 2}},
             {"type": "finish", "reason": {"kind": "stop"}})), tools=(TOOL,),
             description="a tool call, the answer reporting its usage twice")),
         Workload("two-step", _scenario("two-step", (two_calls, respond.text("done")), tools=(TOOL,),
@@ -126,7 +128,8 @@ def workloads() -> tuple[Workload, ...]:
         Workload("max-tokens", _scenario("max-tokens", (respond.text("a long answer that is cut").truncate(2),),
                                          description="a step cut at max-tokens")),
         Workload("max-tokens-tools", _scenario(
-            "max-tokens-tools", ((respond.text("calling") + call).finish("max-tokens"),
+            # MAXTOK-5: the call removed, the text on both sides of it kept
+            "max-tokens-tools", ((respond.text("calling") + call + respond.text("and after")).finish("max-tokens"),
                                  call.finish("max-tokens").usage(9, 4)),  # nothing left, usage still logged (LOOP-5)
             tools=(TOOL,), description="a max-tokens step with a tool call that must not run (and, in a step "
                                        "a window brings about, one with nothing else, whose message is empty)")),
@@ -179,9 +182,11 @@ def workloads() -> tuple[Workload, ...]:
             actors=(replace(_caller("A"), at=None, after="agent/created", where={"agent": "a"}),),
             limits=LIMITS), features=frozenset({"persistence"})),
         Workload("tool-plugin", _scenario("tool-plugin", (bare, respond.text("done")), tools=(TOOL,),
-                                          listeners=(REKEYING_PLUGIN,),
+                                          listeners=(REKEYING_PLUGIN, FAILING_PLUGIN),
                                           description="a tool call (with empty arguments: TOOL-2's {}) whose result a "
-                                                      "plugin returns under an id of its own")),
+                                                      "plugin returns under an id of its own; another plugin's "
+                                                      "agent/turn-end listener throws (so a turn disposed during "
+                                                      "its tool call has a late failure to swallow, ERR-10)")),
     ]
     return tuple(out)
 

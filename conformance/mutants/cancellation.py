@@ -442,4 +442,17 @@ MUTANTS = [
         interleaving=True,
         notes="Round 12: the suite passed it until the window tests gave an empty reason too; the hunt found it once a listener's cancel gave an empty reason.",
     ),
+    Mutant(
+        'prompt-assembly-cancel-missed',
+        "the marker check after the system prompt's assembly is dropped: a cancel() while an async system-prompt listener runs no longer stops the step; the model is called and its tools run",
+        ('CANCEL-1', 'CANCEL-STEP'),
+        '8',
+        (
+            Patch('agent',
+                  '            # CANCEL-STEP: a cancel while the system prompt was assembled (no handle existed yet).\n            if self._marker is not None:\n                return _StepOutcome(aborted=self._marker)\n',
+                  ''),
+        ),
+        interleaving=True,
+        notes='Round 14 (session 32, 2026-12-03, written blind by a helper): the suite passed it until test_cancel_while_a_step_waterfall_runs[system-prompt]; the hunt found it once system-prompt became a waterfall point (before system-prompt next(): cancel).',
+    ),
 ]

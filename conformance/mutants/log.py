@@ -186,4 +186,16 @@ MUTANTS = [
         ),
         notes="Round 13: the suite killed it; the hunt found it once two-step's second call was built from deltas alone and ASSEMBLY built such a tool call from its deltas.",
     ),
+    Mutant(
+        'derive-errors-as-assistant',
+        "derived history turns error events into assistant 'Error: ...' messages: the request after a failed turn carries a message the log never had",
+        ('LOG-7',),
+        '1',
+        (
+            Patch('session',
+                  '        elif kind in ("steering/message", "context/message"):',
+                  '        elif kind == "error":\n            messages.append({"role": "assistant", "content": [v.text(f"Error: {data.get(\'message\', \'\')}")]})\n        elif kind in ("steering/message", "context/message"):'),
+        ),
+        notes='Round 14 (session 32, 2026-12-03, written blind by a helper): the suite passed it until test_errors_derive_nothing; the hunt found it (HISTORY).',
+    ),
 ]

@@ -508,4 +508,17 @@ MUTANTS = [
         ),
         notes="Round 13: the suite killed it; the hunt found it once the two-agents workload had a plugin routing b's calls and the fake model recorded the model a request names (ROUTED).",
     ),
+    Mutant(
+        'turn-end-notice-reason-recomputed',
+        'agent/turn-end is notified with a reason reckoned again at notification time instead of the logged one: a session/event listener on turn/end that throws or disposes makes it say error or disposed while turn/end says completed',
+        ('LOOP-4', 'ERR-4', 'ERR-10'),
+        '3',
+        (
+            Patch('agent',
+                  '                self._bus.emit("agent/turn-end", self, turn.number, reason)',
+                  '                self._bus.emit("agent/turn-end", self, turn.number, self._end_reason(turn))'),
+        ),
+        interleaving=True,
+        notes="Round 14 (session 32, 2026-12-03, written blind by a helper): the suite passed it until test_agent_turn_end_names_the_reason_turn_end_logged; the hunt found it once NOTIFIED compared agent/turn-end's reason with the logged turn/end.",
+    ),
 ]

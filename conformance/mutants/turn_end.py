@@ -129,4 +129,16 @@ MUTANTS = [
         ),
         notes='Round 12: the suite killed it (FINISH-2); the hunt found it with RAISED.',
     ),
+    Mutant(
+        'maxtok-truncates-at-first-call',
+        'removing the tool calls of a max-tokens step truncates the message at its first call: blocks after it are lost',
+        ('MAXTOK-5',),
+        '6',
+        (
+            Patch('agent',
+                  '    kept = [\n        b for b in message["content"] if not (isinstance(b, dict) and b.get("type") == "tool-call")\n    ]',
+                  '    kept = []\n    for b in message["content"]:\n        if isinstance(b, dict) and b.get("type") == "tool-call":\n            break  # the output was cut inside the calls: nothing after them is reliable\n        kept.append(b)'),
+        ),
+        notes="Round 14 (session 32, 2026-12-03, written blind by a helper): the suite passed it until test_max_tokens_step_keeps_every_block_around_the_removed_calls; the hunt found it once max-tokens-tools' step had text after its call (ASSEMBLY).",
+    ),
 ]

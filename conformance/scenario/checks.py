@@ -219,6 +219,14 @@ class VerdictMemo:
 # --------------------------------------------------------------------------- reading a trace
 
 
+DISPOSERS = ("dispose", "cancel_driver")
+"""The ops that dispose an agent: ``dispose()``, and cancelling its driver's task (PY-1: the
+agent ends ``disposed``). Where a disposal *excuses* (a prompt dropped, a status nothing else
+explains, a turn cut short) either counts; what DISP-* require of ``dispose()`` itself (running ->
+disposed with nothing between, the cut turn still flushed) is judged of ``dispose()`` only: a
+cancelled driver stops at its next suspension, and PY-1 asks only that it end disposed, balanced."""
+
+
 class TraceView:
     """Indexed access to a scenario timeline (entries keep their timeline index as ``_i``).
 
@@ -404,7 +412,7 @@ class TraceView:
         cached: list[int] | None = self._cache.get(key)
         if cached is None:
             cached = self._cache[key] = sorted(
-                [e["_i"] for e in self.ops(agent, "dispose")]
+                [e["_i"] for e in self.ops(agent, *DISPOSERS)]
                 + [e["_i"] for e in self.of_kind("agent/status", agent=agent) if e.get("status") == "disposed"])
         return cached
 
@@ -427,7 +435,7 @@ class TraceView:
     def _stops(self, agent: str, close: bool) -> list[int]:
         final = self.closings(caller=False)
         end = final[0] if final and not close else len(self.timeline)
-        out = [e["_i"] for e in self.ops(agent, "cancel", "dispose")]
+        out = [e["_i"] for e in self.ops(agent, "cancel", *DISPOSERS)]
         out += [e["_i"] for e in self.of_kind("agent/status", agent=agent)
                 if e.get("status") == "disposed" and e["_i"] < end]
         # a caller's close() disposes like dispose(); the world's own counts where ``close`` says
@@ -802,8 +810,8 @@ def _boundary_failure_check(view: TraceView) -> Violation | None:
         if not raises:
             continue
         log = view.log(agent)
-        stops = [op["_i"] for op in view.ops(agent, "cancel", "abort", "dispose")] + \
-                [op["_i"] for a in view.agents for op in view.ops(a, "dispose") if a != agent]
+        stops = [op["_i"] for op in view.ops(agent, "cancel", "abort", *DISPOSERS)] + \
+                [op["_i"] for a in view.agents for op in view.ops(a, *DISPOSERS) if a != agent]
         for r in raises:
             on, at = r.get("on"), r["_i"]
             at_turn_start = on == "session/event" and _last_log_type(log, at) == "turn/start"
@@ -924,7 +932,11 @@ def _finishes(turn: dict[str, Any]) -> dict[int, str]:
 def _maxtok_check(view: TraceView) -> Violation | None:
     for agent in view.agents:
         # The world's close disposes the agent when close() gets to it: its disposed status says when.
-        disposals = view.disposals(agent)
+        # A driver task cancelled by a listener (inside the driver's own stretch) stops at its
+        # next suspension, and the turn it was running may end as that stretch decides; cancelled
+        # by an actor, the driver is suspended, so the turn it is in ends disposed (PY-1, DISP-1).
+        disposals = [i for i in view.disposals(agent)
+                     if view.timeline[i].get("op") != "cancel_driver" or view.timeline[i].get("on") is None]
         for t in view.turns(agent):
             if not t["ended"]:
                 continue
@@ -942,8 +954,10 @@ def _maxtok_check(view: TraceView) -> Violation | None:
             # its shape (it ends completed): disposing while it is written may end it either way.
             allowed = ("disposed", "completed") if t["trigger"] == "injection" else ("disposed",)
             if any(i < t["end_i"] for i in disposals) and reason not in allowed:
-                return Violation(f"{where} closed after dispose() but ends {reason} (DISP-1)", t["end_i"],
-                                 ("DISP-1", "MAXTOK-3"))
+                how = ("its driver task was cancelled (PY-1)" if view.timeline[next(i for i in disposals if i < t["end_i"])]
+                       .get("op") == "cancel_driver" else "dispose()")
+                return Violation(f"{where} closed after {how} but ends {reason} (DISP-1)", t["end_i"],
+                                 ("DISP-1", "MAXTOK-3", "PY-1") if how != "dispose()" else ("DISP-1", "MAXTOK-3"))
             for e in t["events"]:
                 if e["type"] == "tool/call" and e["data"].get("step") in max_steps:
                     return Violation(f"{where} dispatched tool call {e['data'].get('call_id')} from a max-tokens "
@@ -976,13 +990,46 @@ def _continued_after_max_tokens(view: TraceView, agent: str, turn: dict[str, Any
     return None
 
 
+def _tool_overlap(view: TraceView, agent: str, t: dict[str, Any], stops: list[int]) -> Violation | None:
+    """LOOP-5 / TOOL-1, by the fake tools' own starts and ends: a call's tool runs after its
+    ``tool/call`` is logged, and not while another call of the turn still runs (unless a stop came
+    meanwhile: an aborted tool that ignores its signal may be left behind, TOOL-5)."""
+    logged = {e["data"].get("call_id"): e["_i"] for e in t["events"] if e["type"] == "tool/call"}
+    if not logged:
+        return None
+    end = t["end_i"] if t["end_i"] is not None else len(view.timeline)
+    running: dict[Any, int] = {}
+    # a listener that threw inside a tool call ended it with no tool/done of the fake's own
+    stops = [*stops, *(e["_i"] for e in view.ops(agent, "raise"))]
+    events = sorted((e for e in (*view.of_kind("tool/start"), *view.of_kind("tool/done"))
+                     if t["_i"] < e["_i"] < end and e.get("call_id") in logged), key=lambda e: e["_i"])
+    for e in events:
+        call = e.get("call_id")
+        if e["kind"] == "tool/done":
+            running.pop(call, None)
+            continue
+        if logged[call] > e["_i"]:
+            return Violation(f"agent {agent}: tool call {call} of turn {t['turn']} started running before its "
+                             "tool/call was logged (LOOP-5: tool/call, the tools/execute waterfall, then tool/result)",
+                             e["_i"], ("LOOP-5", "TOOL-1"))
+        other = next((c for c, at in running.items() if c != call and not any(at < i < e["_i"] for i in stops)), None)
+        if other is not None:
+            return Violation(f"agent {agent}: tool call {call} of turn {t['turn']} started while {other} was still "
+                             "running (TOOL-1: one after another)", e["_i"], ("TOOL-1",))
+        running[call] = e["_i"]
+    return None
+
+
 def _tools_check(view: TraceView) -> Violation | None:
     # What each failed fake tool call raised: a turn failing with that message did not contain it.
     failed_calls = view.of_kind("tool/done", outcome="error")
     failures = {str(e.get("error")) for e in failed_calls if e.get("error")}
     for agent in view.agents:
-        stops = [e["_i"] for e in view.ops(agent, "cancel", "abort", "dispose")]
+        stops = [e["_i"] for e in view.ops(agent, "cancel", "abort", *DISPOSERS)]
         for t in view.turns(agent):
+            found = _tool_overlap(view, agent, t, stops)
+            if found is not None:
+                return found
             open_calls: dict[Any, str] = {}
             calls: dict[str, int] = {}
             first_error: dict[str, Any] | None = None
@@ -1071,7 +1118,7 @@ _GATES = ("agent/step-end", "agent/turn-continuation")
 
 def _steering_check(view: TraceView) -> Violation | None:
     for agent in view.agents:
-        cancels = [e["_i"] for e in view.ops(agent, "cancel", "abort", "dispose")]
+        cancels = [e["_i"] for e in view.ops(agent, "cancel", "abort", *DISPOSERS)]
         steers = view.steers(agent)
         for t in view.turns(agent):
             if t["reason"] not in _NORMAL:
@@ -1102,7 +1149,7 @@ def _disposal_check(view: TraceView) -> Violation | None:
             if e.get("status") == "disposed":
                 return Violation(f"agent {agent}: {e.get('op')}() on the disposed agent returned without raising "
                                  "(DISP-3)", e["_i"], ("DISP-3",))
-        disposes = sorted([e["_i"] for e in view.ops(agent, "dispose")] + closing)
+        disposes = sorted([e["_i"] for e in view.ops(agent, *DISPOSERS)] + closing)
         statuses = view.of_kind("agent/status", agent=agent)
         for e in statuses:
             if e.get("status") == "disposed" and not any(i < e["_i"] for i in disposes):
@@ -1316,6 +1363,16 @@ def _announced_check(view: TraceView) -> Violation | None:
             if found is None:
                 continue
             turn, k = found, turns.index(found)
+            if turn["reason"] == "disposed" and op["on"] == "agent/turn-end":
+                # ERR-10: during disposal a throwing agent/turn-end listener is swallowed (a
+                # failing flush of that turn is ERR-6's, which names no exception: not judged)
+                flushed = any(r["on"] == "session/flush" and r["_i"] > turn["_i"] for r in raises)
+                told = next((e for e in said if e["_i"] > at and e.get("turn") == turn["turn"]), None)
+                if told is not None and not flushed and not any(e["type"] == "error" for e in turn["events"]):
+                    return Violation(f"agent {agent}: an agent/turn-end listener threw after turn {turn['turn']} "
+                                     "ended disposed, and agent/error announced it (ERR-10: during disposal it is "
+                                     "swallowed; DISP-5: disposal is not a failure)", told["_i"], ("ERR-10", "DISP-5"))
+                continue
             if turn["reason"] not in ("completed", "max-tokens", "aborted"):
                 continue  # failed (error) or disposed: nothing more is announced
             if op["on"] == "agent/turn-end" and turn["trigger"] == "injection":
@@ -1635,7 +1692,7 @@ def _chunks_check(view: TraceView) -> Violation | None:
         end = next((e["_i"] for e in events if e["type"] == "step/end"), turn["end_i"])
         if end is None or end > closed_at:
             continue
-        if any(start < e["_i"] < end for e in view.ops(agent, "abort", "cancel", "dispose", "raise")) or any(
+        if any(start < e["_i"] < end for e in view.ops(agent, "abort", "cancel", *DISPOSERS, "raise")) or any(
                 start < e["_i"] < end for e in view.of_kind("agent/error", agent=agent)):
             continue
         where = f"agent {agent}: turn {turn['turn']} step {step}"
@@ -1664,7 +1721,7 @@ def _raised_check(view: TraceView) -> Violation | None:
         stop = turn["end_i"]
         if done.get("outcome") != "raised" or not isinstance(done.get("error"), str) or stop is None:
             continue
-        if any(start < e["_i"] < stop for e in view.ops(agent, "abort", "cancel", "dispose", "raise")):
+        if any(start < e["_i"] < stop for e in view.ops(agent, "abort", "cancel", *DISPOSERS, "raise")):
             continue
         where = f"agent {agent}: turn {turn['turn']} step {step}"
         message = next((e for e in _steps(turn).get(step, []) if e["type"] == "assistant/message"), None)
@@ -1752,6 +1809,16 @@ def _notified_check(view: TraceView) -> Violation | None:
                 key = (note, n.get("turn"), n.get("step") if note.startswith("agent/step") else None)
                 notes.setdefault(key, []).append(n["_i"])
         turns = view.turns(agent)
+        for t in turns:
+            # LOOP-4: agent/turn-end, when made, notifies the end the log holds (ERR-10: turn/end
+            # keeps its reason whatever a listener then does), not one reckoned again later
+            told = next((i for i in notes.get(("agent/turn-end", t["turn"], None), ())
+                         if t["end_i"] is not None and i > t["end_i"]), None)
+            said = view.timeline[told].get("reason") if told is not None else None
+            if told is not None and said is not None and said != t["reason"]:
+                return Violation(f"agent {agent}: turn {t['turn']} logged turn/end {t['reason']} but agent/turn-end "
+                                 f"notified {view.timeline[told].get('reason')} (LOOP-4: turn/end, then agent/turn-end "
+                                 "notifying that end)", told, ("LOOP-4", "ERR-10"))
         for k, t in enumerate(turns):
             if not t["ended"] or t["trigger"] == "injection":
                 continue
@@ -2091,8 +2158,8 @@ def _steering_left_waiting(view: TraceView, agent: str) -> Violation | None:
     steers = view.steers(agent)
     if not steers:
         return None
-    stops = [e["_i"] for e in view.ops(agent, "cancel", "abort", "dispose")]
-    cancels = [e["_i"] for e in view.ops(agent, "cancel", "dispose")]
+    stops = [e["_i"] for e in view.ops(agent, "cancel", "abort", *DISPOSERS)]
+    cancels = [e["_i"] for e in view.ops(agent, "cancel", *DISPOSERS)]
     running = [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "running"]
     ends = [t["end_i"] for t in view.turns(agent) if t["end_i"] is not None]
     for t in view.turns(agent):

@@ -37,6 +37,7 @@ WATERFALLS: dict[str, tuple[str, ...]] = {
     "agent/step-result": ("agent", "turn", "step"),
     "agent/turn-continuation": ("agent", "turn"),
     "tools/execute": (),
+    "system-prompt": ("agent",),
 }
 
 #: Points of the world itself a listener may act at, synchronously, as the timeline event is

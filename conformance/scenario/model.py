@@ -38,7 +38,8 @@ DEFAULT_MAX_STEPS = 200_000
 DEFAULT_IDLE_TIMEOUT = 600.0
 """Virtual seconds the world waits for quiescence (a waiter, the final settle, the close)."""
 
-LISTENER_VERBS = ("send", "steer", "inject", "cancel", "abort", "dispose", "raise", "when_idle", "close", "create")
+LISTENER_VERBS = ("send", "steer", "inject", "cancel", "abort", "dispose", "raise", "when_idle", "close", "create",
+                  "cancel_driver")
 """What a listener may do: synchronous verbs only (it runs inside the emitter)."""
 
 ACTOR_VERBS = (*LISTENER_VERBS, "sleep", "wait_idle", "wait_for")
@@ -57,7 +58,8 @@ class Action:
     ``when_idle``/``wait_idle`` the waiter's ``name``; ``sleep`` ``seconds``; ``wait_for`` an
     ``event`` kind and ``where``; ``raise`` a ``message``; ``close`` (the service's
     ``close()``, SVC-7) nothing; ``create`` (``service.create`` of the agent's id while it is
-    live, SVC-2) nothing. ``agent`` is the agent acted on (the
+    live, SVC-2) nothing; ``cancel_driver`` (``Task.cancel()`` of the agent's driver task, the
+    Python caller's way to stop it, PY-1) nothing. ``agent`` is the agent acted on (the
     scenario's first agent when ``None``). ``wait`` makes an actor's ``inject`` await the
     injection.
     """

@@ -133,6 +133,8 @@ class World:
         self._warnings = _WarningRecorder()
         self._closing: asyncio.Future[None] | None = None  # a close an actor or a listener started
         self._models_of: dict[str, str] = {}  # agent id -> the model it was created on
+        self._cancelled_drivers: dict[str, asyncio.Task[Any]] = {}  # agent id -> its driver task a caller cancelled
+        self._driverless: set[str] = set()  # agents whose cancelled driver was judged (PY-1): not settled
         # The observers come first on the bus, so an event is in the timeline before any
         # scenario listener reacts to it (and a diagram shows cause before effect).
         if scenario.observe:
@@ -600,6 +602,44 @@ class World:
         h = self.handle(agent)
         self._op(by, "dispose", h, h.dispose, on)
 
+    def cancel_driver(self, agent: str | AgentHandle | None = None, *, by: str = "caller", on: str | None = None) -> None:
+        """``service.driver_task(agent).cancel()`` (PY-1: the driver ends, the agent ends
+        ``disposed`` with a balanced log; judged when the run ends, :meth:`_drivers_cancelled`).
+        An implementation without a driver task here (one over the wire) records ``op/error``."""
+        h = self.handle(agent)
+        entry = self._record_op(by, "cancel_driver", h, on)
+        try:
+            task = self.service.driver_task(h)
+        except Exception as exc:
+            simulator.observe("op/error", by=by, op="cancel_driver", agent=entry["agent"], error=_describe(exc))
+            return
+        if not isinstance(task, asyncio.Future):
+            simulator.observe("op/error", by=by, op="cancel_driver", agent=entry["agent"],
+                              error="no driver task (service.driver_task returned None)")
+            return
+        if task.done():  # an ended driver: nothing to cancel, nothing PY-1 says
+            return
+        task.cancel()
+        self._cancelled_drivers.setdefault(entry["agent"], task)
+
+    async def _drivers_cancelled(self) -> None:
+        """PY-1: a driver task a caller cancelled has ended (bounded wait), and its agent is
+        ``disposed``. Judged once the actors are done, before the agents are settled: an agent
+        left without a driver never settles, and its wait would only hide the cause."""
+        judged, self._cancelled_drivers = self._cancelled_drivers, {}
+        for agent_id, task in judged.items():
+            self._driverless.add(agent_id)
+            if not task.done():
+                await asyncio.wait([task], timeout=self.idle_timeout)
+            h = self.agents.get(agent_id)
+            if not task.done():
+                self.problem("PY-1", f"agent {agent_id!r}: its driver task was cancelled but still runs "
+                             f"{self.idle_timeout:g}s later (status {h.status if h is not None else '?'}): "
+                             "the cancellation was swallowed", rules=("PY-1",))
+            elif h is not None and h.status != "disposed":
+                self.problem("PY-1", f"agent {agent_id!r}: its driver task was cancelled and ended, but the agent "
+                             f"is {h.status!r}, not 'disposed'", rules=("PY-1",))
+
     def when_idle(self, agent: str | AgentHandle | None = None, name: str | None = None, *, by: str = "caller",
                   on: str | None = None) -> Waiter:
         """Call ``agent.when_idle()`` now and watch it: its release is recorded as
@@ -665,6 +705,8 @@ class World:
             self.close_soon(by=by, on=on)
         elif verb == "create":
             self.create_taken(agent, by=by, on=on)
+        elif verb == "cancel_driver":
+            self.cancel_driver(agent, by=by, on=on)
         elif verb == "raise":
             self._raising(agent if agent is not None else subject, by, on)
             raise RuntimeError(action.message or "listener failure")
@@ -882,6 +924,8 @@ class World:
             pending = self.pending_actors()
             if pending:
                 await asyncio.gather(*pending, return_exceptions=True)
+            if self._cancelled_drivers:
+                await self._drivers_cancelled()
             if self.scenario.settle and not self.closed:
                 await self._settle_all()
             if not self.pending_actors():
@@ -905,6 +949,8 @@ class World:
 
     async def _settle_all(self) -> None:
         for agent_id, h in list(self.agents.items()):
+            if agent_id in self._driverless:
+                continue  # its driver was cancelled: nothing runs it any more (PY-1 judged it)
             if not await self._settle(h):
                 self.problem("quiescence", f"agent {agent_id!r} never settled (status {h.status})",
                              rules=("IDLE-2", "LOOP-1"))

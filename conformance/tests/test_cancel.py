@@ -808,11 +808,12 @@ def test_cancel_from_inside_the_step(run: Run, schedule: str, where: str) -> Non
 
 
 @pytest.mark.rule("CANCEL-1")
-@pytest.mark.parametrize("waterfall", ["agent/request", "agent/step-result"])
+@pytest.mark.parametrize("waterfall", ["system-prompt", "agent/request", "agent/step-result"])
 def test_cancel_while_a_step_waterfall_runs(run: Run, schedule: str, waterfall: str) -> None:
-    # "With the caller's reason in every window": the cancel lands while a slow agent/request
-    # or agent/step-result listener is still running; the turn ends aborted with that reason,
-    # nothing of the step is dispatched and a later prompt runs normally.
+    # "With the caller's reason in every window": the cancel lands while a slow system-prompt,
+    # agent/request or agent/step-result listener is still running (during the system prompt's
+    # assembly no abort handle may exist yet: the marker still governs the step); the turn ends
+    # aborted with that reason, nothing of the step is dispatched and a later prompt runs normally.
     async def scenario(k: Kit) -> None:
         a, echo = await _stopped_in_a_step_waterfall(k, waterfall, "cancel")
         assert k.reasons(a) == [aborted("during " + waterfall)]

@@ -206,6 +206,36 @@ def test_throwing_session_event_listener(run: Run, event_type: str) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("ERR-4", "LOOP-4")
+@pytest.mark.parametrize("does", ["raise", "dispose"])
+def test_agent_turn_end_names_the_reason_turn_end_logged(run: Run, does: str) -> None:
+    # A session/event listener on turn/end throws (ERR-4: the turn stays as it was closed) or
+    # disposes the agent once the turn is closed: agent/turn-end, when it comes, notifies the
+    # turn's end as logged (LOOP-4: turn/end, then agent/turn-end), not a reason made up later.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        notified: list[tuple[Any, Any]] = []
+        k.on("agent/turn-end", lambda _agent, turn, reason, *_: notified.append((turn, reason)),
+             needs="the test compares agent/turn-end's reason with the logged turn/end")
+
+        def listener(_session: object, event: dict) -> None:
+            if event["type"] == "turn/end":
+                if does == "raise":
+                    raise RuntimeError("turn/end listener failed")
+                a.dispose()
+
+        k.on("session/event", listener)
+        a.send("one")
+        await k.idle(a)
+        logged = {e["data"]["turn"]: e["data"]["reason"] for e in k.events(a, "turn/end")}
+        assert logged == {1: COMPLETED}, logged
+        for turn, reason in notified:
+            assert reason == logged.get(turn), (
+                f"agent/turn-end of turn {turn} says {reason!r}, its logged turn/end {logged.get(turn)!r}")
+
+    run(scenario)
+
+
 @pytest.mark.rule("ERR-4")
 def test_session_event_listener_throwing_on_every_boundary(run: Run) -> None:
     # One listener throwing on step/end, error and turn/end at once (turn/start is ERR-11's),

@@ -101,9 +101,10 @@ def test_inject_while_running_but_no_turn_open(run: Run) -> None:
 @pytest.mark.rule("INJ-2")
 def test_idle_inject_writes_one_shot_turn(run: Run) -> None:
     async def scenario(k: Kit) -> None:
-        flushes: list[int] = []
-        k.on("session/flush", lambda *_: flushes.append(1))
+        flushes: list[str] = []
         a = k.agent()
+        # what the log ends with when the flush runs: the one-shot turn is written, then flushed
+        k.on("session/flush", lambda *_: flushes.append(k.types(a)[-1]))
         plugin: Any = {"kind": "plugin", "plugin": "p"}
         await k.inject(a, "ctx", plugin)
         assert k.types(a) == ["turn/start", "context/message", "turn/end"]
@@ -111,7 +112,7 @@ def test_idle_inject_writes_one_shot_turn(run: Run) -> None:
         start, ctx, end = (e["data"] for e in k.events(a))
         assert start["trigger"] == {"kind": "injection", "source": plugin}
         assert ctx["source"] == plugin and end["reason"] == COMPLETED
-        assert flushes == [1]
+        assert flushes == ["turn/end"], f"the flush ran with the log ending {flushes} (INJ-2: turn/end, then the flush)"
         assert k.model.requests == []
 
     run(scenario)
@@ -269,6 +270,35 @@ def test_context_injected_during_a_tool_reaches_the_next_step(run: Run) -> None:
         assert contents[position - 1] == [v.tool_call("c1", "lookup", "{}")], "context after the tool call"
         assert contents[position + 1][0]["type"] == "tool-result", "and before the tool result"
         assert len(k.events(a, "turn/start")) == 1
+
+    run(scenario)
+
+
+@pytest.mark.rule("INJ-3")
+def test_context_injected_while_the_system_prompt_is_assembled_reaches_that_steps_request(run: Run) -> None:
+    # Injected while an async system-prompt listener holds step 1 (the turn is open, its
+    # step/start logged, no request built yet): the request the model then receives is the next
+    # one, and it carries the context where the log has it, after the prompt.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        injected = asyncio.Event()
+
+        async def assembling(*args: Any) -> Any:
+            if not injected.is_set():
+                injected.set()
+                await k.inject(a, "while assembling", {"kind": "plugin", "plugin": "p"})
+                await asyncio.sleep(1.0)
+            return await args[-1]()
+
+        k.on("system-prompt", assembling, needs="the test injects while the system prompt is assembled")
+        a.send("hi")
+        await k.idle(a)
+        types = k.types(a)
+        assert types.index("step/start") < types.index("context/message"), types
+        assert len(k.model.requests) == 1, "one step: an inject into an open turn runs no model (INJ-1)"
+        texts_sent = request_texts(k.model.requests[0])
+        assert texts_sent == ["hi", '<context source="plugin">', "while assembling", "</context>"], (
+            f"the request built after the inject lacks the context the log already had: {texts_sent}")
 
     run(scenario)
 

@@ -334,6 +334,27 @@ def test_every_result_has_its_call_even_when_tools_fail(run: Run) -> None:
 
 
 @pytest.mark.rule("LOG-7")
+@pytest.mark.parametrize("failure", ["raises", "finish-error"])
+def test_errors_derive_nothing(run: Run, failure: str) -> None:
+    # A failed turn logs an `error` event; "errors derive nothing": the history (derived, and as
+    # the next request carries it) holds the failed turn's prompt and nothing for its error.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.model.push(respond.raises("overloaded") if failure == "raises" else fakes.text("", finish="error"),
+                     fakes.text("fine"))
+        a.send("one")
+        await k.idle(a)
+        assert k.types(a).count("error") == 1, k.types(a)
+        a.send("two")
+        await k.idle(a)
+        expected = [{"role": "user", "content": [v.text("one")]}, {"role": "user", "content": [v.text("two")]}]
+        assert k.model.requests[-1]["messages"] == expected, "the request after a failed turn"
+        assert a.session.derive_messages() == [*expected, {"role": "assistant", "content": [v.text("fine")]}]
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOG-7")
 def test_tool_results_derive_blocks_whatever_the_tool_returned(run: Run) -> None:
     # A tool's content is a string or a list of blocks; either way its tool/result content is
     # a list of blocks, and derived history holds it as one tool-result block per result.

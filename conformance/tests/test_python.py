@@ -127,6 +127,53 @@ def test_cancelling_driver_task_elsewhere_disposes(run: Run, where: str) -> None
     run(scenario)
 
 
+@pytest.mark.rule("PY-1")
+def test_cancelling_driver_task_before_it_first_ran_disposes(run: Run) -> None:
+    # PY-1 names no moment: a driver task cancelled before its first step (right after a send,
+    # in the same tick) still ends the agent disposed, and when_idle() resolves. A task cancelled
+    # unstarted never runs its coroutine's handlers, so a loop must not rely on them alone.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.model.push(respond.text("never"))
+        a.send("A")
+        task = k.service.driver_task(a)
+        assert task is not None, "the adapter must expose the driver task (ServiceHandle.driver_task)"
+        task.cancel()
+        await k.until(task.done, "the driver task to end")
+        await k.settle()
+        assert a.status == "disposed", f"the driver's task ended, cancelled, but the agent is {a.status!r}"
+        # the prompt is dropped with the agent: no turn, or one closed disposed if send() opened it
+        assert k.reasons(a) in ([], [DISPOSED]), k.reasons(a)
+        await k.idle(a)
+
+    run(scenario)
+
+
+@pytest.mark.rule("PY-2")
+def test_a_listener_removing_itself_does_not_cost_the_next_one_the_event(run: Run) -> None:
+    # "emit runs its listeners synchronously, in registration order": a once-listener that calls
+    # its own disposer while being notified leaves the listener registered after it in that
+    # notification (each registered listener runs; none is skipped by another's removal).
+    async def scenario(k: Kit) -> None:
+        seen: list[str] = []
+        disposer: list[Any] = []
+
+        def once_only(_agent: object, status: str, *_: object) -> None:
+            seen.append(f"once:{status}")
+            disposer[0]()
+
+        disposer.append(k.on("agent/status", once_only))
+        k.on("agent/status", lambda _agent, status, *_: seen.append(status))
+        a = k.agent()
+        a.send("A")
+        await k.idle(a)
+        first = seen[0].removeprefix("once:")
+        assert seen[1:2] == [first], f"the listener after the one that removed itself missed {first!r}: {seen}"
+        assert sum(x.startswith("once:") for x in seen) == 1, seen
+
+    run(scenario)
+
+
 @pytest.mark.rule("ERR-1", "PY-2")
 @pytest.mark.parametrize("event", [
     "agent/queued", "agent/status", "agent/turn-start", "agent/step-start", "agent/stream-chunk",

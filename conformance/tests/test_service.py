@@ -125,6 +125,30 @@ def test_system_prompt_and_tools(run: Run) -> None:
 
 
 @pytest.mark.rule("SVC-5")
+def test_the_system_prompt_follows_sections_added_and_removed_between_turns(run: Run) -> None:
+    # "The assembled sections": those registered when the request is made. A section removed
+    # (its disposer called) and another added, the count unchanged, between two turns: the second
+    # request carries the new one, not the removed one (as does a new agent's).
+    async def scenario(k: Kit) -> None:
+        remove = k.service.add_system_prompt_section("one", "Section A")
+        a = k.agent()
+        a.send("first")
+        await k.idle(a)
+        assert k.model.requests[0]["system"] == "Section A"
+        remove()
+        k.service.add_system_prompt_section("two", "Section B")
+        a.send("second")
+        await k.idle(a)
+        assert k.model.requests[1]["system"] == "Section B", "turn 2's request, after one section left and one came"
+        b = k.agent("other")
+        b.send("third")
+        await k.idle(b)
+        assert k.model.requests[2]["system"] == "Section B", "a new agent's request"
+
+    run(scenario)
+
+
+@pytest.mark.rule("SVC-5")
 def test_every_request_of_a_turn_carries_the_system_prompt_and_tools(run: Run) -> None:
     # "The system prompt sent to the model" and "tool schemas ... sent with the request": every
     # request, not only a turn's first (a tool turn's second step is a model call like the first).
@@ -155,6 +179,59 @@ def test_lookup_and_removal(run: Run) -> None:
         assert k.service.get("delta") is None, "disposal removes the agent even when a listener throws"
         b = k.agent("delta")
         assert k.service.get("delta") is b
+
+    run(scenario)
+
+
+@pytest.mark.rule("SVC-3")  # and SVC-2; tagged SVC-3 alone: it needs the persistence feature
+def test_a_failed_resume_leaves_its_id_free(run: Run) -> None:
+    # resume() of a session the backend does not know: whether it is rejected (or starts afresh)
+    # SVC-3 leaves open, but once no live agent has the id, a create() under it is no second live
+    # agent (SVC-2) and must succeed.
+    async def scenario(k: Kit) -> None:
+        service = k.impl.create_service(persistence=k.impl.new_persistence())
+        service.register_model(MODEL, FakeModel(default=respond.text("ok")))
+        try:
+            resumed = await service.resume("delta", "no-such-session", agent_options={"model": MODEL})
+        except Exception:
+            resumed = None
+        if resumed is not None:
+            resumed.dispose()
+        assert service.get("delta") is None, "no live agent is left under the id"
+        try:
+            again = service.create("delta", {"model": MODEL})
+        except Exception as exc:
+            pytest.fail(f"create('delta') after a failed resume of that id raised {exc!r}: no live agent has the id "
+                        "(SVC-2 rejects only a second live agent)")
+        assert again.id == "delta" and service.get("delta") is again
+        await service.close()
+
+    run(scenario)
+
+
+@pytest.mark.rule("SVC-7")
+def test_an_agent_created_while_the_service_closes_is_not_left_live(run: Run) -> None:
+    # A supervisor re-creates an agent when one is disposed; during close() that create is either
+    # refused or its agent is disposed too: "closing the service disposes every agent it created".
+    async def scenario(k: Kit) -> None:
+        k.agent("worker")
+        made: list[Any] = []
+
+        def supervisor(agent: object, status: str, *_: object) -> None:
+            if status == "disposed" and not made:
+                try:
+                    made.append(k.service.create("worker-restarted", {"model": MODEL}))
+                except Exception as exc:  # refused while closing: allowed
+                    made.append(exc)
+
+        k.on("agent/status", supervisor, needs="the test re-creates an agent as one is disposed")
+        await k.settle()
+        await k.service.close()
+        assert made, "close() disposed the worker"
+        if not isinstance(made[0], Exception):
+            assert made[0].status == "disposed", (
+                f"an agent created during close() is {made[0].status!r} after close() returned (SVC-7)")
+            assert k.service.get("worker-restarted") is None
 
     run(scenario)
 
@@ -411,8 +488,13 @@ def test_resume_of_a_log_whose_last_turn_never_closed(run: Run) -> None:
         ({"agents": [{"id": "ok"}, {"id": "ok"}]}, "id"),
         ({"agents": [{"id": "ok"}, {"id": "other", "model": 3}]}, "model"),
         ({"agents": [{"id": "ok"}, {"id": "other", "system_prompt": ["x"]}]}, r"(?i)system_?prompt"),
+        # falsy, yet not strings: a check by truthiness lets them through
+        ({"agents": [{"id": "ok"}, {"id": "other", "model": 0}]}, "model"),
+        ({"agents": [{"id": "ok"}, {"id": "other", "model": False}]}, "model"),
+        ({"agents": [{"id": "ok"}, {"id": "other", "system_prompt": []}]}, r"(?i)system_?prompt"),
     ],
-    ids=["no-agents", "entry-not-a-mapping", "duplicate-id", "model-not-a-string", "prompt-not-a-string"],
+    ids=["no-agents", "entry-not-a-mapping", "duplicate-id", "model-not-a-string", "prompt-not-a-string",
+         "model-zero", "model-false", "prompt-empty-list"],
 )
 def test_bad_configuration_rejected_naming_the_field(run: Run, config: dict[str, Any], field: str) -> None:
     # "A bad configuration is rejected with a clear error that names the field", for the

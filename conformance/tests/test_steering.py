@@ -335,8 +335,10 @@ def test_steering_waiting_when_the_first_step_opens_joins_its_request(run: Run, 
 @pytest.mark.rule("LOOP-8", "STEER-1")
 def test_steering_given_while_the_turn_flushes_becomes_the_next_prompt(run: Run, schedule: str) -> None:
     # The turn has ended and flushes (still running): steer() is steering too late for it, so it
-    # is re-queued as the next turn's prompt once the flush is over: never stranded.
+    # is re-queued as the next turn's prompt once the flush is over: never stranded, and run
+    # without an idle transition in between (LOOP-8: re-queued, then idle unless something is).
     async def scenario(k: Kit) -> None:
+        k.record("agent/status")
         a = k.agent()
         flushes = [0]
 
@@ -351,6 +353,7 @@ def test_steering_given_while_the_turn_flushes_becomes_the_next_prompt(run: Run,
         await k.idle(a)
         assert k.prompts(a) == [["A"], ["S"]], "steering given during the flush must run as the next prompt"
         assert k.reasons(a) == [COMPLETED, COMPLETED]
+        assert k.statuses() == ["running", "idle"], "the re-queued steering runs with no idle transition before it"
 
     run(scenario)
 

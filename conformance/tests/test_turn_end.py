@@ -112,6 +112,25 @@ def test_max_tokens_step_dispatches_no_tools(run: Run) -> None:
 
 
 @pytest.mark.rule("MAXTOK-5")
+def test_max_tokens_step_keeps_every_block_around_the_removed_calls(run: Run) -> None:
+    # "Its other blocks are kept": text after a tool call is kept too, in order (removing the
+    # calls is no truncation at the first one).
+    async def scenario(k: Kit) -> None:
+        echo = k.tool("echo")
+        a = k.agent()
+        k.model.push((respond.text("before") + respond.tool_call("echo", "{}", id="c1") + respond.text("between")
+                       + respond.tool_call("echo", "{}", id="c2") + respond.text("after")).finish("max-tokens"))
+        a.send("one")
+        await k.idle(a)
+        assert k.events(a, "assistant/message")[0]["data"]["content"] == [
+            v.text("before"), v.text("between"), v.text("after")]
+        assert echo.calls == []
+        assert k.reasons(a) == [MAXTOK]
+
+    run(scenario)
+
+
+@pytest.mark.rule("MAXTOK-5")
 def test_max_tokens_step_with_only_tool_calls_logs_no_message(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         echo = k.tool("echo")

@@ -889,6 +889,7 @@ export class AgentLoopService {
   /** @type {Map<string, string>} */ #sections = new Map();
   /** @type {Map<string, Agent>} */ #agents = new Map();
   #all = new Set();
+  #closed = false;
   /** The agent class (a buggy variant plugs in a subclass). */
   AgentClass;
 
@@ -991,6 +992,9 @@ export class AgentLoopService {
 
   /** SVC-7: dispose every agent, wait for their drivers; pending waiters resolve. */
   async close() {
+    // SVC-7: closing disposes every agent the service created, so none is made from now on (a
+    // status listener re-creating an agent as one is disposed would otherwise outlive the close).
+    this.#closed = true;
     const agents = [...this.#all];
     for (const agent of agents) agent.dispose();
     await Promise.all(agents.map((agent) => agent.whenIdle()));
@@ -1002,6 +1006,7 @@ export class AgentLoopService {
   }
 
   #checkFree(id) {
+    if (this.#closed) throw new LoopError('the service is closed', 'SERVICE_CLOSED');
     if (this.#agents.has(id)) throw new LoopError(`an agent with id "${id}" already exists`, 'DUPLICATE_AGENT');
   }
 

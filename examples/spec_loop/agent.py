@@ -243,6 +243,9 @@ class Agent:
             self._resolve(fut)
 
     def _driver_exited(self, _task: asyncio.Future[None]) -> None:
+        # PY-1: a task cancelled before its first step never ran _drive's handler
+        if not self._disposed:
+            self._mark_disposed()
         self._release_waiters()
 
     # ------------------------------------------------------------------ public API

@@ -25,6 +25,7 @@ class Service:
         self._sections: list[list[Any]] = []
         self._agents: dict[str, Agent] = {}
         self._created: list[Agent] = []
+        self._closed = False
 
     # ---------------------------------------------------------------- registries
     def on(self, event: str, listener: Any):  # type: ignore[no-untyped-def]
@@ -75,6 +76,8 @@ class Service:
 
     # ---------------------------------------------------------------- agents
     def _check_free(self, agent_id: Any) -> None:
+        if self._closed:  # SVC-7: close() disposes every agent; none is made once it began
+            raise RuntimeError("the service is closed")
         if not isinstance(agent_id, str) or not agent_id:
             raise ValueError("agent id must be a non-empty string")
         if agent_id in self._agents:
@@ -156,6 +159,7 @@ class Service:
         return created
 
     async def close(self) -> None:
+        self._closed = True
         agents = list(self._created)
         for agent in agents:
             agent.dispose()

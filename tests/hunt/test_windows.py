@@ -63,14 +63,27 @@ def test_sequences_are_every_product_up_to_the_depth_shortest_first() -> None:
     seqs = win.sequences(("send", "cancel"), 2)
     assert seqs == [("send",), ("cancel",), ("send", "send"), ("send", "cancel"), ("cancel", "send"),
                     ("cancel", "cancel")]
-    # 10 alone; 7 x 7 pairs of the rest; raise last after any of those 7; close last after send,
-    # steer, inject or when_idle; create only alone
-    assert len(win.sequences(win.VERBS, 2)) == 10 + 7 * 7 + 7 + 4
+    # 11 alone; 7 x 7 pairs of the rest; raise last after any of those 7; close last after send,
+    # steer, inject or when_idle; create and cancel_driver only alone
+    assert len(win.sequences(win.VERBS, 2)) == 11 + 7 * 7 + 7 + 4
     assert [seq for seq in win.sequences(win.VERBS, 2) if "create" in seq] == [("create",)]
+    assert [seq for seq in win.sequences(win.VERBS, 2) if "cancel_driver" in seq] == [("cancel_driver",)]
     assert ("send", "raise") in win.sequences(win.VERBS, 2) and ("raise", "send") not in win.sequences(win.VERBS, 2)
     assert all("raise" not in seq for seq in win.sequences(win.VERBS, 2, "actor"))  # an actor cannot throw
     closes = [seq for seq in win.sequences(win.VERBS, 2, "actor") if "close" in seq]
     assert closes == [("close",), ("send", "close"), ("steer", "close"), ("inject", "close"), ("when_idle", "close")]
+
+
+def test_cancel_driver_is_a_verb_of_in_process_python_implementations_only() -> None:
+    # PY-1 is about the driver's asyncio task: a loop over the wire has none here
+    assert "cancel_driver" in search.verbs_for(REF)
+
+    class Wired:
+        runtime = "node"
+        features = frozenset({"injection"})
+
+    assert "cancel_driver" not in search.verbs_for(Wired())  # type: ignore[arg-type]
+    assert "inject" in search.verbs_for(Wired())  # type: ignore[arg-type]
 
 
 def test_window_names_are_stable_and_say_where_and_what() -> None:

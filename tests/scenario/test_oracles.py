@@ -690,6 +690,18 @@ def _stepped_turn(*, skip: str | None = None, reason: str = "completed",
     return [e for e in out if e.get("kind") != skip]
 
 
+def test_agent_turn_end_notifies_the_reason_turn_end_logged() -> None:
+    # LOOP-4 / ERR-10: whatever a listener did after turn/end (a throw, a dispose), agent/turn-end
+    # says the logged end; judged for any turn, troubled or not
+    said = _stepped_turn()
+    said[-2] = _note("agent/turn-end", turn=1, reason="completed")
+    assert _check("NOTIFIED", said) is None
+    said[-2] = _note("agent/turn-end", turn=1, reason="disposed")
+    found = _check("NOTIFIED", [*said[:-1], _op("dispose", status="running", by="window", on="session/event"), said[-1]])
+    assert found is not None and found.rules == ("LOOP-4", "ERR-10")
+    assert "logged turn/end completed but agent/turn-end notified disposed" in found.message
+
+
 def test_every_boundary_a_turn_logs_is_notified_after_it() -> None:
     assert _check("NOTIFIED", _stepped_turn()) is None
     found = _check("NOTIFIED", _stepped_turn(skip="agent/step-end"))
@@ -1058,6 +1070,22 @@ def test_a_turns_prompts_are_logged_before_agent_turn_start() -> None:
     assert "before the turn's user/message was logged" in found.message
 
 
+def test_a_turn_end_listeners_throw_during_disposal_is_not_announced() -> None:
+    # ERR-10: "during disposal it is swallowed"; DISP-5: disposal is not a failure
+    start, message = _turn(0, 1, "A")[:2]
+    end = _log(2, "turn/end", turn=1, reason={"kind": "disposed"})
+    ending = _op("raise", by="plugin", status="disposed", on="agent/turn-end")
+    error = {"kind": "agent/error", "agent": "a", "turn": 1, "step": 1, "error": "RuntimeError: plugin failed"}
+    tl = [_op("send", "A"), start, message, _op("dispose", status="running"), end,
+          {"kind": "agent/turn-end", "agent": "a", "turn": 1}, ending]
+    assert _check("ANNOUNCED", tl) is None
+    found = _check("ANNOUNCED", [*tl, error])
+    assert found is not None and found.rules == ("ERR-10", "DISP-5") and found.at == len(tl)
+    # a failing flush of the disposed turn too: which throw the announcement is, is not told
+    flush = _op("raise", by="window", status="disposed", on="session/flush")
+    assert _check("ANNOUNCED", [*tl, flush, error]) is None
+
+
 def test_a_failed_turn_is_announced_with_its_original_error() -> None:
     # ERR-9: "carrying the original error": the code the error event logged (ERR-7) travels with
     # the announcement (a fresh bug of the blind check of 2026-12-03 announced RuntimeError(str(exc))).
@@ -1388,3 +1416,41 @@ def test_an_inject_raising_is_judged_only_when_no_turn_was_open() -> None:
     thrown = {"kind": "op", "op": "raise", "by": "window", "agent": "a", "on": "session/event"}
     assert _check("INJ-2", [*idle[:-1], thrown, error]) is None
     assert _check("INJ-2", [*idle[:-1], dict(thrown, on="session/flush"), error]) is not None
+
+
+def _two_tool_turn(order: list[str]) -> list[dict[str, Any]]:
+    """A turn whose step's message has calls c1 and c2; ``order`` places the fake tools' starts
+    and ends (``s1``, ``d1``, ...) and the calls' ``tool/call`` logs (``l1``, ``l2``) and results."""
+    calls = [{"type": "tool-call", "id": f"c{i}", "name": "lookup", "arguments": "{}"} for i in (1, 2)]
+    head = [_op("send", "A"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}),
+            _log(1, "user/message", content=[{"type": "text", "text": "A"}]), _log(2, "step/start", turn=1, step=1),
+            _log(3, "assistant/message", turn=1, step=1, content=calls)]
+    seq = [4]
+
+    def item(code: str) -> dict[str, Any]:
+        n = code[1]
+        if code[0] == "l":
+            seq[0] += 1
+            return _log(seq[0], "tool/call", turn=1, step=1, call_id=f"c{n}", name="lookup", arguments="{}")
+        if code[0] == "r":
+            seq[0] += 1
+            return _log(seq[0], "tool/result", turn=1, step=1, call_id=f"c{n}", content=[], is_error=False)
+        kind = "tool/start" if code[0] == "s" else "tool/done"
+        return {"kind": kind, "tool": "lookup", "call_id": f"c{n}", **({"outcome": "ok"} if kind == "tool/done" else {})}
+
+    return [*head, *(item(c) for c in order), _log(99, "step/end", turn=1, step=1),
+            _log(100, "turn/end", turn=1, reason={"kind": "completed"})]
+
+
+def test_tools_run_after_their_call_is_logged_and_one_at_a_time() -> None:
+    # LOOP-5 / TOOL-1 by the fake tools' own starts and ends
+    assert _check("TOOLS", _two_tool_turn(["l1", "s1", "d1", "r1", "l2", "s2", "d2", "r2"])) is None
+    early = _check("TOOLS", _two_tool_turn(["l1", "s1", "s2", "d1", "d2", "r1", "l2", "r2"]))
+    assert early is not None and early.rules == ("LOOP-5", "TOOL-1") and "before its tool/call was logged" in early.message
+    overlap = _check("TOOLS", _two_tool_turn(["l1", "s1", "l2", "s2", "d1", "d2", "r1", "r2"]))
+    assert overlap is not None and "started while c1 was still running" in overlap.message
+    # an abort between: c1 may be left behind (TOOL-5), not judged
+    left = _two_tool_turn(["l1", "s1", "r1", "l2", "s2", "d2", "r2"])
+    left.insert(left.index(next(e for e in left if e.get("kind") == "log" and e["type"] == "tool/call"
+                                and e["data"]["call_id"] == "c2")), _op("abort", status="running", reason="r"))
+    assert _check("TOOLS", left) is None

@@ -354,6 +354,41 @@ actors:
     assert failed and failed[0]["check"] == "SVC-2", failed
 
 
+_CANCEL_DRIVER = """
+name: cancel-driver
+model: [{text: "one two three four", deltas: 4, between: 1}]
+actors:
+  - {name: caller, at: 0, do: [{send: A}]}
+  - {name: stopper, at: 1.5, do: [{cancel_driver: a}]}
+"""
+
+
+def test_cancelling_the_driver_task_is_a_verb_and_ends_the_agent_disposed() -> None:
+    # PY-1: an actor cancels the agent's driver task mid-stream; the reference ends the turn
+    # disposed, and the disposal it causes excuses the dropped rest (no DISPOSAL finding)
+    sc = load_text(_CANCEL_DRIVER, origin="cancel-driver.yaml")
+    assert load_text(dump(sc), origin="again.yaml").actors == sc.actors
+    report = engine.run_one(sc, REFERENCE)
+    assert report.ok, report.trace.failure_messages()
+    tl = report.trace.timeline
+    assert any(e["kind"] == "op" and e["op"] == "cancel_driver" and e["status"] == "running" for e in tl)
+    assert tl[-1]["kind"] == "world/closed" and tl[-1]["agents"] == {"a": "disposed"}
+
+
+@pytest.mark.parametrize(("mutant", "says"), [
+    ("py-cancel-contained", "the cancellation was swallowed"),  # the driver lives on
+    ("driver-cancelled-unstarted", "but the agent is 'idle'"),  # the driver ended, the agent did not
+])
+def test_a_cancelled_driver_that_does_not_end_the_agent_disposed_is_a_py1_problem(mutant: str, says: str) -> None:
+    text = _CANCEL_DRIVER
+    if mutant == "driver-cancelled-unstarted":  # cancelled as the agent is made: unstarted
+        text = text.replace("  - {name: stopper, at: 1.5, do: [{cancel_driver: a}]}\n", "") + \
+            "listeners: [{on: agent/created, do: [{cancel_driver: a}]}]\n"
+    report = engine.run_one(load_text(text, origin="cancel-driver.yaml"), mutants.get(mutant))
+    found = [f["message"] for f in report.trace.failures if "PY-1" in f["rules"]]
+    assert any(says in m for m in found), report.trace.failure_messages()
+
+
 def test_a_waterfall_listener_rewrites_the_value_next_returned() -> None:
     # a plugin returning the tool's result under an id of its own: TOOL-4 keeps the model's call id
     sc = load_text("""
