@@ -130,7 +130,11 @@ def hunt(impl: Implementation, impl_spec: str, config: search.Config, *, against
             # the implementation made (a listener's, a gather's child) that nothing will await:
             # Python warns as each is collected, on stderr, thousands of times, none a finding.
             warnings.filterwarnings("ignore", message=r"coroutine .* was never awaited", category=RuntimeWarning)
-            return _hunt(impl, impl_spec, config, against, workers, shard, out, tick, stop, found, should_stop, spun)
+            try:
+                return _hunt(impl, impl_spec, config, against, workers, shard, out, tick, stop, found, should_stop,
+                             spun)
+            finally:
+                gc.collect()  # while the filter holds: the runs' leftovers are collected here, not after
     finally:
         gc.unfreeze()
         logging.getLogger().removeHandler(quiet)

@@ -182,11 +182,9 @@ def workloads() -> tuple[Workload, ...]:
             actors=(replace(_caller("A"), at=None, after="agent/created", where={"agent": "a"}),),
             limits=LIMITS), features=frozenset({"persistence"})),
         Workload("tool-plugin", _scenario("tool-plugin", (bare, respond.text("done")), tools=(TOOL,),
-                                          listeners=(REKEYING_PLUGIN, FAILING_PLUGIN),
+                                          listeners=(REKEYING_PLUGIN,),
                                           description="a tool call (with empty arguments: TOOL-2's {}) whose result a "
-                                                      "plugin returns under an id of its own; another plugin's "
-                                                      "agent/turn-end listener throws (so a turn disposed during "
-                                                      "its tool call has a late failure to swallow, ERR-10)")),
+                                                      "plugin returns under an id of its own")),
     ]
     return tuple(out)
 

@@ -1825,6 +1825,9 @@ def _notified_check(view: TraceView) -> Violation | None:
             start, end = t["_i"], t["end_i"]
             nxt = turns[k + 1]["_i"] if k + 1 < len(turns) else len(view.timeline)
             if t["reason"] == "disposed":
+                # a turn its driver's cancellation cut: PY-1 asks a balanced log, no notification
+                if any(e["_i"] < nxt for e in view.ops(agent, "cancel_driver")):
+                    continue
                 found = _disposed_turn_end(agent, t, notes, failures, nxt)
                 if found is not None:
                     return found

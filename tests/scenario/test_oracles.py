@@ -738,6 +738,10 @@ def test_a_disposed_turn_is_notified_ended() -> None:
     raised = [*disposal, _op("raise", status="disposed", by="window", on="agent/status")]
     assert _check("NOTIFIED", [e for e in _stepped_turn(reason="disposed", after_start=raised)
                                if e.get("kind") != "agent/turn-end"]) is None
+    # nor a turn its driver's cancellation cut (PY-1 asks a balanced log, no notification)
+    cut = [_op("cancel_driver", status="running", by="window", on="agent/step-start")]
+    assert _check("NOTIFIED", [e for e in _stepped_turn(reason="disposed", after_start=cut, skip="agent/step-end")
+                               if e.get("kind") not in ("agent/turn-end",) and e.get("status") != "idle"]) is None
 
 
 def _flush(phase: str) -> dict[str, Any]:
