@@ -333,7 +333,7 @@ MUTANTS = [
     Mutant(
         'history-derived-before-prompt',
         "the step's history is derived before the awaited system-prompt waterfall and the request built from that copy: context injected while an async system-prompt listener runs is in the log but missing from that step's request",
-        ('INJ-3', 'LOOP-5'),
+        ('INJ-3',),
         '10',
         (
             Patch('agent',

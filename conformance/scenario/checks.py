@@ -994,9 +994,12 @@ def _tool_overlap(view: TraceView, agent: str, t: dict[str, Any], stops: list[in
     """LOOP-5 / TOOL-1, by the fake tools' own starts and ends: a call's tool runs after its
     ``tool/call`` is logged, and not while another call of the turn still runs (unless a stop came
     meanwhile: an aborted tool that ignores its signal may be left behind, TOOL-5)."""
-    logged = {e["data"].get("call_id"): e["_i"] for e in t["events"] if e["type"] == "tool/call"}
-    if not logged:
+    ids = [e["data"].get("call_id") for e in t["events"] if e["type"] == "tool/call"]
+    # the fake tools' events name no agent and a call id may recur: judged only where each start
+    # is surely this turn's call (one agent, every id once)
+    if not ids or len(set(ids)) != len(ids) or len(view.agents) != 1:
         return None
+    logged = {e["data"].get("call_id"): e["_i"] for e in t["events"] if e["type"] == "tool/call"}
     end = t["end_i"] if t["end_i"] is not None else len(view.timeline)
     running: dict[Any, int] = {}
     # a listener that threw inside a tool call ended it with no tool/done of the fake's own
@@ -1367,11 +1370,15 @@ def _announced_check(view: TraceView) -> Violation | None:
                 # ERR-10: during disposal a throwing agent/turn-end listener is swallowed (a
                 # failing flush of that turn is ERR-6's, which names no exception: not judged)
                 flushed = any(r["on"] == "session/flush" and r["_i"] > turn["_i"] for r in raises)
-                told = next((e for e in said if e["_i"] > at and e.get("turn") == turn["turn"]), None)
+                # a status listener's throw may be announced at step 0 too (ERR-8 allows it)
+                status_threw = any(r.get("on") == "agent/status" and r["_i"] > turn["_i"]
+                                   for r in view.ops(agent, "raise"))
+                told = next((e for e in said if e["_i"] > at and e.get("turn") == turn["turn"]
+                             and not (status_threw and e.get("step") == 0)), None)
                 if told is not None and not flushed and not any(e["type"] == "error" for e in turn["events"]):
                     return Violation(f"agent {agent}: an agent/turn-end listener threw after turn {turn['turn']} "
                                      "ended disposed, and agent/error announced it (ERR-10: during disposal it is "
-                                     "swallowed; DISP-5: disposal is not a failure)", told["_i"], ("ERR-10", "DISP-5"))
+                                     "swallowed)", told["_i"], ("ERR-10",))
                 continue
             if turn["reason"] not in ("completed", "max-tokens", "aborted"):
                 continue  # failed (error) or disposed: nothing more is announced
@@ -1693,6 +1700,7 @@ def _chunks_check(view: TraceView) -> Violation | None:
         if end is None or end > closed_at:
             continue
         if any(start < e["_i"] < end for e in view.ops(agent, "abort", "cancel", *DISPOSERS, "raise")) or any(
+                e["_i"] < end for e in view.ops(agent, "cancel_driver")) or any(
                 start < e["_i"] < end for e in view.of_kind("agent/error", agent=agent)):
             continue
         where = f"agent {agent}: turn {turn['turn']} step {step}"
@@ -1721,7 +1729,8 @@ def _raised_check(view: TraceView) -> Violation | None:
         stop = turn["end_i"]
         if done.get("outcome") != "raised" or not isinstance(done.get("error"), str) or stop is None:
             continue
-        if any(start < e["_i"] < stop for e in view.ops(agent, "abort", "cancel", *DISPOSERS, "raise")):
+        if any(start < e["_i"] < stop for e in view.ops(agent, "abort", "cancel", *DISPOSERS, "raise")) or any(
+                e["_i"] < stop for e in view.ops(agent, "cancel_driver")):  # it lands at the next suspension
             continue
         where = f"agent {agent}: turn {turn['turn']} step {step}"
         message = next((e for e in _steps(turn).get(step, []) if e["type"] == "assistant/message"), None)
@@ -1818,7 +1827,7 @@ def _notified_check(view: TraceView) -> Violation | None:
             if told is not None and said is not None and said != t["reason"]:
                 return Violation(f"agent {agent}: turn {t['turn']} logged turn/end {t['reason']} but agent/turn-end "
                                  f"notified {view.timeline[told].get('reason')} (LOOP-4: turn/end, then agent/turn-end "
-                                 "notifying that end)", told, ("LOOP-4", "ERR-10"))
+                                 "notifying that end)", told, ("LOOP-4", "ERR-4"))
         for k, t in enumerate(turns):
             if not t["ended"] or t["trigger"] == "injection":
                 continue
@@ -1826,7 +1835,8 @@ def _notified_check(view: TraceView) -> Violation | None:
             nxt = turns[k + 1]["_i"] if k + 1 < len(turns) else len(view.timeline)
             if t["reason"] == "disposed":
                 # a turn its driver's cancellation cut: PY-1 asks a balanced log, no notification
-                if any(e["_i"] < nxt for e in view.ops(agent, "cancel_driver")):
+                if any(e["_i"] < nxt for e in view.ops(agent, "cancel_driver")) and not any(
+                        start <= e["_i"] < end for e in view.ops(agent, "dispose")):
                     continue
                 found = _disposed_turn_end(agent, t, notes, failures, nxt)
                 if found is not None:

@@ -698,7 +698,7 @@ def test_agent_turn_end_notifies_the_reason_turn_end_logged() -> None:
     assert _check("NOTIFIED", said) is None
     said[-2] = _note("agent/turn-end", turn=1, reason="disposed")
     found = _check("NOTIFIED", [*said[:-1], _op("dispose", status="running", by="window", on="session/event"), said[-1]])
-    assert found is not None and found.rules == ("LOOP-4", "ERR-10")
+    assert found is not None and found.rules == ("LOOP-4", "ERR-4")
     assert "logged turn/end completed but agent/turn-end notified disposed" in found.message
 
 
@@ -1084,7 +1084,7 @@ def test_a_turn_end_listeners_throw_during_disposal_is_not_announced() -> None:
           {"kind": "agent/turn-end", "agent": "a", "turn": 1}, ending]
     assert _check("ANNOUNCED", tl) is None
     found = _check("ANNOUNCED", [*tl, error])
-    assert found is not None and found.rules == ("ERR-10", "DISP-5") and found.at == len(tl)
+    assert found is not None and found.rules == ("ERR-10",) and found.at == len(tl)
     # a failing flush of the disposed turn too: which throw the announcement is, is not told
     flush = _op("raise", by="window", status="disposed", on="session/flush")
     assert _check("ANNOUNCED", [*tl, flush, error]) is None
