@@ -994,12 +994,12 @@ def _tool_overlap(view: TraceView, agent: str, t: dict[str, Any], stops: list[in
     """LOOP-5 / TOOL-1, by the fake tools' own starts and ends: a call's tool runs after its
     ``tool/call`` is logged, and not while another call of the turn still runs (unless a stop came
     meanwhile: an aborted tool that ignores its signal may be left behind, TOOL-5)."""
-    ids = [e["data"].get("call_id") for e in t["events"] if e["type"] == "tool/call"]
+    calls = [e for e in t["events"] if e["type"] == "tool/call"]
+    logged = {e["data"].get("call_id"): e["_i"] for e in calls}
     # the fake tools' events name no agent and a call id may recur: judged only where each start
     # is surely this turn's call (one agent, every id once)
-    if not ids or len(set(ids)) != len(ids) or len(view.agents) != 1:
+    if not calls or len(logged) != len(calls) or len(view.agents) != 1:
         return None
-    logged = {e["data"].get("call_id"): e["_i"] for e in t["events"] if e["type"] == "tool/call"}
     end = t["end_i"] if t["end_i"] is not None else len(view.timeline)
     running: dict[Any, int] = {}
     # a listener that threw inside a tool call ended it with no tool/done of the fake's own
@@ -1685,6 +1685,14 @@ def _model_calls(view: TraceView) -> Iterator[tuple[Event, str, int, dict[str, A
             yield done, agent, start, turn, opened[-1]["data"].get("step")
 
 
+def _stopped(view: TraceView, agent: str, start: int, end: int) -> bool:
+    """Whether a stop (abort, cancel, dispose, a listener's throw) came between ``start`` and
+    ``end``, or a driver cancel before ``end``: made by a listener before the step, it lands at
+    the driver's next suspension, inside it (PY-1)."""
+    return any(start < e["_i"] < end for e in view.ops(agent, "abort", "cancel", "dispose", "raise")) or any(
+        e["_i"] < end for e in view.ops(agent, "cancel_driver"))
+
+
 def _chunks_check(view: TraceView) -> Violation | None:
     """LOG-3/LOOP-5/ASM-4: every chunk a model call streamed to its end is logged as an
     ``assistant/chunk`` of its step, and a streamed ``usage`` is the step's ``usage`` event.
@@ -1699,8 +1707,7 @@ def _chunks_check(view: TraceView) -> Violation | None:
         end = next((e["_i"] for e in events if e["type"] == "step/end"), turn["end_i"])
         if end is None or end > closed_at:
             continue
-        if any(start < e["_i"] < end for e in view.ops(agent, "abort", "cancel", *DISPOSERS, "raise")) or any(
-                e["_i"] < end for e in view.ops(agent, "cancel_driver")) or any(
+        if _stopped(view, agent, start, end) or any(
                 start < e["_i"] < end for e in view.of_kind("agent/error", agent=agent)):
             continue
         where = f"agent {agent}: turn {turn['turn']} step {step}"
@@ -1729,8 +1736,7 @@ def _raised_check(view: TraceView) -> Violation | None:
         stop = turn["end_i"]
         if done.get("outcome") != "raised" or not isinstance(done.get("error"), str) or stop is None:
             continue
-        if any(start < e["_i"] < stop for e in view.ops(agent, "abort", "cancel", *DISPOSERS, "raise")) or any(
-                e["_i"] < stop for e in view.ops(agent, "cancel_driver")):  # it lands at the next suspension
+        if _stopped(view, agent, start, stop):
             continue
         where = f"agent {agent}: turn {turn['turn']} step {step}"
         message = next((e for e in _steps(turn).get(step, []) if e["type"] == "assistant/message"), None)
@@ -1826,7 +1832,7 @@ def _notified_check(view: TraceView) -> Violation | None:
             said = view.timeline[told].get("reason") if told is not None else None
             if told is not None and said is not None and said != t["reason"]:
                 return Violation(f"agent {agent}: turn {t['turn']} logged turn/end {t['reason']} but agent/turn-end "
-                                 f"notified {view.timeline[told].get('reason')} (LOOP-4: turn/end, then agent/turn-end "
+                                 f"notified {said} (LOOP-4: turn/end, then agent/turn-end "
                                  "notifying that end)", told, ("LOOP-4", "ERR-4"))
         for k, t in enumerate(turns):
             if not t["ended"] or t["trigger"] == "injection":

@@ -607,20 +607,18 @@ class World:
         ``disposed`` with a balanced log; judged when the run ends, :meth:`_drivers_cancelled`).
         An implementation without a driver task here (one over the wire) records ``op/error``."""
         h = self.handle(agent)
-        entry = self._record_op(by, "cancel_driver", h, on)
-        try:
+
+        def driver() -> asyncio.Future[Any]:
             task = self.service.driver_task(h)
-        except Exception as exc:
-            simulator.observe("op/error", by=by, op="cancel_driver", agent=entry["agent"], error=_describe(exc))
-            return
-        if not isinstance(task, asyncio.Future):
-            simulator.observe("op/error", by=by, op="cancel_driver", agent=entry["agent"],
-                              error="no driver task (service.driver_task returned None)")
-            return
-        if task.done():  # an ended driver: nothing to cancel, nothing PY-1 says
+            if not isinstance(task, asyncio.Future):
+                raise LookupError("no driver task (service.driver_task returned None)")
+            return task
+
+        task = self._op(by, "cancel_driver", h, driver, on)
+        if task is None or task.done():  # no task (op/error), or an ended driver: nothing PY-1 says
             return
         task.cancel()
-        self._cancelled_drivers.setdefault(entry["agent"], task)
+        self._cancelled_drivers.setdefault(self._id_of(h), task)
 
     async def _drivers_cancelled(self) -> None:
         """PY-1: a driver task a caller cancelled has ended (bounded wait), and its agent is
