@@ -141,7 +141,11 @@ that drains both shows which one its trigger names (LOOP-2: the first message's)
 
 
 def _action(verb: str, k: int, agent: str | None, mode: str) -> Action:
-    if verb in ("send", "steer", "inject"):
+    if verb in ("send", "inject"):
+        # a list of blocks, which the world edits once the run is over: the log must not change
+        # with it (LOG-1); steer's is a string, so both forms of content are exercised
+        return Action(verb, agent, text=f"W{k}", source=WINDOW_SOURCE, blocks=True)
+    if verb == "steer":
         return Action(verb, agent, text=f"W{k}", source=WINDOW_SOURCE)
     if verb in ("cancel", "abort"):
         # An actor gives none, so the defaults are exercised (ABORT-1: `aborted`, CANCEL-1:

@@ -198,4 +198,16 @@ MUTANTS = [
         ),
         notes='Round 14 (session 32, 2026-12-03, written blind by a helper): the suite passed it until test_errors_derive_nothing; the hunt found it (HISTORY).',
     ),
+    Mutant(
+        'log-snapshot-shallow',
+        "append validates the whole event but keeps only a top-level copy: a block the caller passed to send() is the logged block, and the caller's later edit changes the log",
+        ('LOG-1',),
+        '1',
+        (
+            Patch('session',
+                  '    try:\n        return _plain_copy(value, 0)\n    except _NotPlain:',
+                  '    try:\n        _plain_copy(value, 0)  # validates; the caller passed a fresh dict already\n        return value\n    except _NotPlain:'),
+        ),
+        notes="Session 33: no mutant broke LOG-1's snapshot before; the hunt's world edits what it passed once the run is over and compares every log entry with its notification.",
+    ),
 ]

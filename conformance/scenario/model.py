@@ -54,7 +54,8 @@ class ScenarioError(Exception):
 class Action:
     """One verb of an actor or a listener, with its argument.
 
-    ``send``/``steer``/``inject`` carry ``text``; ``cancel``/``abort`` an optional ``reason``;
+    ``send``/``steer``/``inject`` carry ``text`` (passed as one text block in a list when
+    ``blocks``); ``cancel``/``abort`` an optional ``reason``;
     ``when_idle``/``wait_idle`` the waiter's ``name``; ``sleep`` ``seconds``; ``wait_for`` an
     ``event`` kind and ``where``; ``raise`` a ``message``; ``close`` (the service's
     ``close()``, SVC-7) nothing; ``create`` (``service.create`` of the agent's id while it is
@@ -77,6 +78,9 @@ class Action:
     source: Mapping[str, Any] | None = None
     """The message source a ``send``/``steer``/``inject`` passes (``None``: the default, ``{kind:
     user}``)."""
+    blocks: bool = False
+    """Whether a ``send``/``steer``/``inject`` passes ``[{type: text, text}]`` rather than the
+    string: a list the caller owns, which the world edits once the run is over (LOG-1)."""
 
     @property
     def awaits(self) -> bool:

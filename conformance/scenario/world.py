@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -119,6 +120,7 @@ class World:
         self.closed = False
         self._pending: list[Waiter] = []
         self._sessions: dict[str, str] = {}
+        self._passed: list[Any] = []  # the mutable arguments given to the implementation (LOG-1)
         self._tasks: list[asyncio.Task[Any]] = []
         self._observers: list[tuple[str | None, Mapping[str, Any] | None, Observer]] = []
         self._elements: dict[str, int] = {}  # listener / actor name -> times it acted
@@ -485,6 +487,41 @@ class World:
         finally:
             dispose()
 
+    def _sourced(self, text: Any, source: Mapping[str, Any] | None) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """:func:`_sourced`, with the caller's objects kept: the close edits them, and the log must
+        not change with them (LOG-1)."""
+        args, extra = _sourced(text, source)
+        self._passed.extend(a for a in args if isinstance(a, (list, dict)))
+        return args, extra
+
+    def _log_drift(self, logs: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
+        """LOG-1, once the agents are done: the caller edits what it passed (prompts' blocks,
+        sources), and every log entry must still hold what its ``session/event`` notification
+        carried. An entry that changed kept a live object: the caller's, or one the loop edited
+        after the append. Chunks are left out (many, and the loop's own)."""
+        for value in self._passed:
+            _scramble(value)
+        self._passed.clear()
+        sessions: dict[str, int] = {}
+        for agent_id in self._sessions.values():
+            sessions[agent_id] = sessions.get(agent_id, 0) + 1
+        seen = {(e.get("agent"), e.get("seq")): e for e in simulator.current_timeline() if e.get("kind") == "log"}
+        for agent_id, events in logs.items():
+            if sessions.get(agent_id, 0) != 1:
+                continue  # an id that had two sessions: its entries cannot be told apart by seq
+            for event in events:
+                kind = event.get("type")
+                entry = seen.get((agent_id, event.get("seq")))
+                if kind == "assistant/chunk" or entry is None or entry.get("type") != kind:
+                    continue
+                now = ev.compact_data(event)
+                if now != entry.get("data"):
+                    self.problem("LOG-1", f"agent {agent_id!r}'s log entry {event.get('seq')} ({kind}) changed after "
+                                 f"it was appended: {_brief(entry.get('data'))} became {_brief(now)} (the "
+                                 "log holds a snapshot, not an object the caller or the loop edits later)",
+                                 rules=("LOG-1",))
+                    return
+
     def problem(self, check: str, message: str, *, rules: tuple[str, ...] = ()) -> None:
         """Record something the world saw go wrong (the ``problems`` oracle fails the run)."""
         simulator.observe("problem", check=check, message=message, **({"rules": list(rules)} if rules else {}))
@@ -535,14 +572,14 @@ class World:
              source: Mapping[str, Any] | None = None) -> None:
         """``agent.send(text[, source])``."""
         h = self.handle(agent)
-        args, extra = _sourced(text, source)
+        args, extra = self._sourced(text, source)
         self._op(by, "send", h, lambda: h.send(*args), on, text=ev.texts(text), **extra)
 
     def steer(self, agent: str | AgentHandle | None, text: Any, *, by: str = "caller", on: str | None = None,
               source: Mapping[str, Any] | None = None) -> None:
         """``agent.steer(text[, source])``."""
         h = self.handle(agent)
-        args, extra = _sourced(text, source)
+        args, extra = self._sourced(text, source)
         self._op(by, "steer", h, lambda: h.steer(*args), on, text=ev.texts(text), **extra)
 
     def inject(self, agent: str | AgentHandle | None, text: Any, *, by: str = "caller",
@@ -551,7 +588,7 @@ class World:
         call raised). A failure of the injection is recorded as ``op/error``."""
         h = self.handle(agent)
         agent_id = self._id_of(h)
-        args, extra = _sourced(text, source)
+        args, extra = self._sourced(text, source)
 
         def start() -> asyncio.Future[Any]:
             # INJ-4: a coroutine, another awaitable, or a plain call that returned. A coroutine
@@ -684,13 +721,13 @@ class World:
         ``subject``: the agent a ``raise`` without one fails (the listener's event's agent)."""
         verb, agent = action.verb, action.agent
         if verb == "send":
-            self.send(agent, action.text, by=by, on=on, source=action.source)
+            self.send(agent, _content(action), by=by, on=on, source=action.source)
         elif verb == "steer":
-            self.steer(agent, action.text, by=by, on=on, source=action.source)
+            self.steer(agent, _content(action), by=by, on=on, source=action.source)
         elif verb == "inject":
             if action.wait:
-                return self.inject_wait(agent, action.text, by=by, source=action.source)
-            self.inject(agent, action.text, by=by, on=on, source=action.source)
+                return self.inject_wait(agent, _content(action), by=by, source=action.source)
+            self.inject(agent, _content(action), by=by, on=on, source=action.source)
         elif verb == "cancel":
             self.cancel(agent, action.reason, by=by, on=on)
         elif verb == "abort":
@@ -1093,8 +1130,10 @@ class World:
         # What the oracles compare with the observed run: the final logs' lengths (LOG-2: an
         # event notified but never pushed), and the agents still registered (SVC-6).
         registered = [k for k in self.agents if self._registered(k)]
+        logs = {k: list(h.session.events) for k, h in self.agents.items()}
+        self._log_drift(logs)
         simulator.observe("world/closed", agents={k: h.status for k, h in self.agents.items()},
-                          logs={k: len(h.session.events) for k, h in self.agents.items()},
+                          logs={k: len(events) for k, events in logs.items()},
                           registered=registered,
                           **({"warnings": self._warnings.count} if self._warnings.active else {}),
                           **({"flushes": "recorded"} if self._flush_recorded else {}),
@@ -1107,6 +1146,33 @@ def _options(model: str, system_prompt: str | None, **options: Any) -> dict[str,
     if system_prompt is not None:
         opts["system_prompt"] = system_prompt
     return opts
+
+
+def _content(action: Action) -> Any:
+    """What a ``send``/``steer``/``inject`` passes: the text, or a fresh list of one text block."""
+    return [{"type": "text", "text": action.text}] if action.blocks else action.text
+
+
+def _brief(value: Any, width: int = 160) -> str:
+    text = json.dumps(value, sort_keys=True, default=repr)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+SCRAMBLED = "edited by the caller after the run"
+
+
+def _scramble(value: Any) -> None:
+    """Edit a caller's object in place, every string in it and every list longer (LOG-1)."""
+    if isinstance(value, dict):
+        for key, item in list(value.items()):
+            if isinstance(item, str):
+                value[key] = SCRAMBLED
+            else:
+                _scramble(item)
+    elif isinstance(value, list):
+        for item in value:
+            _scramble(item)
+        value.append(SCRAMBLED)
 
 
 def _sourced(text: Any, source: Mapping[str, Any] | None) -> tuple[tuple[Any, ...], dict[str, Any]]:

@@ -415,14 +415,15 @@ def _action(node: Node, agents: list[str], allowed: tuple[str, ...]) -> Action:
         raise arg.error(f"unknown action {verb!r} {where}(expected one of: {', '.join(allowed)})")
     if verb in ("send", "steer", "inject"):
         if arg.is_map():
-            f = arg.keys(("text", "agent", "source", "wait") if verb == "inject" else ("text", "agent", "source"),
-                         required=("text",))
+            f = arg.keys(("text", "agent", "source", "blocks", "wait") if verb == "inject"
+                         else ("text", "agent", "source", "blocks"), required=("text",))
             wait = f["wait"].boolean() if "wait" in f else False
             if wait and "wait_idle" not in allowed:
                 raise f["wait"].error("an inject in a listener cannot wait (listeners run synchronously "
                                       "inside the emitter)")
             return Action(verb, _agent_ref(f["agent"], agents) if "agent" in f else None, text=f["text"].text(),
-                          wait=wait, source=_source(f["source"]) if "source" in f else None)
+                          wait=wait, source=_source(f["source"]) if "source" in f else None,
+                          blocks=f["blocks"].boolean() if "blocks" in f else False)
         return Action(verb, text=arg.text())
     if verb in ("cancel", "abort"):
         if arg.is_map():
@@ -846,13 +847,15 @@ def _tool_out(t: ToolSpec) -> Any:
 def _action_out(a: Action) -> dict[str, Any]:
     verb = a.verb
     if verb in ("send", "steer", "inject"):
-        if a.agent is None and not a.wait and a.source is None:
+        if a.agent is None and not a.wait and a.source is None and not a.blocks:
             return {verb: a.text}
         value: dict[str, Any] = {"text": a.text}
         if a.agent is not None:
             value["agent"] = a.agent
         if a.source is not None:
             value["source"] = dict(a.source)
+        if a.blocks:
+            value["blocks"] = True
         if a.wait:
             value["wait"] = True
         return {verb: value}

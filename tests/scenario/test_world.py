@@ -508,3 +508,24 @@ def test_an_injection_started_as_the_world_closes_has_its_refusal_recorded() -> 
     refused = kinds.index("op/error")
     assert tl[refused]["op"] == "inject" and tl[refused]["by"] == "window"
     assert kinds.index("world/closing") < refused < kinds.index("world/closed")
+
+
+def test_the_close_edits_what_the_caller_passed_and_the_log_must_not_change() -> None:
+    # LOG-1: the world edits the block lists and sources its callers passed once the service is
+    # closed; each log entry must still hold what its session/event notification carried.
+    sc = load_text("""
+name: snapshot
+model: [{text: hi}]
+actors:
+  - {name: caller, at: 0, do: [{send: {text: A, blocks: true, source: {kind: plugin, plugin: p}}}]}
+""", origin="snapshot.yaml")
+    assert sc.actors[0].do[0].blocks
+    assert load_text(dump(sc), origin="again.yaml").actors == sc.actors  # `blocks` round-trips
+    report = engine.run_one(sc, REFERENCE)
+    assert report.ok, report.trace.failure_messages()
+    op = next(e for e in report.trace.timeline if e["kind"] == "op" and e["op"] == "send")
+    assert op["text"] == "A" and op["source"] == {"kind": "plugin", "plugin": "p"}
+    # a log that keeps the caller's blocks changes with them: a problem naming LOG-1
+    failed = engine.run_one(sc, mutants.get("log-snapshot-shallow")).trace.failures
+    assert [f["check"] for f in failed] == ["problems"], failed
+    assert "LOG-1" in failed[0]["message"] and "user/message" in failed[0]["message"], failed
