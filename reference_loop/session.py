@@ -192,27 +192,36 @@ class Session:
 
 def derive_messages(events: Iterable[Mapping[str, Any]]) -> list[v.Message]:
     """History of a log: user/assistant/tool-result messages, wrapped steering and context, each at
-    its position in the log (INJ-3: injected context appears where it was injected)."""
+    its position in the log (INJ-3: injected context appears where it was injected).
+
+    The blocks are copies: a plugin editing a request's messages in place (a redaction, a
+    compaction) edits that request, not the log nor the next history (LOG-1, LOG-7)."""
     messages: list[v.Message] = []
     for event in events:
         kind, data = event["type"], event["data"]
         if kind == "user/message":
-            messages.append({"role": "user", "content": list(data["content"])})
+            messages.append({"role": "user", "content": _blocks(data["content"])})
         elif kind == "assistant/message":
-            messages.append({"role": "assistant", "content": list(data["content"])})
+            messages.append({"role": "assistant", "content": _blocks(data["content"])})
         elif kind == "tool/result":
-            block = v.tool_result(data["call_id"], list(data["content"]), bool(data["is_error"]))
+            block = v.tool_result(data["call_id"], _blocks(data["content"]), bool(data["is_error"]))
             messages.append({"role": "user", "content": [block]})
         elif kind in ("steering/message", "context/message"):
             tag = "steering" if kind == "steering/message" else "context"
             source_kind = data.get("source", {}).get("kind", "user")
             content = [
                 v.text(f'<{tag} source="{source_kind}">'),
-                *data["content"],
+                *_blocks(data["content"]),
                 v.text(f"</{tag}>"),
             ]
             messages.append({"role": "user", "content": content})
     return messages
+
+
+def _blocks(content: Any) -> list[Any]:
+    """A copy of a logged content list (plain JSON already: the fast copy, a round trip at worst)."""
+    out: list[Any] = json_snapshot(content, "content")
+    return out
 
 
 def _loaded_event(event: Mapping[str, Any], index: int, session_id: str) -> v.SessionEvent:

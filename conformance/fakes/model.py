@@ -47,7 +47,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, cast
 
 import simulator
 from reference_loop import vocabulary as v
@@ -655,7 +655,12 @@ class FakeModel:
             )
         if self.on_request is not None:
             self.on_request()
-        return self._play(request, call, entry, error, loop)
+        # The adapter owns the request now and edits its messages in place, as an adapter
+        # converting them to a provider's format may: the loop's log and the next step's history
+        # must not change with them (LOG-1, LOG-7). Responses are resolved on the snapshot.
+        played = cast(ModelRequest, {**snapshot, "signal": request.get("signal")})
+        _edit_messages(request)
+        return self._play(played, call, entry, error, loop)
 
     async def _play(
         self,
@@ -844,6 +849,22 @@ def _tool_shape(entry: Any) -> str | None:
     if not isinstance(entry["input_schema"], Mapping):
         return f"{label}: input_schema is a {type(entry['input_schema']).__name__}, not a JSON Schema object"
     return None
+
+
+EDITED = "edited by the model adapter"
+
+
+def _edit_messages(request: Any) -> None:
+    """Overwrite every text of the request's messages in place (see ``FakeModel.stream``)."""
+    messages = request.get("messages") if isinstance(request, Mapping) else None
+    if not isinstance(messages, list):
+        return
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and isinstance(block.get("text"), str):
+                    block["text"] = EDITED
 
 
 def _last_message(snapshot: Mapping[str, Any]) -> str:

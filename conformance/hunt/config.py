@@ -8,13 +8,15 @@ from dataclasses import dataclass
 from typing import Any
 
 VERBS = ("send", "steer", "inject", "cancel", "abort", "dispose", "when_idle", "raise", "close", "create",
-         "cancel_driver")
+         "cancel_driver", "reconfigure")
 """The actions a window may do: a caller's, ``raise`` (the listener throws, as a plugin might:
 last in a sequence, and only where a listener acts) and ``close`` (the service's ``close()``,
 SVC-7: last in a sequence, after nothing or after the work or waiter it must deal with) and
 ``create`` (``service.create`` of the window's agent's id while it is live, SVC-2: alone) and
 ``cancel_driver`` (``Task.cancel()`` of the agent's driver task, PY-1: alone, and only on an
-in-process Python implementation: one over the wire has no driver task here)."""
+in-process Python implementation: one over the wire has no driver task here) and ``reconfigure``
+(the service's first system-prompt section removed, one added and a tool registered, SVC-5:
+alone)."""
 
 MODES = ("listener", "actor")
 """How a window acts: synchronously in a listener at its point, or by an actor started there."""

@@ -158,7 +158,7 @@ def _action(verb: str, k: int, agent: str | None, mode: str) -> Action:
         return Action(verb, agent, name=f"hw{k}")
     if verb == "raise":
         return Action(verb, agent, message="window listener failed")
-    if verb == "close":
+    if verb in ("close", "reconfigure"):
         return Action(verb)  # the service's, whatever agent the window is on
     return Action(verb, agent)
 
@@ -175,7 +175,8 @@ def sequences(verbs: Sequence[str], depth: int, mode: str = "listener") -> list[
     disposed, and what a disposed agent does with more is what ``dispose; X`` shows; ``create``
     only alone: what it judges, a taken id rejected, no other verb changes; ``cancel_driver``
     alone too: once the driver's task is cancelled the agent ends disposed (PY-1), and what a
-    disposed agent does with more is what ``dispose; X`` shows)."""
+    disposed agent does with more is what ``dispose; X`` shows; ``reconfigure`` alone: what it
+    judges, the next step's request, no other verb changes)."""
     out: list[tuple[str, ...]] = []
     for n in range(1, depth + 1):
         for seq in product(verbs, repeat=n):
@@ -183,7 +184,7 @@ def sequences(verbs: Sequence[str], depth: int, mode: str = "listener") -> list[
                 continue
             if "close" in seq and (seq.index("close") != n - 1 or not CLOSE_AFTER.issuperset(seq[:-1])):
                 continue
-            if ("create" in seq or "cancel_driver" in seq) and n > 1:
+            if ("create" in seq or "cancel_driver" in seq or "reconfigure" in seq) and n > 1:
                 continue
             out.append(seq)
     return out

@@ -86,6 +86,7 @@ ROUTING_PLUGIN = Listener(on="agent/request", do=(), name="routing-plugin", wher
 (LOOP-10: the adapter the returned request names is called)."""
 
 TOOL = ToolSpec("lookup", returns("found"), latency=0.01)  # a tool takes time: two calls could overlap (TOOL-1)
+SPARE = ToolSpec("notes", returns("noted"))  # never called: a window's reconfigure removes it (SVC-5)
 FAILING_TOOL = ToolSpec("lookup", fails("no such page", code="E_TOOL"))
 
 
@@ -114,7 +115,7 @@ def workloads() -> tuple[Workload, ...]:
             # ASM-4: the last is the step's, every field of it (0b's optional ones too)
             {"type": "usage", "usage": {"input_tokens": 12, "output_tokens": 3, "cache_read_tokens": 5,
                                         "cache_write_tokens": 1, "reasoning_tokens": 2}},
-            {"type": "finish", "reason": {"kind": "stop"}})), tools=(TOOL,),
+            {"type": "finish", "reason": {"kind": "stop"}})), tools=(TOOL, SPARE),
             description="a tool call, the answer reporting its usage twice")),
         Workload("two-step", _scenario("two-step", (two_calls, respond.text("done")), tools=(TOOL,),
                                        system_prompt="Answer briefly.",

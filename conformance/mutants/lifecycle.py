@@ -412,4 +412,20 @@ MUTANTS = [
         interleaving=True,
         notes="Round 13 (written blind): judged outside the contract then (no unsubscription in the spec); the adapter's on() returns a disposer and PY-2 says emit runs its listeners in registration order, and a fourth-loop blind round (session 32) wrote the same bug: test_a_listener_removing_itself_does_not_cost_the_next_one_the_event.",
     ),
+    Mutant(
+        'prompt-assembled-once-per-turn',
+        "the system prompt and tool schemas are assembled once per turn and kept on it: a section or tool registered during the turn is missing from its later steps' requests",
+        ('SVC-5', 'LOOP-5'),
+        '11',
+        (
+            Patch('agent',
+                  '    max_tokens: bool = False  # MAXTOK-2: sticky for the turn; MAXTOK-4: a fresh _Turn per turn\n',
+                  '    max_tokens: bool = False  # MAXTOK-2: sticky for the turn; MAXTOK-4: a fresh _Turn per turn\n    assembly: Any = None  # the system prompt + tools, assembled once per turn\n'),
+            Patch('agent',
+                  '        assembly = await self._bus.waterfall(\n            "system-prompt",\n            self,\n            value={\n                "system": join_prompt(*(s["text"] for s in self._service.prompts.sections())),\n                "tools": self._service.tools.schemas(),\n            },\n            default=_identity,\n        )\n',
+                  '        if turn.assembly is None:  # sections and tools do not change within a turn\n            turn.assembly = await self._bus.waterfall(\n                "system-prompt",\n                self,\n                value={\n                    "system": join_prompt(*(s["text"] for s in self._service.prompts.sections())),\n                    "tools": self._service.tools.schemas(),\n                },\n                default=_identity,\n            )\n        assembly = turn.assembly\n'),
+        ),
+        interleaving=True,
+        notes="Round 14 (written blind by a helper): the suite killed it (LOOP-5, SVC-5); out of the hunt's reach until session 33's reconfigure verb (no window changed sections or tools while a turn ran).",
+    ),
 ]

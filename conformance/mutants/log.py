@@ -122,9 +122,9 @@ MUTANTS = [
         (
             Patch(
                 "session",
-                '            messages.append({"role": "assistant", "content": list(data["content"])})\n',
+                '            messages.append({"role": "assistant", "content": _blocks(data["content"])})\n',
                 "            # provider_data is one provider's bookkeeping: keep the history portable\n"
-                '            messages.append({"role": "assistant", "content": [_portable(b) for b in data["content"]]})\n',
+                '            messages.append({"role": "assistant", "content": [_portable(b) for b in _blocks(data["content"])]})\n',
             ),
             Patch(
                 "session",
@@ -209,5 +209,18 @@ MUTANTS = [
                   '    try:\n        _plain_copy(value, 0)  # validates; the caller passed a fresh dict already\n        return value\n    except _NotPlain:'),
         ),
         notes="Session 33: no mutant broke LOG-1's snapshot before; the hunt's world edits what it passed once the run is over and compares every log entry with its notification.",
+    ),
+    Mutant(
+        'derive-shares-log-blocks',
+        "derived history copies each message's block list but hands out the log's own blocks: a plugin or an adapter editing the request's messages in place rewrites the log and every later history",
+        ('LOG-7', 'LOG-1'),
+        '1',
+        (
+            Patch('session',
+                  '    out: list[Any] = json_snapshot(content, "content")\n    return out',
+                  '    return list(content)  # the blocks are the log\'s snapshots already'),
+        ),
+        interleaving=False,
+        notes="Session 33: the reference itself did this until round 15 (a helper's derive-memo-shared-list and the third loop's derive_shares_log_objects, written blind, both edited the request in place): test_a_plugin_editing_the_request_in_place_changes_neither_log_nor_history; the hunt's fake model edits every request it receives.",
     ),
 ]

@@ -2451,30 +2451,45 @@ listener never rewrites)."""
 def _request_check(view: TraceView) -> Violation | None:
     """SVC-5: every model request of an agent carries its system prompt (the sections the world
     added, then the agent's own prompt, blank-line joined; none when both are empty) and, as
-    ``tools``, every tool the world registered: a turn's later requests as much as its first. Not
-    judged where a scenario's plugin listens to a waterfall that may rewrite them."""
+    ``tools``, every tool the world registered: a turn's later requests as much as its first. A
+    ``reconfigure`` (sections and tools changed while the agents run) binds every step that
+    opened after it; one made while the step was open (its ``step/start`` logged, the model not yet
+    called) may or may not be in that request (LOOP-5 assembles the prompt after ``step/start``).
+    Not judged where a scenario's plugin listens to a waterfall that may rewrite them."""
     if any(e.get("on") in _REWRITING and e.get("name") != "window" for e in view.of_kind("listener")):
         return None
     models = _agent_models(view)
     created = view.of_kind("agent/created")
+    changes = [op for op in view.of_kind("op") if op.get("op") == "reconfigure" and "sections" in op]
     for e in view.of_kind("model/request"):
         agent = models.get(str(e.get("model")))
         made = [c for c in created if c.get("agent") == agent and c["_i"] < e["_i"]]
         if agent is None or not made:
             continue
         want, call = made[-1], e.get("call")
-        system = "\n\n".join(p for p in (*(want.get("sections") or ()), want.get("system_prompt")) if p) or None
-        if (e.get("system") or None) != system:
+        own = want.get("system_prompt")
+        # what the request may carry: the configuration when its step opened, or one made since
+        states: list[Mapping[str, Any]] = [want]
+        if changes:
+            opened = max((x["_i"] for x in view.log(agent) if x["type"] == "step/start" and x["_i"] < e["_i"]),
+                         default=e["_i"])
+            states = [max((want, *(c for c in changes if c["_i"] < opened)), key=lambda x: x["_i"]),
+                      *(c for c in changes if opened < c["_i"] < e["_i"])]
+        systems = ["\n\n".join(p for p in (*(st.get("sections") or ()), own) if p) or None for st in states]
+        if (e.get("system") or None) not in systems:
+            system = systems[0] if len(systems) == 1 else " or ".join(map(repr, systems))
+            after = " (the sections as a reconfigure left them)" if changes else ""
             return Violation(f"agent {agent}: model request #{call} carries system prompt {e.get('system')!r}, not "
-                             f"{system!r} (SVC-5: the sections, then the agent's system_prompt, blank-line joined)",
-                             e["_i"], ("SVC-5",))
+                             f"{system!r}{after} (SVC-5: the sections, then the agent's system_prompt, "
+                             "blank-line joined)", e["_i"], ("SVC-5",))
         if e.get("tools_shape"):
             return Violation(f"agent {agent}: model request #{call} sends tools not of 0b's shape: "
                              f"{'; '.join(map(str, e['tools_shape']))} (SVC-5: each entry is "
                              "{name, description, input_schema})", e["_i"], ("SVC-5",))
-        if list(e.get("tools") or []) != list(want.get("tools") or []):
+        tools = [list(st.get("tools") or []) for st in states]
+        if list(e.get("tools") or []) not in tools:
             return Violation(f"agent {agent}: model request #{call} carries tools {list(e.get('tools') or [])}, not "
-                             f"the tools registered {list(want.get('tools') or [])} (SVC-5: the schemas of the "
+                             f"the tools registered {' or '.join(map(str, tools))} (SVC-5: the schemas of the "
                              "registered tools are sent with the request)", e["_i"], ("SVC-5",))
     return None
 

@@ -39,7 +39,7 @@ DEFAULT_IDLE_TIMEOUT = 600.0
 """Virtual seconds the world waits for quiescence (a waiter, the final settle, the close)."""
 
 LISTENER_VERBS = ("send", "steer", "inject", "cancel", "abort", "dispose", "raise", "when_idle", "close", "create",
-                  "cancel_driver")
+                  "cancel_driver", "reconfigure")
 """What a listener may do: synchronous verbs only (it runs inside the emitter)."""
 
 ACTOR_VERBS = (*LISTENER_VERBS, "sleep", "wait_idle", "wait_for")
@@ -60,7 +60,8 @@ class Action:
     ``event`` kind and ``where``; ``raise`` a ``message``; ``close`` (the service's
     ``close()``, SVC-7) nothing; ``create`` (``service.create`` of the agent's id while it is
     live, SVC-2) nothing; ``cancel_driver`` (``Task.cancel()`` of the agent's driver task, the
-    Python caller's way to stop it, PY-1) nothing. ``agent`` is the agent acted on (the
+    Python caller's way to stop it, PY-1) nothing; ``reconfigure`` (the service's first
+    system-prompt section removed, a section added and a tool registered, SVC-5) nothing. ``agent`` is the agent acted on (the
     scenario's first agent when ``None``). ``wait`` makes an actor's ``inject`` await the
     injection.
     """

@@ -114,6 +114,9 @@ class World:
         self.models: dict[str, FakeModel | CassetteModel] = {}
         self.tools = ToolBox()
         self._sections: list[str] = []  # the texts of the system-prompt sections added (SVC-5)
+        self._section_disposers: list[Callable[[], object]] = []  # their disposers, in order
+        self._tool_disposers: dict[str, Callable[[], object]] = {}  # registered tools, in order
+        self._reconfigured = 0
         self.gates: dict[str, Gate] = {}
         self.agents: dict[str, AgentHandle] = {}
         self.waiters: dict[str, Waiter] = {}
@@ -192,17 +195,52 @@ class World:
     def add_tool(self, tool: FakeTool) -> FakeTool:
         """Register a fake tool built elsewhere."""
         self.tools.add(tool)
-        self.service.register_tool(tool)
+        self._tool_disposers[tool.name] = self.service.register_tool(tool)
         return tool
+
+    def registered_tools(self) -> list[str]:
+        """The names of the tools registered now, sorted (SVC-5: what a request offers)."""
+        return sorted(self._tool_disposers)
 
     def section(self, name: str, text: str) -> None:
         """Add a system-prompt section to the service (SVC-5); agents created after it record it."""
         try:
-            self.service.add_system_prompt_section(name, text)
+            disposer = self.service.add_system_prompt_section(name, text)
         except Exception as exc:
             raise ScenarioSetupError(f"{self.impl.name}: add_system_prompt_section({name!r}) raised "
                                      f"{_describe(exc)}") from exc
         self._sections.append(text)
+        self._section_disposers.append(disposer)
+
+    def reconfigure(self, *, by: str = "caller", on: str | None = None) -> None:
+        """A caller changes the service's configuration while the agents run (SVC-5): removes the
+        first section (when there is one), adds a section, and removes the last tool registered
+        when two or more are, or else registers a tool (so a cache that only one of the two
+        clears is caught, whichever it is, in one workload or another). Recorded as an ``op`` carrying the sections' texts and
+        the tools' names now: every request of a step that opened after it must carry them (the
+        REQUEST oracle). A call that raises is an ``op/error``."""
+        self._reconfigured += 1
+        k = self._reconfigured
+        entry: dict[str, Any] = {"by": by, "op": "reconfigure"}
+        if on is not None:
+            entry["on"] = on
+        try:
+            if self._section_disposers:
+                self._section_disposers.pop(0)()
+                self._sections.pop(0)
+            name = f"window-{k}"
+            self._section_disposers.append(self.service.add_system_prompt_section(name, f"Section {name}."))
+            self._sections.append(f"Section {name}.")
+            registered = list(self._tool_disposers)
+            if len(registered) >= 2:
+                self._tool_disposers.pop(registered[-1])()
+            else:
+                self.add_tool(FakeTool(f"window_tool_{k}", "ok"))
+        except Exception as exc:
+            simulator.observe("op", **entry)
+            simulator.observe("op/error", by=by, op="reconfigure", error=_describe(exc))
+            return
+        simulator.observe("op", **entry, sections=list(self._sections), tools=self.registered_tools())
 
     def gate(self, name: str) -> Gate:
         """The gate called ``name`` (created on first use)."""
@@ -233,8 +271,8 @@ class World:
             fields["system_prompt"] = system_prompt
         if self._sections:
             fields["sections"] = list(self._sections)
-        if self.tools.tools:
-            fields["tools"] = sorted(self.tools.tools)
+        if self._tool_disposers:
+            fields["tools"] = self.registered_tools()
         simulator.observe("agent/created", agent=agent_id, model=model, **fields)
 
     def _persistence(self) -> object:
@@ -742,6 +780,8 @@ class World:
             self.create_taken(agent, by=by, on=on)
         elif verb == "cancel_driver":
             self.cancel_driver(agent, by=by, on=on)
+        elif verb == "reconfigure":
+            self.reconfigure(by=by, on=on)
         elif verb == "raise":
             self._raising(agent if agent is not None else subject, by, on)
             raise RuntimeError(action.message or "listener failure")

@@ -437,9 +437,9 @@ def _action(node: Node, agents: list[str], allowed: tuple[str, ...]) -> Action:
         return Action(verb, None if arg.value() is None else _agent_ref(arg, agents))
     if verb == "raise":
         return Action(verb, message=arg.string() if arg.value() is not None else "listener failure")
-    if verb == "close":
+    if verb in ("close", "reconfigure"):
         if arg.value() is not None:
-            raise arg.error("close takes no argument (it closes the service: {close: null})")
+            raise arg.error(f"{verb} takes no argument (it acts on the service: {{{verb}: null}})")
         return Action(verb)
     if verb == "when_idle":
         if arg.is_map():
@@ -867,7 +867,7 @@ def _action_out(a: Action) -> dict[str, Any]:
         return {verb: a.agent}
     if verb == "raise":
         return {verb: a.message}
-    if verb == "close":
+    if verb in ("close", "reconfigure"):
         return {verb: None}
     if verb == "when_idle":
         return {verb: a.name if a.agent is None else {"name": a.name, "agent": a.agent}}

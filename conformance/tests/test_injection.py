@@ -416,3 +416,37 @@ def test_idle_inject_racing_a_send(run: Run, schedule: str, order: str, history:
         assert events[end]["data"]["reason"] == COMPLETED, events[end]["data"]
 
     run(scenario)
+
+
+@pytest.mark.rule("INJ-2", "ERR-4")
+@pytest.mark.parametrize("boundary", ["turn/end", "turn/start"])
+def test_an_idle_inject_after_a_throwing_boundary_listener_opens_its_own_turn(run: Run, boundary: str) -> None:
+    # ERR-4: a session/event listener throwing on a turn's boundary leaves the turn balanced and
+    # the loop alive. The turn is closed all the same: an inject once the agent is idle is an
+    # idle inject, a one-shot injection turn of its own (INJ-2), not context dropped into the
+    # closed turn (a loop whose "is a turn open" state missed the close fails here).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        thrown: list[str] = []
+
+        def listener(_session: object, event: dict[str, Any]) -> None:
+            if event.get("type") == boundary and not thrown:
+                thrown.append(boundary)
+                raise RuntimeError(f"a {boundary} listener failed")
+
+        k.on("session/event", listener)
+        a.send("hi")
+        await k.idle(a)
+        assert thrown, f"the {boundary} listener never ran"
+        before = len(k.events(a))
+        assert k.types(a)[-1] == "turn/end", k.types(a)
+        await k.inject(a, "ctx")
+        await k.idle(a)
+        added = k.events(a)[before:]
+        assert [e["type"] for e in added] == ["turn/start", "context/message", "turn/end"], (
+            f"the inject after a throwing {boundary} listener logged {[e['type'] for e in added]}, "
+            "not a one-shot injection turn")
+        assert added[0]["data"]["trigger"]["kind"] == "injection"
+        assert log_violations(k.events(a)) == []
+
+    run(scenario)

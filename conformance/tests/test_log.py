@@ -12,7 +12,7 @@ from conformance.harness import Kit
 from conformance.invariants import DATA_KEYS, log_violations
 from reference_loop import vocabulary as v
 
-from ._support import USER, Run, request_texts
+from ._support import USER, Run, request_texts, texts
 
 
 def _only(prefix: str, events: list[dict]) -> list[str]:
@@ -458,5 +458,38 @@ def test_derived_tool_results_keep_their_error_flag(run: Run) -> None:
         assert [(b["tool_call_id"], b["is_error"]) for b in blocks] == [("c1", True), ("c2", False)]
         sent = [m["content"][0] for m in k.model.requests[-1]["messages"] if m["content"] and m["content"][0].get("type") == "tool-result"]
         assert sent == blocks, "the next request carries that history"
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOG-7", "LOG-1")
+def test_a_plugin_editing_the_request_in_place_changes_neither_log_nor_history(run: Run) -> None:
+    # LOG-7: history is derived from the log, and replaying the same log derives the same history.
+    # A plugin that redacts and trims the request's messages in place (a compaction plugin that
+    # does not copy) edits that request only: the log, the next request's history and
+    # derive_messages() are as the log says (a loop handing out cached or logged objects fails).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        received: list[list[str]] = []
+
+        async def compact(_agent: Any, _turn: Any, _step: Any, request: dict[str, Any], nxt: Any) -> Any:
+            received.append(request_texts(request))
+            for message in request.get("messages", []):
+                for block in message.get("content", []):
+                    if block.get("type") == "text":
+                        block["text"] = "REDACTED"
+            del request["messages"][:-1]
+            return await nxt()
+
+        k.on("agent/request", compact)
+        k.model.push(fakes.text("answer one"), fakes.text("answer two"))
+        for prompt in ("first", "second"):
+            a.send(prompt)
+            await k.idle(a)
+        assert received == [["first"], ["first", "answer one", "second"]], (
+            f"the requests reached the plugin with {received}: the second must carry the whole history")
+        history = [[b.get("text") for b in m["content"]] for m in a.session.derive_messages()]
+        assert history == [["first"], ["answer one"], ["second"], ["answer two"]], history
+        assert [texts(e["data"]["content"]) for e in k.events(a, "user/message")] == [["first"], ["second"]]
 
     run(scenario)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import re
 from collections.abc import Callable
 from typing import Any
@@ -596,7 +597,8 @@ def test_adapter_gets_rewritten_messages_and_tools(run: Run) -> None:
 
         async def compact(agent: object, turn: int, step: int, request: dict, next: object) -> object:
             value = await next()  # type: ignore[operator]
-            return {**value, "messages": compacted, "tools": tools}
+            # fresh copies: the fake adapter edits the messages it receives, as an adapter may
+            return {**value, "messages": copy.deepcopy(compacted), "tools": copy.deepcopy(tools)}
 
         k.on("agent/request", compact)
         a.send("first")

@@ -368,3 +368,26 @@ def test_cancelling_driver_task_during_the_flush(run: Run) -> None:
         await k.idle(a)
 
     run(scenario)
+
+
+@pytest.mark.rule("PY-2", "LOOP-5")
+def test_each_stream_chunk_is_notified_before_the_next_is_logged(run: Run) -> None:
+    # PY-2: a notification runs its listeners synchronously, before emit returns; LOOP-5: each
+    # chunk is appended as assistant/chunk and emitted as agent/stream-chunk. A model whose chunks
+    # arrive in one burst (an HTTP read holding several events: no suspension between them) gets
+    # each chunk notified while it is the newest in the log, or just before it is appended; never
+    # after a later chunk was logged (a notification deferred to the event loop is).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        seen: list[int] = []
+        k.on("agent/stream-chunk", lambda *_args: seen.append(len(k.events(a, "assistant/chunk"))))
+        k.model.push(respond.text("one two three four five six", deltas=6).finish("stop").timing(first=0, between=None))
+        a.send("hi")
+        await k.idle(a)
+        logged = len(k.events(a, "assistant/chunk"))
+        assert len(seen) == logged, f"{logged} chunks logged, {len(seen)} notified"
+        late = [(i, n) for i, n in enumerate(seen, 1) if n not in (i - 1, i)]
+        assert not late, (f"chunk {late[0][0]} was notified with {late[0][1]} chunks in the log: notified "
+                          "after a later chunk was logged, not as it was appended")
+
+    run(scenario)

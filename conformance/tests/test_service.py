@@ -168,6 +168,46 @@ def test_every_request_of_a_turn_carries_the_system_prompt_and_tools(run: Run) -
     run(scenario)
 
 
+@pytest.mark.rule("SVC-5")
+@pytest.mark.parametrize("change", ["add", "remove"])
+def test_sections_and_tools_changed_during_a_turn_reach_its_next_step(run: Run, change: str) -> None:
+    # "The system prompt sent to the model is the assembled sections" and "tool schemas of
+    # registered tools are sent with the request": each request is made from what is registered
+    # then. A tool running in step 1 removes a section and a tool, adds a section and a tool: step 2's
+    # request (a step that opens after the change) carries the new configuration, not the
+    # turn's first one.
+    async def scenario(k: Kit) -> None:
+        remove = k.service.add_system_prompt_section("one", "Section A")
+        unregister = k.service.register_tool(fakes.FakeTool("old", "x", description="removed mid-turn"))
+
+        def reconfigure(arguments: object) -> str:
+            remove()
+            k.service.add_system_prompt_section("two", "Section B")
+            if change == "add":
+                k.tool("late", description="registered mid-turn", input_schema={"type": "object"})
+            else:
+                unregister()
+            return "reconfigured"
+
+        k.world.add_tool(fakes.FakeTool("setup", handler=reconfigure, description="changes the configuration"))
+        a = k.agent()
+        k.model.push(fakes.tool_calls(("c1", "setup", "{}")), fakes.text("done"))
+        a.send("hi")
+        await k.idle(a)
+        assert len(k.model.requests) == 2, "a tool step, then the step that answers"
+        first, second = k.model.requests
+        assert first.get("system") == "Section A"
+        assert second.get("system") == "Section B", f"step 2's request carries {second.get('system')!r}"
+        assert "old" in [t.get("name") for t in first.get("tools") or []]
+        names = [t.get("name") for t in second.get("tools") or []]
+        if change == "add":
+            assert "late" in names, f"step 2's request offers {names}, not the tool registered in step 1"
+        else:
+            assert "old" not in names, f"step 2's request still offers the tool removed in step 1: {names}"
+
+    run(scenario)
+
+
 @pytest.mark.rule("SVC-6")
 def test_lookup_and_removal(run: Run) -> None:
     async def scenario(k: Kit) -> None:
@@ -735,3 +775,40 @@ def test_two_resumes_of_one_id_at_once(run: Run, impl: Implementation) -> None:
 
     run(scenario)
     _opaque_skip(opaque)
+
+
+@pytest.mark.rule("SVC-7")
+def test_a_resume_loading_while_the_service_closes_leaves_no_live_agent(run: Run, impl: Implementation) -> None:
+    # "Closing the service disposes every agent it created": resume("x") awaits its load when
+    # close() is called. Once both are done, the resume was rejected, or the agent it made is
+    # disposed and out of the registry; never a live agent on a closed service.
+    _persistence_or_skip(impl)
+    opaque: list[str] = []
+
+    async def scenario(k: Kit) -> None:
+        made = await _held_service(k, opaque)
+        if made is None:
+            return
+        service, held, gate = made
+        try:
+            resuming = await _resuming(k, service, held, 1)
+            closing = asyncio.ensure_future(_awaited(service.close()))
+            closing.add_done_callback(lambda _task: k.poke())
+            await asyncio.sleep(0)
+            gate.open()
+            resumed, _error = await _outcome(k, resuming)
+            await k.until(closing.done, "close() to return")
+            closing.result()
+            if resumed is not None:
+                assert resumed.status == "disposed", (
+                    f"resume() finished after close() began, and its agent is {resumed.status!r}, not disposed")
+                assert service.get("x") is None, "a closed service still lists the resumed agent"
+        finally:
+            gate.open()
+
+    run(scenario)
+    _opaque_skip(opaque)
+
+
+async def _awaited(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value

@@ -396,3 +396,29 @@ def test_steering_added_during_the_drain_reaches_the_model_once(run: Run, hook: 
         assert len(delivered) == 1, f"S2 was delivered {len(delivered)} times"
 
     run(scenario)
+
+
+@pytest.mark.rule("LOOP-8", "ERR-1")
+@pytest.mark.parametrize("failure", ["finish-error", "raises"])
+def test_steering_given_during_a_step_that_fails_still_runs(run: Run, failure: str) -> None:
+    # LOOP-8: steering that arrived too late for its turn is re-queued as prompts for a next turn,
+    # "never stranded, never silently dropped". Steering given while the model streams a step
+    # that then fails (a finish{error}, or a stream that raises) comes too late for the failed
+    # turn: it runs in a turn after it, its text reaching the model.
+    async def scenario(k: Kit) -> None:
+        gate = k.gate()
+        a = k.agent()
+        failing = fakes.text("partial", finish=None).gate(gate, before=1)
+        failing = failing.raises("kaput", code="K") if failure == "raises" else failing.finish("error", "overloaded", "E")
+        k.model.push(failing, fakes.text("answered"))
+        a.send("hi")
+        await k.until(lambda: bool(k.model.requests), "the model call")
+        a.steer("the steer")
+        gate.set()
+        await k.idle(a)
+        assert k.reasons(a)[0]["kind"] == "error", k.reasons(a)
+        assert len(k.model.requests) == 2 and "the steer" in request_texts(k.model.requests[1]), (
+            "the steering given during the failed step never reached the model: "
+            f"{[request_texts(r) for r in k.model.requests]}")
+
+    run(scenario)

@@ -347,3 +347,21 @@ def test_adapter_raising_when_called(run: Run) -> None:
 
     run(scenario)
 
+
+
+@pytest.mark.rule("FINISH-1", "MAXTOK-1")
+def test_an_unknown_finish_kind_counts_as_a_success(run: Run) -> None:
+    # Section 0: "The set is open: an unknown kind counts as a success." A stream finishing with
+    # a kind no rule names ends its step as a stop would: the message logged, the turn
+    # completed, no error.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.model.push(fakes.text("filtered answer", finish="content-filter"))
+        a.send("hi")
+        await k.idle(a)
+        assert k.reasons(a) == [COMPLETED], f"a turn ending on an unknown finish kind ended {k.reasons(a)}"
+        assert k.events(a, "error") == []
+        (message,) = k.events(a, "assistant/message")
+        assert message["data"]["content"] == [v.text("filtered answer")]
+
+    run(scenario)

@@ -529,3 +529,26 @@ actors:
     failed = engine.run_one(sc, mutants.get("log-snapshot-shallow")).trace.failures
     assert [f["check"] for f in failed] == ["problems"], failed
     assert "LOG-1" in failed[0]["message"] and "user/message" in failed[0]["message"], failed
+
+
+def test_a_reconfigure_changes_sections_and_tools_and_binds_the_next_steps_request() -> None:
+    # SVC-5: a tool step's call reconfigures the service (its first section removed, one added, a
+    # tool registered); the op records what is registered now, and the next step's request must
+    # carry it: the reference does, a loop assembling once per turn fails REQUEST.
+    sc = load_text("""
+name: reconfigure
+model: [{tool_call: {name: lookup, args: "{}"}}, {text: done}]
+tools: {lookup: {result: found}}
+sections: {one: "Section A."}
+listeners:
+  - {on: tools/execute, do: [{reconfigure: null}]}
+actors:
+  - {name: caller, at: 0, do: [{send: hi}]}
+""", origin="reconfigure.yaml")
+    assert load_text(dump(sc), origin="again.yaml").listeners == sc.listeners
+    report = engine.run_one(sc, REFERENCE)
+    assert report.ok, report.trace.failure_messages()
+    (op,) = [e for e in report.trace.timeline if e["kind"] == "op" and e["op"] == "reconfigure"]
+    assert op["sections"] == ["Section window-1."] and op["tools"] == ["lookup", "window_tool_1"]
+    failed = engine.run_one(sc, mutants.get("prompt-assembled-once-per-turn")).trace.failures
+    assert "REQUEST" in [f["check"] for f in failed], failed
