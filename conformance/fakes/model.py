@@ -522,7 +522,9 @@ class FakeModel:
     call ended (the finish kind, ``aborted``, ``raised``, ``exhausted``, ``ended`` without a
     finish chunk, ``cancelled`` with its task, or ``closed`` when the consumer stopped early).
     ``problems()`` lists what a test should fail on: calls past the end of the script, and with
-    ``strict=True`` unused responses.
+    ``strict=True`` unused responses. With ``edits_requests=True`` it overwrites every text of
+    each request's messages once recorded, as an adapter converting a request in place may (a
+    loop whose log or history shares those objects shows it).
     """
 
     def __init__(
@@ -535,8 +537,10 @@ class FakeModel:
         default: ScriptEntry | None = None,
         max_calls: int | None = None,
         on_request: Callable[[], object] | None = None,
+        edits_requests: bool = False,
     ) -> None:
         self.name = name
+        self.edits_requests = edits_requests
         self.strict = strict
         self.observe = observe
         self.script: list[ScriptEntry] = list(script)
@@ -655,6 +659,8 @@ class FakeModel:
             )
         if self.on_request is not None:
             self.on_request()
+        if not self.edits_requests:
+            return self._play(request, call, entry, error, loop)
         # The adapter owns the request now and edits its messages in place, as an adapter
         # converting them to a provider's format may: the loop's log and the next step's history
         # must not change with them (LOG-1, LOG-7). Responses are resolved on the snapshot.

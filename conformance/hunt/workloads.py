@@ -60,7 +60,7 @@ def _scenario(name: str, script: tuple[Response, ...], *, tools: tuple[ToolSpec,
         name=f"hunt-{name}",
         description=description,
         agents=(AgentSpec("a", system_prompt=system_prompt),),
-        models=(ModelSpec("fake", script, OK),),
+        models=(ModelSpec("fake", script, OK, edits_requests=True),),
         tools=tools,
         sections=sections,
         listeners=(PERSIST, *listeners),
@@ -153,8 +153,8 @@ def workloads() -> tuple[Workload, ...]:
         Workload("two-agents", Scenario(
             name="hunt-two-agents", description="two agents on one service, a plugin routing b's model calls",
             agents=(AgentSpec("a"), AgentSpec("b", model="fake-b")),
-            models=(ModelSpec("fake", (respond.text("for a"),), OK), ModelSpec("fake-b", (), OK),
-                    ModelSpec("fake-routed", (respond.text("for b"),), OK)),
+            models=(ModelSpec("fake", (respond.text("for a"),), OK, edits_requests=True), ModelSpec("fake-b", (), OK, edits_requests=True),
+                    ModelSpec("fake-routed", (respond.text("for b"),), OK, edits_requests=True)),
             listeners=(PERSIST, ROUTING_PLUGIN),
             actors=(_caller("A", agent="a", name="caller"), _caller("B", agent="b", name="caller-b", waiter="done-b")),
             limits=LIMITS)),
@@ -169,8 +169,9 @@ def workloads() -> tuple[Workload, ...]:
             {"type": "text-delta", "index": 0, "text": " late"},
             {"type": "reasoning-delta", "index": 2, "text": "still"},  # no block-start, never closes: the
             {"type": "reasoning-delta", "index": 2, "text": " going"},  # block its deltas build is kept (ASM-2)
-            {"type": "finish", "reason": {"kind": "stop"}}),),
-            description="blocks closing out of order, one carrying provider_data, a reasoning block of deltas alone never closing")),
+            {"type": "finish", "reason": {"kind": "stop"}}).timing(first=0, between=None),),
+            description="blocks closing out of order, one carrying provider_data, a reasoning block of deltas "
+                        "alone never closing; the chunks in one burst (one network read: no suspension between)")),
         Workload("inject", _scenario(
             "inject", (respond.text("one").timing(first=1.0), respond.text("two")),
             actors=(_caller("A"), Actor((Action("inject", text="C", wait=True),), name="injector", at=0.5),
@@ -179,7 +180,7 @@ def workloads() -> tuple[Workload, ...]:
         Workload("resume", Scenario(
             name="hunt-resume", description="an agent resumed from a persisted session of one turn",
             agents=(AgentSpec("a", resume="sess-1", history=("H1",)),),
-            models=(ModelSpec("fake", (respond.text("resumed"),), OK),), listeners=(PERSIST,),
+            models=(ModelSpec("fake", (respond.text("resumed"),), OK, edits_requests=True),), listeners=(PERSIST,),
             actors=(replace(_caller("A"), at=None, after="agent/created", where={"agent": "a"}),),
             limits=LIMITS), features=frozenset({"persistence"})),
         Workload("tool-plugin", _scenario("tool-plugin", (bare, respond.text("done")), tools=(TOOL,),

@@ -428,4 +428,17 @@ MUTANTS = [
         interleaving=True,
         notes="Round 14 (written blind by a helper): the suite killed it (LOOP-5, SVC-5); out of the hunt's reach until session 33's reconfigure verb (no window changed sections or tools while a turn ran).",
     ),
+    Mutant(
+        'resume-after-close-creates',
+        'after its load, resume() re-checks only the id, not whether the service closed: a resume loading during close() leaves a live agent',
+        ('SVC-7', 'SVC-3'),
+        '11',
+        (
+            Patch('service',
+                  '        self._check_new(agent_id)  # the load awaited: someone may have taken the id meanwhile',
+                  '        if agent_id in self._agents:  # the load awaited: someone may have taken the id meanwhile\n            raise ServiceError(f"an agent with id {agent_id!r} already exists")'),
+        ),
+        interleaving=True,
+        notes="Round 15 (written blind): the suite passed it until test_a_resume_loading_while_the_service_closes_leaves_no_live_agent; out of the hunt's reach (no window closes the service inside a resume's load).",
+    ),
 ]

@@ -521,4 +521,30 @@ MUTANTS = [
         interleaving=True,
         notes="Round 14 (session 32, 2026-12-03, written blind by a helper): the suite passed it until test_agent_turn_end_names_the_reason_turn_end_logged; the hunt found it once NOTIFIED compared agent/turn-end's reason with the logged turn/end.",
     ),
+    Mutant(
+        'stream-chunk-notified-soon',
+        'agent/stream-chunk is emitted with call_soon: a burst of chunks is notified after later chunks were logged',
+        ('PY-2', 'LOOP-5'),
+        '12',
+        (
+            Patch('agent',
+                  '                self._bus.emit(\n                    "agent/stream-chunk", self, turn.number, step, event["data"]["chunk"]\n                )',
+                  '                asyncio.get_running_loop().call_soon(  # UI listeners must not slow the stream\n                    self._bus.emit,\n                    "agent/stream-chunk", self, turn.number, step, event["data"]["chunk"],\n                )'),
+        ),
+        interleaving=True,
+        notes="Round 15 (session 33, written blind by a helper): the suite passed it until test_each_stream_chunk_is_notified_before_the_next_is_logged; the hunt finds it since the out-of-order workload streams its chunks in one burst and the world judges each step's notifications against its logged chunks.",
+    ),
+    Mutant(
+        'failed-turn-drops-steering',
+        'a failed turn discards the steering waiting in the inbox: steering given during the failing step is silently dropped',
+        ('LOOP-8', 'ERR-1'),
+        '3',
+        (
+            Patch('agent',
+                  '        except Exception as exc:  # ERR-1: a throwing plugin ends the turn, never the loop\n            self._fail(turn, exc, turn.step)',
+                  '        except Exception as exc:  # ERR-1: a throwing plugin ends the turn, never the loop\n            self._fail(turn, exc, turn.step)\n            self._inbox.drain_steering()  # its steering was for the turn that just failed'),
+        ),
+        interleaving=True,
+        notes='Round 15 (written blind): the suite passed it until test_steering_given_during_a_step_that_fails_still_runs.',
+    ),
 ]

@@ -160,4 +160,23 @@ MUTANTS = [
         ),
         notes="Round 12: the suite killed it; the hunt found it once failing-tool's arguments were a JSON array (ARGS).",
     ),
+    Mutant(
+        'tool-schemas-cached-past-dispose',
+        'the tool schemas are cached and only a registration clears the cache: a tool removed mid-turn is still offered',
+        ('SVC-5',),
+        '11',
+        (
+            Patch('tools',
+                  '        self._tools: dict[str, Tool] = {}\n',
+                  '        self._tools: dict[str, Tool] = {}\n        self._schemas: list[ToolSchema] | None = None  # cache, rebuilt after a registration\n'),
+            Patch('tools',
+                  '        self._tools[name] = tool\n\n        def dispose() -> None:',
+                  '        self._tools[name] = tool\n        self._schemas = None\n\n        def dispose() -> None:'),
+            Patch('tools',
+                  '        return [\n            {"name": t.name, "description": t.description, "input_schema": dict(t.input_schema)}\n            for t in self._tools.values()\n        ]',
+                  '        if self._schemas is None:\n            self._schemas = [\n                {"name": t.name, "description": t.description, "input_schema": dict(t.input_schema)}\n                for t in self._tools.values()\n            ]\n        return list(self._schemas)'),
+        ),
+        interleaving=True,
+        notes='Round 15 (written blind): the suite passed it until test_sections_and_tools_changed_during_a_turn_reach_its_next_step[remove]; the hunt finds it through reconfigure in the tool workload (which removes its spare tool).',
+    ),
 ]

@@ -141,4 +141,16 @@ MUTANTS = [
         ),
         notes="Round 14 (session 32, 2026-12-03, written blind by a helper): the suite passed it until test_max_tokens_step_keeps_every_block_around_the_removed_calls; the hunt found it once max-tokens-tools' step had text after its call (ASSEMBLY).",
     ),
+    Mutant(
+        'unknown-finish-kind-fails',
+        'an unknown finish kind fails the step (BAD_FINISH) instead of counting as a success',
+        ('FINISH-1', 'MAXTOK-1'),
+        '7',
+        (
+            Patch('agent',
+                  '            if finish.get("kind") == "aborted":  # FINISH-1: the step\'s own signal did not fire\n                raise LoopError("model stream aborted", "ABORTED")',
+                  '            if finish.get("kind") == "aborted":  # FINISH-1: the step\'s own signal did not fire\n                raise LoopError("model stream aborted", "ABORTED")\n            if finish.get("kind") not in ("stop", "tool-calls", "max-tokens"):\n                raise LoopError(f"model finished with {finish.get(\'kind\')!r}", "BAD_FINISH")'),
+        ),
+        notes='Round 15 (written blind): the suite passed it until test_an_unknown_finish_kind_counts_as_a_success.',
+    ),
 ]

@@ -156,6 +156,10 @@ class ModelSpec:
     name: str = "fake"
     script: tuple[Response, ...] = ()
     default: Response | None = None
+    edits_requests: bool = False
+    """Whether the model edits the messages of each request it receives in place, as an adapter
+    converting them to its provider's format may (the hunt's models do): the loop's log and later
+    histories must not change with them (LOG-1, LOG-7)."""
 
 
 @dataclass(frozen=True)

@@ -140,12 +140,17 @@ class World:
         self._models_of: dict[str, str] = {}  # agent id -> the model it was created on
         self._cancelled_drivers: dict[str, asyncio.Task[Any]] = {}  # agent id -> its driver task a caller cancelled
         self._driverless: set[str] = set()  # agents whose cancelled driver was judged (PY-1): not settled
+        # Per agent, the current step's chunks logged and notified, and whether a notification
+        # came after a later chunk was logged (judged when the step ends: _judge_chunks)
+        self._chunk_marks: dict[str | None, list[int]] = {}
+        self._chunks_flagged = False
         # The observers come first on the bus, so an event is in the timeline before any
         # scenario listener reacts to it (and a diagram shows cause before effect).
         if scenario.observe:
             for name in ev.OBSERVED:
                 self.service.on(name, self._notification_observer(name))
             self.service.on("session/event", self._log_observer())
+            self.service.on("agent/stream-chunk", self._chunk_observer())
             # The one waterfall every step ends with (LOOP-5): CONTINUED judges that it ran and
             # what it was told (CONT-1). A pass-through listener, first in the chain, so it sees
             # the loop's own default; over the wire a passive waterfall (no round trip).
@@ -162,11 +167,13 @@ class World:
         default: ScriptEntry | None = None,
         max_calls: int | None = None,
         strict: bool = False,
+        edits_requests: bool = False,
     ) -> FakeModel:
         """A fake model (``conformance.fakes.FakeModel``) registered on the service as ``name``."""
         if name in self.models:
             raise ValueError(f"a model named {name!r} already exists")
-        fake = FakeModel(script, name=name, default=default, max_calls=max_calls, strict=strict)
+        fake = FakeModel(script, name=name, default=default, max_calls=max_calls, strict=strict,
+                         edits_requests=edits_requests)
         self.models[name] = fake
         self.service.register_model(name, fake)
         return fake
@@ -411,12 +418,52 @@ class World:
             if w is None:
                 return
             agent = w._sessions.get(getattr(session, "id", None) or "", None)
+            kind = event.get("type")
+            if kind == "assistant/chunk":
+                marks = w._chunk_marks.get(agent)
+                if marks is None:
+                    marks = w._chunk_marks[agent] = [0, 0, 0]
+                marks[0] += 1
+            elif kind == "step/start" or kind == "step/end":
+                w._judge_chunks(agent)
             # ev.compact_log's fields, passed as they are made (no intermediate dict)
-            simulator_observe("log", agent=agent, seq=event.get("seq"), type=event.get("type"),
-                              data=ev.compact_data(event))
+            simulator_observe("log", agent=agent, seq=event.get("seq"), type=kind, data=ev.compact_data(event))
 
         observe.__qualname__ = "observe:session/event"
         return observer(observe)
+
+    def _chunk_observer(self) -> Callable[..., None]:
+        loop = self._loop
+        world = weakref.ref(self)
+
+        def observe(*args: Any) -> None:
+            if simulator_current_loop() is not loop:
+                return
+            w = world()
+            if w is None:
+                return
+            agent = w.agent_id(args[0]) if args else None
+            marks = w._chunk_marks.get(agent)
+            if marks is None:
+                marks = w._chunk_marks[agent] = [0, 0, 0]
+            marks[1] += 1
+            if marks[0] > marks[1] and not marks[2]:
+                marks[2] = marks[1]  # the first chunk notified after a later one was logged
+
+        observe.__qualname__ = "observe:agent/stream-chunk"
+        return observer(observe)
+
+    def _judge_chunks(self, agent: str | None) -> None:
+        """PY-2, LOOP-5, at a step's end: each chunk is notified as it is appended (or just
+        before), never after a later chunk was logged. Judged once every chunk of the step was
+        notified: a step whose notifications merely stopped is not this check's to judge."""
+        marks = self._chunk_marks.pop(agent, None)
+        if marks is None or not marks[2] or marks[0] != marks[1] or self._chunks_flagged:
+            return
+        self._chunks_flagged = True
+        self.problem("PY-2", f"agent {agent!r}: agent/stream-chunk #{marks[2]} of a step was notified after a "
+                     "later chunk was logged (PY-2: a notification runs its listeners before emit returns; "
+                     "LOOP-5: each chunk is appended and emitted as it arrives)", rules=("PY-2", "LOOP-5"))
 
     def fields(self, name: str, args: tuple[Any, ...]) -> dict[str, Any]:
         """The flattened fields of an event's arguments (the ``where`` vocabulary)."""
@@ -976,7 +1023,7 @@ class World:
         for i, actor in enumerate(sc.actors):
             self.arm(actor, i)
         for spec in sc.models:
-            self.model(spec.script, name=spec.name, default=spec.default)
+            self.model(spec.script, name=spec.name, default=spec.default, edits_requests=spec.edits_requests)
         for tool in sc.tools:
             self.add_tool(build_tool(tool))
         for section, text in sc.sections:

@@ -137,6 +137,11 @@ def load_text(text: str, *, origin: str = "<scenario>", path: str | None = None,
 # --------------------------------------------------------------------------- reading
 
 
+def _pause(node: Node) -> float | None:
+    """A response's ``delay``/``between``: seconds, or null for no suspension at all."""
+    return None if node.value() is None else _seconds(node)
+
+
 def _seconds(node: Node, *, minimum: float = 0.0) -> float:
     value = node.number(minimum=minimum)
     if not math.isfinite(value) or value > MAX_SECONDS:
@@ -217,10 +222,11 @@ def _agents(node: Node | None) -> tuple[tuple[AgentSpec, ...], list[Node]]:
 
 def _model(name: str, node: Node) -> ModelSpec:
     if node.is_map():
-        f = node.keys(("script", "default"))
+        f = node.keys(("script", "default", "edits_requests"))
         script = tuple(_response(item) for item in f["script"].items()) if "script" in f else ()
         default = _response(f["default"]) if "default" in f else None
-        return ModelSpec(name, script, default)
+        edits = f["edits_requests"].boolean() if "edits_requests" in f else False
+        return ModelSpec(name, script, default, edits)
     return ModelSpec(name, tuple(_response(item) for item in node.items()))
 
 
@@ -295,8 +301,9 @@ def _response(node: Node) -> Response:
     if "truncate" in f:
         response = response.truncate(f["truncate"].integer())
     if "delay" in f or "between" in f:
-        first = _seconds(f["delay"]) if "delay" in f else 0.0
-        between = _seconds(f["between"]) if "between" in f else 0.0
+        # null: no suspension at all (chunks arriving in one burst, as from one network read)
+        first = _pause(f["delay"]) if "delay" in f else 0.0
+        between = _pause(f["between"]) if "between" in f else 0.0
         response = response.timing(first=first, between=between)
     if "hang_after" in f:
         response = response.hang(after=f["hang_after"].integer())
@@ -698,9 +705,14 @@ def _agent_out(agent: AgentSpec) -> Any:
 
 def _model_out(model: ModelSpec) -> Any:
     script = [response_out(r) for r in model.script]
-    if model.default is None:
+    if model.default is None and not model.edits_requests:
         return script
-    return {"script": script, "default": response_out(model.default)}
+    out: dict[str, Any] = {"script": script}
+    if model.default is not None:
+        out["default"] = response_out(model.default)
+    if model.edits_requests:
+        out["edits_requests"] = True
+    return out
 
 
 def response_out(r: Response) -> Any:
@@ -710,9 +722,9 @@ def response_out(r: Response) -> Any:
     raw = [p.chunk for p in r.parts if isinstance(p, RawPart)]
     if raw and len(raw) == len(r.parts) and r.raise_at is None and r.hang_at is None and r.usage_value is None:
         out_raw: dict[str, Any] = {"chunks": [dict(c) for c in raw]}
-        if r.first:
+        if r.first or r.first is None:
             out_raw["delay"] = r.first
-        if r.between:
+        if r.between or r.between is None:
             out_raw["between"] = r.between
         return out_raw
     blocks = [b for b in r.parts if isinstance(b, BlockPart)]
@@ -765,11 +777,9 @@ def response_out(r: Response) -> Any:
         out["finish"] = finish["kind"] if len(finish) == 1 else dict(finish)
     if r.truncate_at is not None:
         out["truncate"] = r.truncate_at
-    if r.first is None or r.between is None:
-        raise Undumpable("a response that does not suspend between chunks has no YAML form")
-    if r.first:
+    if r.first or r.first is None:
         out["delay"] = r.first
-    if r.between:
+    if r.between or r.between is None:
         out["between"] = r.between
     if r.hang_at is not None and "hang" not in out:
         if r.hang_at < 1:

@@ -11,6 +11,7 @@ import pytest
 
 from conformance import fakes
 from conformance.adapter import Implementation
+from conformance.fakes import respond
 from conformance.harness import Kit
 from conformance.invariants import log_violations
 from conformance.plugin import NOT_APPLICABLE
@@ -199,7 +200,8 @@ def test_request_sees_injected_context(run: Run) -> None:
 
 
 @pytest.mark.rule("INJ-4")
-def test_bad_inject_input(run: Run) -> None:
+@pytest.mark.parametrize("odd", ["object", "cycle"])
+def test_bad_inject_input(run: Run, odd: str) -> None:
     # An idle inject() of content that cannot be serialised raises to the caller once its
     # one-shot turn is closed: the turn/end is in the log when the error arrives. Its flush
     # still runs: an async inject may await it before raising, a synchronous one may leave it
@@ -210,8 +212,12 @@ def test_bad_inject_input(run: Run) -> None:
         k.on("session/flush", lambda *_: flushes.append(1))
         a = k.agent()
         at_raise: list[str] | None = None
+        bad: dict[str, Any] = {"type": "text", "text": object()}
+        if odd == "cycle":  # JSON cannot hold a cycle either
+            bad = {"type": "text", "text": "x"}
+            bad["self"] = bad
         try:
-            await k.inject(a, [{"type": "text", "text": object()}])
+            await k.inject(a, [bad])
         except Exception:
             at_raise = k.types(a)
         assert at_raise is not None, "inject() of content that cannot be serialised must raise"
@@ -447,6 +453,34 @@ def test_an_idle_inject_after_a_throwing_boundary_listener_opens_its_own_turn(ru
             f"the inject after a throwing {boundary} listener logged {[e['type'] for e in added]}, "
             "not a one-shot injection turn")
         assert added[0]["data"]["trigger"]["kind"] == "injection"
+        assert log_violations(k.events(a)) == []
+
+    run(scenario)
+
+
+@pytest.mark.rule("INJ-1")
+def test_inject_into_a_long_open_turn_joins_that_turn(run: Run) -> None:
+    # INJ-1 "into an open turn": however many events the turn has logged. A turn whose first
+    # step streamed a hundred chunks is open while its tool runs; an inject from the tool
+    # appends context/message inside it, no one-shot turn of its own.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+
+        async def inject_now(_args: object) -> None:
+            await k.inject(a, "late context")
+
+        k.tool("lookup", result="found", hook=inject_now)
+        long_step = (respond.text("word " * 100, deltas=100) + respond.tool_call("lookup", "{}", id="c1")).finish(
+            "tool-calls")
+        k.model.push(long_step, fakes.text("done"))
+        a.send("hi")
+        await k.idle(a)
+        types = k.types(a)
+        assert types.count("assistant/chunk") >= 100, types.count("assistant/chunk")
+        assert types.count("turn/start") == 1 and types.count("turn/end") == 1, (
+            f"the inject opened a turn of its own: {types.count('turn/start')} turn/start")
+        assert types.index("tool/call") < types.index("context/message") < types.index("tool/result"), (
+            "the context lies inside the open turn, while its tool ran")
         assert log_violations(k.events(a)) == []
 
     run(scenario)

@@ -187,8 +187,11 @@ def test_loop_appends_are_snapshots_and_bad_data_is_rejected(run: Run) -> None:
         assert a.session.derive_messages()[0]["content"] == [v.text("hello")]
         k.check_invariants = False  # raw appends outside a turn, on purpose
         before = k.events(a)
+        cycle: dict[str, Any] = {"type": "text", "text": "x"}
+        cycle["self"] = cycle
         for kind, data in (
             ("user/message", {"content": [{"type": "text", "text": object()}], "source": USER}),
+            ("context/message", {"content": [cycle], "source": USER}),
             ("error", {"turn": 1, "step": 1, "message": {1, 2}}),
             ("usage", {"turn": 1, "step": 1, "usage": {"input_tokens": b"1", "output_tokens": 1}}),
         ):

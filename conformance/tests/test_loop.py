@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 import re
 from collections.abc import Callable
 from typing import Any
@@ -597,8 +596,7 @@ def test_adapter_gets_rewritten_messages_and_tools(run: Run) -> None:
 
         async def compact(agent: object, turn: int, step: int, request: dict, next: object) -> object:
             value = await next()  # type: ignore[operator]
-            # fresh copies: the fake adapter edits the messages it receives, as an adapter may
-            return {**value, "messages": copy.deepcopy(compacted), "tools": copy.deepcopy(tools)}
+            return {**value, "messages": compacted, "tools": tools}
 
         k.on("agent/request", compact)
         a.send("first")
@@ -875,5 +873,32 @@ def test_the_request_carries_the_steps_abort_signal(run: Run) -> None:
         assert len(signals) == 2 and all(s is not None for s in signals), "the request carries the step's abort signal"
         assert [s is t for s, t in zip(seen, signals, strict=True)] == [True, True], "the waterfall's signal reaches the adapter"
         assert signals[0] is not signals[1], "each step has its own signal"
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOOP-2")
+@pytest.mark.parametrize("boundary", ["turn/start", "user/message"])
+def test_a_prompt_sent_while_a_turn_logs_its_prompts_waits_for_the_next_turn(run: Run, boundary: str) -> None:
+    # LOOP-2: a turn drains the messages queued when it opens. A session/event listener sending
+    # as the turn logs its turn/start or its first user/message queues a prompt after that drain:
+    # it runs as the next turn, alone, and the loop goes on (not folded into the open turn, not
+    # lost to a queue changed while it was read).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        sent: list[str] = []
+
+        def listener(_session: object, event: dict[str, Any]) -> None:
+            if event.get("type") == boundary and not sent:
+                sent.append(boundary)
+                a.send("late")
+
+        k.on("session/event", listener)
+        a.send("first")
+        await k.idle(a)
+        assert sent, f"the {boundary} listener never ran"
+        assert k.prompts(a) == [["first"], ["late"]], (
+            f"a prompt sent from a {boundary} listener ran as {k.prompts(a)}, not as the next turn of its own")
+        assert a.status == "idle"
 
     run(scenario)

@@ -52,6 +52,47 @@ def test_programmatic_create_and_duplicates(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("SVC-3", "LOG-2")
+@pytest.mark.parametrize("boundary", ["turn/end", "user/message"])
+def test_a_throwing_session_event_listener_does_not_keep_an_event_from_the_persisted_log(
+        run: Run, impl: Implementation, boundary: str) -> None:
+    # LOG-2: append pushes the event first, then notifies; a throwing listener leaves the event in
+    # the log. SVC-3 loads "a persisted session": the event a listener threw on is in it as well,
+    # so the resumed log is the live one, event for event (not a turn left open and repaired).
+    _persistence_or_skip(impl)
+
+    async def scenario(k: Kit) -> None:
+        store = k.impl.new_persistence()
+        first = k.impl.create_service(persistence=store)
+        first.register_model(MODEL, FakeModel([fakes.text("one-reply")], default=respond.text("ok")))
+        thrown: list[str] = []
+
+        def listener(_session: object, event: dict[str, Any]) -> None:
+            if event.get("type") == boundary and not thrown:
+                thrown.append(boundary)
+                raise RuntimeError(f"a {boundary} listener failed")
+
+        first.on("session/event", listener)
+        a = first.create_agent("gamma", "sess-1", agent_options={"model": MODEL})
+        a.send("one")
+        await k.idle(a)
+        assert thrown, f"the {boundary} listener never ran"
+        logged = [dict(e) for e in a.session.events]
+        await _awaited(first.close())
+
+        second = k.impl.create_service(persistence=store)
+        second.register_model(MODEL, FakeModel(default=respond.text("ok")))
+        b = await second.resume("gamma", "sess-1", agent_options={"model": MODEL})
+        loaded = [dict(e) for e in b.session.events]
+        assert [e["type"] for e in loaded] == [e["type"] for e in logged], (
+            f"the persisted log differs from the live one after a throwing {boundary} listener: "
+            f"{[e['type'] for e in loaded]} against {[e['type'] for e in logged]}")
+        assert loaded == logged
+        await _awaited(second.close())
+
+    run(scenario)
+
+
 @pytest.mark.rule("SVC-3")
 def test_resume_continues_session(run: Run) -> None:
     async def scenario(k: Kit) -> None:

@@ -320,15 +320,22 @@ def test_a_listener_result_is_logged_as_returned(run: Run) -> None:
     run(scenario)
 
 
+def _cyclic() -> list[Any]:
+    block: dict[str, Any] = {"type": "text", "text": "x"}
+    block["self"] = block  # JSON cannot hold a cycle: unloggable like any other non-JSON value
+    return [block]
+
+
 @pytest.mark.rule("TOOL-3", "LOG-6", "ERR-9")
-def test_tool_returning_unloggable_content_is_a_failed_result(run: Run) -> None:
+@pytest.mark.parametrize("odd", ["object", "cycle"])
+def test_tool_returning_unloggable_content_is_a_failed_result(run: Run, odd: str) -> None:
     # A tool whose content cannot be logged (not JSON, LOG-1). The contract allows two readings:
     # the tool has failed (TOOL-3: an is_error tool/result whose content is a list of blocks, and
     # the turn goes on), or the rejected tool/result append is a failure of the turn (LOG-6: a call
     # without a result is legal; ERR-9: the turn ends error, announced once). Either way nothing
     # unloggable enters the log, and the loop stays alive for the next prompt.
     async def scenario(k: Kit) -> None:
-        k.tool("odd", result=[{"type": "text", "text": "x", "extra": object()}])
+        k.tool("odd", result=[{"type": "text", "text": "x", "extra": object()}] if odd == "object" else _cyclic())
         errors: list[object] = []
         k.on("agent/error", lambda *args: errors.append(args))  # read only when the turn failed
         a = k.agent()
@@ -352,5 +359,30 @@ def test_tool_returning_unloggable_content_is_a_failed_result(run: Run) -> None:
         a.send("next")
         await k.idle(a)
         assert k.reasons(a)[-1] == COMPLETED, "the loop goes on"
+
+    run(scenario)
+
+
+@pytest.mark.rule("TOOL-2")
+def test_each_call_gets_its_own_parsed_arguments(run: Run) -> None:
+    # TOOL-2: a tool receives its call's raw arguments parsed. Two calls with the same raw string
+    # (one step, then the next) each get that value: a tool consuming its arguments in place (a
+    # pop) leaves the next call's untouched (a loop sharing one parsed object between calls fails).
+    async def scenario(k: Kit) -> None:
+        received: list[Any] = []
+
+        def consume(arguments: Any) -> str:
+            received.append(dict(arguments) if isinstance(arguments, dict) else arguments)
+            if isinstance(arguments, dict):
+                arguments.pop("q", None)
+            return "done"
+
+        k.world.add_tool(fakes.FakeTool("search", handler=consume, description="consumes its arguments"))
+        a = k.agent()
+        k.model.push(fakes.tool_calls(("c1", "search", '{"q": "x"}'), ("c2", "search", '{"q": "x"}')),
+                     fakes.tool_calls(("c3", "search", '{"q": "x"}')), fakes.text("done"))
+        a.send("hi")
+        await k.idle(a)
+        assert received == [{"q": "x"}] * 3, f"the three calls received {received}"
 
     run(scenario)

@@ -96,17 +96,24 @@ def error_info(error: BaseException, origin: int | None = None) -> dict[str, Any
     return info
 
 
-def encode(value: Any, refs: Refs) -> Any:
+MAX_DEPTH = 200
+"""Containers nested deeper than this travel as ``{"$opaque": "deep"}``: a container inside
+itself (a cycle, which JSON cannot hold) ends there instead of exhausting the stack."""
+
+
+def encode(value: Any, refs: Refs, _depth: int = 0) -> Any:
     """A Python value as wire JSON (see the module docstring)."""
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:
         return value
     if kind is float:
         return value if math.isfinite(value) else {"$opaque": "float"}
-    if kind is dict:
-        return _encode_mapping(value, refs)
-    if kind is list or kind is tuple:
-        return [encode(item, refs) for item in value]
+    if kind is dict or kind is list or kind is tuple:
+        if _depth >= MAX_DEPTH:
+            return {"$opaque": "deep"}
+        if kind is dict:
+            return _encode_mapping(value, refs, _depth + 1)
+        return [encode(item, refs, _depth + 1) for item in value]
     tag = refs.ref_of(value)
     if tag is not None:
         return tag
@@ -118,21 +125,23 @@ def encode(value: Any, refs: Refs) -> Any:
         return int(value) if isinstance(value, int) else str(value)
     if isinstance(value, float):
         return encode(float(value), refs)
-    if isinstance(value, Mapping):
-        return _encode_mapping(value, refs)
-    if isinstance(value, list | tuple):
-        return [encode(item, refs) for item in value]
+    if isinstance(value, Mapping | list | tuple):
+        if _depth >= MAX_DEPTH:
+            return {"$opaque": "deep"}
+        if isinstance(value, Mapping):
+            return _encode_mapping(value, refs, _depth + 1)
+        return [encode(item, refs, _depth + 1) for item in value]
     return {"$opaque": kind.__name__}
 
 
-def _encode_mapping(value: Mapping[Any, Any], refs: Refs) -> Any:
+def _encode_mapping(value: Mapping[Any, Any], refs: Refs, _depth: int = 0) -> Any:
     out: dict[str, Any] = {}
     for key, item in value.items():
         if type(key) is not str:
             if not isinstance(key, str | int | float | bool) and key is not None:
                 return {"$opaque": type(value).__name__}
             key = json.dumps(key) if not isinstance(key, str) else str(key)
-        out[key] = encode(item, refs)
+        out[key] = encode(item, refs, _depth)
     if len(out) == 1:
         (only,) = out
         if only.startswith("$"):

@@ -552,3 +552,41 @@ actors:
     assert op["sections"] == ["Section window-1."] and op["tools"] == ["lookup", "window_tool_1"]
     failed = engine.run_one(sc, mutants.get("prompt-assembled-once-per-turn")).trace.failures
     assert "REQUEST" in [f["check"] for f in failed], failed
+
+
+def test_chunks_of_a_burst_are_each_notified_before_the_next_is_logged() -> None:
+    # PY-2, LOOP-5: a stream whose chunks arrive in one burst (`between: null`, no suspension);
+    # the world counts each step's logged and notified chunks, and a notification made after a
+    # later chunk was logged is a problem naming PY-2 (a loop deferring the emit to the event loop).
+    sc = load_text("""
+name: burst
+model: [{chunks: [{type: block-start, index: 0, block_type: text}, {type: text-delta, index: 0, text: a},
+                  {type: text-delta, index: 0, text: b}, {type: block-end, index: 0, block: {type: text, text: ab}},
+                  {type: finish, reason: {kind: stop}}], between: null}]
+actors:
+  - {name: caller, at: 0, do: [{send: hi}]}
+""", origin="burst.yaml")
+    assert sc.models[0].script[0].between is None
+    assert load_text(dump(sc), origin="again.yaml").models == sc.models  # `between: null` round-trips
+    report = engine.run_one(sc, REFERENCE)
+    assert report.ok, report.trace.failure_messages()
+    failed = engine.run_one(sc, mutants.get("stream-chunk-notified-soon")).trace.failures
+    assert failed and "PY-2" in failed[0]["message"], failed
+
+
+def test_a_model_that_edits_its_requests_shows_a_log_sharing_them() -> None:
+    # edits_requests: the fake model overwrites every text of a request's messages once it has
+    # recorded it; a loop whose history hands out the log's own blocks has its log rewritten, a
+    # problem naming LOG-1 (the reference copies them). The option round-trips through YAML.
+    sc = load_text("""
+name: edits
+model: {script: ["one", "two"], edits_requests: true}
+actors:
+  - {name: caller, at: 0, do: [{send: A}, {when_idle: w}, {wait_idle: w}, {send: B}]}
+""", origin="edits.yaml")
+    assert sc.models[0].edits_requests
+    assert load_text(dump(sc), origin="again.yaml").models == sc.models
+    report = engine.run_one(sc, REFERENCE)
+    assert report.ok, report.trace.failure_messages()
+    failed = engine.run_one(sc, mutants.get("derive-shares-log-blocks")).trace.failures
+    assert failed and "LOG-1" in failed[0]["message"], failed
