@@ -143,8 +143,11 @@ def workloads() -> tuple[Workload, ...]:
         Workload("turn-end-throws", _scenario("turn-end-throws", (respond.text("the reply"),),
                                              listeners=(FAILING_PLUGIN,),
                                              description="a plain reply, a plugin's agent/turn-end listener throwing")),
-        Workload("two-prompts", _scenario("two-prompts", (respond.text("one"), respond.text("two")),
-                                          actors=(_caller("A", "B"),), description="two queued prompts")),
+        Workload("two-prompts", _scenario("two-prompts", (respond.text("one").finish("content-filter"),
+                                                          respond.text("two")),
+                                          actors=(_caller("A", "B"),),
+                                          description="two queued prompts, the first answer finishing with a "
+                                                      "kind no rule names (section 0: a success)")),
         Workload("steer", _scenario(
             "steer", (respond.text("thinking").timing(first=1.0), respond.text("steered")),
             actors=(_caller("A"), Actor((Action("steer", text="S"),), name="steerer", after="model/request",

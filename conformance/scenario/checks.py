@@ -1727,6 +1727,37 @@ def _chunks_check(view: TraceView) -> Violation | None:
     return None
 
 
+_NOT_SUCCESS = frozenset(("error", "aborted", "raised", "exhausted", "cancelled", "closed"))
+"""Fake-model call outcomes that are no successful finish (any other is one: ``stop``,
+``tool-calls``, ``max-tokens``, ``ended`` with no finish chunk, or a kind no rule names)."""
+
+
+def _finished_check(view: TraceView) -> Violation | None:
+    """FINISH-1 and section 0 ("the set is open: an unknown kind counts as a success"): a step
+    whose model stream finished successfully does not fail its turn by that finish. Judged where
+    nothing else could have failed the turn: no listener threw during it (a window's ``raise``)."""
+    calls = {(agent, turn["turn"], step): done for done, agent, _start, turn, step in _model_calls(view)}
+    for agent in view.agents:
+        for t in view.turns(agent):
+            if t.get("reason") != "error":
+                continue
+            failed = next((e for e in t["events"] if e["type"] == "error"), None)
+            if failed is None:
+                continue
+            done = calls.get((agent, t["turn"], failed["data"].get("step")))
+            outcome = None if done is None else done.get("outcome")
+            if outcome is None or outcome in _NOT_SUCCESS:
+                continue
+            end = t["end_i"] if t["end_i"] is not None else len(view.timeline)
+            if any(t["_i"] <= e["_i"] <= end for e in view.ops(agent, "raise")):
+                continue
+            return Violation(f"agent {agent}: turn {t['turn']} ended error ({failed['data'].get('message')!r}) "
+                             f"although its step {failed['data'].get('step')}'s model stream finished "
+                             f"{outcome!r} (FINISH-1, section 0: only finish{{error}} or finish{{aborted}} "
+                             "fail a step; an unknown kind counts as a success)", failed["_i"], ("FINISH-1",))
+    return None
+
+
 def _raised_check(view: TraceView) -> Violation | None:
     """FINISH-1/FINISH-2/ERR-7: a step whose model stream raised (the fake model's scripted
     raise, its message and code in ``model/done``) logs no ``assistant/message``, and a turn it
@@ -2582,6 +2613,8 @@ PLAIN_ORACLES: tuple[LoopCheck, ...] = (
               ("LOOP-5", "CONT-1")),
     LoopCheck("RAISED", _raised_check, "a model stream that raised fails its step with what it raised",
               ("FINISH-1", "FINISH-2", "ERR-7")),
+    LoopCheck("FINISHED", _finished_check, "a stream that finished successfully (any kind but error or "
+              "aborted) fails no turn", ("FINISH-1",)),
     LoopCheck("HISTORY", _history_check, "a model request carries the derived history",
               ("LOG-7", "INJ-3", "STEER-2")),
     LoopCheck("CHUNKS", _chunks_check, "every chunk a model streamed is logged, and its usage",

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +136,18 @@ def load_text(text: str, *, origin: str = "<scenario>", path: str | None = None,
 
 
 # --------------------------------------------------------------------------- reading
+
+
+_FINISH_KIND = re.compile(r"[a-z][a-z0-9_-]*")
+
+
+def _finish_kind(node: Node) -> str:
+    """A finish kind: one of ``FINISH_KINDS``, or another lower-case word (section 0: the set is
+    open, and an unknown kind counts as a success; a provider's ``content-filter``, say)."""
+    value = node.string()
+    if value not in FINISH_KINDS and not _FINISH_KIND.fullmatch(value):
+        raise node.error(f"expected one of {', '.join(FINISH_KINDS)} or another lower-case kind, got {value!r}")
+    return value
 
 
 def _pause(node: Node) -> float | None:
@@ -293,11 +306,11 @@ def _response(node: Node) -> Response:
         fin = f["finish"]
         if fin.is_map():
             ff = fin.keys(("kind", "message", "code"), required=("kind",))
-            response = response.finish(ff["kind"].choice(FINISH_KINDS),
+            response = response.finish(_finish_kind(ff["kind"]),
                                        ff["message"].string() if "message" in ff else None,
                                        ff["code"].string() if "code" in ff else None)
         else:
-            response = response.finish(fin.choice(FINISH_KINDS))
+            response = response.finish(_finish_kind(fin))
     if "truncate" in f:
         response = response.truncate(f["truncate"].integer())
     if "delay" in f or "between" in f:
@@ -772,7 +785,8 @@ def response_out(r: Response) -> Any:
             raise Undumpable("usage beyond input and output tokens has no YAML form")
         out["usage"] = [r.usage_value["input_tokens"], r.usage_value["output_tokens"]]
     if finish is not unset:
-        if not isinstance(finish, dict) or finish.get("kind") not in FINISH_KINDS or set(finish) - {"kind", "message", "code"}:
+        if (not isinstance(finish, dict) or not _FINISH_KIND.fullmatch(str(finish.get("kind")))
+                or set(finish) - {"kind", "message", "code"}):
             raise Undumpable(f"finish {finish!r} has no YAML form")
         out["finish"] = finish["kind"] if len(finish) == 1 else dict(finish)
     if r.truncate_at is not None:

@@ -1458,3 +1458,45 @@ def test_tools_run_after_their_call_is_logged_and_one_at_a_time() -> None:
     left.insert(left.index(next(e for e in left if e.get("kind") == "log" and e["type"] == "tool/call"
                                 and e["data"]["call_id"] == "c2")), _op("abort", status="running", reason="r"))
     assert _check("TOOLS", left) is None
+
+
+def test_a_reconfigure_binds_the_steps_opened_after_it() -> None:
+    created = {"kind": "agent/created", "agent": "a", "model": "fake", "sections": ["Old."], "tools": ["lookup"]}
+    change = {"kind": "op", "by": "window", "op": "reconfigure", "sections": ["New."], "tools": ["lookup", "more"]}
+
+    def request(call: int, system: str, tools: list[str]) -> dict[str, Any]:
+        return {"kind": "model/request", "model": "fake", "call": call, "messages": 1, "history": "h",
+                "system": system, "tools": tools}
+
+    step1 = [_log(0, "turn/start", turn=1, trigger={"kind": "message"}), _log(1, "step/start", turn=1, step=1)]
+    step2 = [_log(2, "step/end", turn=1, step=1), _log(3, "step/start", turn=1, step=2)]
+    # made while step 1 was open: its request may carry either configuration
+    for old_or_new in (("Old.", ["lookup"]), ("New.", ["lookup", "more"])):
+        assert _plain("REQUEST", [created, *step1, change, request(1, *old_or_new)]) is None
+    # step 2 opened after it: only the new one
+    assert _plain("REQUEST", [created, *step1, change, request(1, "Old.", ["lookup"]), *step2,
+                              request(2, "New.", ["lookup", "more"])]) is None
+    found = _plain("REQUEST", [created, *step1, change, request(1, "Old.", ["lookup"]), *step2,
+                               request(2, "Old.", ["lookup"])])
+    assert found is not None and found.rules == ("SVC-5",) and "#2" in found.message, found
+    found = _plain("REQUEST", [created, *step1, change, request(1, "Old.", ["lookup"]), *step2,
+                               request(2, "New.", ["lookup"])])
+    assert found is not None and "tools" in found.message, found
+
+
+def test_a_stream_that_finished_successfully_fails_no_turn() -> None:
+    def run(outcome: str, *extra: dict[str, Any]) -> ck.Violation | None:
+        created = {"kind": "agent/created", "agent": "a", "model": "fake"}
+        return _plain("FINISHED", [
+            created, _log(0, "turn/start", turn=1, trigger={"kind": "message"}), _log(1, "step/start", turn=1, step=1),
+            {"kind": "model/request", "model": "fake", "call": 1, "messages": 1, "history": "h"},
+            {"kind": "model/done", "model": "fake", "call": 1, "outcome": outcome}, *extra,
+            _log(2, "error", turn=1, step=1, message="boom"), _log(3, "step/end", turn=1, step=1),
+            _log(4, "turn/end", turn=1, reason={"kind": "error", "message": "boom"})])
+
+    found = run("content-filter")
+    assert found is not None and found.rules == ("FINISH-1",) and "'content-filter'" in found.message, found
+    assert run("stop") is not None
+    for failing in ("error", "aborted", "raised", "exhausted"):
+        assert run(failing) is None, failing  # the model's own failure
+    assert run("stop", _op("raise", by="window", status="running")) is None  # a listener threw in the turn
