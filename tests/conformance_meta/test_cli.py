@@ -81,9 +81,11 @@ def test_selected_rules_pass_on_reference_and_write_reports(tmp_path: Path) -> N
     data = json.loads(report.read_text())
     assert [(r["id"], r["status"]) for r in data["rules"]] == [("LOOP-2", "passed"), ("ASM-1", "passed")]
     assert data["rules"][0]["tests"] == [
-        f"test_loop.py::{name}[{schedule}]"
-        for name in ("test_burst_is_one_turn", "test_burst_during_a_turn_is_the_next_turn")
-        for schedule in ("fifo", "random-0", "pct-0")
+        *(f"test_loop.py::{name}[{schedule}]"
+          for name in ("test_burst_is_one_turn", "test_burst_during_a_turn_is_the_next_turn")
+          for schedule in ("fifo", "random-0", "pct-0")),
+        *(f"test_loop.py::test_a_prompt_sent_while_a_turn_logs_its_prompts_waits_for_the_next_turn[{schedule}-{b}]"
+          for schedule in ("fifo", "random-0", "pct-0") for b in ("turn/start", "user/message")),
     ]
     assert data["summary"] == {"passed": 2, "failed": 0, "not_applicable": 0, "not_checked": 0, "expected": 0}
     assert data["complete"] is True and data["interrupted"] is False
@@ -93,15 +95,15 @@ def test_selected_rules_pass_on_reference_and_write_reports(tmp_path: Path) -> N
 def test_failing_rule_exits_1_and_baseline_and_stale(tmp_path: Path) -> None:
     # In the command's process (--workers 0): what is checked is the exit codes and the baseline.
     tiny = "examples.tiny_loop.adapter:implementation"
-    proc = _cli(tmp_path, "--impl", tiny, "--rule", "MAXTOK-1", "--rule", "LOOP-2", "--schedules", "0", "--workers", "0")
+    proc = _cli(tmp_path, "--impl", tiny, "--rule", "MAXTOK-1", "--rule", "LOOP-1", "--schedules", "0", "--workers", "0")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "MAXTOK-1" in proc.stdout
     baseline = tmp_path / "baseline.txt"
     baseline.write_text("MAXTOK-1  # tiny_loop has no max-tokens reason\n")
-    proc = _cli(tmp_path, "--impl", tiny, "--rule", "MAXTOK-1", "--rule", "LOOP-2", "--schedules", "0", "--workers", "0",
+    proc = _cli(tmp_path, "--impl", tiny, "--rule", "MAXTOK-1", "--rule", "LOOP-1", "--schedules", "0", "--workers", "0",
                 "--baseline", str(baseline))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    baseline.write_text("MAXTOK-1\nLOOP-2\n")
-    proc = _cli(tmp_path, "--impl", tiny, "--rule", "MAXTOK-1", "--rule", "LOOP-2", "--schedules", "0", "--workers", "0",
+    baseline.write_text("MAXTOK-1\nLOOP-1\n")
+    proc = _cli(tmp_path, "--impl", tiny, "--rule", "MAXTOK-1", "--rule", "LOOP-1", "--schedules", "0", "--workers", "0",
                 "--baseline", str(baseline))
     assert proc.returncode == 1 and "stale" in proc.stdout

@@ -51,7 +51,7 @@ ESCAPES = [
 def test_hostile_adapter_fails_its_rule_with_a_complete_report(tmp_path: Path, impl: str, workers: str,
                                                                 says: str) -> None:
     report = tmp_path / "r.json"
-    proc, seconds = _conformance(tmp_path, impl, *RULE, "--timeout", "1", "--workers", workers,
+    proc, seconds = _conformance(tmp_path, impl, *RULE, "--timeout", "1", "--max-hangs", "10", "--workers", workers,
                                  "--json", str(report))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
