@@ -80,6 +80,13 @@ REKEYING_PLUGIN = Listener(on="tools/execute", do=(), name="rekeying-plugin", ti
 """A plugin's ``tools/execute`` listener that returns the tool's result under an id of its own
 (TOOL-4: the log keeps the model's call id)."""
 
+PERMISSION_PLUGIN = Listener(on="agent/step-result", do=(), name="permission-plugin", where={"step": 1},
+                             times="always", when="after", optional=True,
+                             rewrite={"content": [{"type": "tool-call", "id": "c1", "name": "lookup", "arguments": "{}"}]})
+"""A plugin's ``agent/step-result`` listener that keeps only the first tool call of each turn's
+first step, denying the second (LOOP-6: the log records the message it returns, and dispatch
+uses that same message)."""
+
 ROUTING_PLUGIN = Listener(on="agent/request", do=(), name="routing-plugin", where={"agent": "b"}, times="always",
                           rewrite={"model": "fake-routed"}, optional=True)
 """A plugin's ``agent/request`` listener sending agent ``b``'s model calls to another model
@@ -105,6 +112,7 @@ def workloads() -> tuple[Workload, ...]:
         {"type": "finish", "reason": {"kind": "tool-calls"}})
     bare = respond.tool_call("lookup", "", id="c1")  # empty: the tool receives {} (TOOL-2)
     listed = respond.tool_call("lookup", '["x", 2]', id="c1")  # JSON, not an object: parsed all the same
+    pair = respond.tool_call("lookup", "{}", id="c1") + respond.tool_call("lookup", '{"all": true}', id="c2")
     out = [
         Workload("reply", _scenario("reply", (respond.text("the reply"),), description="a plain reply")),
         Workload("tool", _scenario("tool", (call, respond.chunks(
@@ -186,6 +194,10 @@ def workloads() -> tuple[Workload, ...]:
             models=(ModelSpec("fake", (respond.text("resumed"),), OK, edits_requests=True),), listeners=(PERSIST,),
             actors=(replace(_caller("A"), at=None, after="agent/created", where={"agent": "a"}),),
             limits=LIMITS), features=frozenset({"persistence"})),
+        Workload("step-result-plugin", _scenario(
+            "step-result-plugin", (pair, respond.text("done")),
+            tools=(TOOL,), listeners=(PERMISSION_PLUGIN,),
+            description="two tool calls, of which a plugin's agent/step-result listener keeps the first")),
         Workload("tool-plugin", _scenario("tool-plugin", (bare, respond.text("done")), tools=(TOOL,),
                                           listeners=(REKEYING_PLUGIN,),
                                           description="a tool call (with empty arguments: TOOL-2's {}) whose result a "

@@ -547,4 +547,20 @@ MUTANTS = [
         interleaving=True,
         notes='Round 15 (written blind): the suite passed it until test_steering_given_during_a_step_that_fails_still_runs.',
     ),
+    Mutant(
+        'tool-calls-collected-before-step-result',
+        'the tool calls are collected from the assembled message before agent/step-result runs: a call a plugin removed is still dispatched',
+        ('LOOP-6',),
+        '3',
+        (
+            Patch('agent',
+                  '            message = await self._step_waterfall("agent/step-result", turn, step, message, signal)',
+                  '            calls = [\n                b\n                for b in message["content"]\n                if isinstance(b, dict) and b.get("type") == "tool-call"\n            ]  # collected up front: the step result only rewrites the text\n            message = await self._step_waterfall("agent/step-result", turn, step, message, signal)'),
+            Patch('agent',
+                  '            calls = [\n                b\n                for b in message["content"]\n                if isinstance(b, dict) and b.get("type") == "tool-call"\n            ]\n            for call in calls:',
+                  '            for call in calls:'),
+        ),
+        interleaving=False,
+        notes='Round 15 (written blind; the third loop round wrote it too): the suite killed it (LOOP-6); the hunt finds it since the step-result-plugin workload, whose plugin keeps only the first of two tool calls, and TOOLS dispatching no call the logged message lacks.',
+    ),
 ]

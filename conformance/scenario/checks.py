@@ -1038,6 +1038,7 @@ def _tools_check(view: TraceView) -> Violation | None:
             first_error: dict[str, Any] | None = None
             raw: dict[Any, Any] = {}  # tool-call id -> its arguments in the step's assistant/message
             order: dict[Any, list[Any]] = {}  # step -> its message's tool-call ids not yet called, in order
+            listed: dict[Any, set[Any]] = {}  # step -> every tool-call id of its message
             for e in t["events"]:
                 kind, data = e["type"], e["data"]
                 if kind == "assistant/message":
@@ -1049,8 +1050,13 @@ def _tools_check(view: TraceView) -> Violation | None:
                                 raw[b.get("id")] = b["arguments"]
                     if len(set(ids)) == len(ids):  # ids repeated: which call is which is not known
                         order[data.get("step")] = ids
+                        listed[data.get("step")] = set(ids)
                 elif kind == "tool/call":
                     step = data.get("step")
+                    if step in listed and data.get("call_id") not in listed[step]:
+                        return Violation(f"agent {agent}: tool call {data.get('call_id')} was dispatched, but step {step}'s "
+                                         f"logged assistant/message has no such call (LOOP-6: dispatch uses the message "
+                                         "agent/step-result returned, which the log records)", e["_i"], ("LOOP-6",))
                     if step in open_calls:
                         return Violation(
                             f"agent {agent}: tool call {data.get('call_id')} started before "
@@ -1554,10 +1560,16 @@ def _finish_error_not_carried(where: str, turn: dict[str, Any], chunks: list[Any
 
 def _assembly_check(view: TraceView) -> Violation | None:
     """ASM-1/ASM-3/MAXTOK-5/FINISH-1: a step's message is its blocks' ``block-end`` blocks in index
-    order (a max-tokens step's without tool calls); a failed step logs no message."""
+    order (a max-tokens step's without tool calls); a failed step logs no message. A step whose
+    message a plugin's ``agent/step-result`` listener returned (any but the window's) is not
+    judged: the log records what the listener returned (LOOP-6)."""
+    rewrites = [e["_i"] for e in view.of_kind("listener") if e.get("on") == "agent/step-result"
+                and e.get("name") != "window"]
     for agent in view.agents:
         for t in view.turns(agent):
             for step, events in _steps(t).items():
+                if rewrites and events and any(events[0]["_i"] < i < events[-1]["_i"] for i in rewrites):
+                    continue
                 chunks = [e["data"].get("chunk") or {} for e in events if e["type"] == "assistant/chunk"]
                 messages = [e for e in events if e["type"] == "assistant/message"]
                 finish = next((c.get("reason", {}).get("kind") for c in chunks if c.get("type") == "finish"), None)
