@@ -269,6 +269,6 @@ def enumerate_windows(workload: Workload, pts: list[Point], verbs: Sequence[str]
             for actions in seqs[mode]:
                 if point.on == "agent/created" and "raise" in actions:
                     continue  # the world's own setup, not the implementation, would fail
-                if point.on == "persistence/load" and actions != ("create",):
-                    continue  # no agent yet: what a caller can do is take its id (SVC-2)
+                if point.on == "persistence/load" and actions not in (("create",), ("close",)):
+                    continue  # no agent yet: a caller can take its id (SVC-2) or close the service (SVC-7)
                 yield Window(workload.name, point, actions, mode)

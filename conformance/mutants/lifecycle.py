@@ -439,6 +439,6 @@ MUTANTS = [
                   '        if agent_id in self._agents:  # the load awaited: someone may have taken the id meanwhile\n            raise ServiceError(f"an agent with id {agent_id!r} already exists")'),
         ),
         interleaving=True,
-        notes="Round 15 (written blind): the suite passed it until test_a_resume_loading_while_the_service_closes_leaves_no_live_agent; out of the hunt's reach (no window closes the service inside a resume's load).",
+        notes="Round 15 (written blind): the suite passed it until test_a_resume_loading_while_the_service_closes_leaves_no_live_agent; the hunt finds it since a window may close the service inside a resume's load (the world then judges the resumed agent).",
     ),
 ]

@@ -117,6 +117,7 @@ class World:
         self._section_disposers: list[Callable[[], object]] = []  # their disposers, in order
         self._tool_disposers: dict[str, Callable[[], object]] = {}  # registered tools, in order
         self._reconfigured = 0
+        self._resumed_closed: list[str] = []  # agents a resume() returned once the service was closing
         self.gates: dict[str, Gate] = {}
         self.agents: dict[str, AgentHandle] = {}
         self.waiters: dict[str, Waiter] = {}
@@ -330,12 +331,14 @@ class World:
                 self.service.resume(agent_id, session, _options(spec.model, spec.system_prompt)))
         except Exception as exc:
             simulator.observe("op/error", by=by, op="resume", agent=agent_id, error=_describe(exc))
-            if agent_id not in self.agents:
+            if agent_id not in self.agents and not self.closed:  # a closed service may refuse it (SVC-7)
                 self.problem("SVC-3", f"resume({agent_id!r}, {session!r}) of a persisted session raised "
                              f"{_describe(exc)}", rules=("SVC-3",))
             return None
         finally:
             self._resuming.pop(agent_id, None)
+        if self.closed:
+            self._resumed_closed.append(agent_id)  # judged once the close is done (_late_agents)
         for event in handle.session.events:
             simulator.observe("log", agent=agent_id, seq=event.get("seq"), type=event.get("type"),
                               data=ev.compact_data(event), loaded=True)
@@ -1058,6 +1061,7 @@ class World:
             await self.close()
         elif self._closing is not None and self.scenario.settle:
             await self._liveness()  # SVC-7: a close releases every pending waiter
+        self._late_agents()
         for name, count in self._elements.items():
             if not count:
                 simulator.observe("untriggered", name=name, optional=name in self._optional)
@@ -1068,6 +1072,17 @@ class World:
         for task in self._tasks:
             if not task.done():
                 task.cancel()
+
+    def _late_agents(self) -> None:
+        """SVC-7: an agent a ``resume()`` returned after ``close()`` was called must be disposed
+        once the close is done (the close disposes every agent the service created); refusing
+        the resume is the other way to keep it."""
+        for agent_id in self._resumed_closed:
+            h = self.agents.get(agent_id)
+            if h is not None and h.status != "disposed":
+                self.problem("SVC-7", f"resume({agent_id!r}) returned a live agent (status {h.status}) after "
+                             "service.close() was called, and the close left it so (SVC-7: closing the service "
+                             "disposes every agent it created)", rules=("SVC-7", "SVC-3"))
 
     async def _settle_all(self) -> None:
         for agent_id, h in list(self.agents.items()):

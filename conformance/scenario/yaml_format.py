@@ -515,7 +515,7 @@ def _listener(node: Node, agents: list[str]) -> Listener:
         if event not in ev.WATERFALLS:
             raise f["rewrite"].error("rewrite (fields of the value next() returned) goes with a waterfall "
                                      f"({', '.join(ev.WATERFALLS)})")
-        rewrite = f["rewrite"].scalars()
+        rewrite = {key: child.value() for key, child in f["rewrite"].entries()}  # any JSON value
         if not rewrite:
             raise f["rewrite"].error("rewrite needs at least one field")
     if "do" in f:

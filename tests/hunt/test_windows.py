@@ -142,3 +142,15 @@ def test_shards_take_whole_workloads_largest_first() -> None:
     loads = [sum(s for s, o in zip([10, 50, 30, 20], owner, strict=True) if o == k) for k in (1, 2)]
     assert sorted(loads) == [50, 60]
     assert shards.assign([5, 5], 3) == [1, 2]
+
+
+def test_inside_a_resumes_load_a_window_takes_the_id_or_closes_the_service() -> None:
+    # No agent exists yet while resume() awaits its load: a caller can take its id (SVC-2) or
+    # close the service (SVC-7: the resumed agent must then be refused or disposed).
+    (resume,) = by_name(["resume"])
+    timeline = win.probe(resume, REF)
+    points = [p for p in win.points(resume, timeline, 3) if p.on == "persistence/load"]
+    assert points, "the resume workload's load is a point"
+    found = list(win.enumerate_windows(resume, points, search.verbs_for(REF), 2))
+    assert sorted({w.actions for w in found}) == [("close",), ("create",)]
+    assert all(w.name.startswith("resume: ") and "inside the persisted log's load of a" in w.name for w in found)
