@@ -1729,7 +1729,13 @@ def _chunks_check(view: TraceView) -> Violation | None:
                              "event(s) (LOG-3: chunks are never filtered out; LOOP-5: each chunk is appended)",
                              end, ("LOG-3", "LOOP-5"))
         usage = done.get("usage")
-        if usage is not None and done.get("outcome") not in ("error", "aborted"):  # a failed step: FINISH-1
+        if usage is None:
+            stray = next((e for e in events if e["type"] == "usage"), None)
+            if stray is not None:
+                return Violation(f"{where}: the model reported no usage, yet the step logged usage "
+                                 f"{stray['data'].get('usage')} (LOOP-5: usage is appended when the model reported "
+                                 "it; ASM-4: a step's usage is its own stream's)", stray["_i"], ("LOOP-5", "ASM-4"))
+        elif done.get("outcome") not in ("error", "aborted"):  # a failed step: FINISH-1
             found = [e["data"].get("usage") for e in events if e["type"] == "usage"]
             if usage not in found:
                 return Violation(f"{where}: the model reported usage {usage} but the step logged "

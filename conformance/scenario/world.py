@@ -141,8 +141,9 @@ class World:
         self._models_of: dict[str, str] = {}  # agent id -> the model it was created on
         self._cancelled_drivers: dict[str, asyncio.Task[Any]] = {}  # agent id -> its driver task a caller cancelled
         self._driverless: set[str] = set()  # agents whose cancelled driver was judged (PY-1): not settled
-        # Per agent, the current step's chunks logged and notified, and whether a notification
-        # came after a later chunk was logged (judged when the step ends: _judge_chunks)
+        # Per agent, the current step's chunks logged and notified, and the first notification
+        # that came after a later chunk was logged or ahead of an earlier one's append (judged
+        # when the step ends: _judge_chunks)
         self._chunk_marks: dict[str | None, list[int]] = {}
         self._chunks_flagged = False
         # The observers come first on the bus, so an event is in the timeline before any
@@ -425,7 +426,7 @@ class World:
             if kind == "assistant/chunk":
                 marks = w._chunk_marks.get(agent)
                 if marks is None:
-                    marks = w._chunk_marks[agent] = [0, 0, 0]
+                    marks = w._chunk_marks[agent] = [0, 0, 0, 0]
                 marks[0] += 1
             elif kind == "step/start" or kind == "step/end":
                 w._judge_chunks(agent)
@@ -448,10 +449,12 @@ class World:
             agent = w.agent_id(args[0]) if args else None
             marks = w._chunk_marks.get(agent)
             if marks is None:
-                marks = w._chunk_marks[agent] = [0, 0, 0]
+                marks = w._chunk_marks[agent] = [0, 0, 0, 0]
             marks[1] += 1
             if marks[0] > marks[1] and not marks[2]:
                 marks[2] = marks[1]  # the first chunk notified after a later one was logged
+            elif marks[1] - marks[0] > 1 and not marks[3]:
+                marks[3] = marks[1]  # the first chunk notified while an earlier one was not logged yet
 
         observe.__qualname__ = "observe:agent/stream-chunk"
         return observer(observe)
@@ -461,12 +464,17 @@ class World:
         before), never after a later chunk was logged. Judged once every chunk of the step was
         notified: a step whose notifications merely stopped is not this check's to judge."""
         marks = self._chunk_marks.pop(agent, None)
-        if marks is None or not marks[2] or marks[0] != marks[1] or self._chunks_flagged:
+        if marks is None or not (marks[2] or marks[3]) or marks[0] != marks[1] or self._chunks_flagged:
             return
         self._chunks_flagged = True
-        self.problem("PY-2", f"agent {agent!r}: agent/stream-chunk #{marks[2]} of a step was notified after a "
-                     "later chunk was logged (PY-2: a notification runs its listeners before emit returns; "
-                     "LOOP-5: each chunk is appended and emitted as it arrives)", rules=("PY-2", "LOOP-5"))
+        if marks[2]:
+            self.problem("PY-2", f"agent {agent!r}: agent/stream-chunk #{marks[2]} of a step was notified after a "
+                         "later chunk was logged (PY-2: a notification runs its listeners before emit returns; "
+                         "LOOP-5: each chunk is appended and emitted as it arrives)", rules=("PY-2", "LOOP-5"))
+        else:
+            self.problem("LOOP-5", f"agent {agent!r}: agent/stream-chunk #{marks[3]} of a step was notified while "
+                         "an earlier chunk was not yet logged (LOOP-5: each chunk is appended as assistant/chunk "
+                         "as it arrives, not in a batch)", rules=("LOOP-5", "LOG-3"))
 
     def fields(self, name: str, args: tuple[Any, ...]) -> dict[str, Any]:
         """The flattened fields of an event's arguments (the ``where`` vocabulary)."""

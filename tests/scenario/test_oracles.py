@@ -1500,3 +1500,12 @@ def test_a_stream_that_finished_successfully_fails_no_turn() -> None:
     for failing in ("error", "aborted", "raised", "exhausted"):
         assert run(failing) is None, failing  # the model's own failure
     assert run("stop", _op("raise", by="window", status="running")) is None  # a listener threw in the turn
+
+
+def test_a_step_whose_model_reported_no_usage_logs_none() -> None:
+    # LOOP-5 "usage appended when the model reported it": a usage event in a step whose stream had
+    # no usage chunk is another step's, leaked (an assembler reused across steps).
+    stray = {"input_tokens": 1, "output_tokens": 2}
+    found = _plain("CHUNKS", _streamed_step(3, usage=stray))
+    assert found is not None and found.rules == ("LOOP-5", "ASM-4") and "reported no usage" in found.message, found
+    assert _plain("CHUNKS", _streamed_step(3, usage=stray, done={"usage": stray})) is None
