@@ -122,8 +122,14 @@ class AbortController:
 
 
 # ----------------------------------------------------------------------------- JSON
-def snapshot(value: Any, path: str = "data") -> Any:
+MAX_DEPTH = 200
+"""Nesting a snapshot follows: deeper is a cycle (which JSON cannot hold) or as good as one."""
+
+
+def snapshot(value: Any, path: str = "data", depth: int = 0) -> Any:
     """A deep copy of ``value`` as plain JSON, or ``NotSerialisable``."""
+    if depth > MAX_DEPTH:
+        raise NotSerialisable(f"{path}: nested more than {MAX_DEPTH} levels deep (a cycle?)")
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int):
@@ -137,10 +143,10 @@ def snapshot(value: Any, path: str = "data") -> Any:
         for k, v in value.items():
             if not isinstance(k, str):
                 raise NotSerialisable(f"{path}: key {k!r} is not a string")
-            out[k] = snapshot(v, f"{path}.{k}")
+            out[k] = snapshot(v, f"{path}.{k}", depth + 1)
         return out
     if isinstance(value, (list, tuple)):
-        return [snapshot(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [snapshot(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
     raise NotSerialisable(f"{path}: {type(value).__name__} is not JSON-serialisable")
 
 
