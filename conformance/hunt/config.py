@@ -15,8 +15,8 @@ SVC-7: last in a sequence, after nothing or after the work or waiter it must dea
 ``create`` (``service.create`` of the window's agent's id while it is live, SVC-2: alone) and
 ``cancel_driver`` (``Task.cancel()`` of the agent's driver task, PY-1: alone, and only on an
 in-process Python implementation: one over the wire has no driver task here) and ``reconfigure``
-(the service's first system-prompt section removed, one added and a tool registered, SVC-5:
-alone)."""
+(the service's first system-prompt section removed and one added, and its last tool removed when
+two or more are registered, else a tool registered, SVC-5: alone)."""
 
 MODES = ("listener", "actor")
 """How a window acts: synchronously in a listener at its point, or by an actor started there."""

@@ -60,7 +60,7 @@ def _scenario(name: str, script: tuple[Response, ...], *, tools: tuple[ToolSpec,
         name=f"hunt-{name}",
         description=description,
         agents=(AgentSpec("a", system_prompt=system_prompt),),
-        models=(ModelSpec("fake", script, OK, edits_requests=True),),
+        models=(_model("fake", script),),
         tools=tools,
         sections=sections,
         listeners=(PERSIST, *listeners),
@@ -79,6 +79,12 @@ REKEYING_PLUGIN = Listener(on="tools/execute", do=(), name="rekeying-plugin", ti
                            rewrite={"call_id": "plugin-id"}, optional=True)
 """A plugin's ``tools/execute`` listener that returns the tool's result under an id of its own
 (TOOL-4: the log keeps the model's call id)."""
+
+def _model(name: str, script: tuple[Response, ...] = ()) -> ModelSpec:
+    """A workload's fake model: answering ``OK`` past its script, and editing the requests it
+    receives in place, as an adapter may (LOG-1, LOG-7: a loop sharing log objects shows it)."""
+    return ModelSpec(name, script, OK, edits_requests=True)
+
 
 PERMISSION_PLUGIN = Listener(on="agent/step-result", do=(), name="permission-plugin", where={"step": 1},
                              times="always", when="after", optional=True,
@@ -164,8 +170,8 @@ def workloads() -> tuple[Workload, ...]:
         Workload("two-agents", Scenario(
             name="hunt-two-agents", description="two agents on one service, a plugin routing b's model calls",
             agents=(AgentSpec("a"), AgentSpec("b", model="fake-b")),
-            models=(ModelSpec("fake", (respond.text("for a"),), OK, edits_requests=True), ModelSpec("fake-b", (), OK, edits_requests=True),
-                    ModelSpec("fake-routed", (respond.text("for b"),), OK, edits_requests=True)),
+            models=(_model("fake", (respond.text("for a"),)), _model("fake-b"),
+                    _model("fake-routed", (respond.text("for b"),))),
             listeners=(PERSIST, ROUTING_PLUGIN),
             actors=(_caller("A", agent="a", name="caller"), _caller("B", agent="b", name="caller-b", waiter="done-b")),
             limits=LIMITS)),
@@ -191,7 +197,7 @@ def workloads() -> tuple[Workload, ...]:
         Workload("resume", Scenario(
             name="hunt-resume", description="an agent resumed from a persisted session of one turn",
             agents=(AgentSpec("a", resume="sess-1", history=("H1",)),),
-            models=(ModelSpec("fake", (respond.text("resumed"),), OK, edits_requests=True),), listeners=(PERSIST,),
+            models=(_model("fake", (respond.text("resumed"),)),), listeners=(PERSIST,),
             actors=(replace(_caller("A"), at=None, after="agent/created", where={"agent": "a"}),),
             limits=LIMITS), features=frozenset({"persistence"})),
         Workload("step-result-plugin", _scenario(

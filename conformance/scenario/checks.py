@@ -2526,11 +2526,10 @@ def _request_check(view: TraceView) -> Violation | None:
                       *(c for c in changes if opened < c["_i"] < e["_i"])]
         systems = ["\n\n".join(p for p in (*(st.get("sections") or ()), own) if p) or None for st in states]
         if (e.get("system") or None) not in systems:
-            system = systems[0] if len(systems) == 1 else " or ".join(map(repr, systems))
             after = " (the sections as a reconfigure left them)" if changes else ""
             return Violation(f"agent {agent}: model request #{call} carries system prompt {e.get('system')!r}, not "
-                             f"{system!r}{after} (SVC-5: the sections, then the agent's system_prompt, "
-                             "blank-line joined)", e["_i"], ("SVC-5",))
+                             f"{' or '.join(map(repr, systems))}{after} (SVC-5: the sections, then the agent's "
+                             "system_prompt, blank-line joined)", e["_i"], ("SVC-5",))
         if e.get("tools_shape"):
             return Violation(f"agent {agent}: model request #{call} sends tools not of 0b's shape: "
                              f"{'; '.join(map(str, e['tools_shape']))} (SVC-5: each entry is "

@@ -60,8 +60,9 @@ class Action:
     ``event`` kind and ``where``; ``raise`` a ``message``; ``close`` (the service's
     ``close()``, SVC-7) nothing; ``create`` (``service.create`` of the agent's id while it is
     live, SVC-2) nothing; ``cancel_driver`` (``Task.cancel()`` of the agent's driver task, the
-    Python caller's way to stop it, PY-1) nothing; ``reconfigure`` (the service's first
-    system-prompt section removed, a section added and a tool registered, SVC-5) nothing. ``agent`` is the agent acted on (the
+    Python caller's way to stop it, PY-1) nothing; ``reconfigure`` (the service's sections
+    and tools changed while the agents run, SVC-5: see ``World.reconfigure``) nothing.
+    ``agent`` is the agent acted on (the
     scenario's first agent when ``None``). ``wait`` makes an actor's ``inject`` await the
     injection.
     """

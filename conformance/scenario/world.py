@@ -113,8 +113,7 @@ class World:
             raise ScenarioSetupError(f"{impl.name}: create_service() raised {_describe(exc)}") from exc
         self.models: dict[str, FakeModel | CassetteModel] = {}
         self.tools = ToolBox()
-        self._sections: list[str] = []  # the texts of the system-prompt sections added (SVC-5)
-        self._section_disposers: list[Callable[[], object]] = []  # their disposers, in order
+        self._sections: list[tuple[str, Callable[[], object]]] = []  # the sections added (SVC-5): text, disposer
         self._tool_disposers: dict[str, Callable[[], object]] = {}  # registered tools, in order
         self._reconfigured = 0
         self._resumed_closed: list[str] = []  # agents a resume() returned once the service was closing
@@ -207,6 +206,10 @@ class World:
         self._tool_disposers[tool.name] = self.service.register_tool(tool)
         return tool
 
+    def section_texts(self) -> list[str]:
+        """The texts of the sections added now, in order (SVC-5: what a system prompt assembles)."""
+        return [text for text, _dispose in self._sections]
+
     def registered_tools(self) -> list[str]:
         """The names of the tools registered now, sorted (SVC-5: what a request offers)."""
         return sorted(self._tool_disposers)
@@ -218,28 +221,26 @@ class World:
         except Exception as exc:
             raise ScenarioSetupError(f"{self.impl.name}: add_system_prompt_section({name!r}) raised "
                                      f"{_describe(exc)}") from exc
-        self._sections.append(text)
-        self._section_disposers.append(disposer)
+        self._sections.append((text, disposer))
 
     def reconfigure(self, *, by: str = "caller", on: str | None = None) -> None:
         """A caller changes the service's configuration while the agents run (SVC-5): removes the
         first section (when there is one), adds a section, and removes the last tool registered
         when two or more are, or else registers a tool (so a cache that only one of the two
-        clears is caught, whichever it is, in one workload or another). Recorded as an ``op`` carrying the sections' texts and
-        the tools' names now: every request of a step that opened after it must carry them (the
-        REQUEST oracle). A call that raises is an ``op/error``."""
+        clears is caught, whichever it is, in one workload or another). Recorded as an ``op``
+        carrying the sections' texts and the tools' names now: every request of a step that
+        opened after it must carry them (the REQUEST oracle). A call that raises is an
+        ``op/error``."""
         self._reconfigured += 1
         k = self._reconfigured
         entry: dict[str, Any] = {"by": by, "op": "reconfigure"}
         if on is not None:
             entry["on"] = on
         try:
-            if self._section_disposers:
-                self._section_disposers.pop(0)()
-                self._sections.pop(0)
-            name = f"window-{k}"
-            self._section_disposers.append(self.service.add_system_prompt_section(name, f"Section {name}."))
-            self._sections.append(f"Section {name}.")
+            if self._sections:
+                self._sections.pop(0)[1]()
+            text = f"Section window-{k}."
+            self._sections.append((text, self.service.add_system_prompt_section(f"window-{k}", text)))
             registered = list(self._tool_disposers)
             if len(registered) >= 2:
                 self._tool_disposers.pop(registered[-1])()
@@ -249,7 +250,7 @@ class World:
             simulator.observe("op", **entry)
             simulator.observe("op/error", by=by, op="reconfigure", error=_describe(exc))
             return
-        simulator.observe("op", **entry, sections=list(self._sections), tools=self.registered_tools())
+        simulator.observe("op", **entry, sections=self.section_texts(), tools=self.registered_tools())
 
     def gate(self, name: str) -> Gate:
         """The gate called ``name`` (created on first use)."""
@@ -279,7 +280,7 @@ class World:
         if system_prompt is not None:
             fields["system_prompt"] = system_prompt
         if self._sections:
-            fields["sections"] = list(self._sections)
+            fields["sections"] = self.section_texts()
         if self._tool_disposers:
             fields["tools"] = self.registered_tools()
         simulator.observe("agent/created", agent=agent_id, model=model, **fields)
@@ -424,10 +425,7 @@ class World:
             agent = w._sessions.get(getattr(session, "id", None) or "", None)
             kind = event.get("type")
             if kind == "assistant/chunk":
-                marks = w._chunk_marks.get(agent)
-                if marks is None:
-                    marks = w._chunk_marks[agent] = [0, 0, 0, 0]
-                marks[0] += 1
+                w._marks(agent)[0] += 1
             elif kind == "step/start" or kind == "step/end":
                 w._judge_chunks(agent)
             # ev.compact_log's fields, passed as they are made (no intermediate dict)
@@ -446,10 +444,7 @@ class World:
             w = world()
             if w is None:
                 return
-            agent = w.agent_id(args[0]) if args else None
-            marks = w._chunk_marks.get(agent)
-            if marks is None:
-                marks = w._chunk_marks[agent] = [0, 0, 0, 0]
+            marks = w._marks(w.agent_id(args[0]) if args else None)
             marks[1] += 1
             if marks[0] > marks[1] and not marks[2]:
                 marks[2] = marks[1]  # the first chunk notified after a later one was logged
@@ -458,6 +453,14 @@ class World:
 
         observe.__qualname__ = "observe:agent/stream-chunk"
         return observer(observe)
+
+    def _marks(self, agent: str | None) -> list[int]:
+        """The agent's step marks: chunks logged, chunks notified, the first chunk notified late,
+        the first notified ahead of an earlier chunk's append (0: none)."""
+        marks = self._chunk_marks.get(agent)
+        if marks is None:
+            marks = self._chunk_marks[agent] = [0, 0, 0, 0]
+        return marks
 
     def _judge_chunks(self, agent: str | None) -> None:
         """PY-2, LOOP-5, at a step's end: each chunk is notified as it is appended (or just
@@ -584,11 +587,12 @@ class World:
             dispose()
 
     def _sourced(self, text: Any, source: Mapping[str, Any] | None) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """:func:`_sourced`, with the caller's objects kept: the close edits them, and the log must
-        not change with them (LOG-1)."""
-        args, extra = _sourced(text, source)
+        """The arguments of ``send``/``steer``/``inject`` (the source only when one is given: the
+        default is the implementation's) and the ``op`` entry's extra field. The objects passed
+        are kept: the close edits them, and the log must not change with them (LOG-1)."""
+        args: tuple[Any, ...] = (text,) if source is None else (text, cast(Source, dict(source)))
         self._passed.extend(a for a in args if isinstance(a, (list, dict)))
-        return args, extra
+        return args, ({} if source is None else {"source": dict(source)})
 
     def _log_drift(self, logs: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
         """LOG-1, once the agents are done: the caller edits what it passed (prompts' blocks,
@@ -1283,14 +1287,6 @@ def _scramble(value: Any) -> None:
         for item in value:
             _scramble(item)
         value.append(SCRAMBLED)
-
-
-def _sourced(text: Any, source: Mapping[str, Any] | None) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The arguments of ``send``/``steer``/``inject`` (the source only when one is given: the
-    default is the implementation's) and the ``op`` entry's extra field."""
-    if source is None:
-        return (text,), {}
-    return (text, cast(Source, dict(source))), {"source": dict(source)}
 
 
 class _WarningRecorder(logging.Handler):

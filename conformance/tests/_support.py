@@ -29,6 +29,13 @@ def texts(content: Any) -> list[str]:
     return [b.get("text", "") for b in content if isinstance(b, dict)]
 
 
+def cyclic_block() -> dict[str, Any]:
+    """A text block that holds itself: JSON cannot hold a cycle, so it is not serialisable (LOG-1)."""
+    block: dict[str, Any] = {"type": "text", "text": "x"}
+    block["self"] = block
+    return block
+
+
 def request_texts(request: dict[str, Any]) -> list[str]:
     """Every text of a model request's messages, in order."""
     out: list[str] = []

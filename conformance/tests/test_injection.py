@@ -17,7 +17,7 @@ from conformance.invariants import log_violations
 from conformance.plugin import NOT_APPLICABLE
 from reference_loop import vocabulary as v
 
-from ._support import COMPLETED, USER, Run, request_texts, texts
+from ._support import COMPLETED, USER, Run, cyclic_block, request_texts, texts
 
 
 @pytest.mark.rule("INJ-1")
@@ -212,10 +212,7 @@ def test_bad_inject_input(run: Run, odd: str) -> None:
         k.on("session/flush", lambda *_: flushes.append(1))
         a = k.agent()
         at_raise: list[str] | None = None
-        bad: dict[str, Any] = {"type": "text", "text": object()}
-        if odd == "cycle":  # JSON cannot hold a cycle either
-            bad = {"type": "text", "text": "x"}
-            bad["self"] = bad
+        bad = {"type": "text", "text": object()} if odd == "object" else cyclic_block()
         try:
             await k.inject(a, [bad])
         except Exception:

@@ -12,7 +12,7 @@ from conformance.harness import Kit
 from conformance.invariants import DATA_KEYS, log_violations
 from reference_loop import vocabulary as v
 
-from ._support import USER, Run, request_texts, texts
+from ._support import USER, Run, cyclic_block, request_texts, texts
 
 
 def _only(prefix: str, events: list[dict]) -> list[str]:
@@ -187,11 +187,9 @@ def test_loop_appends_are_snapshots_and_bad_data_is_rejected(run: Run) -> None:
         assert a.session.derive_messages()[0]["content"] == [v.text("hello")]
         k.check_invariants = False  # raw appends outside a turn, on purpose
         before = k.events(a)
-        cycle: dict[str, Any] = {"type": "text", "text": "x"}
-        cycle["self"] = cycle
         for kind, data in (
             ("user/message", {"content": [{"type": "text", "text": object()}], "source": USER}),
-            ("context/message", {"content": [cycle], "source": USER}),
+            ("context/message", {"content": [cyclic_block()], "source": USER}),
             ("error", {"turn": 1, "step": 1, "message": {1, 2}}),
             ("usage", {"turn": 1, "step": 1, "usage": {"input_tokens": b"1", "output_tokens": 1}}),
         ):

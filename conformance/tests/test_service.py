@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -78,7 +78,7 @@ def test_a_throwing_session_event_listener_does_not_keep_an_event_from_the_persi
         await k.idle(a)
         assert thrown, f"the {boundary} listener never ran"
         logged = [dict(e) for e in a.session.events]
-        await _awaited(first.close())
+        await first.close()
 
         second = k.impl.create_service(persistence=store)
         second.register_model(MODEL, FakeModel(default=respond.text("ok")))
@@ -88,7 +88,7 @@ def test_a_throwing_session_event_listener_does_not_keep_an_event_from_the_persi
             f"the persisted log differs from the live one after a throwing {boundary} listener: "
             f"{[e['type'] for e in loaded]} against {[e['type'] for e in logged]}")
         assert loaded == logged
-        await _awaited(second.close())
+        await second.close()
 
     run(scenario)
 
@@ -726,6 +726,33 @@ async def _held_service(k: Kit, opaque: list[str]) -> tuple[ServiceHandle, HeldL
     return service, held, gate
 
 
+HeldBody = Callable[[Kit, ServiceHandle, HeldLoads, Gate], Awaitable[None]]
+
+
+def _run_held(run: Run, impl: Implementation, body: HeldBody, *, close: bool = True) -> None:
+    """Run ``body`` on a service whose persisted session ``sess-1`` of agent ``x`` loads only once
+    its gate opens (:func:`_held_service`); the gate is opened and, with ``close``, the service
+    closed afterwards whatever happened. Not applicable without persistence, or with a backend
+    whose ``load()`` is not in this process."""
+    _persistence_or_skip(impl)
+    opaque: list[str] = []
+
+    async def scenario(k: Kit) -> None:
+        made = await _held_service(k, opaque)
+        if made is None:
+            return
+        service, held, gate = made
+        try:
+            await body(k, service, held, gate)
+        finally:
+            gate.open()
+            if close:
+                await service.close()
+
+    run(scenario)
+    _opaque_skip(opaque)
+
+
 async def _resuming(k: Kit, service: ServiceHandle, held: HeldLoads, n: int) -> asyncio.Future[AgentHandle]:
     """Start ``service.resume("x", "sess-1")`` as the ``n``-th load and wait until it is inside
     its load (or, with a load that cannot be held, done)."""
@@ -752,70 +779,46 @@ def test_create_while_a_resume_of_the_id_loads(run: Run, impl: Implementation) -
     # await. Exactly one of them makes the live agent x: the resume is rejected or the create
     # was, and the registry holds the one that succeeded (the created agent is not silently
     # replaced by the resumed one, nor left live beside it). Which one wins SVC-2 leaves open.
-    _persistence_or_skip(impl)
-    opaque: list[str] = []
-
-    async def scenario(k: Kit) -> None:
-        made = await _held_service(k, opaque)
-        if made is None:
-            return
-        service, held, gate = made
+    async def body(k: Kit, service: ServiceHandle, held: HeldLoads, gate: Gate) -> None:
+        resuming = await _resuming(k, service, held, 1)
+        created: AgentHandle | None = None
+        create_error: Exception | None = None
         try:
-            resuming = await _resuming(k, service, held, 1)
-            created: AgentHandle | None = None
-            create_error: Exception | None = None
-            try:
-                created = service.create("x", {"model": MODEL})
-            except Exception as exc:
-                assert not isinstance(exc, AssertionError), exc
-                create_error = exc
-            gate.open()
-            resumed, resume_error = await _outcome(k, resuming)
-            assert (created is None) != (resumed is None), (
-                "exactly one live agent x: "
-                + ("create() and resume() both succeeded" if created is not None else
-                   f"create() failed ({create_error!r}) and resume() failed ({resume_error!r})"))
-            winner = created if created is not None else resumed
-            assert winner is not None
-            assert service.get("x") is winner, (
-                f"get('x') is not the agent that succeeded ({'create' if created is not None else 'resume'})")
-            assert winner.status != "disposed", winner.status
-        finally:
-            gate.open()
-            await service.close()
+            created = service.create("x", {"model": MODEL})
+        except Exception as exc:
+            assert not isinstance(exc, AssertionError), exc
+            create_error = exc
+        gate.open()
+        resumed, resume_error = await _outcome(k, resuming)
+        assert (created is None) != (resumed is None), (
+            "exactly one live agent x: "
+            + ("create() and resume() both succeeded" if created is not None else
+               f"create() failed ({create_error!r}) and resume() failed ({resume_error!r})"))
+        winner = created if created is not None else resumed
+        assert winner is not None
+        assert service.get("x") is winner, (
+            f"get('x') is not the agent that succeeded ({'create' if created is not None else 'resume'})")
+        assert winner.status != "disposed", winner.status
 
-    run(scenario)
-    _opaque_skip(opaque)
+    _run_held(run, impl, body)
 
 
 @pytest.mark.rule("SVC-2")
 def test_two_resumes_of_one_id_at_once(run: Run, impl: Implementation) -> None:
     # Two resume("x") of one stored session, the second started while the first awaits its
     # load: exactly one succeeds, and get("x") is that one (which of the two SVC-2 leaves open).
-    _persistence_or_skip(impl)
-    opaque: list[str] = []
+    async def body(k: Kit, service: ServiceHandle, held: HeldLoads, gate: Gate) -> None:
+        tasks = [await _resuming(k, service, held, n) for n in (1, 2)]
+        gate.open()
+        outcomes = [await _outcome(k, task) for task in tasks]
+        winners = [agent for agent, _error in outcomes if agent is not None]
+        assert len(winners) == 1, (
+            f"exactly one of two concurrent resume('x') succeeds; {len(winners)} did"
+            + (f" (errors: {[repr(e) for _a, e in outcomes]})" if not winners else ""))
+        assert service.get("x") is winners[0], "get('x') is not the resumed agent"
+        assert winners[0].status != "disposed", winners[0].status
 
-    async def scenario(k: Kit) -> None:
-        made = await _held_service(k, opaque)
-        if made is None:
-            return
-        service, held, gate = made
-        try:
-            tasks = [await _resuming(k, service, held, n) for n in (1, 2)]
-            gate.open()
-            outcomes = [await _outcome(k, task) for task in tasks]
-            winners = [agent for agent, _error in outcomes if agent is not None]
-            assert len(winners) == 1, (
-                f"exactly one of two concurrent resume('x') succeeds; {len(winners)} did"
-                + (f" (errors: {[repr(e) for _a, e in outcomes]})" if not winners else ""))
-            assert service.get("x") is winners[0], "get('x') is not the resumed agent"
-            assert winners[0].status != "disposed", winners[0].status
-        finally:
-            gate.open()
-            await service.close()
-
-    run(scenario)
-    _opaque_skip(opaque)
+    _run_held(run, impl, body)
 
 
 @pytest.mark.rule("SVC-7")
@@ -823,33 +826,18 @@ def test_a_resume_loading_while_the_service_closes_leaves_no_live_agent(run: Run
     # "Closing the service disposes every agent it created": resume("x") awaits its load when
     # close() is called. Once both are done, the resume was rejected, or the agent it made is
     # disposed and out of the registry; never a live agent on a closed service.
-    _persistence_or_skip(impl)
-    opaque: list[str] = []
+    async def body(k: Kit, service: ServiceHandle, held: HeldLoads, gate: Gate) -> None:
+        resuming = await _resuming(k, service, held, 1)
+        closing = asyncio.ensure_future(service.close())
+        closing.add_done_callback(lambda _task: k.poke())
+        await asyncio.sleep(0)
+        gate.open()
+        resumed, _error = await _outcome(k, resuming)
+        await k.until(closing.done, "close() to return")
+        closing.result()
+        if resumed is not None:
+            assert resumed.status == "disposed", (
+                f"resume() finished after close() began, and its agent is {resumed.status!r}, not disposed")
+            assert service.get("x") is None, "a closed service still lists the resumed agent"
 
-    async def scenario(k: Kit) -> None:
-        made = await _held_service(k, opaque)
-        if made is None:
-            return
-        service, held, gate = made
-        try:
-            resuming = await _resuming(k, service, held, 1)
-            closing = asyncio.ensure_future(_awaited(service.close()))
-            closing.add_done_callback(lambda _task: k.poke())
-            await asyncio.sleep(0)
-            gate.open()
-            resumed, _error = await _outcome(k, resuming)
-            await k.until(closing.done, "close() to return")
-            closing.result()
-            if resumed is not None:
-                assert resumed.status == "disposed", (
-                    f"resume() finished after close() began, and its agent is {resumed.status!r}, not disposed")
-                assert service.get("x") is None, "a closed service still lists the resumed agent"
-        finally:
-            gate.open()
-
-    run(scenario)
-    _opaque_skip(opaque)
-
-
-async def _awaited(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
+    _run_held(run, impl, body, close=False)  # the body closed it

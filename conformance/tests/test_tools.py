@@ -12,7 +12,7 @@ from conformance import fakes
 from conformance.harness import Kit
 from reference_loop import vocabulary as v
 
-from ._support import COMPLETED, Run, aborted
+from ._support import COMPLETED, Run, aborted, cyclic_block
 
 
 @pytest.mark.rule("TOOL-1")
@@ -320,12 +320,6 @@ def test_a_listener_result_is_logged_as_returned(run: Run) -> None:
     run(scenario)
 
 
-def _cyclic() -> list[Any]:
-    block: dict[str, Any] = {"type": "text", "text": "x"}
-    block["self"] = block  # JSON cannot hold a cycle: unloggable like any other non-JSON value
-    return [block]
-
-
 @pytest.mark.rule("TOOL-3", "LOG-6", "ERR-9")
 @pytest.mark.parametrize("odd", ["object", "cycle"])
 def test_tool_returning_unloggable_content_is_a_failed_result(run: Run, odd: str) -> None:
@@ -335,7 +329,7 @@ def test_tool_returning_unloggable_content_is_a_failed_result(run: Run, odd: str
     # without a result is legal; ERR-9: the turn ends error, announced once). Either way nothing
     # unloggable enters the log, and the loop stays alive for the next prompt.
     async def scenario(k: Kit) -> None:
-        k.tool("odd", result=[{"type": "text", "text": "x", "extra": object()}] if odd == "object" else _cyclic())
+        k.tool("odd", result=[{"type": "text", "text": "x", "extra": object()}] if odd == "object" else [cyclic_block()])
         errors: list[object] = []
         k.on("agent/error", lambda *args: errors.append(args))  # read only when the turn failed
         a = k.agent()

@@ -109,11 +109,7 @@ def encode(value: Any, refs: Refs, _depth: int = 0) -> Any:
     if kind is float:
         return value if math.isfinite(value) else {"$opaque": "float"}
     if kind is dict or kind is list or kind is tuple:
-        if _depth >= MAX_DEPTH:
-            return {"$opaque": "deep"}
-        if kind is dict:
-            return _encode_mapping(value, refs, _depth + 1)
-        return [encode(item, refs, _depth + 1) for item in value]
+        return _encode_container(value, refs, _depth)
     tag = refs.ref_of(value)
     if tag is not None:
         return tag
@@ -126,12 +122,16 @@ def encode(value: Any, refs: Refs, _depth: int = 0) -> Any:
     if isinstance(value, float):
         return encode(float(value), refs)
     if isinstance(value, Mapping | list | tuple):
-        if _depth >= MAX_DEPTH:
-            return {"$opaque": "deep"}
-        if isinstance(value, Mapping):
-            return _encode_mapping(value, refs, _depth + 1)
-        return [encode(item, refs, _depth + 1) for item in value]
+        return _encode_container(value, refs, _depth)
     return {"$opaque": kind.__name__}
+
+
+def _encode_container(value: Mapping[Any, Any] | list[Any] | tuple[Any, ...], refs: Refs, depth: int) -> Any:
+    if depth >= MAX_DEPTH:
+        return {"$opaque": "deep"}
+    if isinstance(value, Mapping):
+        return _encode_mapping(value, refs, depth + 1)
+    return [encode(item, refs, depth + 1) for item in value]
 
 
 def _encode_mapping(value: Mapping[Any, Any], refs: Refs, _depth: int = 0) -> Any:
