@@ -169,7 +169,9 @@ class FakeTool:
     """A scripted tool. Give at most one of ``result`` (every call), ``results`` (one per call, in
     order; ``repeat_last`` keeps answering with the last one) or ``handler`` (a sync or async
     function of ``(arguments)`` or ``(arguments, context)`` returning a result or an ``Outcome``,
-    or raising). Without any, every call returns ``"ok"``."""
+    or raising). Without any, every call returns ``"ok"``. ``consumes_args``: the tool empties
+    the arguments it receives once recorded, as a tool popping what it reads does (a loop
+    sharing one parsed object between calls, or with its log, shows it: TOOL-2, LOG-1)."""
 
     def __init__(
         self,
@@ -187,6 +189,7 @@ class FakeTool:
         repeat_last: bool = False,
         strict: bool = False,
         observe: bool = True,
+        consumes_args: bool = False,
     ) -> None:
         given = sum(x is not None for x in (results, handler)) + (result is not _UNSET)
         if given > 1:
@@ -216,6 +219,7 @@ class FakeTool:
         self.repeat_last = repeat_last
         self.strict = strict
         self.observe = observe
+        self.consumes_args = consumes_args
         self.calls: list[ToolCall] = []
         self.exhausted: list[ScriptExhausted] = []
         self._sink: list[ToolCall] | None = None
@@ -315,6 +319,8 @@ class FakeTool:
         if self.observe:
             _observe(sim_loop, "tool/start", tool=self._name, call_id=record.call_id, index=record.index,
                      arguments=record.arguments)
+        if self.consumes_args and isinstance(arguments, dict | list):
+            arguments.clear()  # as a tool popping what it reads does: its arguments are its own (TOOL-2)
         try:
             outcome = self._pick(record.index)
             if self.hook is not None:

@@ -98,7 +98,10 @@ ROUTING_PLUGIN = Listener(on="agent/request", do=(), name="routing-plugin", wher
 """A plugin's ``agent/request`` listener sending agent ``b``'s model calls to another model
 (LOOP-10: the adapter the returned request names is called)."""
 
-TOOL = ToolSpec("lookup", returns("found"), latency=0.01)  # a tool takes time: two calls could overlap (TOOL-1)
+# A tool takes time (two calls could overlap: TOOL-1) and empties the arguments it is given, as
+# one popping what it reads does: they are its own (TOOL-2; a loop sharing one parsed object
+# between calls, or with its log, shows it).
+TOOL = ToolSpec("lookup", returns("found"), latency=0.01, consumes_args=True)
 SPARE = ToolSpec("notes", returns("noted"))  # never called: a window's reconfigure removes it (SVC-5)
 FAILING_TOOL = ToolSpec("lookup", fails("no such page", code="E_TOOL"))
 
@@ -115,6 +118,10 @@ def workloads() -> tuple[Workload, ...]:
         {"type": "block-start", "index": 1, "block_type": "tool-call"},
         {"type": "tool-call-delta", "index": 1, "id": "c2", "name": "lookup", "arguments_delta": '{"q": '},
         {"type": "tool-call-delta", "index": 1, "id": "c2", "arguments_delta": '"y"'},
+        # the third's arguments the first's, character for character: each call parses its own
+        {"type": "block-start", "index": 2, "block_type": "tool-call"},
+        {"type": "block-end", "index": 2, "block": {"type": "tool-call", "id": "c3", "name": "lookup",
+                                                     "arguments": '{"q": "x"}'}},
         {"type": "finish", "reason": {"kind": "tool-calls"}})
     bare = respond.tool_call("lookup", "", id="c1")  # empty: the tool receives {} (TOOL-2)
     listed = respond.tool_call("lookup", '["x", 2]', id="c1")  # JSON, not an object: parsed all the same
@@ -134,9 +141,9 @@ def workloads() -> tuple[Workload, ...]:
         Workload("two-step", _scenario("two-step", (two_calls, respond.text("done")), tools=(TOOL,),
                                        system_prompt="Answer briefly.",
                                        sections=(("tools", "Look things up."), ("style", "Be kind.")),
-                                       description="a two-step tool turn, two tool calls in its first step (the "
-                                                   "second's arguments not JSON), the agent with a system prompt "
-                                                   "after two sections")),
+                                       description="a two-step tool turn, three tool calls in its first step (the "
+                                                   "second's arguments not JSON, the third's the first's), the "
+                                                   "agent with a system prompt after two sections")),
         Workload("failing-tool", _scenario("failing-tool", (listed, respond.text("done")), tools=(FAILING_TOOL,),
                                            description="a tool that fails (its arguments a JSON array: parsed, "
                                                        "TOOL-2)")),
@@ -190,10 +197,14 @@ def workloads() -> tuple[Workload, ...]:
             description="blocks closing out of order, one carrying provider_data, a reasoning block of deltas "
                         "alone never closing; the chunks in one burst (one network read: no suspension between)")),
         Workload("inject", _scenario(
-            "inject", (respond.text("one").timing(first=1.0), respond.text("two")),
-            actors=(_caller("A"), Actor((Action("inject", text="C", wait=True),), name="injector", at=0.5),
+            # a long answer: the inject lands after some 70 of the turn's events (INJ-1: a turn is
+            # open however far back its turn/start lies)
+            "inject", (respond.text("word " * 90, deltas=90).timing(first=0.2, between=0.01),
+                       respond.text("two")),
+            actors=(_caller("A"), Actor((Action("inject", text="C", wait=True),), name="injector", at=0.9),
                     Actor((Action("inject", text="D", wait=True),), name="idle-injector", at=5.0)),
-            description="context injected during a turn and while idle"), features=frozenset({"injection"})),
+            description="context injected during a long turn (after some 70 of its events) and while idle"),
+            features=frozenset({"injection"})),
         Workload("resume", Scenario(
             name="hunt-resume", description="an agent resumed from a persisted session of one turn",
             agents=(AgentSpec("a", resume="sess-1", history=("H1",)),),

@@ -273,4 +273,18 @@ MUTANTS = [
         interleaving=True,
         notes='Round 15 (written blind): the suite passed it until test_a_plugin_editing_the_request_in_place_changes_neither_log_nor_history; the hunt finds it since the fake model edits every request it receives.',
     ),
+    Mutant(
+        'open-turn-lookback-window',
+        'whether a turn is open is decided from the last 64 events only: an inject late in a long turn writes a one-shot turn inside it',
+        ('INJ-1', 'LOG-4'),
+        '10',
+        (
+            Patch('session',
+                  '        """The turn whose ``turn/start`` has no ``turn/end`` yet, if any (INJ-1)."""\n        for event in reversed(self._events):',
+                  '        """The turn whose ``turn/start`` has no ``turn/end`` yet, if any (INJ-1)."""\n        for event in reversed(self._events[-64:]):  # a turn/start is never far back'),
+        ),
+        interleaving=True,
+        notes="The third independent loop's blind round (session 33) wrote it; the suite's test_inject_into_a_long_open_turn killed it, the hunt missed it until the inject workload's turn grew past 64 events (session 34, 2026-12-04).",
+    ),
 ]
+

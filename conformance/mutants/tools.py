@@ -179,4 +179,17 @@ MUTANTS = [
         interleaving=True,
         notes='Round 15 (written blind): the suite passed it until test_sections_and_tools_changed_during_a_turn_reach_its_next_step[remove]; the hunt finds it through reconfigure in the tool workload (which removes its spare tool).',
     ),
+    Mutant(
+        'tool-args-memo-shared',
+        'parsed tool arguments are memoised per agent by their text: two calls with the same arguments share one object, so a tool consuming its arguments in place leaves the next call an empty one',
+        ('TOOL-2',),
+        '5',
+        (
+            Patch('agent',
+                  '            "arguments": parse_arguments(raw),  # TOOL-2\n',
+                  '            "arguments": self.__dict__.setdefault("_parsed", {}).setdefault(raw, parse_arguments(raw)),  # TOOL-2, once per text\n'),
+        ),
+        interleaving=False,
+        notes="The third independent loop's blind round (session 33) wrote it; the suite's test_each_call_gets_its_own_parsed_arguments killed it, the hunt missed it until its tool consumed its arguments in place and two-step's first step had two calls with one text (session 34, 2026-12-04).",
+    ),
 ]

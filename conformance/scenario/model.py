@@ -174,6 +174,8 @@ class ToolSpec:
     latency: float | None = 0.0
     abort_aware: bool = True
     repeat_last: bool = False
+    consumes_args: bool = False
+    """The tool empties the arguments it receives (they are its own: TOOL-2)."""
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,14 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
+def _status_of(agent: AgentHandle) -> str:
+    """The agent's status, or ``?`` when reading it fails (a broken implementation)."""
+    try:
+        return str(agent.status)
+    except Exception:
+        return "?"
+
+
 async def _as_coro(awaitable: Any) -> Any:
     if inspect.isawaitable(awaitable):
         return await awaitable
@@ -104,6 +112,8 @@ class World:
         self.impl = impl
         self.idle_timeout = scenario.limits.idle_timeout
         self._store: object | None = None  # the persistence backend resumed agents load from
+        self._flushed: dict[str, int] = {}  # agent -> its log's length when its last whole flush began
+        self._final_logs: dict[str, list[Any]] = {}  # agent -> its log once the service closed
         self._resuming: dict[str, str] = {}  # agent id -> session id, while its resume() is in flight
         if persistence is None and any(a.resume is not None for a in scenario.agents):
             persistence = self._persistence()
@@ -117,6 +127,8 @@ class World:
         self._tool_disposers: dict[str, Callable[[], object]] = {}  # registered tools, in order
         self._reconfigured = 0
         self._resumed_closed: list[str] = []  # agents a resume() returned once the service was closing
+        self._recreated: list[tuple[str, AgentHandle]] = []  # agents a create() made during the close
+        self._one_shots: list[tuple[str, str, list[int]]] = []  # (name, event, notified counts): _one_shot
         self.gates: dict[str, Gate] = {}
         self.agents: dict[str, AgentHandle] = {}
         self.waiters: dict[str, Waiter] = {}
@@ -926,22 +938,56 @@ class World:
                 agent = self.fields(event, args)["agent"] if records else None
                 if records:
                     simulator.observe("flush", phase="start", agent=agent, listener=name)
+                    logged = self._log_length(agent) if self._store is not None else None
                 react(args)
                 if hold:
                     await asyncio.sleep(hold)
                 if records:
                     simulator.observe("flush", phase="end", agent=agent, listener=name)
+                    if logged is not None and isinstance(agent, str):
+                        self._flushed[agent] = logged  # what the backend holds once the run is over
 
             flush.__qualname__ = f"listener:{name}"
             self.listen(event, flush)
             self._flush_recorded = self._flush_recorded or records  # registered: it hears every flush
-        else:
+        elif always:
 
             def notified(*args: Any) -> None:
                 react(args)
 
             notified.__qualname__ = f"listener:{name}"
             self.listen(event, notified)
+        else:
+            self._one_shot(name, event, react)
+
+    def _one_shot(self, name: str, event: str, react: Callable[[tuple[Any, ...]], bool]) -> None:
+        """A listener that acts once on a notification removes itself as it acts, as a one-shot
+        plugin does, and a listener registered right after it counts what it is notified of:
+        PY-2 (a notification runs its listeners in registration order) is broken when that one
+        misses the event (an ``emit`` iterating its live list). Judged by :meth:`_late_listeners`."""
+        counts = [0, 0]  # events the one-shot listener was notified of, and the listener after it
+        disposer: list[Callable[[], object]] = []
+
+        def notified(*args: Any) -> None:
+            counts[0] += 1
+            try:
+                fired = react(args)
+            except BaseException:
+                counts[0] -= 1  # whether the listeners after a raising one run is not in the contract (0b)
+                raise
+            if fired:
+                try:
+                    disposer[0]()
+                except Exception:  # a disposer that fails leaves it registered: it acts no more
+                    pass
+
+        def after(*_args: Any) -> None:
+            counts[1] += 1
+
+        notified.__qualname__ = f"listener:{name}"
+        disposer.append(self.listen(event, notified))
+        self.listen(event, observer(after))  # passive: over the wire, no round trip of its own
+        self._one_shots.append((name, event, counts))
 
     def _spawn_task(self, coro: Any, name: str) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro, name=name)
@@ -1074,6 +1120,8 @@ class World:
         elif self._closing is not None and self.scenario.settle:
             await self._liveness()  # SVC-7: a close releases every pending waiter
         self._late_agents()
+        self._late_listeners()
+        await self._persisted()
         for name, count in self._elements.items():
             if not count:
                 simulator.observe("untriggered", name=name, optional=name in self._optional)
@@ -1095,6 +1143,81 @@ class World:
                 self.problem("SVC-7", f"resume({agent_id!r}) returned a live agent (status {h.status}) after "
                              "service.close() was called, and the close left it so (SVC-7: closing the service "
                              "disposes every agent it created)", rules=("SVC-7", "SVC-3"))
+        for agent_id, again in self._recreated:
+            status = _status_of(again)
+            if status != "disposed":
+                self.problem("SVC-7", f"create({agent_id!r}), called once service.close() was, "
+                             f"returned an agent the close left live (status {status}) (SVC-7: closing the "
+                             "service disposes every agent it created)", rules=("SVC-7",))
+
+    def _log_length(self, agent: Any) -> int | None:
+        h = self.agents.get(agent) if isinstance(agent, str) else None
+        try:
+            return len(h.session.events) if h is not None else None
+        except Exception:  # a broken implementation: nothing to compare with
+            return None
+
+    async def _persisted(self) -> None:
+        """SVC-3, LOG-2: once the run is over, the backend holds each flushed session as it was
+        logged. Resumed on a fresh service over the same backend, a session's loaded log has
+        every event logged before its last whole flush began, each as logged (one a listener
+        threw on included: LOG-2 pushes it first), and past those only events of its log (or a
+        backend's repair, a ``turn/end{interrupted}``)."""
+        if self._store is None or not self._flushed:
+            return
+        service: Any = None
+        try:
+            service = self.impl.create_service(persistence=self._store)
+            for agent_id, upto in self._flushed.items():
+                logged, h = self._final_logs.get(agent_id), self.agents.get(agent_id)
+                if logged is None or h is None:
+                    continue
+                session = h.session.id
+                again = await asyncio.wait_for(_as_coro(service.resume(
+                    agent_id, session, {"model": self._models_of.get(agent_id, "fake")})), self.idle_timeout)
+                self._judge_persisted(agent_id, session, upto, logged, list(again.session.events))
+        except TimeoutError:
+            self.problem("SVC-3", "resuming a flushed session once the run was over did not finish", rules=("SVC-3",))
+        except Exception as exc:
+            self.problem("SVC-3", f"resuming a flushed session once the run was over raised {_describe(exc)}",
+                         rules=("SVC-3",))
+        finally:
+            if service is not None:
+                try:
+                    await asyncio.wait_for(_as_coro(service.close()), self.idle_timeout)
+                except Exception:  # judged by SVC-7 in the run itself; this service is the check's
+                    pass
+
+    def _judge_persisted(self, agent: str, session: str, upto: int, logged: list[Any], loaded: list[Any]) -> None:
+        def key(e: Any) -> Any:
+            return (e.get("type"), e.get("seq"), e.get("data")) if isinstance(e, Mapping) else e
+
+        for i, event in enumerate(loaded):
+            if i < len(logged) and key(event) == key(logged[i]):
+                continue
+            repaired = (i == len(loaded) - 1 and isinstance(event, Mapping) and event.get("type") == "turn/end"
+                        and (event.get("data") or {}).get("reason", {}).get("kind") == "interrupted")
+            if repaired and i >= upto:
+                return
+            what = f"has {key(event)[:2]}" if i < len(logged) or not repaired else "is a repair"
+            self.problem("SVC-3", f"agent {agent}: session {session!r} resumed once the run was over: its event "
+                         f"{i} {what} where the log had "
+                         f"{key(logged[i])[:2] if i < len(logged) else 'nothing'} (SVC-3: resume loads the "
+                         "persisted session; LOG-2: an event is pushed before its listeners run)",
+                         rules=("SVC-3", "LOG-2"))
+            return
+        if len(loaded) < upto:
+            self.problem("SVC-3", f"agent {agent}: session {session!r} resumed once the run was over has "
+                         f"{len(loaded)} events, though {upto} were logged before its last flush began (SVC-3: "
+                         "resume loads the persisted session; LOOP-4: each turn is flushed)", rules=("SVC-3", "LOOP-4"))
+
+    def _late_listeners(self) -> None:
+        """PY-2: the listener registered after a one-shot one heard every event that one did."""
+        for name, event, (heard, after) in self._one_shots:
+            if after < heard:
+                self.problem("PY-2", f"listener {name!r} removed itself while notified of {event}, and the "
+                             "listener registered after it missed that event (PY-2: a notification runs its "
+                             "listeners in registration order)", rules=("PY-2",))
 
     async def _settle_all(self) -> None:
         for agent_id, h in list(self.agents.items()):
@@ -1174,13 +1297,18 @@ class World:
         """``service.create(id)`` with the id of a live agent (SVC-2: rejected, the live agent
         kept), recorded as an ``op`` (``op/error`` when it raised). Not called once the agent is
         disposed: its id may be free then, and a second agent under it is not this verb's
-        question. One accepted is disposed at once, so it runs nothing."""
+        question. Once ``close()`` was called it creates ``{id}-restarted`` instead, as a
+        supervisor restarting its agents would (SVC-7: refused, or disposed by the close too).
+        One accepted while the agent is live is disposed at once, so it runs nothing."""
         if isinstance(agent, str) and agent not in self.agents and agent in self._resuming:
             self._create_while_resuming(agent, by=by, on=on)
             return
         h = self.handle(agent)
         agent_id = self._id_of(h)
         self._record_op(by, "create", h, on)
+        if self.closed:
+            self._create_while_closing(f"{agent_id}-restarted", by=by)
+            return
         if h.status == "disposed":
             return
         try:
@@ -1192,6 +1320,17 @@ class World:
             again.dispose()
         except Exception:  # the run fails SVC-2 already: its duplicate is not judged
             pass
+
+    def _create_while_closing(self, agent_id: str, *, by: str) -> None:
+        """``create()`` of a new agent once ``close()`` was called, as a supervisor restarting
+        the agents the close disposes would: refused, or the close disposes it too (SVC-7),
+        which the world judges once the close is done (:meth:`_late_agents`)."""
+        try:
+            again = self.service.create(agent_id, {"model": self._models_of.get(agent_id, "fake")})
+        except Exception as exc:
+            simulator.observe("op/error", by=by, op="create", agent=agent_id, error=_describe(exc))
+            return
+        self._recreated.append((agent_id, again))
 
     def _create_while_resuming(self, agent_id: str, *, by: str, on: str | None) -> None:
         """``create(id)`` while a resume() of that id loads: the id is free, so it may succeed;
@@ -1245,6 +1384,7 @@ class World:
         # event notified but never pushed), and the agents still registered (SVC-6).
         registered = [k for k in self.agents if self._registered(k)]
         logs = {k: list(h.session.events) for k, h in self.agents.items()}
+        self._final_logs = logs
         self._log_drift(logs)
         simulator.observe("world/closed", agents={k: h.status for k, h in self.agents.items()},
                           logs={k: len(events) for k, events in logs.items()},
@@ -1308,7 +1448,7 @@ class _WarningRecorder(logging.Handler):
 def build_tool(spec: ToolSpec) -> FakeTool:
     """The fake tool a :class:`~.model.ToolSpec` describes."""
     options: dict[str, Any] = {"latency": spec.latency, "abort_aware": spec.abort_aware,
-                               "repeat_last": spec.repeat_last}
+                               "repeat_last": spec.repeat_last, "consumes_args": spec.consumes_args}
     if spec.results is not None:
         return FakeTool(spec.name, results=list(spec.results), **options)
     if spec.result is not None:

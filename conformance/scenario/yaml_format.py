@@ -354,7 +354,8 @@ def _tool_call(node: Node) -> Response:
 def _tool(name: str, node: Node) -> ToolSpec:
     if node.is_scalar():
         return ToolSpec(name, returns(node.string()))
-    f = node.keys(("result", "results", "fails", "code", "hangs", "latency", "abort_aware", "repeat_last"))
+    f = node.keys(("result", "results", "fails", "code", "hangs", "latency", "abort_aware", "repeat_last",
+                   "consumes_args"))
     given = [k for k in ("result", "results", "fails", "hangs") if k in f]
     if len(given) > 1:
         raise node.error(f"give one of result, results, fails, hangs (got {', '.join(given)})")
@@ -377,6 +378,7 @@ def _tool(name: str, node: Node) -> ToolSpec:
         latency=_seconds(f["latency"]) if "latency" in f else 0.0,
         abort_aware=f["abort_aware"].boolean() if "abort_aware" in f else True,
         repeat_last=f["repeat_last"].boolean() if "repeat_last" in f else False,
+        consumes_args=f["consumes_args"].boolean() if "consumes_args" in f else False,
     )
 
 
@@ -863,6 +865,8 @@ def _tool_out(t: ToolSpec) -> Any:
         out["abort_aware"] = False
     if t.repeat_last:
         out["repeat_last"] = True
+    if t.consumes_args:
+        out["consumes_args"] = True
     if list(out) == ["result"]:
         return out["result"]
     return out or {"result": "ok"}
