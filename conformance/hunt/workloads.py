@@ -170,10 +170,12 @@ def workloads() -> tuple[Workload, ...]:
                                           description="two queued prompts, the first answer finishing with a "
                                                       "kind no rule names (section 0: a success)")),
         Workload("steer", _scenario(
-            "steer", (respond.text("thinking").timing(first=1.0), respond.text("steered")),
+            # its adapter fails the pending read once the step's signal fires, as an HTTP client
+            # does (ABORT-1: still `aborted{reason}`, not a failure)
+            "steer", (respond.text("thinking").timing(first=1.0).on_abort("raise"), respond.text("steered")),
             actors=(_caller("A"), Actor((Action("steer", text="S"),), name="steerer", after="model/request",
                                         where={"call": 1})),
-            description="a steer during a step")),
+            description="a steer during a step (its adapter raising once the step's signal fires)")),
         Workload("two-agents", Scenario(
             name="hunt-two-agents", description="two agents on one service, a plugin routing b's model calls",
             agents=(AgentSpec("a"), AgentSpec("b", model="fake-b")),
@@ -199,7 +201,8 @@ def workloads() -> tuple[Workload, ...]:
         Workload("inject", _scenario(
             # a long answer: the inject lands after some 70 of the turn's events (INJ-1: a turn is
             # open however far back its turn/start lies)
-            "inject", (respond.text("word " * 90, deltas=90).timing(first=0.2, between=0.01),
+            # its adapter ends the stream silently once the step's signal fired (ABORT-1: `aborted`)
+            "inject", (respond.text("word " * 90, deltas=90).timing(first=0.2, between=0.01).on_abort("return"),
                        respond.text("two")),
             actors=(_caller("A"), Actor((Action("inject", text="C", wait=True),), name="injector", at=0.9),
                     Actor((Action("inject", text="D", wait=True),), name="idle-injector", at=5.0)),

@@ -1484,6 +1484,29 @@ def _agent_models(view: TraceView) -> dict[str, str]:
     return {m: next(iter(a)) for m, a in users.items() if len(a) == 1}
 
 
+def _signalled_stream_check(view: TraceView) -> Violation | None:
+    """ABORT-1, CANCEL-MID, FINISH-1: a stream the step's own abort signal stopped (the fake
+    model saw it fire: ``model/done`` marked ``signalled``) ends its turn ``aborted`` (or
+    ``disposed``), never ``error``: an adapter failing its pending read, or ending without a
+    finish, because of that abort does not make the step a failure. Not judged in a turn where a
+    listener threw or the driver's task was cancelled (their own outcomes)."""
+    models = _agent_models(view)
+    for e in view.of_kind("model/done"):
+        if not e.get("signalled"):
+            continue
+        agent = models.get(str(e.get("model")))
+        turn = _ended_turn_around(view, agent, e["_i"]) if agent is not None else None
+        if agent is None or turn is None or turn["reason"] != "error":
+            continue
+        if any(turn["_i"] < op["_i"] < turn["end_i"] for op in view.ops(agent, "raise", "cancel_driver")):
+            continue
+        return Violation(f"agent {agent}: the model stream of turn {turn['turn']} stopped at the step's abort signal, "
+                         "and the turn ended error, not aborted (ABORT-1, CANCEL-MID: an abort or cancel during a "
+                         "stream ends the turn aborted{reason}; FINISH-1: the step's own signal makes it aborted)",
+                         turn["end_i"], ("ABORT-1", "CANCEL-MID", "FINISH-1"))
+    return None
+
+
 def _cancel_step_check(view: TraceView) -> Violation | None:
     """CANCEL-1/CANCEL-STEP/CANCEL-CONT: after a ``cancel()`` while a turn is open, that turn makes
     no further model call (its marker stops the next step and the continuation) and ends aborted."""
@@ -2577,6 +2600,8 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("CANCEL-2", _cancel_check, "cancelled queued work never runs", ("CANCEL-2", "CANCEL-4")),
     LoopCheck("MARKER-1", _aborted_turns_check, "a cancel governs exactly one turn", ("MARKER-1", "DISP-1")),
     LoopCheck("ABORT-1", _deferred_abort_check, "an abort with no step in flight is not deferred", ("ABORT-1",)),
+    LoopCheck("SIGNALLED", _signalled_stream_check, "a stream stopped by the step's abort signal ends its turn aborted",
+              ("ABORT-1", "CANCEL-MID", "FINISH-1")),
     LoopCheck("REASON", _abort_reason_check, "an aborted turn carries its caller's reason", ("CANCEL-1", "ABORT-1")),
     LoopCheck("STEER-3", _steering_after_stop_check, "no steering drained into a turn after its stop",
               ("STEER-3", "CANCEL-4")),

@@ -646,6 +646,36 @@ def test_cancel_mid_step(run: Run, schedule: str, where: str) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("ABORT-1", "CANCEL-MID", "FINISH-1")
+@pytest.mark.parametrize("adapter", ["finish", "return", "raise"])
+@pytest.mark.parametrize("verb", ["abort", "cancel"])
+def test_a_stream_stopped_by_the_abort_ends_the_turn_aborted_whatever_the_adapter_does(
+        run: Run, verb: str, adapter: str) -> None:
+    # The adapter honours the step's signal its own way: it yields finish{aborted}, ends the
+    # stream silently, or fails its pending read (as fetch's reader and httpx's stream do, its
+    # listener on the signal registered when the request was made, before the loop's own). In
+    # each case the step's own signal fired: the turn ends aborted{reason} (FINISH-1), with no
+    # error event and no agent/error, and the queued prompt still runs (ABORT-1).
+    async def scenario(k: Kit) -> None:
+        k.record("agent/error")
+        a = k.agent()
+        k.model.push(respond.text("partial").hang(after=1).on_abort(adapter), fakes.text("B"))  # type: ignore[arg-type]
+        a.send("A")
+        await k.until(lambda: any(e["type"] == "assistant/chunk" for e in k.events(a)), "A's first chunk")
+        a.send("B")  # queued: an abort leaves it to run, a cancel clears it
+        if verb == "abort":
+            a.abort("stop")
+        else:
+            a.cancel("stop")
+        await k.idle(a)
+        expected = [aborted("stop"), COMPLETED] if verb == "abort" else [aborted("stop")]
+        assert k.reasons(a) == expected, (
+            f"a stream its adapter ended ({adapter}) at the {verb} must end the turn aborted: {k.reasons(a)}")
+        assert k.events(a, "error") == [] and k.noted("agent/error") == [], "the abort is not a failure"
+
+    run(scenario)
+
+
 @pytest.mark.rule("MARKER-1")
 def test_marker_does_not_drop_later_prompt(run: Run, schedule: str) -> None:
     async def scenario(k: Kit) -> None:

@@ -99,6 +99,120 @@ def test_inject_while_running_but_no_turn_open(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("INJ-1", "INJ-2")
+def test_inject_from_the_turn_end_event_is_a_one_shot_turn(run: Run) -> None:
+    # In a session/event listener on turn/end the turn is closed in the log though the agent
+    # still runs (agent/turn-end and the flush are to come): INJ-1 decides from the log, so the
+    # inject is a one-shot turn after it (INJ-2), never a context/message outside any turn (a
+    # loop deciding from a turn object it clears after notifying turn/end writes one).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        started: list[asyncio.Future[Any] | None] = []
+
+        def listener(_session: object, event: Any) -> None:
+            if event.get("type") == "turn/end" and not started:
+                started.append(None)  # first: a synchronous inject notifies its own turn/end inside
+                pending = k.start_inject(a, "ctx")
+                started[0] = asyncio.ensure_future(pending) if pending is not None else None
+
+        k.on("session/event", listener)
+        a.send("A")
+        await k.idle(a)
+        assert started, "the turn/end listener never ran"
+        if started[0] is not None:
+            await asyncio.wait_for(started[0], k.timeout)
+        await k.idle(a)
+        types = k.types(a)
+        first_end = types.index("turn/end")
+        assert types[first_end + 1 :] == ["turn/start", "context/message", "turn/end"], (
+            f"an inject once the turn's turn/end is logged must be a one-shot turn of its own: {types}")
+        assert k.events(a, "turn/start")[-1]["data"]["trigger"]["kind"] == "injection"
+        assert len(k.model.requests) == 1, "inject does not run the model"
+
+    run(scenario)
+
+
+@pytest.mark.rule("IDLE-2", "INJ-2")
+def test_a_waiter_held_for_an_inject_flush_is_released_at_quiescence(run: Run) -> None:
+    # A when_idle() called while an idle inject's one-shot turn flushes may resolve at once
+    # (IDLE-1: not running, nothing queued) or wait for that flush. If it waits, then at the moment
+    # it is released nothing is queued and the agent is not running (IDLE-2): a prompt sent
+    # meanwhile, whose model call is held, runs first (a loop releasing it when the flush ends,
+    # without looking again, releases it mid-turn).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        hold, model = k.gate("flush"), k.gate("model")
+        flushing: list[str] = []
+
+        async def flush(*_args: object) -> None:
+            if not flushing:
+                flushing.append("inject")
+                k.poke()
+                await hold.wait()
+
+        k.on("session/flush", flush)
+        pending = k.start_inject(a, "ctx")
+        injecting = asyncio.ensure_future(pending) if pending is not None else None
+        await k.until(lambda: bool(flushing), "the inject's flush")
+        sent = [False]
+        released: list[tuple[bool, str, int]] = []
+
+        async def watch(waiter: Any) -> None:
+            await waiter
+            released.append((sent[0], a.status, k.types(a).count("turn/end")))
+
+        watching = asyncio.ensure_future(watch(a.when_idle()))
+        await k.settle(1.5)  # an at-once release is recorded before the prompt is sent
+        k.model.push(fakes.text("A").gate(model))
+        sent[0] = True
+        a.send("A")
+        await k.until(lambda: bool(k.model.requests), "A's model call")
+        hold.open()
+        await k.settle(1.5)
+        model.open()
+        await asyncio.wait_for(watching, k.timeout)
+        if injecting is not None:
+            await asyncio.wait_for(injecting, k.timeout)
+        after_send, status, ends = released[0]
+        if after_send:
+            assert status == "idle" and ends == 2, (
+                f"when_idle(), held while the inject flushed, was released with the agent {status} and "
+                f"{ends} turn/end(s) logged: at its release A (sent meanwhile) must have run (IDLE-2)")
+
+    run(scenario)
+
+
+@pytest.mark.rule("IDLE-1", "INJ-2")
+def test_another_agents_inject_flush_does_not_hold_a_waiter(run: Run) -> None:
+    # Agent a's idle inject is flushing (its flush held); agent b is idle with nothing queued:
+    # b's when_idle() resolves at once (IDLE-1), whatever a's injection is doing.
+    async def scenario(k: Kit) -> None:
+        a, b = k.agent("a"), k.agent("b")
+        hold = k.gate("flush")
+        flushing: list[str] = []
+
+        async def flush(*_args: object) -> None:
+            if not flushing:
+                flushing.append("a")
+                k.poke()
+                await hold.wait()
+
+        k.on("session/flush", flush)
+        pending = k.start_inject(a, "ctx")
+        injecting = asyncio.ensure_future(pending) if pending is not None else None
+        await k.until(lambda: bool(flushing), "a's inject flush")
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        await k.idle(b)
+        assert loop.time() == t0, "b's when_idle() waited for agent a's inject flush"
+        hold.open()
+        if injecting is not None:
+            await asyncio.wait_for(injecting, k.timeout)
+        await k.idle(a)
+
+    run(scenario)
+
+
 @pytest.mark.rule("INJ-2")
 def test_idle_inject_writes_one_shot_turn(run: Run) -> None:
     async def scenario(k: Kit) -> None:
@@ -209,7 +323,12 @@ def test_bad_inject_input(run: Run, odd: str) -> None:
     # and writes nothing.
     async def scenario(k: Kit) -> None:
         flushes: list[int] = []
-        k.on("session/flush", lambda *_: flushes.append(1))
+
+        async def flush(*_args: object) -> None:
+            await asyncio.sleep(0.05)  # a persistence plugin writing the log out: it takes a while
+            flushes.append(1)
+
+        k.on("session/flush", flush)
         a = k.agent()
         at_raise: list[str] | None = None
         bad = {"type": "text", "text": object()} if odd == "object" else cyclic_block()
@@ -222,7 +341,7 @@ def test_bad_inject_input(run: Run, odd: str) -> None:
             f"the one-shot turn must be closed when the error reaches the caller: {at_raise}"
         )
         await k.idle(a)
-        assert flushes == [1], "its flush still runs (by the time when_idle() resolves)"
+        assert flushes == [1], "its flush (which takes a while) has run by the time when_idle() resolves"
         before = len(k.events(a))
         with pytest.raises(Exception):  # noqa: B017 - any error type, it must raise
             await k.inject(a, "ctx", {"kind": "plugin", "plugin": object()})

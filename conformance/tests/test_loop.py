@@ -159,13 +159,23 @@ def test_flush_listeners_run_concurrently(run: Run) -> None:
 
 
 @pytest.mark.rule("LOOP-4")
-@pytest.mark.parametrize("boundary", ["agent/turn-start", "agent/step-start"])
+@pytest.mark.parametrize("boundary", ["agent/turn-start", "agent/step-start", "session/event(turn/start)"])
 def test_turn_closed_by_boundary_failure_gets_no_turn_end_notification(run: Run, boundary: str) -> None:
-    # LOOP-4 names both notifications (and a session/event listener on turn/start, ERR-11's
-    # test): a turn closed because one threw gets no agent/turn-end.
+    # LOOP-4 names the three: a turn closed because an agent/turn-start or agent/step-start
+    # listener, or a session/event listener on turn/start, threw gets no agent/turn-end.
     async def scenario(k: Kit) -> None:
         k.record("agent/turn-end")
-        k.on(boundary, once(boom))
+        if boundary.startswith("session/event"):
+            thrown: list[int] = []
+
+            def on_turn_start(_session: object, event: Any) -> None:
+                if event.get("type") == "turn/start" and not thrown:
+                    thrown.append(1)
+                    raise RuntimeError("turn/start listener failed")
+
+            k.on("session/event", on_turn_start)
+        else:
+            k.on(boundary, once(boom))
         a = k.agent()
         a.send("one")
         await k.idle(a)

@@ -651,7 +651,21 @@ def test_resume_of_a_log_interrupted_after_a_closed_step(run: Run, where: str) -
         ends = [e["data"] for e in repair if e["type"] == "step/end"]
         assert ends == ([{"turn": 2, "step": 2}] if where == "mid-stream" else []), repair
         assert [e["type"] for e in events].count("turn/end") == 2
+        # The resumed agent runs on; resumed again later, its session is what it logged: the
+        # repair is persisted with the rest, so later events do not follow a gap (SVC-3, LOG-3).
+        b.send("three")
+        await k.idle(b)
+        relogged = [dict(e) for e in b.session.events]
         await second.close()
+        third = k.impl.create_service(persistence=store)
+        third.register_model(MODEL, FakeModel(default=respond.text("ok")))
+        c = await third.resume("zeta-again", "sess-cut", agent_options={"model": MODEL})
+        again: list[dict[str, Any]] = [dict(e) for e in c.session.events]
+        assert [e["type"] for e in again] == [e["type"] for e in relogged], (
+            "resumed a second time, the session is not what the resumed agent logged: "
+            f"{[e['type'] for e in again]} against {[e['type'] for e in relogged]}")
+        assert log_violations(again, allow_open_turn=False) == [], log_violations(again)
+        await third.close()
         await first.close()
 
     run(scenario)
