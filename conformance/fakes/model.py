@@ -59,7 +59,7 @@ from .gate import wait_abortable
 
 __all__ = ["FakeModel", "Response", "ScriptEntry", "respond"]
 
-OnAbort: TypeAlias = Literal["finish", "return", "raise"]
+OnAbort: TypeAlias = Literal["finish", "return", "raise", "ignore"]
 
 
 def _observe(loop: Any, kind: str, **data: Any) -> None:
@@ -255,8 +255,10 @@ class Response:
 
     def on_abort(self, mode: OnAbort) -> Response:
         """What the stream does once the abort signal fired: ``finish`` (yield ``finish{aborted}``,
-        the default), ``return`` (end silently) or ``raise`` (raise ``AbortError``)."""
-        if mode not in ("finish", "return", "raise"):
+        the default), ``return`` (end silently), ``raise`` (raise ``AbortError``) or ``ignore``
+        (nothing: the stream never looks at the signal, its delays and hangs last as long as
+        they would; the loop has to stop waiting for it, ABORT-1, CANCEL-MID)."""
+        if mode not in ("finish", "return", "raise", "ignore"):
             raise ValueError(f"on_abort: unknown mode {mode!r}")
         return self._with(abort_mode=mode)
 
@@ -691,7 +693,7 @@ class FakeModel:
                 raise error
             assert entry is not None
             response = await _resolve_entry(entry, request)
-            signal = request.get("signal")
+            signal = request.get("signal") if response.abort_mode != "ignore" else None
             chunks, faults = self._prepared(response)
             while True:
                 if i < len(chunks) or faults.pending(i):

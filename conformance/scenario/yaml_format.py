@@ -326,7 +326,7 @@ def _response(node: Node) -> Response:
     elif "raise_after" in f and kind != "raises":
         raise f["raise_after"].error("raise_after goes with raises: MESSAGE")
     if "on_abort" in f:
-        response = response.on_abort(f["on_abort"].choice(("finish", "return", "raise")))  # type: ignore[arg-type]
+        response = response.on_abort(f["on_abort"].choice(("finish", "return", "raise", "ignore")))  # type: ignore[arg-type]
     try:
         response.build()
     except ValueError as exc:
