@@ -1490,10 +1490,9 @@ def _signalled_stream_check(view: TraceView) -> Violation | None:
     ``disposed``), never ``error``: an adapter failing its pending read, or ending without a
     finish, because of that abort does not make the step a failure. Not judged in a turn where a
     listener threw or the driver's task was cancelled (their own outcomes)."""
-    models = _agent_models(view)
-    for e in view.of_kind("model/done"):
-        if not e.get("signalled"):
-            continue
+    signalled = [e for e in view.of_kind("model/done") if e.get("signalled")]
+    models = _agent_models(view) if signalled else {}
+    for e in signalled:
         agent = models.get(str(e.get("model")))
         turn = _ended_turn_around(view, agent, e["_i"]) if agent is not None else None
         if agent is None or turn is None or turn["reason"] != "error":
