@@ -199,12 +199,12 @@ def workloads() -> tuple[Workload, ...]:
             description="blocks closing out of order, one carrying provider_data, a reasoning block of deltas "
                         "alone never closing; the chunks in one burst (one network read: no suspension between)")),
         Workload("inject", _scenario(
-            # a long answer: the inject lands after some 70 of the turn's events (INJ-1: a turn is
-            # open however far back its turn/start lies)
+            # a long answer: the inject lands after some 70 of the turn's events (chunk 68 of 72;
+            # INJ-1: a turn is open however far back its turn/start lies)
             # its adapter ends the stream silently once the step's signal fired (ABORT-1: `aborted`)
-            "inject", (respond.text("word " * 90, deltas=90).timing(first=0.2, between=0.01).on_abort("return"),
+            "inject", (respond.text("word " * 72, deltas=72).timing(first=0.2, between=0.01).on_abort("return"),
                        respond.text("two")),
-            actors=(_caller("A"), Actor((Action("inject", text="C", wait=True),), name="injector", at=0.9),
+            actors=(_caller("A"), Actor((Action("inject", text="C", wait=True),), name="injector", at=0.875),
                     Actor((Action("inject", text="D", wait=True),), name="idle-injector", at=5.0)),
             description="context injected during a long turn (after some 70 of its events) and while idle"),
             features=frozenset({"injection"})),
