@@ -1484,6 +1484,32 @@ def _agent_models(view: TraceView) -> dict[str, str]:
     return {m: next(iter(a)) for m, a in users.items() if len(a) == 1}
 
 
+def _unreturned_message_check(view: TraceView) -> Violation | None:
+    """LOOP-6, ABORT-1: an abort or cancel made inside the ``agent/step-result`` waterfall (a
+    listener of it) stops the step before the waterfall returns: no ``assistant/message`` of
+    that step is logged after it (the log records what the waterfall returned, and it returned
+    nothing; logging the assembled message instead logs what a moderating listener was replacing)."""
+    for agent in view.agents:
+        for op in view.ops(agent, "abort", "cancel"):
+            if op.get("on") != "agent/step-result" or op.get("status") != "running":
+                continue
+            turn = _turn_around(view, agent, op["_i"])
+            if turn is None:
+                continue
+            opened = [e for e in turn["events"] if e["type"] == "step/start" and e["_i"] < op["_i"]]
+            if not opened:
+                continue
+            step = opened[-1]["data"].get("step")
+            late = next((e for e in turn["events"] if e["type"] == "assistant/message" and e["_i"] > op["_i"]
+                         and e["data"].get("step") == step), None)
+            if late is not None:
+                return Violation(f"agent {agent}: step {step} of turn {turn['turn']} was stopped by {op.get('op')}() inside "
+                                 "the agent/step-result waterfall, yet an assistant/message was logged for it (LOOP-6: "
+                                 "the log records what the waterfall returned, and a stopped waterfall returned "
+                                 "nothing; ABORT-1)", late["_i"], ("LOOP-6", "ABORT-1"))
+    return None
+
+
 def _signalled_stream_check(view: TraceView) -> Violation | None:
     """ABORT-1, CANCEL-MID, FINISH-1: a stream the step's own abort signal stopped (the fake
     model saw it fire: ``model/done`` marked ``signalled``) ends its turn ``aborted`` (or
@@ -2599,6 +2625,8 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("CANCEL-2", _cancel_check, "cancelled queued work never runs", ("CANCEL-2", "CANCEL-4")),
     LoopCheck("MARKER-1", _aborted_turns_check, "a cancel governs exactly one turn", ("MARKER-1", "DISP-1")),
     LoopCheck("ABORT-1", _deferred_abort_check, "an abort with no step in flight is not deferred", ("ABORT-1",)),
+    LoopCheck("UNRETURNED", _unreturned_message_check,
+              "no assistant/message for a step stopped inside its agent/step-result waterfall", ("LOOP-6", "ABORT-1")),
     LoopCheck("SIGNALLED", _signalled_stream_check, "a stream stopped by the step's abort signal ends its turn aborted",
               ("ABORT-1", "CANCEL-MID", "FINISH-1")),
     LoopCheck("REASON", _abort_reason_check, "an aborted turn carries its caller's reason", ("CANCEL-1", "ABORT-1")),

@@ -133,6 +133,7 @@ class World:
         self.agents: dict[str, AgentHandle] = {}
         self.waiters: dict[str, Waiter] = {}
         self.closed = False
+        self._close_returned = False  # the implementation's close() has returned (or failed)
         self._pending: list[Waiter] = []
         self._sessions: dict[str, str] = {}
         self._passed: list[Any] = []  # the mutable arguments given to the implementation (LOG-1)
@@ -1297,8 +1298,9 @@ class World:
         """``service.create(id)`` with the id of a live agent (SVC-2: rejected, the live agent
         kept), recorded as an ``op`` (``op/error`` when it raised). Not called once the agent is
         disposed: its id may be free then, and a second agent under it is not this verb's
-        question. Once ``close()`` was called it creates ``{id}-restarted`` instead, as a
-        supervisor restarting its agents would (SVC-7: refused, or disposed by the close too).
+        question. While ``close()`` runs it creates ``{id}-restarted`` instead, as a supervisor
+        restarting its agents would (SVC-7: refused, or disposed by the close too); once the
+        close returned, nothing (what a closed service does with a create is not SVC-7's).
         One accepted while the agent is live is disposed at once, so it runs nothing."""
         if isinstance(agent, str) and agent not in self.agents and agent in self._resuming:
             self._create_while_resuming(agent, by=by, on=on)
@@ -1307,7 +1309,8 @@ class World:
         agent_id = self._id_of(h)
         self._record_op(by, "create", h, on)
         if self.closed:
-            self._create_while_closing(f"{agent_id}-restarted", by=by)
+            if not self._close_returned:  # once it returned, what a closed service does is not SVC-7's
+                self._create_while_closing(f"{agent_id}-restarted", by=by)
             return
         if h.status == "disposed":
             return
@@ -1378,6 +1381,7 @@ class World:
             self.problem("quiescence", "service.close() did not finish", rules=("SVC-7",))
         except Exception as exc:  # SVC-7 names no reason for close() to raise, the world's or a caller's
             self.problem("SVC-7", f"service.close() raised {_describe(exc)}", rules=("SVC-7",))
+        self._close_returned = True
         await self._settle_injections()
         self._sample()
         # What the oracles compare with the observed run: the final logs' lengths (LOG-2: an

@@ -15,7 +15,7 @@ from conformance.fakes import FakeModel, respond
 from conformance.harness import MODEL, Kit
 from reference_loop import vocabulary as v
 
-from ._support import COMPLETED, USER, Run, boom, once, passthrough, request_texts, texts
+from ._support import COMPLETED, USER, Run, aborted, boom, once, passthrough, request_texts, texts
 
 
 @pytest.mark.rule("INBOX-1")
@@ -226,6 +226,31 @@ def test_step_shape(run: Run) -> None:
             "agent/step-result", "assistant/message", "usage", "tool/call", "tools/execute", "tool/result",
             "steering/message", "step/end", "agent/step-end", "agent/turn-continuation",
         ]
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOOP-6", "ABORT-1")
+@pytest.mark.parametrize("verb", ["abort", "cancel"])
+def test_a_step_stopped_inside_the_step_result_waterfall_logs_no_message(run: Run, verb: str) -> None:
+    # A moderating agent/step-result listener stops the step and yields before passing the
+    # message on: the waterfall never returns, so no assistant/message is logged for the step
+    # (LOOP-6: the log records what the waterfall returned; logging the assembled message would
+    # log what the listener was replacing), and the turn ends aborted{reason}.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.model.push(fakes.text("unmoderated"))
+
+        async def moderate(*args: Any) -> Any:
+            a.abort("moderated") if verb == "abort" else a.cancel("moderated")
+            await asyncio.sleep(0)
+            return await args[-1]()
+
+        k.on("agent/step-result", moderate)
+        a.send("hi")
+        await k.idle(a)
+        assert k.events(a, "assistant/message") == [], "the step stopped inside agent/step-result logged a message"
+        assert k.reasons(a) == [aborted("moderated")]
 
     run(scenario)
 
