@@ -598,16 +598,19 @@ export class Agent {
 
   async #runStep(turn) {
     const service = this.#service;
-    const assembly = await this.#bus.waterfall('system-prompt', [this], {
-      system: service.sections().join('\n\n'),
-      tools: service.toolSchemas(),
-    }, (v) => v);
+    // The step is open (step/start is logged): from here on abort()/cancel()/dispose() abort it,
+    // the system-prompt waterfall included (a dispose there must not leave a model call waiting).
     const controller = new AbortController();
-    this.#step = controller; // from here on abort()/cancel() abort this step
+    this.#step = controller;
     const signal = controller.signal;
     const aborted = () => ({ aborted: String(signal.reason ?? 'aborted') });
     try {
+      const assembly = await abortable(this.#bus.waterfall('system-prompt', [this], {
+        system: service.sections().join('\n\n'),
+        tools: service.toolSchemas(),
+      }, (v) => v), signal);
       if (this.#marker !== undefined) return { aborted: this.#marker };
+      if (assembly === ABORTED || signal.aborted || this.#disposed) return aborted();
       let request = { messages: this.session.deriveMessages() };
       if (this.#options.model) request = { model: this.#options.model, ...request };
       const system = [assembly?.system, this.#options.systemPrompt].filter(Boolean).join('\n\n');
