@@ -458,3 +458,31 @@ def test_disposing_an_idle_agent_ends_its_parked_driver(run: Run) -> None:
         assert task is None or task.done(), "disposal ends the driver"
 
     run(scenario)
+
+
+@pytest.mark.rule("DISP-1", "SVC-7")
+@pytest.mark.parametrize("how", ["dispose", "close"])
+def test_disposed_while_the_system_prompt_is_assembled_no_model_call_is_left_waiting(run: Run, how: str) -> None:
+    # The step is open (step/start logged) while its system-prompt waterfall runs; a dispose()
+    # (or the service's close()) there ends the turn disposed. The model, once called, would wait
+    # on the network until its step is aborted: a loop that makes the step's abort signal only
+    # after the waterfall aborts nothing, and its turn never ends.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.model.push(respond.hang())
+        closing: list[Any] = []
+
+        async def assemble(*args: Any) -> Any:
+            if not closing:
+                closing.append(asyncio.ensure_future(k.service.close()) if how == "close" else a.dispose())
+            return await args[-1]()
+
+        k.on("system-prompt", assemble, needs="the agent is disposed while its system prompt is assembled")
+        a.send("hi")
+        await k.idle(a)
+        if how == "close":
+            await asyncio.wait_for(closing[0], k.timeout)
+        assert a.status == "disposed"
+        assert k.reasons(a) == [DISPOSED], f"the turn must end disposed: {k.types(a)}"
+
+    run(scenario)
