@@ -474,13 +474,17 @@ def test_disposed_while_the_system_prompt_is_assembled_no_model_call_is_left_wai
 
         async def assemble(*args: Any) -> Any:
             if not closing:
-                closing.append(asyncio.ensure_future(k.service.close()) if how == "close" else a.dispose())
+                if how == "close":
+                    closing.append(asyncio.ensure_future(k.service.close()))
+                else:
+                    closing.append(None)
+                    a.dispose()
             return await args[-1]()
 
         k.on("system-prompt", assemble, needs="the agent is disposed while its system prompt is assembled")
         a.send("hi")
         await k.idle(a)
-        if how == "close":
+        if closing and closing[0] is not None:
             await asyncio.wait_for(closing[0], k.timeout)
         assert a.status == "disposed"
         assert k.reasons(a) == [DISPOSED], f"the turn must end disposed: {k.types(a)}"
