@@ -51,7 +51,7 @@ from typing import Any, Literal, TypeAlias, cast
 
 import simulator
 from reference_loop import vocabulary as v
-from reference_loop.abort import AbortError
+from reference_loop.abort import AbortController, AbortError, AbortSignal
 from reference_loop.protocols import ModelRequest
 
 from .errors import FakeError, ScriptExhausted, UnusedResponses
@@ -662,7 +662,7 @@ class FakeModel:
         if self.on_request is not None:
             self.on_request()
         if isinstance(entry, Response) and entry.abort_mode == "raise":
-            early = _EarlySignal.wrap(request.get("signal"))
+            early = _early_signal(request.get("signal"))
             if early is not None:  # the stream's waits hear the abort before the loop does
                 request = cast(ModelRequest, {**request, "signal": early})
         if not self.edits_requests:
@@ -670,7 +670,7 @@ class FakeModel:
         # The adapter owns the request now and edits its messages in place, as an adapter
         # converting them to a provider's format may: the loop's log and the next step's history
         # must not change with them (LOG-1, LOG-7). Responses are resolved on the snapshot.
-        played = cast(ModelRequest, {**snapshot, "signal": request.get("signal")})  # (an early one)
+        played = cast(ModelRequest, {**snapshot, "signal": request.get("signal")})  # the early signal, if any
         _edit_messages(request)
         return self._play(played, call, entry, error, loop)
 
@@ -744,9 +744,6 @@ class FakeModel:
                 outcome = "raised"
             raise
         finally:
-            early = request.get("signal")
-            if isinstance(early, _EarlySignal):
-                early.close()
             self.outcomes.append(outcome)
             if self.observe:
                 # ``chunks``: how many the loop was given (LOG-3/LOOP-5: each is logged)
@@ -755,53 +752,18 @@ class FakeModel:
                          **({"signalled": True} if signalled else {}))
 
 
-class _EarlySignal:
-    """The step's signal as an HTTP client holding it sees it (``on_abort: raise``): one
-    listener, registered on the real signal when the request is made, before any the loop adds
-    for its reads, relays the abort to the stream's own waits. A read pending at an abort thus
-    fails first, as fetch's reader or an httpx stream does: the loop must still end the step
-    ``aborted`` (ABORT-1), not count the adapter's error as a failure."""
-
-    def __init__(self, signal: Any) -> None:
-        self._signal = signal
-        self._listeners: list[Callable[[Any], object]] = []
-        self._dispose = signal.add_listener(self._fire)
-
-    @classmethod
-    def wrap(cls, signal: Any) -> _EarlySignal | None:
-        """The early signal of ``signal`` (``None`` when it has no listeners to add)."""
-        if signal is None or not callable(getattr(signal, "add_listener", None)):
-            return None
-        return cls(signal)
-
-    @property
-    def aborted(self) -> bool:
-        return bool(self._signal.aborted)
-
-    @property
-    def reason(self) -> Any:
-        return getattr(self._signal, "reason", None)
-
-    def add_listener(self, callback: Callable[[Any], object]) -> Callable[[], None]:
-        if self.aborted:
-            callback(self.reason)
-            return lambda: None
-        self._listeners.append(callback)
-
-        def dispose() -> None:
-            if callback in self._listeners:
-                self._listeners.remove(callback)
-
-        return dispose
-
-    def _fire(self, reason: Any) -> None:
-        for callback in list(self._listeners):
-            callback(reason)
-
-    def close(self) -> None:
-        """Unregister from the real signal (the stream is over)."""
-        if callable(self._dispose):
-            self._dispose()
+def _early_signal(signal: Any) -> AbortSignal | None:
+    """The step's signal as an HTTP client holding it sees it (``on_abort: raise``): a signal of
+    the stream's own, fired by one listener registered on the step's signal when the request is
+    made, before any the loop adds for its reads. A read pending at an abort thus fails first, as
+    fetch's reader or an httpx stream does: the loop must still end the step ``aborted``
+    (ABORT-1), not count the adapter's error as a failure. ``None`` when ``signal`` has no
+    listeners to add."""
+    if signal is None or not callable(getattr(signal, "add_listener", None)):
+        return None
+    relay = AbortController()
+    signal.add_listener(relay.abort)
+    return relay.signal
 
 
 def _raised_fields(raised: BaseException | None) -> dict[str, Any]:

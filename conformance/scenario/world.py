@@ -1190,19 +1190,18 @@ class World:
                     pass
 
     def _judge_persisted(self, agent: str, session: str, upto: int, logged: list[Any], loaded: list[Any]) -> None:
-        def key(e: Any) -> Any:
-            return (e.get("type"), e.get("seq"), e.get("data")) if isinstance(e, Mapping) else e
+        def key(e: Any) -> tuple[Any, ...]:
+            return (e.get("type"), e.get("seq"), e.get("data")) if isinstance(e, Mapping) else (repr(e), None, None)
 
         for i, event in enumerate(loaded):
             if i < len(logged) and key(event) == key(logged[i]):
                 continue
-            repaired = (i == len(loaded) - 1 and isinstance(event, Mapping) and event.get("type") == "turn/end"
+            repaired = (i == len(loaded) - 1 and key(event)[0] == "turn/end"
                         and (event.get("data") or {}).get("reason", {}).get("kind") == "interrupted")
             if repaired and i >= upto:
                 return
-            what = f"has {key(event)[:2]}" if i < len(logged) or not repaired else "is a repair"
             self.problem("SVC-3", f"agent {agent}: session {session!r} resumed once the run was over: its event "
-                         f"{i} {what} where the log had "
+                         f"{i} has {key(event)[:2]} where the log had "
                          f"{key(logged[i])[:2] if i < len(logged) else 'nothing'} (SVC-3: resume loads the "
                          "persisted session; LOG-2: an event is pushed before its listeners run)",
                          rules=("SVC-3", "LOG-2"))
@@ -1314,38 +1313,38 @@ class World:
             return
         if h.status == "disposed":
             return
-        try:
-            again = self.service.create(agent_id, {"model": self._models_of.get(agent_id, "fake")})
-        except Exception as exc:
-            simulator.observe("op/error", by=by, op="create", agent=agent_id, error=_describe(exc))
+        again = self._try_create(agent_id, self._models_of.get(agent_id, "fake"), by=by)
+        if again is None:
             return
         try:
             again.dispose()
         except Exception:  # the run fails SVC-2 already: its duplicate is not judged
             pass
 
-    def _create_while_closing(self, agent_id: str, *, by: str) -> None:
-        """``create()`` of a new agent once ``close()`` was called, as a supervisor restarting
-        the agents the close disposes would: refused, or the close disposes it too (SVC-7),
-        which the world judges once the close is done (:meth:`_late_agents`)."""
+    def _try_create(self, agent_id: str, model: str, *, by: str) -> AgentHandle | None:
+        """``service.create(agent_id, {model})``; ``None``, recorded as ``op/error``, when it raised."""
         try:
-            again = self.service.create(agent_id, {"model": self._models_of.get(agent_id, "fake")})
+            return self.service.create(agent_id, {"model": model})
         except Exception as exc:
             simulator.observe("op/error", by=by, op="create", agent=agent_id, error=_describe(exc))
-            return
-        self._recreated.append((agent_id, again))
+            return None
+
+    def _create_while_closing(self, agent_id: str, *, by: str) -> None:
+        """``create()`` of a new agent while ``close()`` runs, as a supervisor restarting the
+        agents the close disposes would: refused, or the close disposes it too (SVC-7), which
+        the world judges once the close is done (:meth:`_late_agents`)."""
+        again = self._try_create(agent_id, self._models_of.get(agent_id, "fake"), by=by)
+        if again is not None:
+            self._recreated.append((agent_id, again))
 
     def _create_while_resuming(self, agent_id: str, *, by: str, on: str | None) -> None:
         """``create(id)`` while a resume() of that id loads: the id is free, so it may succeed;
         then it is the live agent (and the resume must not make a second, SVC-2)."""
         self._record_op(by, "create", agent_id, on)
         spec = next((a for a in self.scenario.agents if a.id == agent_id), AgentSpec(agent_id))
-        try:
-            handle = self.service.create(agent_id, {"model": spec.model})
-        except Exception as exc:
-            simulator.observe("op/error", by=by, op="create", agent=agent_id, error=_describe(exc))
-            return
-        self._created(agent_id, handle, spec.model)
+        handle = self._try_create(agent_id, spec.model, by=by)
+        if handle is not None:
+            self._created(agent_id, handle, spec.model)
 
     def close_soon(self, *, by: str, on: str | None = None) -> None:
         """``service.close()`` called by an actor or a listener (SVC-7): recorded as an ``op`` now,

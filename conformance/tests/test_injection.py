@@ -99,6 +99,30 @@ def test_inject_while_running_but_no_turn_open(run: Run) -> None:
     run(scenario)
 
 
+def _inject_task(k: Kit, agent: Any, content: Any) -> asyncio.Future[Any] | None:
+    """Start ``agent.inject(content)`` now: the task awaiting an ``async`` inject, ``None`` for a
+    synchronous one (INJ-4 allows both)."""
+    pending = k.start_inject(agent, content)
+    return asyncio.ensure_future(pending) if pending is not None else None
+
+
+async def _inject_with_held_flush(k: Kit, agent: Any, hold: Any) -> asyncio.Future[Any] | None:
+    """An idle inject whose one-shot turn's flush waits at ``hold`` (the first flush only);
+    returns once that flush has begun, with :func:`_inject_task`'s task."""
+    flushing: list[bool] = []
+
+    async def flush(*_args: object) -> None:
+        if not flushing:
+            flushing.append(True)
+            k.poke()
+            await hold.wait()
+
+    k.on("session/flush", flush)
+    injecting = _inject_task(k, agent, "ctx")
+    await k.until(lambda: bool(flushing), "the inject's flush")
+    return injecting
+
+
 @pytest.mark.rule("INJ-1", "INJ-2")
 def test_inject_from_the_turn_end_event_is_a_one_shot_turn(run: Run) -> None:
     # In a session/event listener on turn/end the turn is closed in the log though the agent
@@ -112,8 +136,7 @@ def test_inject_from_the_turn_end_event_is_a_one_shot_turn(run: Run) -> None:
         def listener(_session: object, event: Any) -> None:
             if event.get("type") == "turn/end" and not started:
                 started.append(None)  # first: a synchronous inject notifies its own turn/end inside
-                pending = k.start_inject(a, "ctx")
-                started[0] = asyncio.ensure_future(pending) if pending is not None else None
+                started[0] = _inject_task(k, a, "ctx")
 
         k.on("session/event", listener)
         a.send("A")
@@ -142,18 +165,7 @@ def test_a_waiter_held_for_an_inject_flush_is_released_at_quiescence(run: Run) -
     async def scenario(k: Kit) -> None:
         a = k.agent()
         hold, model = k.gate("flush"), k.gate("model")
-        flushing: list[str] = []
-
-        async def flush(*_args: object) -> None:
-            if not flushing:
-                flushing.append("inject")
-                k.poke()
-                await hold.wait()
-
-        k.on("session/flush", flush)
-        pending = k.start_inject(a, "ctx")
-        injecting = asyncio.ensure_future(pending) if pending is not None else None
-        await k.until(lambda: bool(flushing), "the inject's flush")
+        injecting = await _inject_with_held_flush(k, a, hold)
         sent = [False]
         released: list[tuple[bool, str, int]] = []
 
@@ -174,8 +186,9 @@ def test_a_waiter_held_for_an_inject_flush_is_released_at_quiescence(run: Run) -
         if injecting is not None:
             await asyncio.wait_for(injecting, k.timeout)
         after_send, status, ends = released[0]
+        assert status == "idle", f"when_idle() was released with the agent {status} (IDLE-1, IDLE-2)"
         if after_send:
-            assert status == "idle" and ends == 2, (
+            assert ends == 2, (
                 f"when_idle(), held while the inject flushed, was released with the agent {status} and "
                 f"{ends} turn/end(s) logged: at its release A (sent meanwhile) must have run (IDLE-2)")
 
@@ -189,18 +202,7 @@ def test_another_agents_inject_flush_does_not_hold_a_waiter(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a, b = k.agent("a"), k.agent("b")
         hold = k.gate("flush")
-        flushing: list[str] = []
-
-        async def flush(*_args: object) -> None:
-            if not flushing:
-                flushing.append("a")
-                k.poke()
-                await hold.wait()
-
-        k.on("session/flush", flush)
-        pending = k.start_inject(a, "ctx")
-        injecting = asyncio.ensure_future(pending) if pending is not None else None
-        await k.until(lambda: bool(flushing), "a's inject flush")
+        injecting = await _inject_with_held_flush(k, a, hold)
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         await k.idle(b)
