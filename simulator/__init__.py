@@ -27,6 +27,7 @@ from simulator._runtime import (
     observe,
     observe_fields,
     on_observe,
+    ready_position,
     run,
     timeline_length,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "observe",
     "observe_fields",
     "on_observe",
+    "ready_position",
     "replay",
     "run",
     "save_schedule",

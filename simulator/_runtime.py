@@ -550,6 +550,8 @@ class SimLoop(base_events.BaseEventLoop):
         self._sources = SimSources(seed, self)
         self._budget_reason: str | None = None
         self._fifo = False
+        #: FIFO runs: handles appended to the ready queue so far (see ready_position)
+        self._appended = 0
         # progress watchdog: every _STALL_INTERVAL idle time advances, compare a progress
         # signature (events observed, tasks created, tasks done); unchanged for
         # stall_advances advances = only timers fire = a deadlock kept alive by timers
@@ -613,6 +615,7 @@ class SimLoop(base_events.BaseEventLoop):
     ) -> events.Handle:
         h = _Handle(callback, args, self, context)
         self._ready.append(h)
+        self._appended += 1
         return h
 
     def _use_fifo(self) -> None:
@@ -1003,6 +1006,7 @@ class SimLoop(base_events.BaseEventLoop):
                         continue
                     t._scheduled = False
                     ready.append(t)
+                    self._appended += 1
                 ntodo = len(ready)
                 popleft = ready.popleft
                 for _ in range(ntodo):
@@ -1629,6 +1633,16 @@ def current_timeline() -> list[dict[str, Any]]:
     """A copy of the running simulation's timeline so far (``[]`` outside a simulation)."""
     loop = _CURRENT
     return list(loop._timeline) if loop is not None else []
+
+
+def ready_position() -> int | None:
+    """In a FIFO run, how many callbacks have joined the ready queue so far (``None`` outside a
+    simulation or in a run under a strategy). FIFO runs callbacks in the order they join, so a
+    callback scheduled now runs at the same place in the run's order whatever happened since
+    this figure last changed: two moments with the same figure are, for anything scheduled at
+    them, the same moment."""
+    loop = _CURRENT
+    return loop._appended if loop is not None and loop._fifo else None
 
 
 def current_loop() -> SimLoop | None:

@@ -94,6 +94,7 @@ def hunt(
     pct_runs: int = typer.Option(_DEFAULT.pct, "--pct", help="PCT schedules per explored window."),
     dfs_runs: int = typer.Option(_DEFAULT.dfs, "--dfs", help="Schedules per explored window that deviate once from FIFO, right after the window acted (nearest first)."),
     explore_all: bool = typer.Option(False, "--explore-all", help="Explore the schedules of every window, not only the first of each distinct trace (slower, deeper)."),
+    no_twins: bool = typer.Option(False, "--no-twins", help="Run every actor window, also one whose plain run is an earlier window's (it starts its actor at the same place in FIFO order)."),
     cassettes: int = typer.Option(1, "--cassettes", help="Race cassettes per failure and workload."),
     out: Path = typer.Option(Path("hunt-report"), "--out", metavar="DIR", help="Where report.json and the cassettes go."),  # noqa: B008
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report on stdout instead of the table."),
@@ -135,7 +136,7 @@ def hunt(
             typer.echo(f"note: skipped {what}: {impl} does not declare the feature", err=True)
         actions = tuple(v.strip() for v in verbs.split(",") if v.strip()) or Config().verbs
         config = Config(workloads=names, depth=depth, nth=nth, verbs=actions, dfs=dfs_runs,
-                               random=random_runs, pct=pct_runs, explore_all=explore_all, seed=seed, cassettes=cassettes,
+                               random=random_runs, pct=pct_runs, explore_all=explore_all, twins=not no_twins, seed=seed, cassettes=cassettes,
                                against=against or None)
         n = workers or (os.cpu_count() or 1)
         with Interrupts() as stop, _progress() as tick:

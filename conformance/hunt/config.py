@@ -42,6 +42,9 @@ class Config:
     explore_all: bool = False
     """Explore the schedules of every reached, passing window, not only of the first window of
     each distinct trace: a slower, deeper hunt (each window's seeds are its own)."""
+    twins: bool = True
+    """Run one of each set of twin actor windows in phase 1 (their plain-order runs are the same
+    run: :func:`~conformance.hunt.windows.twins`); ``False`` runs every window."""
     seed: int = 0
     cassettes: int = 1
     """Race cassettes per failure signature and workload (the first windows that show it)."""
@@ -51,5 +54,5 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         return {"workloads": list(self.workloads), "depth": self.depth, "nth": self.nth, "verbs": list(self.verbs),
                 "modes": list(self.modes),
-                "dfs": self.dfs, "random": self.random, "pct": self.pct, "explore_all": self.explore_all, "seed": self.seed,
+                "dfs": self.dfs, "random": self.random, "pct": self.pct, "explore_all": self.explore_all, "twins": self.twins, "seed": self.seed,
                 "cassettes": self.cassettes, "against": self.against}

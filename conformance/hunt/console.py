@@ -32,7 +32,9 @@ def print_report(rep: dict[str, Any], out: Path | None, impl: str, new_differenc
     t = rep["totals"]
     table.add_row("[bold]all[/]", str(t["windows"]), str(t["run"]), str(t["distinct"]))
     console.print(table)
-    console.print(f"{t['workloads']} workload(s); {t['explored']} window(s) explored, {t['schedules']} schedules")
+    twins = t.get("twins", 0)
+    console.print(f"{t['workloads']} workload(s); {t['explored']} window(s) explored, {t['schedules']} schedules"
+                  + (f"; {twins} actor window(s) took the plain run of an earlier twin" if twins else ""))
     for f in rep["findings"]:
         console.print(f"[bold red]FOUND[/] {f['signature']} in {f['windows']} window(s) "
                       f"({', '.join(f['workloads'])})")

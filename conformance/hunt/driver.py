@@ -41,10 +41,11 @@ class _Context:
 _CTX: _Context | None = None
 
 
-def _plain_unit(unit: tuple[int, int, int]) -> list[search.Plain]:
+def _plain_unit(unit: tuple[int, int, int]) -> list[search.Plain | None]:
     assert _CTX is not None
     p, start, end = unit
-    return search.plain(_CTX.plans[p], start, end, _CTX.impl, _CTX.against)
+    # --against compares each window's runs on both implementations: twins are run too
+    return search.plain(_CTX.plans[p], start, end, _CTX.impl, _CTX.against, skip_twins=_CTX.against is None)
 
 
 def _explore_unit(unit: tuple[int, tuple[int, ...]]) -> list[tuple[int, dict[str, Any] | None]]:
@@ -163,10 +164,10 @@ def _hunt(impl: Implementation, impl_spec: str, config: search.Config, against: 
         total1 = sum(len(wp.windows) for wp in plans)
         done1 = [0]
 
-        def tick1(i: int, results: list[search.Plain]) -> None:
+        def tick1(i: int, results: list[search.Plain | None]) -> None:
             done1[0] += units1[i][2] - units1[i][1]
-            found[0] = found[0] or any(r.failure is not None for r in results)
-            spun[0] = spun[0] or any(search.hung(r.failure) for r in results)
+            found[0] = found[0] or any(r is not None and r.failure is not None for r in results)
+            spun[0] = spun[0] or any(r is not None and search.hung(r.failure) for r in results)
             tick("plain", done1[0], total1)
 
         tick("plain", 0, total1)
@@ -176,6 +177,8 @@ def _hunt(impl: Implementation, impl_spec: str, config: search.Config, against: 
         for (p, a, _b), results in zip(units1, got1, strict=True):
             for k, r in enumerate(results or []):
                 plain[p][a + k] = r
+        for p, wp in enumerate(plans):
+            search.with_twins(wp, plain[p])
         # Phase 2: the schedules of the first window of each distinct trace (or of every one).
         explored: list[dict[int, tuple[int, dict[str, Any] | None]]] = [{} for _ in plans]
         if not stopped:
@@ -244,6 +247,7 @@ def _section(wp: search.WorkloadPlan, plain: list[search.Plain | None],
     findings: list[dict[str, Any]] = []
     differences: list[dict[str, Any]] = []
     schedules = 0
+    twins = 0
     for index, r in enumerate(plain):
         window = wp.windows[index]
         kind = window.point.kind
@@ -251,7 +255,10 @@ def _section(wp: search.WorkloadPlan, plain: list[search.Plain | None],
         row["enumerated"] += 1
         if r is None:  # never run (the hunt stopped early)
             continue
-        schedules += 1
+        if r.twin is None:
+            schedules += 1
+        else:
+            twins += 1
         if r.reached:
             row["run"] += 1
             sigs.setdefault(kind, set()).add(r.signature)
@@ -288,6 +295,7 @@ def _section(wp: search.WorkloadPlan, plain: list[search.Plain | None],
         "distinct": search.signatures([r for r in plain if r is not None]),
         "explored": len(explored),
         "schedules": schedules,
+        "twins": twins,
         "coverage": {k: coverage[k] for k in report.KINDS if k in coverage},
         "findings": findings,
         "differences": differences,

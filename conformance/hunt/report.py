@@ -70,6 +70,7 @@ def assemble(*, impl: str, config: dict[str, Any], sections: list[dict[str, Any]
         "distinct": sum(s["distinct"] for s in sections),
         "explored": sum(s["explored"] for s in sections),
         "schedules": sum(s["schedules"] for s in sections),
+        "twins": sum(s.get("twins", 0) for s in sections),
         "failing_windows": sum(len(s["findings"]) for s in sections),
         "findings": len(findings),
         "differences": len(differences),

@@ -21,7 +21,7 @@ import hashlib
 import json
 import re
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -56,6 +56,9 @@ class WorkloadPlan:
     setup_error: str | None = None
     """Why the workload's own run, with no window, could not be set up on the implementation
     (then it has no windows, and the failure is a finding of the workload: see :func:`plan`)."""
+    twins: dict[int, int] = field(default_factory=dict)
+    """Actor windows whose plain-order run is an earlier window's (:func:`.windows.twins`):
+    phase 1 runs the earlier one only and gives both its result."""
 
     def scenario(self, index: int) -> Scenario:
         return self.windows[index].scenario(self.workload.scenario)
@@ -94,7 +97,8 @@ def plan(workloads: tuple[Workload, ...], impl: Implementation, config: Config) 
             wp.setup_error = str(exc)  # the world's one line: what raised or never settled, and where
             first_error = first_error or exc
             continue
-        for point in win.points(workload, timeline, config.nth):
+        points = win.points(workload, timeline, config.nth)
+        for point in points:
             start = len(wp.windows)
             modes = config.modes
             if point.on == "model/request" and not getattr(impl, "reentrant_model", True):  # adapter.py
@@ -102,6 +106,8 @@ def plan(workloads: tuple[Workload, ...], impl: Implementation, config: Config) 
             wp.windows += list(win.enumerate_windows(workload, [point], verbs, config.depth, modes))
             if len(wp.windows) > start:
                 wp.groups.append((start, len(wp.windows)))
+        if config.twins:
+            wp.twins = win.twins(workload, impl, wp.windows)
     if first_error is not None and all(wp.setup_error for wp in out):
         raise first_error
     return out
@@ -183,14 +189,21 @@ class Plain:
     signature: str
     failure: dict[str, Any] | None = None
     difference: dict[str, Any] | None = None
+    twin: int | None = None
+    """The earlier window whose run this window's is (:attr:`WorkloadPlan.twins`), when it was
+    not run itself."""
 
 
 def plain(wp: WorkloadPlan, start: int, end: int, impl: Implementation,
-          against: Implementation | None = None) -> list[Plain]:
+          against: Implementation | None = None, *, skip_twins: bool = False) -> list[Plain | None]:
     """Phase 1 of windows ``start..end`` of one workload (and their run on ``against``); it ends
-    early, after the window, at a window that spins (the rest are not run: the hunt stops)."""
-    out = []
+    early, after the window, at a window that spins (the rest are not run: the hunt stops).
+    With ``skip_twins`` a twin is not run (``None`` in its place: see :func:`with_twins`)."""
+    out: list[Plain | None] = []
     for index in range(start, end):
+        if skip_twins and index in wp.twins:
+            out.append(None)
+            continue
         sc = wp.scenario(index)
         rep = confirmed(sc, impl)
         result = Plain(reached(rep.trace), signature(rep.trace), None if rep.ok else failure_of(rep))
@@ -204,6 +217,15 @@ def plain(wp: WorkloadPlan, start: int, end: int, impl: Implementation,
         if hung(result.failure):
             break
     return out
+
+
+def with_twins(wp: WorkloadPlan, results: list[Plain | None]) -> None:
+    """Give each twin the result of the window it twins (in place; left ``None`` when that one
+    was not run: the hunt stopped)."""
+    for index, twin in wp.twins.items():
+        r = results[twin]
+        if results[index] is None and r is not None:
+            results[index] = replace(r, twin=twin)
 
 
 def hung(failure: dict[str, Any] | None) -> bool:
@@ -296,4 +318,5 @@ def signature_of(failure: dict[str, Any]) -> str:
 
 
 __all__ = ["Config", "Plain", "WorkloadPlan", "cassette", "confirmed", "distinct", "explore", "failure_of", "hung", "plain", "plan",
-           "reached", "signature", "signature_of", "signatures", "verbs_for", "window_acted", "window_seed"]
+           "reached", "signature", "signature_of", "signatures", "verbs_for", "window_acted", "window_seed",
+           "with_twins"]

@@ -209,6 +209,50 @@ def probe(workload: Workload, impl: Implementation) -> list[dict[str, Any]]:
     return list(result.timeline)
 
 
+def twins(workload: Workload, impl: Implementation, windows: Sequence[Window]) -> dict[int, int]:
+    """The actor windows whose plain-order run is another's: ``{index: index of its twin}``, the
+    twin always an earlier window.
+
+    An actor window only adds a task, created when its event is observed; the implementation
+    sees nothing of it until the task runs. Plain (FIFO) order runs callbacks in the order they
+    join the ready queue, so two actor windows with the same actions whose events come with the
+    same number of callbacks joined so far (:func:`simulator.ready_position`: nothing was
+    scheduled between them) start their actors at the same place in that order, after the same
+    callbacks, and their runs are the same run (the world gives actors a context of their own:
+    not even a context variable tells them apart). Read from one FIFO run of the workload alone
+    (the probe's waterfall listeners could add callbacks of their own)."""
+    sc = workload.scenario
+    positions: list[tuple[dict[str, Any], int | None]] = []
+
+    async def main() -> None:
+        simulator.on_observe(lambda e: positions.append((e, simulator.ready_position())))
+        await main_of(sc, impl)()
+
+    result = simulator.run(main, **run_kwargs(sc))
+    if result.error is not None:
+        return {}  # the probe judges the workload's own run; no twin is worth a doubt
+    at: dict[Point, list[int | None]] = {}  # a point's events' positions, as the world's actor counts them
+    first: dict[tuple[tuple[str, ...], int], int] = {}
+    out: dict[int, int] = {}
+    for index, window in enumerate(windows):
+        after = window.point.actor_after
+        if window.mode != "actor" or after is None:
+            continue
+        point = replace(window.point, nth=1)
+        if point not in at:
+            kind, where = after
+            at[point] = [position for event, position in positions
+                         if event.get("kind") == kind and not event.get("loaded") and ev.matches(event, where)]
+        found = at[point]
+        position = found[window.point.nth - 1] if window.point.nth <= len(found) else None
+        if position is None:
+            continue
+        twin = first.setdefault((window.actions, position), index)
+        if twin != index:
+            out[index] = twin
+    return out
+
+
 class SpinError(Exception):
     """A workload's probe run exceeded the wall-clock limit: the implementation spins before any
     window opens (a finding, not bad input: ``loopkit hunt`` exits 1)."""

@@ -30,6 +30,7 @@ seen when their awaiting task resumes (and the IDLE-2 oracle judges those conser
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import json
 import logging
@@ -110,6 +111,9 @@ class World:
             raise RuntimeError("a World lives inside a simulation (run it with conformance.scenario.engine)")
         self.scenario = scenario
         self.impl = impl
+        # The world's tasks (actors, waiter watchers) run in the caller's context, not in that of
+        # the implementation's callback they are started from: a caller's task is its own.
+        self._context = contextvars.copy_context()
         self.idle_timeout = scenario.limits.idle_timeout
         self._store: object | None = None  # the persistence backend resumed agents load from
         self._flushed: dict[str, int] = {}  # agent -> its log's length when its last whole flush began
@@ -991,7 +995,7 @@ class World:
         self._one_shots.append((name, event, counts))
 
     def _spawn_task(self, coro: Any, name: str) -> asyncio.Task[Any]:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
+        task = asyncio.get_running_loop().create_task(coro, name=name, context=self._context.copy())
         self._tasks.append(task)
         return task
 

@@ -54,8 +54,31 @@ def test_the_reference_passes_a_small_hunt_and_its_coverage_adds_up(whole: dict[
     assert t["windows"] == sum(row["enumerated"] for row in rep["coverage"].values()) > 100
     assert 0 < t["distinct"] <= t["run"] <= t["windows"]
     assert t["explored"] <= t["distinct"]
-    assert t["schedules"] >= t["windows"] + t["explored"]
+    assert t["schedules"] + t["twins"] >= t["windows"] + t["explored"]  # a twin's plain run is another's
     assert [s["name"] for s in rep["workloads"]] == ["reply", "two-prompts"]
+
+
+@pytest.mark.parametrize("impl", ["reference", "flush-not-awaited"])
+def test_twin_actor_windows_change_nothing_in_the_report_but_the_runs_it_took(impl: str) -> None:
+    """Windows.twins: an actor window whose plain run is an earlier window's is not run again;
+    the report is the one every window run gives, findings included (LOOP-4 for the mutant)."""
+    from conformance import mutants
+
+    subject = REF if impl == "reference" else mutants.get(impl)
+    config = search.Config(workloads=("two-prompts",), depth=1, nth=2, verbs=("send", "cancel", "when_idle"), dfs=1,
+                           random=0, pct=0)
+    reports = [driver.hunt(subject, impl, dataclasses.replace(config, twins=twins)).report for twins in (True, False)]
+    assert reports[0]["totals"]["twins"] > 0 and reports[1]["totals"]["twins"] == 0
+    assert reports[0]["totals"]["schedules"] == reports[1]["totals"]["schedules"] - reports[0]["totals"]["twins"]
+    assert bool(reports[0]["findings"]) == (impl != "reference")
+    for rep in reports:
+        rep["config"].pop("twins")
+        rep["totals"].pop("twins")
+        rep["totals"].pop("schedules")
+        for section in rep["workloads"]:
+            section.pop("twins")
+            section.pop("schedules")
+    assert reports[0] == reports[1]
 
 
 def test_the_hunt_finds_a_mutant_nobody_wrote_a_scenario_for(tmp_path: Path) -> None:

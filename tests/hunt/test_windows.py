@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -154,3 +155,38 @@ def test_inside_a_resumes_load_a_window_takes_the_id_or_closes_the_service() -> 
     found = list(win.enumerate_windows(resume, points, search.verbs_for(REF), 2))
     assert sorted({w.actions for w in found}) == [("close",), ("create",)]
     assert all(w.name.startswith("resume: ") and "inside the persisted log's load of a" in w.name for w in found)
+
+
+def test_twins_are_later_actor_windows_with_the_same_actions_and_run_alike() -> None:
+    """An actor window started where nothing was scheduled since an earlier one's event starts
+    its actor at the same place in FIFO order: the same run (the trace signature, reached, and
+    the verdict, here of a mutant that fails some of them)."""
+    from conformance import mutants
+
+    impl = mutants.get("idle-between-queued-turns")
+    wp = search.plan(by_name(["two-prompts"]), impl, search.Config(depth=1, verbs=("send", "cancel", "when_idle")))[0]
+    assert wp.twins
+    failing = 0
+    for index, twin in wp.twins.items():
+        a, b = wp.windows[index], wp.windows[twin]
+        assert twin < index and a.mode == b.mode == "actor" and a.actions == b.actions and a.point != b.point
+        mine, its = (search.plain(wp, i, i + 1, impl)[0] for i in (index, twin))
+        assert mine is not None and its is not None
+        assert (mine.reached, mine.signature) == (its.reached, its.signature)
+        assert (mine.failure or {}).get("checks") == (its.failure or {}).get("checks")
+        failing += mine.failure is not None
+    assert failing
+    # not every pair of actor windows with the same actions: only where nothing ran between
+    actors = [i for i, w in enumerate(wp.windows) if w.mode == "actor"]
+    assert len(actors) - len(wp.twins) > len({wp.windows[i].actions for i in actors})
+
+
+def test_plain_skips_twins_only_when_asked_and_with_twins_fills_them_in() -> None:
+    wp = search.plan(by_name(["reply"]), REF, search.Config(depth=1, nth=1, verbs=("cancel",)))[0]
+    index, twin = next(iter(wp.twins.items()))
+    results = [search.plain(wp, i, i + 1, REF, skip_twins=True)[0] for i in range(len(wp.windows))]
+    assert results[index] is None and results[twin] is not None
+    search.with_twins(wp, results)
+    assert results[index] == dataclasses.replace(results[twin], twin=twin)  # type: ignore[arg-type]
+    assert search.plain(wp, index, index + 1, REF)[0] is not None
+    assert search.plan(by_name(["reply"]), REF, search.Config(depth=1, nth=1, verbs=("cancel",), twins=False))[0].twins == {}

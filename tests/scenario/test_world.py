@@ -590,3 +590,21 @@ actors:
     assert report.ok, report.trace.failure_messages()
     failed = engine.run_one(sc, mutants.get("derive-shares-log-blocks")).trace.failures
     assert failed and "LOG-1" in failed[0]["message"], failed
+
+
+def test_the_worlds_tasks_run_in_a_callers_context_not_the_implementations() -> None:
+    """An actor started from inside an implementation's callback is a caller's task all the same:
+    it sees none of the context variables that callback set (and so two actor windows started
+    at the same place in FIFO order run alike: hunt twins)."""
+    import contextvars
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("where", default="caller")
+    seen: list[str] = []
+
+    async def main() -> None:
+        world = World(Scenario("context"), REFERENCE)
+        var.set("implementation")  # as the callback a world observer runs in might
+        await world.spawn(lambda: seen.append(var.get()), name="reader")
+
+    result = simulator.run(main)
+    assert result.error is None and seen == ["caller"]

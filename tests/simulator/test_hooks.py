@@ -220,3 +220,37 @@ def test_the_simulator_imports_nothing_above_it() -> None:
     out = subprocess.run([sys.executable, "-c", "import json\n" + code], capture_output=True,
                          text=True, cwd=ROOT, check=True)
     assert json.loads(out.stdout) == []
+
+
+# --------------------------------------------------------------------------- ready position
+
+
+def test_ready_position_counts_callbacks_joining_the_ready_queue_in_fifo_runs() -> None:
+    seen: list[int | None] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        seen.append(simulator.ready_position())
+        seen.append(simulator.ready_position())  # nothing scheduled in between: the same moment
+        loop.call_soon(lambda: None)
+        seen.append(simulator.ready_position())
+        loop.call_later(1.0, lambda: None)  # a timer joins the queue when it is due, not now
+        seen.append(simulator.ready_position())
+        await asyncio.sleep(2.0)  # its own timer and the first one, due before it, join
+        seen.append(simulator.ready_position())
+
+    simulator.run(main)
+    a, b, c, d, e = seen
+    assert a is not None and a == b
+    assert c == a + 1 and d == c
+    assert e is not None and e >= d + 2
+
+
+def test_ready_position_is_none_outside_a_run_and_under_a_strategy() -> None:
+    assert simulator.ready_position() is None
+
+    async def main() -> int | None:
+        return simulator.ready_position()
+
+    assert simulator.run(main).value is not None
+    assert simulator.run(main, strategy=RandomStrategy(), seed=1).value is None
