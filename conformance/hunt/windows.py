@@ -36,6 +36,7 @@ from conformance.adapter import Implementation
 from ..scenario import events as ev
 from ..scenario.engine import main_of, run_kwargs, spun
 from ..scenario.model import Action, Actor, Listener, Scenario
+from ..scenario.world import World
 from .config import MODES as MODES
 from .config import VERBS as VERBS  # re-exported: windows are made of these
 from .workloads import Workload
@@ -135,6 +136,9 @@ class Window:
 NAME = "window"
 """The name of a window's listener or actor (the world's ``by``, its actor task ``actor:window``)."""
 
+WINDOW_FAILURE = "window listener failed"
+"""The message of the error a window's ``raise`` throws (its ``code`` is ``E_WINDOW``)."""
+
 WINDOW_SOURCE = {"kind": "plugin", "plugin": NAME}
 """The source of a window's messages: a plugin's, not the caller's ``{kind: user}``, so a turn
 that drains both shows which one its trigger names (LOOP-2: the first message's)."""
@@ -157,7 +161,8 @@ def _action(verb: str, k: int, agent: str | None, mode: str) -> Action:
     if verb == "when_idle":
         return Action(verb, agent, name=f"hw{k}")
     if verb == "raise":
-        return Action(verb, agent, message="window listener failed")
+        # a code of its own: a failure it causes carries it into its error event (ERR-7)
+        return Action(verb, agent, message=WINDOW_FAILURE, code="E_WINDOW")
     if verb in ("close", "reconfigure"):
         return Action(verb)  # the service's, whatever agent the window is on
     return Action(verb, agent)
@@ -215,24 +220,25 @@ def twins(workload: Workload, impl: Implementation, windows: Sequence[Window]) -
 
     An actor window only adds a task, created when its event is observed; the implementation
     sees nothing of it until the task runs. Plain (FIFO) order runs callbacks in the order they
-    join the ready queue, so two actor windows with the same actions whose events come with the
+    join the ready queue, so two actor windows with the same actions on the same agent whose events come with the
     same number of callbacks joined so far (:func:`simulator.ready_position`: nothing was
     scheduled between them) start their actors at the same place in that order, after the same
     callbacks, and their runs are the same run (the world gives actors a context of their own:
-    not even a context variable tells them apart). Read from one FIFO run of the workload alone
-    (the probe's waterfall listeners could add callbacks of their own)."""
+    not even a context variable tells them apart). The figure is the one an actor armed after
+    the workload's own sees: their actors, started at the same event, come first. Read from one
+    FIFO run of the workload alone (the probe's waterfall listeners could add callbacks of their
+    own)."""
     sc = workload.scenario
     positions: list[tuple[dict[str, Any], int | None]] = []
 
     async def main() -> None:
-        simulator.on_observe(lambda e: positions.append((e, simulator.ready_position())))
-        await main_of(sc, impl)()
+        await World(sc, impl, positions=positions).run()
 
     result = simulator.run(main, **run_kwargs(sc))
     if result.error is not None:
         return {}  # the probe judges the workload's own run; no twin is worth a doubt
     at: dict[Point, list[int | None]] = {}  # a point's events' positions, as the world's actor counts them
-    first: dict[tuple[tuple[str, ...], int], int] = {}
+    first: dict[tuple[tuple[str, ...], Any, int], int] = {}
     out: dict[int, int] = {}
     for index, window in enumerate(windows):
         after = window.point.actor_after
@@ -247,7 +253,8 @@ def twins(workload: Workload, impl: Implementation, windows: Sequence[Window]) -
         position = found[window.point.nth - 1] if window.point.nth <= len(found) else None
         if position is None:
             continue
-        twin = first.setdefault((window.actions, position), index)
+        # the same actions on the same agent (a window's actions are on its point's agent)
+        twin = first.setdefault((window.actions, dict(window.point.where).get("agent"), position), index)
         if twin != index:
             out[index] = twin
     return out

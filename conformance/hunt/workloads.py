@@ -93,6 +93,16 @@ PERMISSION_PLUGIN = Listener(on="agent/step-result", do=(), name="permission-plu
 first step, denying the second (LOOP-6: the log records the message it returns, and dispatch
 uses that same message)."""
 
+REATTACHING_PLUGIN = Listener(on="agent/step-result", do=(), name="reattaching-plugin", where={"turn": 1, "step": 1},
+                              times="always", when="after", optional=True,
+                              rewrite={"content": [{"type": "text", "text": "calling"},
+                                                   {"type": "tool-call", "id": "c1", "name": "lookup",
+                                                    "arguments": '{"q": "x"}'},
+                                                   {"type": "text", "text": "and after"}]})
+"""A plugin's ``agent/step-result`` listener handing back the first step's message with the tool
+call the stream carried: a max-tokens step's calls are removed before the waterfall *and again
+from what it returns* (MAXTOK-5), so none runs."""
+
 ROUTING_PLUGIN = Listener(on="agent/request", do=(), name="routing-plugin", where={"agent": "b"}, times="always",
                           rewrite={"model": "fake-routed"}, optional=True)
 """A plugin's ``agent/request`` listener sending agent ``b``'s model calls to another model
@@ -157,8 +167,10 @@ def workloads() -> tuple[Workload, ...]:
             # MAXTOK-5: the call removed, the text on both sides of it kept
             "max-tokens-tools", ((respond.text("calling") + call + respond.text("and after")).finish("max-tokens"),
                                  call.finish("max-tokens").usage(9, 4)),  # nothing left, usage still logged (LOOP-5)
-            tools=(TOOL,), description="a max-tokens step with a tool call that must not run (and, in a step "
-                                       "a window brings about, one with nothing else, whose message is empty)")),
+            tools=(TOOL,), listeners=(REATTACHING_PLUGIN,),
+            description="a max-tokens step with a tool call that must not run, even handed back by a plugin's "
+                        "agent/step-result listener (and, in a step a window brings about, one with nothing "
+                        "else, whose message is empty)")),
         Workload("finish-aborted", _scenario("finish-aborted", (respond.text("partial").finish("aborted"),),
                                              description="a step the model finishes aborted, nobody having aborted")),
         Workload("model-error", _scenario("model-error", (
@@ -209,8 +221,13 @@ def workloads() -> tuple[Workload, ...]:
             "inject", (respond.text("word " * 72, deltas=72).timing(first=0.2, between=0.01).on_abort("return"),
                        respond.text("two")),
             actors=(_caller("A"), Actor((Action("inject", text="C", wait=True),), name="injector", at=0.875),
-                    Actor((Action("inject", text="D", wait=True),), name="idle-injector", at=5.0)),
-            description="context injected during a long turn (after some 70 of its events) and while idle"),
+                    Actor((Action("inject", text="D", wait=True),), name="idle-injector", at=5.0),
+                    # INJ-4: bad input to an idle inject raises once its one-shot turn is closed, whose
+                    # flush still runs (FLUSH: before the service closes)
+                    Actor((Action("inject", text="E", wait=True, unserialisable=True),), name="bad-injector",
+                          at=6.0)),
+            description="context injected during a long turn (after some 70 of its events) and while idle, "
+                        "then content JSON cannot encode injected while idle"),
             features=frozenset({"injection"})),
         Workload("resume", Scenario(
             name="hunt-resume", description="an agent resumed from a persisted session of one turn",

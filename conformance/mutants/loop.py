@@ -334,6 +334,26 @@ MUTANTS = [
               "test_flush_listeners_run_concurrently and FLUSH's concurrency clause (plain order only).",
     ),
     Mutant(
+        "flush-gather-fail-fast",
+        "session/flush gathers its listeners without return_exceptions: the first failure ends the "
+        "await while the other listeners still run, so the driver goes idle (or runs the next turn) "
+        "before a slow persistence listener has finished",
+        ("LOOP-4", "ERR-6"),
+        "3",
+        (
+            Patch(
+                "bus",
+                "            outcomes = await asyncio.gather(*calls, return_exceptions=True)\n",
+                "            try:\n"
+                "                outcomes = await asyncio.gather(*calls)\n"
+                "            except Exception as exc:\n"
+                "                outcomes = [exc]\n",
+            ),
+        ),
+        notes="Blind round 17 (2026-12-04): the suite killed it; the hunt missed it until FLUSH judged a "
+              "flush a window's listener raised in (the other listeners are awaited all the same).",
+    ),
+    Mutant(
         "continuation-skipped-after-tools",
         "a step that had tool calls continues the turn without running the agent/turn-continuation "
         "waterfall (the model must answer the results anyway), so a plugin cannot stop the turn there",

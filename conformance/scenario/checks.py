@@ -1029,6 +1029,7 @@ def _tools_check(view: TraceView) -> Violation | None:
     failures = {str(e.get("error")) for e in failed_calls if e.get("error")}
     for agent in view.agents:
         stops = [e["_i"] for e in view.ops(agent, "cancel", "abort", *DISPOSERS)]
+        coded = [e for e in view.ops(agent, "raise") if isinstance(e.get("code"), str) and e.get("message")]
         for t in view.turns(agent):
             found = _tool_overlap(view, agent, t, stops)
             if found is not None:
@@ -1105,6 +1106,12 @@ def _tools_check(view: TraceView) -> Violation | None:
                     first_error = first_error if first_error is not None else data
                     if "code" in data and data["code"] is None:
                         return Violation(f"agent {agent}: an error event carries code null (ERR-7)", e["_i"], ("ERR-7",))
+                    said = str(data.get("message", ""))
+                    for r in coded:  # a listener's failure, told by its message: its error's code
+                        if r["_i"] < e["_i"] and r["message"] in said and data.get("code") != r["code"]:
+                            return Violation(f"agent {agent}: the error event of a listener's failure ({said!r}) carries "
+                                             f"code {data.get('code')!r}, not the raised error's {r['code']!r} (ERR-7: a "
+                                             "raised error's code is carried into the error event)", e["_i"], ("ERR-7",))
                     if calls and data.get("message") in failures:
                         return Violation(f"agent {agent}: a failing tool failed turn {t['turn']} (TOOL-3: it must "
                                          "become an error result and the turn go on)", e["_i"], ("TOOL-3",))
@@ -1427,11 +1434,15 @@ def _inject_check(view: TraceView) -> Violation | None:
     the turn stays balanced, not that they never reach the caller)."""
     raises = view.of_kind("op", op="raise")
     for agent in view.agents:
+        found = _bad_inject_check(view, agent)
+        if found is not None:
+            return found
         for err in view.of_kind("op/error", agent=agent):
             if err.get("op") != "inject" or str(err.get("error", "")).startswith(("NotImplementedError", "AgentDisposed")):
                 continue
             op = view.answered(err)
-            if op is None or op.get("status") == "disposed" or _turn_around(view, agent, op["_i"]) is not None:
+            if op is None or op.get("status") == "disposed" or op.get("unserialisable") or _turn_around(
+                    view, agent, op["_i"]) is not None:
                 continue
             if any(op["_i"] < t["_i"] < err["_i"] and t["trigger"] != "injection" for t in view.turns(agent)):
                 continue  # a turn the inject did not open came first: INJ-1's case
@@ -1440,6 +1451,36 @@ def _inject_check(view: TraceView) -> Violation | None:
             return Violation(f"agent {agent}: inject() of plain text raised into the caller ({err.get('error')}): "
                              "a failing flush of its one-shot turn is reported through agent/error, never raised "
                              "into the caller (INJ-2)", err["_i"], ("INJ-2",))
+    return None
+
+
+def _bad_inject_check(view: TraceView, agent: str) -> Violation | None:
+    """INJ-4: an ``inject()`` of content JSON cannot encode raises to the caller; made while no
+    turn is open by the log, it raises once its one-shot turn is closed (its ``turn/end`` is
+    logged when the error reaches the caller). Not judged: a disposed agent's, one a dispose or
+    close came after (what a disposed agent raises is DISP-3's)."""
+    bad = [e for e in view.of_kind("op", op="inject", agent=agent) if e.get("unserialisable")]
+    if not bad:
+        return None
+    answers = {}
+    for err in view.of_kind("op/error", agent=agent):
+        op = view.answered(err) if err.get("op") == "inject" else None
+        if op is not None:
+            answers[op["_i"]] = err
+    stops = [e["_i"] for e in view.ops(agent, *DISPOSERS)] + view.closings()
+    for op in bad:
+        if op.get("status") == "disposed" or any(i > op["_i"] for i in stops):
+            continue
+        err = answers.get(op["_i"])
+        if err is None:
+            return Violation(f"agent {agent}: inject() of content JSON cannot encode did not raise (INJ-4: bad input "
+                             "raises to the caller)", op["_i"], ("INJ-4",))
+        if _turn_around(view, agent, op["_i"]) is None and not any(
+                t["trigger"] == "injection" and op["_i"] < t["_i"] and t["end_i"] is not None and t["end_i"] < err["_i"]
+                for t in view.turns(agent)):
+            return Violation(f"agent {agent}: inject() of content JSON cannot encode, made while no turn was open, "
+                             "raised before its one-shot turn was closed (INJ-4: it raises once the turn's turn/end "
+                             "is in the log)", err["_i"], ("INJ-4",))
     return None
 
 
@@ -2019,7 +2060,8 @@ def _flush_check(view: TraceView) -> Violation | None:
     before the agent's next ``turn/start`` or ``idle`` status (the flush is awaited), an idle
     inject's one-shot turn its flush start before the service closes (INJ-2), and a turn a
     ``dispose()`` cut short its flush at all (LOOP-4, DISP-1: its shape is a turn's). Turns a
-    raising listener, a cancel or an abort touched after their ``turn/end`` are not judged, nor
+    raising listener, a cancel or an abort touched after their ``turn/end`` are not judged (but a
+    listener raising inside the flush itself is judged: the other listeners are still awaited), nor
     the flush timing of any once the agent is being disposed (whether the other flush listeners still run, or a flush survives a stop, the contract
     leaves open)."""
     flushes = view.of_kind("flush")
@@ -2051,8 +2093,11 @@ def _flush_check(view: TraceView) -> Violation | None:
                 continue
             if t["reason"] == "disposed":
                 # LOOP-4 / DISP-1: a turn a dispose() cut short keeps its shape, flush included (by
-                # the time its driver exits, before the world's close); a close()'s is not judged
-                cut = any(t["_i"] < i < end for i in disposes) and not any(i < end for i in view.closings())
+                # the time its driver exits, before the world's close); a close()'s is not judged,
+                # nor an inject's one-shot turn (its flush is no driver's: when a disposed agent's
+                # leftover flush must have run by, the contract does not say)
+                cut = (t["trigger"] != "injection" and any(t["_i"] < i < end for i in disposes)
+                       and not any(i < end for i in view.closings()))
                 if cut and not any(i > end for i in starts[agent]):
                     return Violation(f"agent {agent}: turn {t['turn']} was disposed and ended, but no session/flush "
                                      "ran for it (LOOP-4: turn/end, agent/turn-end, then the awaited session/flush; "
@@ -2070,7 +2115,14 @@ def _flush_check(view: TraceView) -> Violation | None:
             else:
                 settled = next((i for i in idles if i > end), None)
                 horizon = min(x for x in (nxt, settled, len(view.timeline)) if x is not None)
-            if disposed < horizon or any(end < i < horizon for i in stops) or any(end < i < horizon for i in errors):
+            if disposed < horizon:
+                continue
+            # A flush listener that raised fails the flush, not the await: the flush still runs all
+            # its listeners and is awaited (0a, ERR-6: reported, the agent goes on); what that one
+            # listener's failure then reports is not a stop
+            failed = [e["_i"] for e in view.ops(agent, "raise") if e.get("on") == "session/flush" and end < e["_i"] < horizon]
+            first_failed = min(failed, default=horizon)
+            if any(end < i < horizon for i in stops if i not in failed) or any(end < i < first_failed for i in errors):
                 continue
             where = f"agent {agent}: turn {t['turn']} ({t['trigger'] or 'prompt'})"
             if began is None or began > horizon:
@@ -2212,6 +2264,9 @@ def _idle_release_check(view: TraceView) -> Violation | None:
         # time when_idle() resolves): the transitions after an inject are not judged
         injected = min([e["_i"] for e in view.ops(agent, "inject")] + [len(view.timeline)])
         statuses = view.of_kind("agent/status", agent=agent)
+        found = _idle_at_once(view, agent, regs, released, statuses, injected)
+        if found is not None:
+            return found
         for k, s in enumerate(statuses):
             if s.get("status") != "idle":
                 continue
@@ -2228,6 +2283,32 @@ def _idle_release_check(view: TraceView) -> Violation | None:
                                      " waiters are released at the transition, before the status event (IDLE-3), and "
                                      "work an idle listener queues counts as arriving after it (IDLE-2)", s["_i"],
                                      ("IDLE-3", "IDLE-2"))
+    return None
+
+
+def _idle_at_once(view: TraceView, agent: str, regs: list[Event], released: dict[Any, Event],
+                  statuses: list[Event], injected: int) -> Violation | None:
+    """IDLE-1 (and 0b: the waiter is registered when ``when_idle()`` is called): a waiter taken
+    while the agent is idle with nothing queued (no prompt or steering queued since its last
+    status) resolves at once, so before the agent's next status. A waiter registered only when
+    it is awaited misses that moment, and waits for whatever runs next."""
+    queued = [e["_i"] for e in view.of_kind("agent/queued", agent=agent)] + [
+        e["_i"] for e in view.ops(agent, "send", "steer")]
+    for reg in regs:
+        if reg.get("status") != "idle" or reg["_i"] > injected:
+            continue
+        rel = released.get(reg["waiter"])
+        if rel is None or not rel.get("precise"):
+            continue
+        since = max((s["_i"] for s in statuses if s["_i"] < reg["_i"]), default=-1)
+        if any(since < i < reg["_i"] for i in queued):
+            continue
+        nxt = next((s for s in statuses if s["_i"] > reg["_i"]), None)
+        if nxt is not None and rel["_i"] > nxt["_i"]:
+            return Violation(f"agent {agent}: when_idle() {reg['waiter']!r} was called while the agent was idle with "
+                             f"nothing queued, but resolved only after its next status ({nxt.get('status')}): it "
+                             "resolves at once (IDLE-1), its waiter registered when called, not when awaited (0b)",
+                             reg["_i"], ("IDLE-1",))
     return None
 
 
@@ -2319,6 +2400,7 @@ def _trigger_check(view: TraceView) -> Violation | None:
         # a turn a disposal cut short may never log the message that started it, nor one a
         # listener's throw ended (ERR-11: a throwing turn/start listener consumes the prompt)
         cuts = [*view.disposals(agent), *(e["_i"] for e in view.ops(agent, "raise"))]
+        injects = view.of_kind("op", op="inject", agent=agent)
         for t in view.turns(agent):
             trigger = t["events"][0]["data"].get("trigger")
             end = t["end_i"] if t["end_i"] is not None else len(view.timeline)
@@ -2334,7 +2416,11 @@ def _trigger_check(view: TraceView) -> Violation | None:
                                      "step, yet its trigger is a message's (INJ-2: an idle inject() writes a "
                                      "one-shot turn triggered {kind: injection})", t["events"][0]["_i"], ("INJ-2",))
             elif kind == "injection":
-                # an inject from a listener of this turn's turn/start may log its context first
+                # an inject from a listener of this turn's turn/start may log its context first; a
+                # turn opened for content JSON cannot encode (INJ-4) logs none of its own
+                before = [e for e in injects if e["_i"] < t["_i"]]
+                if before and before[-1].get("unserialisable"):
+                    continue
                 sources = [e["data"].get("source") for e in t["events"] if e["type"] == "context/message"]
             else:
                 continue
@@ -2650,7 +2736,8 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("ERR-10", _late_failure_check, "a turn-end listener's throw during disposal is swallowed", ("ERR-10",)),
     LoopCheck("ANNOUNCED", _announced_check, "a late failure (a turn-end listener, a flush) is announced",
               ("ERR-10", "ERR-6", "INJ-2")),
-    LoopCheck("INJ-2", _inject_check, "an idle inject() never raises a contained failure", ("INJ-2",)),
+    LoopCheck("INJ-2", _inject_check, "an idle inject() never raises a contained failure; one of content JSON "
+              "cannot encode raises, once its one-shot turn is closed", ("INJ-2", "INJ-4")),
     LoopCheck("CLOSED", _closed_check,
               "what was notified was logged; a closed service's agents are disposed and unregistered",
               ("LOG-2", "SVC-6", "SVC-7", "IDLE-4")),
@@ -2667,8 +2754,8 @@ ORACLES: tuple[LoopCheck, ...] = (
               ("LOOP-5", "STEER-2")),
     LoopCheck("FLUSH", _flush_check, "each turn is flushed, and the driver awaits the flush",
               ("LOOP-4", "INJ-2", "DISP-1")),
-    LoopCheck("IDLE-3", _idle_release_check, "a waiter pending at an idle transition is released at it",
-              ("IDLE-3", "IDLE-2")),
+    LoopCheck("IDLE-3", _idle_release_check, "a waiter pending at an idle transition is released at it, "
+              "one taken while idle with nothing queued at once", ("IDLE-3", "IDLE-2", "IDLE-1")),
     LoopCheck("WARNED", _warned_check, "a throwing notification listener is warned about", ("ERR-12",)),
     LoopCheck("ROUTED", _routed_check, "the adapter called is the one the request names", ("LOOP-10",)),
     LoopCheck("problems", _problems_check, "the world saw nothing go wrong"),

@@ -83,6 +83,13 @@ class Action:
     blocks: bool = False
     """Whether a ``send``/``steer``/``inject`` passes ``[{type: text, text}]`` rather than the
     string: a list the caller owns, which the world edits once the run is over (LOG-1)."""
+    code: str | None = None
+    """The ``code`` attribute of the error a ``raise`` throws (ERR-7: carried into the error event
+    and the turn-end reason of a failure it causes)."""
+    unserialisable: bool = False
+    """Whether an ``inject`` passes a text block carrying a value JSON cannot encode (a set):
+    INJ-4's bad input, which raises to the caller once the one-shot turn is closed and still
+    has its flush run."""
 
     @property
     def awaits(self) -> bool:

@@ -105,7 +105,8 @@ async def _as_coro(awaitable: Any) -> Any:
 class World:
     """The implementation's service plus the fakes, driven and observed (see module docstring)."""
 
-    def __init__(self, scenario: Scenario, impl: Implementation, *, persistence: object | None = None) -> None:
+    def __init__(self, scenario: Scenario, impl: Implementation, *, persistence: object | None = None,
+                 positions: list[tuple[dict[str, Any], int | None]] | None = None) -> None:
         self._loop = simulator.current_loop()
         if self._loop is None:
             raise RuntimeError("a World lives inside a simulation (run it with conformance.scenario.engine)")
@@ -114,6 +115,9 @@ class World:
         # The world's tasks (actors, waiter watchers) run in the caller's context, not in that of
         # the implementation's callback they are started from: a caller's task is its own.
         self._context = contextvars.copy_context()
+        # (event, simulator.ready_position()) for each event, as an actor armed after the
+        # scenario's own hears it: where the hunt's twin actor windows would start (hunt/windows.py)
+        self._positions = positions
         self.idle_timeout = scenario.limits.idle_timeout
         self._store: object | None = None  # the persistence backend resumed agents load from
         self._flushed: dict[str, int] = {}  # agent -> its log's length when its last whole flush began
@@ -670,14 +674,15 @@ class World:
         simulator.observe("op", **entry)
         return entry
 
-    def _raising(self, agent: str | AgentHandle | None, by: str, on: str | None) -> None:
+    def _raising(self, agent: str | AgentHandle | None, by: str, on: str | None, code: str | None = None,
+                 message: str | None = None) -> None:
         """Record a listener's ``raise`` as an ``op`` (the oracles judge what a throwing plugin
-        causes, ERR-2/ERR-11), before it raises."""
+        causes, ERR-2/ERR-11; ERR-7 the ``code`` it carries), before it raises."""
         try:
             h = self.handle(agent)
         except LookupError:
             return
-        self._record_op(by, "raise", h, on)
+        self._record_op(by, "raise", h, on, **({} if code is None else {"code": code, "message": message}))
 
     def _id_of(self, h: AgentHandle) -> str:
         for agent_id, handle in self.agents.items():
@@ -715,6 +720,8 @@ class World:
                 return asyncio.ensure_future(result)
             return asyncio.ensure_future(_as_coro(result))
 
+        if _unserialisable(text):
+            extra["unserialisable"] = True  # INJ-4's bad input: it must raise (judged by INJ-2's oracle)
         task = self._op(by, "inject", h, start, on, text=ev.texts(text), **extra)
         # Which inject a later failure answers: others of the same caller may have come since.
         nth = self._op_counts[(by, "inject", agent_id)]
@@ -862,8 +869,11 @@ class World:
         elif verb == "reconfigure":
             self.reconfigure(by=by, on=on)
         elif verb == "raise":
-            self._raising(agent if agent is not None else subject, by, on)
-            raise RuntimeError(action.message or "listener failure")
+            self._raising(agent if agent is not None else subject, by, on, action.code, action.message)
+            error = RuntimeError(action.message or "listener failure")
+            if action.code is not None:
+                error.code = action.code  # type: ignore[attr-defined]  # ERR-7: a raised error's code
+            raise error
         elif verb == "sleep":
             return asyncio.sleep(action.seconds or 0.0)
         elif verb == "wait_idle":
@@ -1088,6 +1098,9 @@ class World:
         # a fresh agent's driver first runs (the window right after creation, CANCEL-W0).
         for i, actor in enumerate(sc.actors):
             self.arm(actor, i)
+        positions = self._positions
+        if positions is not None:
+            self.on(None, lambda event: positions.append((event, simulator.ready_position())))
         for spec in sc.models:
             self.model(spec.script, name=spec.name, default=spec.default, edits_requests=spec.edits_requests)
         for tool in sc.tools:
@@ -1410,8 +1423,20 @@ def _options(model: str, system_prompt: str | None, **options: Any) -> dict[str,
 
 
 def _content(action: Action) -> Any:
-    """What a ``send``/``steer``/``inject`` passes: the text, or a fresh list of one text block."""
+    """What a ``send``/``steer``/``inject`` passes: the text, or a fresh list of one text block
+    (carrying a set, which JSON cannot encode, when the action is ``unserialisable``)."""
+    if action.unserialisable:
+        return [{"type": "text", "text": action.text, "tags": {action.text}}]
     return [{"type": "text", "text": action.text}] if action.blocks else action.text
+
+
+def _unserialisable(value: Any) -> bool:
+    """Whether JSON cannot encode ``value`` (INJ-4's bad input)."""
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return True
+    return False
 
 
 def _brief(value: Any, width: int = 160) -> str:

@@ -437,7 +437,7 @@ def _action(node: Node, agents: list[str], allowed: tuple[str, ...]) -> Action:
         raise arg.error(f"unknown action {verb!r} {where}(expected one of: {', '.join(allowed)})")
     if verb in ("send", "steer", "inject"):
         if arg.is_map():
-            f = arg.keys(("text", "agent", "source", "blocks", "wait") if verb == "inject"
+            f = arg.keys(("text", "agent", "source", "blocks", "wait", "unserialisable") if verb == "inject"
                          else ("text", "agent", "source", "blocks"), required=("text",))
             wait = f["wait"].boolean() if "wait" in f else False
             if wait and "wait_idle" not in allowed:
@@ -445,7 +445,8 @@ def _action(node: Node, agents: list[str], allowed: tuple[str, ...]) -> Action:
                                       "inside the emitter)")
             return Action(verb, _agent_ref(f["agent"], agents) if "agent" in f else None, text=f["text"].text(),
                           wait=wait, source=_source(f["source"]) if "source" in f else None,
-                          blocks=f["blocks"].boolean() if "blocks" in f else False)
+                          blocks=f["blocks"].boolean() if "blocks" in f else False,
+                          unserialisable=f["unserialisable"].boolean() if "unserialisable" in f else False)
         return Action(verb, text=arg.text())
     if verb in ("cancel", "abort"):
         if arg.is_map():
@@ -458,6 +459,10 @@ def _action(node: Node, agents: list[str], allowed: tuple[str, ...]) -> Action:
             return Action(verb, _agent_ref(arg.keys(("agent",), required=("agent",))["agent"], agents))
         return Action(verb, None if arg.value() is None else _agent_ref(arg, agents))
     if verb == "raise":
+        if arg.is_map():
+            f = arg.keys(("message", "code"))
+            return Action(verb, message=f["message"].string() if "message" in f else "listener failure",
+                          code=f["code"].string() if "code" in f else None)
         return Action(verb, message=arg.string() if arg.value() is not None else "listener failure")
     if verb in ("close", "reconfigure"):
         if arg.value() is not None:
@@ -875,7 +880,7 @@ def _tool_out(t: ToolSpec) -> Any:
 def _action_out(a: Action) -> dict[str, Any]:
     verb = a.verb
     if verb in ("send", "steer", "inject"):
-        if a.agent is None and not a.wait and a.source is None and not a.blocks:
+        if a.agent is None and not a.wait and a.source is None and not a.blocks and not a.unserialisable:
             return {verb: a.text}
         value: dict[str, Any] = {"text": a.text}
         if a.agent is not None:
@@ -886,6 +891,8 @@ def _action_out(a: Action) -> dict[str, Any]:
             value["blocks"] = True
         if a.wait:
             value["wait"] = True
+        if a.unserialisable:
+            value["unserialisable"] = True
         return {verb: value}
     if verb in ("cancel", "abort"):
         if a.agent is None:
@@ -894,7 +901,7 @@ def _action_out(a: Action) -> dict[str, Any]:
     if verb in ("dispose", "create", "cancel_driver"):
         return {verb: a.agent}
     if verb == "raise":
-        return {verb: a.message}
+        return {verb: a.message} if a.code is None else {verb: {"message": a.message, "code": a.code}}
     if verb in ("close", "reconfigure"):
         return {verb: None}
     if verb == "when_idle":

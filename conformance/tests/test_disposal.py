@@ -15,7 +15,7 @@ from conformance.adapter import AgentHandle
 from conformance.fakes import Gate, respond
 from conformance.harness import Kit
 
-from ._support import DISPOSED, Run, Watch, boom, texts
+from ._support import DISPOSED, Run, Watch, boom, once, texts
 
 
 async def _mid_turn(k: Kit) -> AgentHandle:
@@ -40,25 +40,37 @@ def test_dispose_mid_turn(run: Run) -> None:
     run(scenario)
 
 
+DISPOSED_DURING = ["model call", "tool call", "agent/turn-start listener"]
+"""Where ``_disposed_during`` disposes: from outside, during the model call or the tool call, or
+from a listener of the turn's own ``agent/turn-start`` (inside the driver: a ``dispose()`` that
+cancels the driver's task leaves a cancellation pending there, and it lands in what follows)."""
+
+
 async def _disposed_during(k: Kit, where: str) -> AgentHandle:
-    """An agent sent ``A`` and disposed during its model call or its tool call (``where``), once
-    its driver exited (a when_idle() on the disposed agent resolved); its one turn ended disposed."""
+    """An agent sent ``A`` and disposed at ``where`` (``DISPOSED_DURING``), once its driver
+    exited (a when_idle() on the disposed agent resolved); its one turn ended disposed."""
     a = k.agent()
     if where == "model call":
         k.model.push(respond.hang())
-    else:
+    elif where == "tool call":
         k.tool("slow", gate=k.gate())
         k.model.push(fakes.tool_calls(("c1", "slow", "{}")))
+    else:
+        k.model.push(respond.hang())
+        k.on("agent/turn-start", once(lambda *_args: a.dispose()))
     a.send("A")
-    await k.until(lambda: "tool/call" in k.types(a) if where == "tool call" else bool(k.model.requests), where)
-    a.dispose()
+    if where != "agent/turn-start listener":
+        await k.until(lambda: "tool/call" in k.types(a) if where == "tool call" else bool(k.model.requests), where)
+        a.dispose()
+    else:
+        await k.until(lambda: a.status == "disposed", "the dispose() from agent/turn-start")
     await k.idle(a)
     assert k.reasons(a) == [DISPOSED]
     return a
 
 
 @pytest.mark.rule("DISP-1", "LOOP-4")
-@pytest.mark.parametrize("where", ["model call", "tool call"])
+@pytest.mark.parametrize("where", DISPOSED_DURING)
 def test_a_disposed_turn_is_notified_ended(run: Run, where: str) -> None:
     # LOOP-4: turn/end, then agent/turn-end; its one exemption is a boundary listener's failure,
     # and ERR-10 swallows a throwing agent/turn-end listener *during disposal*: a turn disposed
@@ -74,18 +86,30 @@ def test_a_disposed_turn_is_notified_ended(run: Run, where: str) -> None:
 
 
 @pytest.mark.rule("DISP-1", "LOOP-4")
-@pytest.mark.parametrize("where", ["model call", "tool call"])
+@pytest.mark.parametrize("where", DISPOSED_DURING)
 def test_a_disposed_turn_is_flushed(run: Run, where: str) -> None:
     # LOOP-4's turn shape ends with the awaited session/flush, and DISP-1 changes a disposed
     # turn's reason, not its shape: the log that ends turn/end{disposed} is flushed (a persistence
     # plugin keeps it through session/flush; left unflushed, a resume would find the turn open).
     # Flushed once the driver has exited, that is by the time a when_idle() on the disposed agent
-    # resolves (IDLE-4).
+    # resolves (IDLE-4). Both kinds of flush listener: a plain one, and a coroutine one, which a
+    # cancellation left pending in the driver (a dispose() from inside it) would stop at once.
     async def scenario(k: Kit) -> None:
         flushed: list[list[str]] = []
+        awaited: list[str] = []
+
+        async def persist(session: Any) -> None:
+            awaited.append("start")
+            await asyncio.sleep(0)
+            awaited.append("end")
+
         k.on("session/flush", lambda session: flushed.append([e["type"] for e in session.events]))
+        k.on("session/flush", persist)
         await _disposed_during(k, where)
         assert flushed and flushed[-1][-1] == "turn/end", f"the disposed turn is flushed after its turn/end: {flushed}"
+        assert awaited[:2] == ["start", "end"], (
+            f"the disposed turn's session/flush did not run its coroutine listener to its end ({awaited}): the "
+            "flush is awaited (LOOP-4), and a disposed turn keeps its shape (DISP-1)")
 
     run(scenario)
 

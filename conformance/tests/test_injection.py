@@ -602,3 +602,35 @@ def test_inject_into_a_long_open_turn_joins_that_turn(run: Run) -> None:
         assert log_violations(k.events(a)) == []
 
     run(scenario)
+
+
+@pytest.mark.rule("LOOP-3", "INJ-2")
+def test_an_inject_as_the_agent_starts_running_numbers_its_turn_before_the_drivers(run: Run) -> None:
+    # An inject() from a synchronous agent/status('running') listener finds no turn open in the
+    # log (the driver has not appended its turn/start yet): a one-shot turn (INJ-2), numbered
+    # from the log (LOOP-3), and the driver's turn, numbered from the log when it opens, after
+    # it: numbers strictly increase, none taken twice.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        pending: list[Awaitable[Any] | None] = []
+
+        def listener(_agent: object, status: str) -> None:
+            if status == "running" and not pending:
+                pending.append(k.start_inject(a, "context"))
+
+        k.on("agent/status", listener)
+        a.send("A")
+        await k.idle(a)
+        if pending and pending[0] is not None:
+            await pending[0]
+        await k.idle(a)
+        starts = [e["data"]["turn"] for e in k.events(a, "turn/start")]
+        ends = [e["data"]["turn"] for e in k.events(a, "turn/end")]
+        assert len(starts) == 2 and starts == sorted(set(starts)), (
+            f"turn/start numbers {starts}: the inject's one-shot turn and the driver's turn each take the next "
+            "number of the log (LOOP-3: strictly increasing)")
+        assert ends == starts, f"turn/end numbers {ends} for turn/start numbers {starts}"
+        triggers = [e["data"]["trigger"]["kind"] for e in k.events(a, "turn/start")]
+        assert sorted(triggers) == ["injection", "message"], triggers
+
+    run(scenario)

@@ -132,6 +132,37 @@ def test_when_idle_waits_for_queued_work(run: Run) -> None:
 
 
 @pytest.mark.rule("IDLE-2")
+def test_a_waiter_is_registered_when_called_not_when_awaited(run: Run) -> None:
+    # 0b: when_idle() registers its waiter when it is *called* (it returns an awaitable, like a
+    # promise); IDLE-2 releases it on the next transition out of running. A waiter taken while A
+    # runs and first awaited once A went idle and B runs was released by A's idle: it resolves
+    # at once, not at the end of B.
+    async def scenario(k: Kit) -> None:
+        first, second = k.gate("A"), k.gate("B")
+        a = k.agent()
+        k.model.push(fakes.text("A").gate(first), fakes.text("B").gate(second))
+        a.send("A")
+        await k.until(lambda: len(k.model.requests) == 1, "A's model call")
+        waiter = a.when_idle()  # registered now, while A runs; not awaited yet
+        first.set()
+        await k.until(lambda: a.status == "idle" and "turn/end" in k.types(a), "A's turn to end and the agent idle")
+        a.send("B")
+        await k.until(lambda: len(k.model.requests) == 2, "B's model call")
+        released = asyncio.ensure_future(_as_awaited(waiter))
+        await k.until(released.done, "a when_idle() called while A ran and first awaited while B runs to resolve: "
+                      "its waiter is registered when called (0b) and released by A's transition to idle (IDLE-2), "
+                      "not by B's")
+        second.set()
+        await k.idle(a)
+
+    run(scenario)
+
+
+async def _as_awaited(awaitable: object) -> None:
+    await awaitable  # type: ignore[misc]
+
+
+@pytest.mark.rule("IDLE-2")
 def test_when_idle_ignores_other_agents(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         gate = k.gate()

@@ -379,6 +379,8 @@ class Agent:
             except ListenerFailure as lf:
                 self._warn("a session/event listener raised on error", lf.original, number)
             self._announce(number, 0, original)
+            if self._disposed:  # disposed by a listener of the failure: the turn ends disposed (DISP-1)
+                reason = {"kind": "disposed"}
         try:
             self._session._append("turn/end", {"turn": number, "reason": reason})
         except ListenerFailure as lf:
