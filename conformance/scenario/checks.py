@@ -1462,11 +1462,11 @@ def _bad_inject_check(view: TraceView, agent: str) -> Violation | None:
     bad = [e for e in view.of_kind("op", op="inject", agent=agent) if e.get("unserialisable")]
     if not bad:
         return None
-    answers = {}
-    for err in view.of_kind("op/error", agent=agent):
-        op = view.answered(err) if err.get("op") == "inject" else None
-        if op is not None:
-            answers[op["_i"]] = err
+    answers: dict[int, Event] = {}
+    for failed in view.of_kind("op/error", agent=agent):
+        answered = view.answered(failed) if failed.get("op") == "inject" else None
+        if answered is not None:
+            answers[answered["_i"]] = failed
     stops = [e["_i"] for e in view.ops(agent, *DISPOSERS)] + view.closings()
     for op in bad:
         if op.get("status") == "disposed" or any(i > op["_i"] for i in stops):
