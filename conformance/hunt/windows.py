@@ -137,7 +137,8 @@ NAME = "window"
 """The name of a window's listener or actor (the world's ``by``, its actor task ``actor:window``)."""
 
 WINDOW_FAILURE = "window listener failed"
-"""The message of the error a window's ``raise`` throws (its ``code`` is ``E_WINDOW``)."""
+"""The message of the error a window's ``raise`` throws (its ``code`` is ``E_WINDOW`` when the
+``raise`` follows another action)."""
 
 WINDOW_SOURCE = {"kind": "plugin", "plugin": NAME}
 """The source of a window's messages: a plugin's, not the caller's ``{kind: user}``, so a turn
@@ -161,8 +162,9 @@ def _action(verb: str, k: int, agent: str | None, mode: str) -> Action:
     if verb == "when_idle":
         return Action(verb, agent, name=f"hw{k}")
     if verb == "raise":
-        # a code of its own: a failure it causes carries it into its error event (ERR-7)
-        return Action(verb, agent, message=WINDOW_FAILURE, code="E_WINDOW")
+        # alone, an error with no code (ERR-7: none carried, not a null); after another action,
+        # one with a code of its own, which a failure it causes carries into its error event
+        return Action(verb, agent, message=WINDOW_FAILURE, code="E_WINDOW" if k > 1 else None)
     if verb in ("close", "reconfigure"):
         return Action(verb)  # the service's, whatever agent the window is on
     return Action(verb, agent)
