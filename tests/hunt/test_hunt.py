@@ -246,6 +246,8 @@ def test_a_trace_signature_ignores_times_and_the_windows_own_calls_only() -> Non
     ("turn-end-notified-after-flush", "reply", "send", "FLUSH", "LOOP-4"),
     ("abort-default-cancelled", "reply", "abort", "REASON", "ABORT-1"),
     ("announce-step-zero", "reply", "raise", "ERR-9", "ERR-9"),
+    ("flush-gather-fail-fast", "reply", "raise", "FLUSH", "LOOP-4"),
+    ("error-code-null", "reply", "raise", "TOOLS", "ERR-7"),
     ("steering-turn-prev", "reply", "steer", "QUEUED", "LOOP-9"),
     # the sixth blind round: the data shapes of spec 0/0b, a model error's code
     ("tool-error-no-name", "failing-tool", "send", "DATA", "TOOL-3"),

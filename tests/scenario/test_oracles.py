@@ -1509,3 +1509,71 @@ def test_a_step_whose_model_reported_no_usage_logs_none() -> None:
     found = _plain("CHUNKS", _streamed_step(3, usage=stray))
     assert found is not None and found.rules == ("LOOP-5", "ASM-4") and "reported no usage" in found.message, found
     assert _plain("CHUNKS", _streamed_step(3, usage=stray, done={"usage": stray})) is None
+
+
+def test_a_flush_a_window_listener_raised_in_is_still_awaited() -> None:
+    # 0a / ERR-6: a flush listener that raised fails the flush, not the await: the other
+    # listeners (here the recorder) still finish before the agent goes idle
+    turn = [_op("send", "A"), _status("running"), *_turn(0, 1, "A")]
+    raised = _op("raise", by="window", status="running", on="session/flush")
+    error = {"kind": "agent/error", "agent": "a", "turn": 1, "step": 0}
+    awaited = [*turn, _flush("start"), raised, _flush("end"), error, _status("idle")]
+    assert _check("FLUSH", awaited) is None
+    fail_fast = [*turn, _flush("start"), raised, error, _status("idle"), _flush("end")]
+    found = _check("FLUSH", fail_fast)
+    assert found is not None and found.rules == ("LOOP-4",) and "before the turn's session/flush finished" in found.message
+    # a raise elsewhere (a turn/end listener) still excuses the turn, as before
+    elsewhere = [*turn, _op("raise", by="window", status="running", on="agent/turn-end"), _flush("start"), error,
+                 _status("idle"), _flush("end")]
+    assert _check("FLUSH", elsewhere) is None
+
+
+def _released(waiter: str, *, precise: bool = True) -> dict[str, Any]:
+    return {"kind": "waiter/released", "waiter": waiter, "agent": "a", "status": "idle", "log_len": 3, "precise": precise}
+
+
+def test_a_waiter_taken_while_idle_with_nothing_queued_resolves_at_once() -> None:
+    # IDLE-1 (0b: registered when called): released before the agent's next status
+    earlier = [_op("send", "A"), _status("running"), *_turn(0, 1, "A"), _status("idle")]
+    waiter = _op("when_idle", waiter="w1")
+    at_once = [*earlier, waiter, _released("w1"), _op("send", "B"), _status("running"), *_turn(3, 2, "B"),
+               _status("idle")]
+    assert _check("IDLE-3", at_once) is None
+    late = [*earlier, waiter, _op("send", "B"), _status("running"), *_turn(3, 2, "B"), _status("idle"),
+            _released("w1")]
+    found = _check("IDLE-3", late)
+    assert found is not None and found.rules == ("IDLE-1",) and "nothing queued" in found.message
+    # queued before the call: it waits for that work (IDLE-2), not judged here
+    queued = [*earlier, _op("send", "B"), waiter, _status("running"), *_turn(3, 2, "B"), _status("idle"), _released("w1")]
+    assert _check("IDLE-3", queued) is None
+    # a release the world could not sample exactly is not judged
+    assert _check("IDLE-3", [*late[:-1], _released("w1", precise=False)]) is None
+
+
+def test_an_inject_of_content_json_cannot_encode_raises_once_its_one_shot_turn_is_closed() -> None:
+    # INJ-4: it raises to the caller, after the one-shot turn's turn/end
+    bad = _op("inject", "E", unserialisable=True)
+    one_shot = [_log(0, "turn/start", turn=1, trigger={"kind": "injection", "source": {"kind": "user"}}),
+                _log(1, "error", turn=1, step=0, message="not JSON"), _log(2, "turn/end", turn=1, reason={"kind": "error",
+                                                                                                     "message": "not JSON"})]
+    raised = {"kind": "op/error", "by": "caller", "op": "inject", "agent": "a", "error": "TypeError: not JSON"}
+    assert _check("INJ-2", [bad, *one_shot, raised]) is None
+    found = _check("INJ-2", [bad, *one_shot])
+    assert found is not None and found.rules == ("INJ-4",) and "did not raise" in found.message
+    found = _check("INJ-2", [bad, raised, *one_shot])
+    assert found is not None and found.rules == ("INJ-4",) and "before its one-shot turn was closed" in found.message
+
+
+def test_a_listeners_failure_carries_the_code_of_the_error_it_raised() -> None:
+    # ERR-7: a window's raise with a code; its error event (the message tells it) carries that code
+    raised = _op("raise", by="window", status="running", on="agent/request", code="E_WINDOW",
+                 message="window listener failed")
+    def failed(**code: Any) -> list[dict[str, Any]]:
+        return [_op("send", "A"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}),
+                _log(1, "user/message", content=[{"type": "text", "text": "A"}]), _log(2, "step/start", turn=1, step=1),
+                raised, _log(3, "error", turn=1, step=1, message="agent/request listener: window listener failed", **code),
+                _log(4, "step/end", turn=1, step=1),
+                _log(5, "turn/end", turn=1, reason={"kind": "error", "message": "window listener failed", **code})]
+    assert _check("TOOLS", failed(code="E_WINDOW")) is None
+    found = _check("TOOLS", failed())
+    assert found is not None and found.rules == ("ERR-7",) and "'E_WINDOW'" in found.message
