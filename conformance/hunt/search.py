@@ -97,8 +97,7 @@ def plan(workloads: tuple[Workload, ...], impl: Implementation, config: Config) 
             wp.setup_error = str(exc)  # the world's one line: what raised or never settled, and where
             first_error = first_error or exc
             continue
-        points = win.points(workload, timeline, config.nth)
-        for point in points:
+        for point in win.points(workload, timeline, config.nth):
             start = len(wp.windows)
             modes = config.modes
             if point.on == "model/request" and not getattr(impl, "reentrant_model", True):  # adapter.py

@@ -226,10 +226,10 @@ def twins(workload: Workload, impl: Implementation, windows: Sequence[Window]) -
     events come with the same number of callbacks joined so far (:func:`simulator.ready_position`:
     nothing was scheduled between them) start their actors at the same place in that order, after
     the same callbacks, and their runs are the same run (the world gives actors a context of
-    their own: not even a context variable tells them apart). The figure is the one an actor armed after
-    the workload's own sees: their actors, started at the same event, come first. Read from one
-    FIFO run of the workload alone (the probe's waterfall listeners could add callbacks of their
-    own)."""
+    their own: not even a context variable tells them apart). The figure is the one an actor
+    armed after the workload's own sees: their actors, started at the same event, come first.
+    Read from one FIFO run of the workload alone (the probe's waterfall listeners could add
+    callbacks of their own)."""
     sc = workload.scenario
     positions: list[tuple[dict[str, Any], int | None]] = []
 

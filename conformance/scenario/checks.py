@@ -2087,6 +2087,7 @@ def _flush_check(view: TraceView) -> Violation | None:
         idles = [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "idle"]
         turns = view.turns(agent)
         disposes = [e["_i"] for e in view.ops(agent, "dispose")]
+        flush_raises = [e["_i"] for e in view.ops(agent, "raise") if e.get("on") == "session/flush"]
         for k, t in enumerate(turns):
             end = t["end_i"]
             if end is None:
@@ -2120,7 +2121,7 @@ def _flush_check(view: TraceView) -> Violation | None:
             # A flush listener that raised fails the flush, not the await: the flush still runs all
             # its listeners and is awaited (0a, ERR-6: reported, the agent goes on); what that one
             # listener's failure then reports is not a stop
-            failed = [e["_i"] for e in view.ops(agent, "raise") if e.get("on") == "session/flush" and end < e["_i"] < horizon]
+            failed = [i for i in flush_raises if end < i < horizon]
             first_failed = min(failed, default=horizon)
             if any(end < i < horizon for i in stops if i not in failed) or any(end < i < first_failed for i in errors):
                 continue

@@ -57,7 +57,8 @@ async def _disposed_during(k: Kit, where: str) -> AgentHandle:
         k.model.push(fakes.tool_calls(("c1", "slow", "{}")))
     else:
         k.model.push(respond.hang())
-        k.on("agent/turn-start", once(lambda *_args: a.dispose()))
+        k.on("agent/turn-start", once(lambda *_args: a.dispose()),
+             needs="a dispose() from inside the driver, as the turn starts")
     a.send("A")
     if where != "agent/turn-start listener":
         await k.until(lambda: "tool/call" in k.types(a) if where == "tool call" else bool(k.model.requests), where)

@@ -618,7 +618,7 @@ def test_an_inject_as_the_agent_starts_running_numbers_its_turn_before_the_drive
             if status == "running" and not pending:
                 pending.append(k.start_inject(a, "context"))
 
-        k.on("agent/status", listener)
+        k.on("agent/status", listener, needs="an inject() as the agent starts running, before its turn opens")
         a.send("A")
         await k.idle(a)
         if pending and pending[0] is not None:
