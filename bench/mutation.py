@@ -63,7 +63,9 @@ NOT_RUN = {"not checked", "skipped", "check was interrupted by user"}
 
 
 def config_text(schedules: int) -> str:
-    """The ``[mutmut]`` section of the copy's ``setup.cfg``."""
+    """The ``[mutmut]`` section of the copy's ``setup.cfg``. Tests run in mutmut's own process:
+    ``-n 0`` rather than ``-p no:xdist``, which would make the project's ``--dist`` addopt an
+    unknown argument."""
     selection = "\n    ".join(("conformance/tests", *HUNT_TESTS))
     return f"""[mutmut]
 source_paths = reference_loop/
@@ -77,7 +79,7 @@ pytest_add_cli_args_test_selection =
     {selection}
 pytest_add_cli_args =
     --loopkit-schedules={schedules}
-    -p no:xdist
+    -n 0
 use_git_change_detection = false
 """
 

@@ -605,12 +605,43 @@ def _prompts_check(view: TraceView) -> Violation | None:
                     return Violation(f"agent {agent}: steering {text!r} was given and never cancelled but never "
                                      "reached the model, as steering or as a later prompt (LOOP-8)", last["_i"],
                                      ("LOOP-8", "STEER-3"))
+                if _idle_noop_cancel_before(view, agent, last["_i"]):
+                    return Violation(f"agent {agent}: prompt {text!r} was sent after a cancel() on the idle agent "
+                                     "with nothing pending, which is a no-op (CANCEL-3), but never ran (MARKER-1)",
+                                     last["_i"], ("CANCEL-3", "MARKER-1", "LOOP-1"))
                 return Violation(f"agent {agent}: prompt {text!r} was sent and never cancelled but never ran "
                                  "(MARKER-1)", last["_i"], ("MARKER-1", "LOOP-1"))
         found = _consumed_ran_again(view, agent)
         if found is not None:
             return found
     return None
+
+
+def _window2_cancel_before(view: TraceView, agent: str, index: int) -> bool:
+    """Whether a ``cancel()`` before ``index`` came in window 2: the agent running and no turn
+    opened since it started running (CANCEL-W2: the turn about to start is dropped; a
+    replacement queued there runs in that same running period)."""
+    runs = [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "running"]
+    starts = [e["_i"] for e in view.log(agent) if e["type"] == "turn/start"]
+    for c in view.ops(agent, "cancel"):
+        if c["_i"] >= index or c.get("status") != "running":
+            continue
+        since = max((i for i in runs if i < c["_i"]), default=None)
+        if since is not None and not any(since < i < c["_i"] for i in starts):
+            return True
+    return False
+
+
+def _idle_noop_cancel_before(view: TraceView, agent: str, index: int) -> bool:
+    """Whether a ``cancel()`` before ``index`` found the agent idle with nothing queued since it
+    last changed status (CANCEL-3: nothing to cancel, so it arms nothing)."""
+    for c in view.ops(agent, "cancel"):
+        if c["_i"] >= index or c.get("status") != "idle":
+            continue
+        since = max((e["_i"] for e in view.of_kind("agent/status", agent=agent) if e["_i"] < c["_i"]), default=-1)
+        if not any(since < e["_i"] < c["_i"] for e in view.ops(agent, "send", "steer", "inject")):
+            return True
+    return False
 
 
 def _consumed_ran_again(view: TraceView, agent: str) -> Violation | None:
@@ -651,9 +682,12 @@ def _idle_check(view: TraceView) -> Violation | None:
             if s["_i"] > horizon:
                 break
             if s.get("text") not in done and not view.excused(agent, s["_i"], rel["_i"]):
+                w2 = _window2_cancel_before(view, agent, s["_i"])
                 return Violation(
                     f"when_idle() {name!r} resolved before prompt {s.get('text')!r} (queued before "
-                    f"the release) had run (IDLE-2)", rel["_i"], ("IDLE-2",))
+                    f"the release) had run (IDLE-2" + (
+                        "; queued after a cancel in window 2, it runs in the same running period: CANCEL-W2)"
+                        if w2 else ")"), rel["_i"], ("IDLE-2", "CANCEL-W2") if w2 else ("IDLE-2",))
         if rel.get("status") == "running":
             idles = [e["_i"] for e in view.of_kind("agent/status", agent=agent, status="idle") if e["_i"] < rel["_i"]]
             since = max([reg["_i"], *idles])
@@ -695,6 +729,11 @@ def _aborted_turns_check(view: TraceView) -> Violation | None:
                 if any(t["_i"] < i < t["end_i"] for i in view.stops(agent)):  # only a disposal came
                     return Violation(f"agent {agent}: turn {t['turn']} was disposed but ends aborted, not disposed "
                                      "(DISP-1)", t["end_i"], ("DISP-1",))
+                if _window2_cancel_before(view, agent, t["_i"]):
+                    return Violation(
+                        f"agent {agent}: turn {t['turn']} ends aborted but no cancel() or abort() came during it: "
+                        "the cancel of window 2 before it dropped only the turn about to start, and the "
+                        "replacement runs (CANCEL-W2, MARKER-1)", t["end_i"], ("CANCEL-W2", "MARKER-1"))
                 return Violation(
                     f"agent {agent}: turn {t['turn']} ends aborted but no cancel() or abort() came during it "
                     "(a cancel governs exactly one turn)", t["end_i"], ("MARKER-1", "CANCEL-W1", "ABORT-1"))

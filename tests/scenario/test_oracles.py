@@ -127,6 +127,18 @@ def test_prompt_run_twice_or_lost() -> None:
     assert _check("prompts", [_op("send", "A"), _op("send", "B"), _op("cancel"), *_turn(0, 1, "A")]) is None
 
 
+def test_a_prompt_lost_after_a_noop_cancel_names_cancel3() -> None:
+    # CANCEL-3: a cancel() on an idle agent with nothing pending arms nothing: the next prompt runs.
+    found = _check("prompts", [_op("cancel"), _op("send", "A")])
+    assert found is not None and "CANCEL-3" in found.rules and "no-op" in found.message
+    # With a prompt queued before it the cancel had something to cancel: not CANCEL-3's case.
+    found = _check("prompts", [_op("send", "A"), _op("cancel"), _op("send", "B")])
+    assert found is not None and "'B'" in found.message and "CANCEL-3" not in found.rules
+    # A cancel while running is not one either.
+    found = _check("prompts", [_op("cancel", status="running"), _op("send", "B")])
+    assert found is not None and "CANCEL-3" not in found.rules
+
+
 def test_a_failure_drops_only_what_its_own_turn_drained() -> None:
     # ERR-11: turn 1's turn/start listener threw, consuming the prompt drained into it: excused.
     error = {"kind": "agent/error", "agent": "a", "turn": 1, "step": 0, "error": "RuntimeError: boom"}
@@ -354,6 +366,26 @@ def test_aborted_turn_needs_a_cancel_or_abort_during_it() -> None:
     during = [_op("send", "B"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}), _op("abort", status="running"),
               _log(1, "turn/end", turn=1, reason=aborted)]
     assert _check("MARKER-1", during) is None
+
+
+def test_window2_cancel_is_named_where_its_replacement_suffers() -> None:
+    # CANCEL-W2: a status('running') listener cancels (no turn open yet) and queues B: B's turn
+    # runs in the same running period, not aborted, and a waiter waits for it.
+    aborted = {"kind": "aborted", "reason": "cancelled"}
+    window2 = [_op("send", "A"), _status("running"), _op("cancel", status="running", on="agent/status"),
+               _op("send", "B", status="running", on="agent/status")]
+    found = _check("MARKER-1", [*window2, *_ended(0, 1, "B", aborted), _status("idle")])
+    assert found is not None and found.rules == ("CANCEL-W2", "MARKER-1"), found
+    released = {"kind": "waiter/released", "waiter": "w", "agent": "a", "status": "idle", "log_len": 0, "precise": True}
+    found = _check("IDLE-2", [_op("when_idle", waiter="w"), *window2, _status("idle"), released,
+                              _status("running"), *_turn(0, 1, "B"), _status("idle")])
+    assert found is not None and found.rules == ("IDLE-2", "CANCEL-W2") and "'B'" in found.message, found
+    # A cancel once the turn is open is not window 2's.
+    open_turn = [_op("send", "A"), _status("running"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}),
+                 _op("cancel", status="running"), _log(1, "turn/end", turn=1, reason=aborted),
+                 _op("send", "B", status="running"), *_ended(2, 2, "B", aborted)]
+    found = _check("MARKER-1", open_turn)
+    assert found is not None and "CANCEL-W2" not in found.rules
 
 
 def _aborted_turn(abort_at: str, *, on: str | None = "agent/step-end", reason: str = "hunt") -> list[dict[str, Any]]:
