@@ -136,6 +136,7 @@ class World:
         self._reconfigured = 0
         self._resumed_closed: list[str] = []  # agents a resume() returned once the service was closing
         self._recreated: list[tuple[str, AgentHandle]] = []  # agents a create() made during the close
+        self._created_sessions: set[str] = set()  # the session ids create() made (SVC-1)
         self._one_shots: list[tuple[str, str, list[int]]] = []  # (name, event, notified counts): _one_shot
         self.gates: dict[str, Gate] = {}
         self.agents: dict[str, AgentHandle] = {}
@@ -287,8 +288,27 @@ class World:
             handle = self.service.create(agent_id, _options(model, system_prompt, **options))
         except Exception as exc:
             raise ScenarioSetupError(f"{self.impl.name}: create({agent_id!r}) raised {_describe(exc)}") from exc
+        self._fresh_session(agent_id, handle)
         self._created(agent_id, handle, model, system_prompt)
         return handle
+
+    def _fresh_session(self, agent_id: str, handle: AgentHandle) -> None:
+        """SVC-1: ``create(id)`` makes its agent on a fresh session ``{id}-session-{uuid}``, a new
+        one for each agent it makes."""
+        try:
+            session = str(handle.session.id)
+        except Exception as exc:
+            self.problem("SVC-1", f"agent {agent_id!r}: its session id could not be read: {_describe(exc)}",
+                         rules=("SVC-1",))
+            return
+        prefix = f"{agent_id}-session-"
+        if not session.startswith(prefix) or session == prefix:
+            self.problem("SVC-1", f"create({agent_id!r}) made session {session!r}, not a fresh "
+                         f"'{prefix}{{uuid}}'", rules=("SVC-1",))
+        elif session in self._created_sessions:
+            self.problem("SVC-1", f"create({agent_id!r}) made session {session!r} again: each create gets a "
+                         "new session", rules=("SVC-1",))
+        self._created_sessions.add(session)
 
     def _created(self, agent_id: str, handle: AgentHandle, model: str, system_prompt: str | None = None,
                  **fields: Any) -> None:
@@ -1341,10 +1361,12 @@ class World:
     def _try_create(self, agent_id: str, model: str, *, by: str) -> AgentHandle | None:
         """``service.create(agent_id, {model})``; ``None``, recorded as ``op/error``, when it raised."""
         try:
-            return self.service.create(agent_id, {"model": model})
+            handle = self.service.create(agent_id, {"model": model})
         except Exception as exc:
             simulator.observe("op/error", by=by, op="create", agent=agent_id, error=_describe(exc))
             return None
+        self._fresh_session(agent_id, handle)
+        return handle
 
     def _create_while_closing(self, agent_id: str, *, by: str) -> None:
         """``create()`` of a new agent while ``close()`` runs, as a supervisor restarting the

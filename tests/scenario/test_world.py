@@ -354,6 +354,52 @@ actors:
     assert failed and failed[0]["check"] == "SVC-2", failed
 
 
+class _SessionNamed:
+    """``base`` whose ``create()`` names every session ``name(agent_id)``."""
+
+    def __init__(self, base: Any, name: Any) -> None:
+        self.name, self.features, self.logger_name = "session-named", base.features, base.logger_name
+        self._base, self._name = base, name
+
+    def create_service(self, *, persistence: object | None = None) -> Any:
+        service = self._base.create_service(persistence=persistence)
+        create = service.create
+
+        def named(agent_id: str, options: Any = None) -> Any:
+            agent = create(agent_id, options)
+            agent.session._id = self._name(agent_id)
+            return agent
+        service.create = named
+        return service
+
+    def new_persistence(self) -> object:
+        return self._base.new_persistence()
+
+
+@pytest.mark.parametrize(("base", "name", "says"), [
+    ("reference", lambda agent_id: f"session-{agent_id}", "made session 'session-a', not a fresh 'a-session-{uuid}'"),
+    ("reference", lambda agent_id: f"{agent_id}-session-", "not a fresh"),
+    # a second create of a live id, wrongly accepted (SVC-2), on the session of the first
+    ("svc-duplicate-id", lambda agent_id: f"{agent_id}-session-fixed", "made session 'a-session-fixed' again"),
+])
+def test_a_create_that_reuses_or_misnames_its_session_fails_svc_1(base: str, name: Any, says: str) -> None:
+    # SVC-1: create(id) makes its agent on a fresh session `{id}-session-{uuid}`, each run anew.
+    sc = load_text("""
+name: recreate
+model: [{text: hi}]
+listeners:
+  - on: agent/status
+    where: {status: running}
+    do: [{create: a}]
+actors:
+  - {name: caller, at: 0, do: [{send: A}, {when_idle: w}, {wait_idle: w}]}
+""", origin="recreate.yaml")
+    impl = REFERENCE if base == "reference" else mutants.get(base)
+    assert not [f for f in engine.run_one(sc, impl).trace.failures if "SVC-1" in f.get("rules", ())]
+    failed = [f for f in engine.run_one(sc, _SessionNamed(impl, name)).trace.failures if "SVC-1" in f.get("rules", ())]
+    assert failed and says in failed[0]["message"], failed
+
+
 _CANCEL_DRIVER = """
 name: cancel-driver
 model: [{text: "one two three four", deltas: 4, between: 1}]
