@@ -1360,7 +1360,8 @@ def _late_failure_check(view: TraceView) -> Violation | None:
             if late is not None:
                 return Violation(f"agent {agent}: an agent/turn-end listener threw after turn {turn['turn']} ended "
                                  f"disposed, and that was announced through agent/error ({late.get('error')}): "
-                                 "during disposal it is swallowed (ERR-10)", late["_i"], ("ERR-10",))
+                                 "during disposal it is swallowed and the reason stays disposed (ERR-10, DISP-4)",
+                                 late["_i"], ("ERR-10", "DISP-4"))
     return None
 
 
@@ -1430,7 +1431,7 @@ def _announced_check(view: TraceView) -> Violation | None:
                 if told is not None and not flushed and not any(e["type"] == "error" for e in turn["events"]):
                     return Violation(f"agent {agent}: an agent/turn-end listener threw after turn {turn['turn']} "
                                      "ended disposed, and agent/error announced it (ERR-10: during disposal it is "
-                                     "swallowed)", told["_i"], ("ERR-10",))
+                                     "swallowed and the reason stays disposed, DISP-4)", told["_i"], ("ERR-10", "DISP-4"))
                 continue
             if turn["reason"] not in ("completed", "max-tokens", "aborted"):
                 continue  # failed (error) or disposed: nothing more is announced
@@ -2773,7 +2774,8 @@ ORACLES: tuple[LoopCheck, ...] = (
               ("LOOP-4", "LOOP-5")),
     LoopCheck("ERR-9", _one_failure_check, "the first failure of a turn wins, announced with its original error",
               ("ERR-9", "ERR-7")),
-    LoopCheck("ERR-10", _late_failure_check, "a turn-end listener's throw during disposal is swallowed", ("ERR-10",)),
+    LoopCheck("ERR-10", _late_failure_check, "a turn-end listener's throw during disposal is swallowed",
+              ("ERR-10", "DISP-4")),
     LoopCheck("ANNOUNCED", _announced_check, "a late failure (a turn-end listener, a flush) is announced",
               ("ERR-10", "ERR-6", "INJ-2")),
     LoopCheck("INJ-2", _inject_check, "an idle inject() never raises a contained failure; one of content JSON "

@@ -981,7 +981,7 @@ def test_a_turn_end_listeners_throw_during_disposal_is_swallowed() -> None:
           _op("raise", by="plugin", status="running", on="agent/turn-end")]
     assert _check("ERR-10", tl) is None  # swallowed
     found = _check("ERR-10", [*tl, error])
-    assert found is not None and found.rules == ("ERR-10",) and found.at == len(tl)
+    assert found is not None and found.rules == ("ERR-10", "DISP-4") and found.at == len(tl)
     # A turn that ended completed announces its turn-end listener's throw (not judged here).
     done = [*tl[:3], _log(2, "turn/end", turn=1, reason={"kind": "completed"}), *tl[5:], error]
     assert _check("ERR-10", done) is None
@@ -1116,7 +1116,7 @@ def test_a_turn_end_listeners_throw_during_disposal_is_not_announced() -> None:
           {"kind": "agent/turn-end", "agent": "a", "turn": 1}, ending]
     assert _check("ANNOUNCED", tl) is None
     found = _check("ANNOUNCED", [*tl, error])
-    assert found is not None and found.rules == ("ERR-10",) and found.at == len(tl)
+    assert found is not None and found.rules == ("ERR-10", "DISP-4") and found.at == len(tl)
     # a failing flush of the disposed turn too: which throw the announcement is, is not told
     flush = _op("raise", by="window", status="disposed", on="session/flush")
     assert _check("ANNOUNCED", [*tl, flush, error]) is None
