@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -175,8 +176,14 @@ def _dumps(rep: dict[str, Any]) -> str:
     return dumps(rep)
 
 
+PLAIN_EVERY = 30.0
+"""Seconds between two progress lines when stderr is not a terminal (a CI log, a file)."""
+
+
 class _progress:
-    """A rich progress bar per phase on a terminal's stderr (nothing elsewhere)."""
+    """A rich progress bar per phase on a terminal's stderr; elsewhere (a CI log, a file) a
+    plain line as each phase starts and then every :data:`PLAIN_EVERY` seconds, so a long hunt
+    shows it is alive."""
 
     def __enter__(self) -> Any:
         from rich.console import Console
@@ -194,10 +201,19 @@ class _progress:
         self.tasks: dict[str, Any] = {}
         labels = {"plain": "windows (plain order)", "explore": "new traces explored", "cassettes": "race cassettes"}
 
+        started = time.monotonic()
+        said = [-PLAIN_EVERY]
+
         def tick(phase: str, done: int, total: int) -> None:
-            if phase not in self.tasks:
+            first = phase not in self.tasks
+            if first:
                 self.tasks[phase] = self.bar.add_task(labels.get(phase, phase), total=total)
             self.bar.update(self.tasks[phase], completed=done, total=total)
+            now = time.monotonic() - started
+            if self.bar.disable and total and (first or now - said[0] >= PLAIN_EVERY):
+                said[0] = now
+                sys.stderr.write(f"hunt: {labels.get(phase, phase)}: {done}/{total} after {now:.0f} s\n")
+                sys.stderr.flush()
 
         return tick
 

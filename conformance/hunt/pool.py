@@ -5,7 +5,9 @@ only unit numbers travel to the workers and small results come back, so the resu
 whatever the number of workers and whatever order the units finish in. A worker that dies is a
 :class:`PoolError` naming the unit it was running; workers die with the parent, ignore SIGINT
 (the parent decides), and stop taking units when ``should_stop()`` says so (the results then
-lack the units never run: ``None`` in their place).
+lack the units never run: ``None`` in their place). Units still running :data:`STOP_GRACE`
+seconds after the stop was asked for are abandoned (their workers terminated, ``None`` in their
+place too): a slow or stuck unit never holds a stopped command, and its partial report, hostage.
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 R = TypeVar("R")
+
+
+STOP_GRACE = 3.0
+"""Wall seconds the units running when a stop is asked for get to finish."""
 
 
 class PoolError(Exception):
@@ -40,6 +46,7 @@ def _die_with_parent() -> None:
 def _worker(tasks: Any, results: Any) -> None:
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's stop flag: terminate() ends it
     # What the parent built (plans, the implementation, imported modules) lives as long as the
     # worker: out of the collector's sight, full collections stay cheap and pages stay shared.
     gc.freeze()
@@ -84,6 +91,7 @@ def run(fn: Callable[[Any], R], units: Sequence[Any], *, workers: int = 1,
     running: dict[int, int] = {}  # pid -> unit
     finished = 0
     sent = 0
+    stopped_at: float | None = None
     try:
         for p in procs:
             p.start()
@@ -92,6 +100,10 @@ def run(fn: Callable[[Any], R], units: Sequence[Any], *, workers: int = 1,
                 tasks.put(sent)
                 sent += 1
         while finished < sent:
+            if stopped_at is None and stop():
+                stopped_at = time.monotonic()
+            elif stopped_at is not None and time.monotonic() - stopped_at > STOP_GRACE:
+                break  # the units still running are abandoned (``None``); ``finally`` ends their workers
             while not results.empty():
                 what, i, payload = results.get()
                 if what == "start":

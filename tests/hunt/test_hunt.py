@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +192,27 @@ def test_pool_results_come_back_in_unit_order() -> None:
 def test_a_worker_that_dies_is_an_error_naming_its_unit() -> None:
     with pytest.raises(pool.PoolError, match=r"died \(exit code 7\) while running unit 3"):
         pool.run(_dies, list(range(6)), workers=2, describe=lambda u: f"unit {u}")
+
+
+def _sleeps(unit: int) -> int:
+    if unit == 1:
+        time.sleep(60)  # a stuck unit
+    return unit
+
+
+def test_a_stop_abandons_units_still_running_after_the_grace() -> None:
+    # A stop asked for while a unit is stuck: the pool returns what finished, within the grace,
+    # so a stopped hunt still writes its (partial) report.
+    asked: list[float] = []
+
+    def stop() -> bool:
+        if not asked:
+            asked.append(time.monotonic())
+        return True
+    t0 = time.monotonic()
+    out = pool.run(_sleeps, [0, 1, 2, 3], workers=2, should_stop=stop)
+    assert time.monotonic() - t0 < pool.STOP_GRACE + 5
+    assert out[1] is None and out[0] == 0
 
 
 def test_a_unit_that_raises_is_an_error_naming_it() -> None:
