@@ -143,6 +143,22 @@ _SIG_DFL: int = _signal.SIG_DFL
 _ALRM_SET = frozenset({_SIGALRM})
 
 
+def _quiet_unraisable(previous: Any) -> Callable[[Any], None]:
+    def hook(unraisable: Any) -> None:
+        # An alarm that landed in a finalizer or a weakref callback (a collection ran just then)
+        # cannot propagate: Python would print "Exception ignored in ..." with a traceback. It is
+        # dropped quietly; the next alarm, WALL_GRACE later, lands in the program.
+        if not isinstance(unraisable.exc_value, WallClockExceeded):
+            previous(unraisable)
+    hook.quiets_alarms = True  # type: ignore[attr-defined]
+    return hook
+
+
+def _quiet_alarms_in_finalizers() -> None:
+    if not getattr(sys.unraisablehook, "quiets_alarms", False):
+        sys.unraisablehook = _quiet_unraisable(sys.unraisablehook)
+
+
 class WallClock:
     """The wall-clock limit of one run: :meth:`arm` before the program runs, :meth:`disarm`
     after; while armed, :class:`WallClockExceeded` is raised in whatever runs once ``limit`` wall
@@ -168,6 +184,7 @@ class WallClock:
                 or threading.current_thread() is not threading.main_thread()
                 or _signal.getitimer(_ITIMER_REAL)[0] > 0):
             return
+        _quiet_alarms_in_finalizers()
         self._previous = _signal.signal(_SIGALRM, self._on_alarm)
         self.armed = True
         # Armed again after an alarm (the program unwinding): it gets the grace period only.

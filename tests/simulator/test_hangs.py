@@ -7,7 +7,12 @@ reported, not hung", loose enough for a loaded CI machine."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
+import types
+from typing import Any
+
+import pytest
 
 import simulator
 
@@ -146,3 +151,30 @@ def test_a_frame_that_says_what_it_blocks_on_is_named_instead_of_its_line() -> N
     result = simulator.run(main, wall_limit=0.2)
     assert isinstance(result.error, simulator.WallClockExceeded)
     assert "spinning in the child 'node x.mjs', which has not answered:" in str(result.error)
+
+
+def test_an_alarm_landing_in_a_finalizer_is_dropped_quietly_and_the_next_stops_the_spin(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # An alarm raised inside a finalizer (a collection running just then) cannot propagate:
+    # Python would print "Exception ignored in ..." with a traceback. It is dropped without a
+    # word, and the next alarm, WALL_GRACE later, lands in the spinning program.
+    told: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", told.append)
+
+    class Slow:
+        def __del__(self) -> None:
+            while True:  # the first alarm lands here
+                pass
+
+    async def main() -> None:
+        x = Slow()
+        del x
+        while True:  # then the program itself spins
+            pass
+
+    result = simulator.run(main, wall_limit=0.2)
+    assert isinstance(result.error, simulator.WallClockExceeded)
+    assert told == []
+    # other unraisable errors still reach the hook that was there
+    sys.unraisablehook(types.SimpleNamespace(exc_value=ValueError("x")))
+    assert len(told) == 1
