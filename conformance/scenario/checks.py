@@ -785,8 +785,9 @@ def _deferred_abort_check(view: TraceView) -> Violation | None:
         clean: list[Event] = []
         unclear: set[str] = set()
         for op in stops:
+            # at agent/step-start the step is logged but has no abort handle yet (CANCEL-STEP)
             if op.get("op") == "abort" and op.get("on") and op.get("status") == "running" \
-                    and _no_step_in_flight(log, op["_i"]):
+                    and (op.get("on") == "agent/step-start" or _no_step_in_flight(log, op["_i"])):
                 clean.append(op)
             else:
                 unclear.add(_stop_reason(op))
@@ -796,10 +797,13 @@ def _deferred_abort_check(view: TraceView) -> Violation | None:
                 continue
             turn = _ended_turn_around(view, agent, op["_i"])
             if turn is not None and turn["reason"] == "aborted" and turn["stop"] == reason:
+                early = op.get("on") == "agent/step-start"
                 return Violation(
                     f"agent {agent}: turn {turn['turn']} ends aborted{{reason: {reason!r}}}, but that abort() came "
                     f"from a {op.get('on')} listener while no step was in flight (it does nothing: it is not "
-                    "deferred to a later step)", turn["end_i"], ("ABORT-1",))
+                    "deferred to a later step" + ("; the step opening has no abort handle yet, CANCEL-STEP)"
+                                                  if early else ")"),
+                    turn["end_i"], ("ABORT-1", "CANCEL-STEP") if early else ("ABORT-1",))
     return None
 
 

@@ -108,11 +108,13 @@ def test_abort_without_step_does_nothing(run: Run) -> None:
 
 
 @pytest.mark.rule("ABORT-1")
-@pytest.mark.parametrize("boundary", ["agent/turn-start", "agent/step-end", "agent/turn-continuation"])
+@pytest.mark.parametrize("boundary", ["agent/turn-start", "agent/step-start", "agent/step-end",
+                                      "agent/turn-continuation"])
 def test_abort_between_steps_of_a_running_turn_does_nothing(run: Run, schedule: str, boundary: str) -> None:
-    # A turn runs but no step is in flight: before its first step (agent/turn-start), after a
+    # A turn runs but no step is in flight: before its first step (agent/turn-start), as a step
+    # opens (agent/step-start: "before any step's abort handle exists", CANCEL-STEP), after a
     # step closed (agent/step-end follows step/end), at the continuation gate. The abort is
-    # not latched for the next step: that step runs and the turn completes.
+    # not latched for the step: it runs and the turn completes.
     async def scenario(k: Kit) -> None:
         k.tool("echo")
         a = await _parked(k)

@@ -409,6 +409,9 @@ def test_an_abort_with_no_step_in_flight_is_not_deferred() -> None:
     # Inside a step the abort is the cause; an actor's abort may land in a step's first moments;
     # another stop with the same reason may be the cause.
     assert _check("ABORT-1", _aborted_turn("step/start#2")) is None
+    # ... but not from an agent/step-start listener: the step has no abort handle yet (CANCEL-STEP)
+    found = _check("ABORT-1", _aborted_turn("step/start#2", on="agent/step-start"))
+    assert found is not None and found.rules == ("ABORT-1", "CANCEL-STEP") and "abort handle" in found.message
     assert _check("ABORT-1", _aborted_turn("step/end#1", on=None)) is None
     assert _check("ABORT-1", _aborted_turn("step/end#1", reason="other")) is None
     tl = _aborted_turn("step/end#1")
