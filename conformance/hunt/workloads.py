@@ -157,10 +157,11 @@ def workloads() -> tuple[Workload, ...]:
         Workload("failing-tool", _scenario("failing-tool", (listed, respond.text("done")), tools=(FAILING_TOOL,),
                                            description="a tool that fails (its arguments a JSON array: parsed, "
                                                        "TOOL-2)")),
-        Workload("hang", _scenario("hang", (respond.text("partial then nothing").hang(after=1),),
+        Workload("hang", _scenario("hang", (respond.text("partial then nothing").hang(after=1).on_abort("ignore"),),
                                    description="a model stream that hangs after its first chunk (a network read "
-                                               "that never returns) until its step is aborted: the world's settle "
-                                               "aborts it when no window does")),
+                                               "that never returns) and ignores the step's abort: the loop has to "
+                                               "stop waiting for it once the step is aborted (ABORT-1, CANCEL-MID; "
+                                               "the world's settle aborts it when no window does)")),
         Workload("max-tokens", _scenario("max-tokens", (respond.text("a long answer that is cut").truncate(2),),
                                          description="a step cut at max-tokens")),
         Workload("max-tokens-tools", _scenario(

@@ -680,6 +680,34 @@ def test_a_stream_stopped_by_the_abort_ends_the_turn_aborted_whatever_the_adapte
     run(scenario)
 
 
+@pytest.mark.rule("ABORT-1", "CANCEL-MID", "FINISH-1")
+@pytest.mark.parametrize("adapter", ["finish", "ignore"])
+@pytest.mark.parametrize("verb", ["abort", "cancel"])
+def test_a_stream_stopped_between_two_reads_ends_the_turn_aborted_whatever_the_adapter_does(
+        run: Run, verb: str, adapter: str) -> None:
+    # The stop comes from an agent/stream-chunk listener, between two reads: no read is pending,
+    # and an adapter that ignores the signal hangs on the next one for ever. The loop hears that
+    # the step's signal fired before it reads again (an AbortSignal calls no listener added
+    # after it fired): the turn ends aborted{reason}, and the queued prompt still runs (ABORT-1).
+    async def scenario(k: Kit) -> None:
+        k.record("agent/error")
+        a = k.agent()
+        k.model.push(respond.text("partial").hang(after=1).on_abort(adapter), fakes.text("B"))  # type: ignore[arg-type]
+
+        def stop(*_: object) -> None:
+            a.send("B")  # queued: an abort leaves it to run, a cancel clears it
+            getattr(a, verb)("stop")
+        k.on("agent/stream-chunk", once(stop), needs="the stop lands between two reads of the stream")
+        a.send("A")
+        await k.idle(a)
+        expected = [aborted("stop"), COMPLETED] if verb == "abort" else [aborted("stop")]
+        assert k.reasons(a) == expected, (
+            f"a stream stopped between two reads ({adapter}) must end the turn aborted: {k.reasons(a)}")
+        assert k.events(a, "error") == [] and k.noted("agent/error") == [], "the abort is not a failure"
+
+    run(scenario)
+
+
 @pytest.mark.rule("MARKER-1")
 def test_marker_does_not_drop_later_prompt(run: Run, schedule: str) -> None:
     async def scenario(k: Kit) -> None:

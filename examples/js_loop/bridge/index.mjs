@@ -524,12 +524,16 @@ class Bridge {
       },
     };
     const id = this.id('s');
-    if (s.dead) return iterator; // a leftover of an earlier run: it never yields
+    // The loop is handed an async generator, as most JavaScript model adapters are: its
+    // return() waits behind a pending next(), so a loop that awaits return() on a stream it
+    // stopped reading (an abort while a read is pending) waits as it would on a real adapter.
+    const generator = (async function* stream() { yield* iterator; })();
+    if (s.dead) return generator; // a leftover of an earlier run: it never yields
     this.streams.set(id, state);
     // An event, not a round trip: the driver hands the request to its model when it reads the
     // event, in order; a model that fails at once fails the first read (FINISH-2 allows both).
     this.event({ ev: 'stream', stream: id, model, request: this.codec.encode(REQUEST, request) });
-    return iterator;
+    return generator;
   }
 
   runTool(s, tool, args, context) {
