@@ -1045,6 +1045,9 @@ def _tool_overlap(view: TraceView, agent: str, t: dict[str, Any], stops: list[in
         return None
     end = t["end_i"] if t["end_i"] is not None else len(view.timeline)
     running: dict[Any, int] = {}
+    found = _tool_after_stop(view, agent, t, calls, stops)
+    if found is not None:
+        return found
     # a listener that threw inside a tool call ended it with no tool/done of the fake's own
     stops = [*stops, *(e["_i"] for e in view.ops(agent, "raise"))]
     events = sorted((e for e in (*view.of_kind("tool/start"), *view.of_kind("tool/done"))
@@ -1063,6 +1066,31 @@ def _tool_overlap(view: TraceView, agent: str, t: dict[str, Any], stops: list[in
             return Violation(f"agent {agent}: tool call {call} of turn {t['turn']} started while {other} was still "
                              "running (TOOL-1: one after another)", e["_i"], ("TOOL-1",))
         running[call] = e["_i"]
+    return None
+
+
+def _tool_after_stop(view: TraceView, agent: str, t: dict[str, Any], calls: list[Event],
+                     stops: list[int]) -> Violation | None:
+    """TOOL-5, by the fake tools' own starts: once a stop came during a call (between its
+    ``tool/call`` and its ``tool/result``), no later call of that step starts its tool, not even
+    after the turn ended (a tool started over the wire runs when its request arrives). Judged
+    where ``_tool_overlap`` judges, up to the agent's next turn."""
+    if not stops:
+        return None
+    results = {e["data"].get("call_id"): e["_i"] for e in t["events"] if e["type"] == "tool/result"}
+    later_turn = next((u["_i"] for u in view.turns(agent) if u["_i"] > t["_i"]), len(view.timeline))
+    starts = [e for e in view.of_kind("tool/start") if t["_i"] < e["_i"] < later_turn]
+    for k, before in enumerate(calls):
+        call_id, at = before["data"].get("call_id"), before["_i"]
+        stop = next((i for i in stops if at < i < results.get(call_id, t["end_i"] or len(view.timeline))), None)
+        if stop is None:
+            continue
+        rest = {c["data"].get("call_id") for c in calls[k + 1:] if c["data"].get("step") == before["data"].get("step")}
+        ran = next((e for e in starts if e["_i"] > stop and e.get("call_id") in rest), None)
+        if ran is not None:
+            return Violation(f"agent {agent}: tool call {ran.get('call_id')} ran after a stop during tool call "
+                             f"{call_id} of the same step (TOOL-5: an abort during a tool ends the step, no "
+                             "further tool of it runs)", ran["_i"], ("TOOL-5",))
     return None
 
 

@@ -1495,6 +1495,23 @@ def test_tools_run_after_their_call_is_logged_and_one_at_a_time() -> None:
     assert _check("TOOLS", left) is None
 
 
+def test_no_further_tool_of_the_step_runs_after_a_stop_during_one() -> None:
+    # TOOL-5: an abort during c1 ends the step: c2's tool never starts, not even after the turn
+    # ended (over the wire a tool starts when its request arrives)
+    during = _two_tool_turn(["l1", "s1", "d1", "r1", "l2", "s2", "d2", "r2"])
+    during.insert(during.index(next(e for e in during if e.get("kind") == "tool/done")),
+                  _op("abort", status="running", reason="r"))
+    found = _check("TOOLS", during)
+    assert found is not None and found.rules == ("TOOL-5",) and "c2 ran after a stop during tool call c1" in found.message
+    late = _two_tool_turn(["l1", "s1", "d1", "r1", "l2", "r2"])
+    late.insert(late.index(next(e for e in late if e.get("kind") == "tool/done")), _op("cancel", status="running"))
+    late[-1]["data"]["reason"] = {"kind": "aborted", "reason": "cancelled"}
+    late += [{"kind": "tool/start", "tool": "lookup", "call_id": "c2"}]
+    assert (_check("TOOLS", late) or ck.Violation("")).rules == ("TOOL-5",)
+    # c2 logged (its result an error, say) but its tool never started: nothing ran
+    assert _check("TOOLS", late[:-1]) is None
+
+
 def test_a_reconfigure_binds_the_steps_opened_after_it() -> None:
     created = {"kind": "agent/created", "agent": "a", "model": "fake", "sections": ["Old."], "tools": ["lookup"]}
     change = {"kind": "op", "by": "window", "op": "reconfigure", "sections": ["New."], "tools": ["lookup", "more"]}
