@@ -278,11 +278,16 @@ def _worker_setup(config: pytest.Config) -> None:
     (Path(state) / f"pid-{os.getpid()}").touch()  # the runner ends its workers once done
     if threading.current_thread() is threading.main_thread():
 
+        heard = [0]
+
         def on_interrupt(_signum: int, _frame: FrameType | None) -> None:
-            stop = Path(state) / "stop"
-            if stop.exists():
+            # A signal to the process group (Ctrl-C, timeout(1)) reaches the runner and every
+            # worker at once: the runner may have asked to stop already. Only a second signal
+            # this worker hears ends its test.
+            heard[0] += 1
+            if heard[0] > 1:
                 raise KeyboardInterrupt
-            stop.touch()
+            (Path(state) / "stop").touch()
 
         signal.signal(signal.SIGINT, on_interrupt)
         signal.signal(signal.SIGTERM, on_interrupt)

@@ -294,14 +294,15 @@ def _worker(index: int, count: int, shared: Any, results: Any) -> None:
     """Worker ``index`` of ``count``: seeds ``seed + index``, ``seed + index + count``, ... until the
     budget, or a lower seed failed (``stop_at``), or the parent asked to stop (``halt``); it
     reports its counts and its first failure. It dies with the parent whatever ends it, and
-    ignores SIGINT (a Ctrl-C reaches the whole process group: the parent decides, and asks
-    every worker to report what it has)."""
+    ignores SIGINT and SIGTERM (a Ctrl-C or timeout(1) reaches the whole process group: the
+    parent decides, and asks every worker to report what it has)."""
     import signal
 
     from simulator.supervise import die_with_parent
 
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # timeout(1) signals the whole group too
     main, strat, budget, seed, is_failure, stop_on_failure, track, run_kwargs = _WORK
     done, stop_at, current, halt = shared
     res = ExploreResult(strategy=strat.name)
@@ -412,7 +413,7 @@ def _explore_parallel(
             if p.is_alive() and interrupted:
                 p.kill()  # past the grace period: its runs come from the shared counter
             elif p.is_alive():
-                p.terminate()
+                p.kill()  # done with it (a worker ignores SIGTERM)
             p.join(timeout=5)
     for report in reports.values():
         if "error" in report:

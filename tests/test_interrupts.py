@@ -77,15 +77,17 @@ def _gone(pids: set[int], limit: float = 10) -> bool:
 pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc for the process tree")
 
 
-@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_conformance_interrupted_reports_what_it_checked(tmp_path: Path, signum: int, code: int) -> None:
+@pytest.mark.parametrize(("signum", "code", "group"), [(signal.SIGINT, 130, False), (signal.SIGTERM, 143, False),
+                                                      (signal.SIGTERM, 143, True)])
+def test_conformance_interrupted_reports_what_it_checked(tmp_path: Path, signum: int, code: int, group: bool) -> None:
+    # ``group``: as timeout(1) sends it, the workers hear it too: a stop, never a test failed
     report, junit = tmp_path / "r.json", tmp_path / "j.xml"
     proc = _start("conformance", "--impl", "mutant:asm-close-order", "--schedules", "10", "--workers", "2",
                   "--json", str(report), "--junit", str(junit), cwd=tmp_path)
     workers = _wait_for_workers(proc, 2)
     time.sleep(1)  # the workers are busy (the suite takes several seconds more)
     sent = time.monotonic()
-    os.kill(proc.pid, signum)
+    (os.killpg if group else os.kill)(proc.pid, signum)
     out, err = proc.communicate(timeout=60)
     took = time.monotonic() - sent
     assert proc.returncode == code, out[-3000:] + err[-3000:]
@@ -95,6 +97,7 @@ def test_conformance_interrupted_reports_what_it_checked(tmp_path: Path, signum:
     assert data["complete"] is False and data["interrupted"] is True
     assert data["summary"]["not_checked"] > 0
     assert not any(f.startswith("not checked") for r in data["rules"] for f in r["failures"])
+    assert not any("died" in t["message"] for r in data["rules"] for t in r.get("failed_tests", ())), data
     assert "<testsuites>" in junit.read_text()
     assert _gone(workers), "a worker outlived the interrupted run"
     assert not list(tmp_path.glob(".*.tmp")), "a temporary report file was left behind"
@@ -136,20 +139,40 @@ def test_explore_sigkill_leaves_no_worker_behind(tmp_path: Path) -> None:
     assert _gone(workers), "an explore worker outlived its SIGKILLed parent"
 
 
-def test_hunt_interrupted_writes_an_incomplete_report_and_leaves_no_worker(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("signum", "group"), [(signal.SIGINT, False), (signal.SIGTERM, True)])
+def test_hunt_interrupted_writes_an_incomplete_report_and_leaves_no_worker(
+        tmp_path: Path, signum: signal.Signals, group: bool) -> None:
+    # ``group``: the signal goes to the whole process group, workers included, as timeout(1)
+    # and a terminal's Ctrl-C send it: the workers leave the decision to the parent.
     proc = _start("hunt", "--workers", "2", "--out", str(tmp_path / "h"), cwd=tmp_path)
     workers = _wait_for_workers(proc, 2)
     time.sleep(1)
     sent = time.monotonic()
-    proc.send_signal(signal.SIGINT)
+    if group:
+        os.killpg(proc.pid, signum)
+    else:
+        proc.send_signal(signum)
     out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130, out[-3000:] + err[-3000:]
+    assert proc.returncode == 128 + signum, out[-3000:] + err[-3000:]
     assert time.monotonic() - sent < 5
-    assert "interrupted after " in out and " windows (SIGINT)" in out and "Traceback" not in err
+    assert "interrupted after " in out and f" windows ({signum.name})" in out and "Traceback" not in err
     data = json.loads((tmp_path / "h" / "report.json").read_text())
     assert data["stopped"] == "interrupted" and data["complete"] is False
     assert 0 < data["totals"]["run"] < data["totals"]["windows"]
     assert _gone(workers), "a hunt worker outlived the interrupted hunt"
+
+
+def test_explore_signalled_as_a_group_still_reports(tmp_path: Path) -> None:
+    # timeout(1) sends SIGTERM to the whole process group: the workers leave it to the parent,
+    # which asks them for their counts and reports
+    proc = _start("explore", str(WINDOW1), "--budget", "10000000", "--workers", "2", cwd=tmp_path)
+    workers = _wait_for_workers(proc, 2)
+    time.sleep(1)
+    os.killpg(proc.pid, signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143, out + err
+    assert "interrupted after " in out and "(SIGTERM)" in out and "Traceback" not in err
+    assert _gone(workers)
 
 
 def test_hunt_sigkill_leaves_no_worker_behind(tmp_path: Path) -> None:

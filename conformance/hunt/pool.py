@@ -45,8 +45,10 @@ def _die_with_parent() -> None:
 
 def _worker(tasks: Any, results: Any) -> None:
     _die_with_parent()
+    # The parent decides: ``timeout(1)`` and a terminal signal the whole process group, and a
+    # worker dying of it first would turn a stop into a "worker died" error with no report.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's stop flag: terminate() ends it
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     # What the parent built (plans, the implementation, imported modules) lives as long as the
     # worker: out of the collector's sight, full collections stay cheap and pages stay shared.
     gc.freeze()
@@ -119,7 +121,9 @@ def run(fn: Callable[[Any], R], units: Sequence[Any], *, workers: int = 1,
                     tasks.put(sent)
                     sent += 1
             for p in procs:
-                if not p.is_alive() and p.exitcode not in (0, None):
+                # one a signal killed once a stop was asked for (SIGKILL by hand, say) is a stop too
+                signalled = stopped_at is not None and (p.exitcode or 0) < 0
+                if not p.is_alive() and p.exitcode not in (0, None) and not signalled:
                     time.sleep(0.05)
                     if not results.empty():
                         break
@@ -135,7 +139,7 @@ def run(fn: Callable[[Any], R], units: Sequence[Any], *, workers: int = 1,
         for p in procs:
             p.join(timeout=0.5)
             if p.is_alive():
-                p.terminate()
+                p.kill()  # SIGKILL: a worker ignores SIGTERM (above)
                 p.join(timeout=2)
     return out
 
