@@ -1598,10 +1598,12 @@ def _agent_models(view: TraceView) -> dict[str, str]:
 
 
 def _unreturned_message_check(view: TraceView) -> Violation | None:
-    """LOOP-6, ABORT-1: an abort or cancel made inside the ``agent/step-result`` waterfall (a
-    listener of it) stops the step before the waterfall returns: no ``assistant/message`` of
-    that step is logged after it (the log records what the waterfall returned, and it returned
-    nothing; logging the assembled message instead logs what a moderating listener was replacing)."""
+    """LOOP-6, ABORT-1: after an abort or cancel made inside the ``agent/step-result`` waterfall
+    (a listener of it), a loop may abandon the waterfall or await it; either way an
+    ``assistant/message`` of that step is what the waterfall returned, so none is logged before
+    the acting listener returned (``waterfall/returned``): logging the assembled message then
+    logs what a moderating listener was about to replace."""
+    returns = [e["_i"] for e in view.of_kind("waterfall/returned")]
     for agent in view.agents:
         for op in view.ops(agent, "abort", "cancel"):
             if op.get("on") != "agent/step-result" or op.get("status") != "running":
@@ -1613,13 +1615,15 @@ def _unreturned_message_check(view: TraceView) -> Violation | None:
             if not opened:
                 continue
             step = opened[-1]["data"].get("step")
-            late = next((e for e in turn["events"] if e["type"] == "assistant/message" and e["_i"] > op["_i"]
+            returned = next((i for i in returns if i > op["_i"]), len(view.timeline))
+            late = next((e for e in turn["events"] if e["type"] == "assistant/message" and op["_i"] < e["_i"] < returned
                          and e["data"].get("step") == step), None)
             if late is not None:
                 return Violation(f"agent {agent}: step {step} of turn {turn['turn']} was stopped by {op.get('op')}() inside "
-                                 "the agent/step-result waterfall, yet an assistant/message was logged for it (LOOP-6: "
-                                 "the log records what the waterfall returned, and a stopped waterfall returned "
-                                 "nothing; ABORT-1)", late["_i"], ("LOOP-6", "ABORT-1"))
+                                 "the agent/step-result waterfall, and an assistant/message was logged for it before "
+                                 "the waterfall returned (LOOP-6: the log records what the waterfall returned; a "
+                                 "stopped waterfall the loop abandoned returned nothing; ABORT-1)", late["_i"],
+                                 ("LOOP-6", "ABORT-1"))
     return None
 
 

@@ -954,9 +954,14 @@ class World:
 
             async def waterfall(*args: Any) -> Any:
                 fired = False if after else react(args[:-1])
+                if fired and event == "agent/step-result":
+                    await asyncio.sleep(0)  # a moderating plugin yields before it passes the message on
                 value = await _as_coro(args[-1]())
                 if after:
                     fired = react(args[:-1])
+                if fired and event == "agent/step-result":
+                    # UNRETURNED: a message logged before this returns is not what the waterfall returned
+                    simulator.observe("waterfall/returned", on=event, listener=name)
                 if fired and rewrite is not None and isinstance(value, Mapping):
                     return {**value, **rewrite}  # a plugin's rewrite of the chain's value
                 return value

@@ -233,23 +233,28 @@ def test_step_shape(run: Run) -> None:
 @pytest.mark.rule("LOOP-6", "ABORT-1")
 @pytest.mark.parametrize("verb", ["abort", "cancel"])
 def test_a_step_stopped_inside_the_step_result_waterfall_logs_no_message(run: Run, verb: str) -> None:
-    # A moderating agent/step-result listener stops the step and yields before passing the
-    # message on: the waterfall never returns, so no assistant/message is logged for the step
-    # (LOOP-6: the log records what the waterfall returned; logging the assembled message would
-    # log what the listener was replacing), and the turn ends aborted{reason}.
+    # A moderating agent/step-result listener stops the step, yields, and then replaces the
+    # message. A loop may abandon the waterfall at the stop (it then returned nothing: no
+    # assistant/message) or await it (the moderated message): LOOP-6, the log records what the
+    # waterfall returned. Logging the assembled message logs what the listener was replacing.
+    # The turn ends aborted{reason} either way.
     async def scenario(k: Kit) -> None:
         a = k.agent()
         k.model.push(fakes.text("unmoderated"))
+        moderated = [v.text("moderated")]
 
         async def moderate(*args: Any) -> Any:
             a.abort("moderated") if verb == "abort" else a.cancel("moderated")
             await asyncio.sleep(0)
-            return await args[-1]()
+            message = await args[-1]()
+            return {**message, "content": moderated}
 
         k.on("agent/step-result", moderate)
         a.send("hi")
         await k.idle(a)
-        assert k.events(a, "assistant/message") == [], "the step stopped inside agent/step-result logged a message"
+        logged = [e["data"]["content"] for e in k.events(a, "assistant/message")]
+        assert logged in ([], [moderated]), (
+            f"the step stopped inside agent/step-result logged {logged}: none, or what the waterfall returned")
         assert k.reasons(a) == [aborted("moderated")]
 
     run(scenario)

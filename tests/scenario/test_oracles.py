@@ -1495,6 +1495,23 @@ def test_tools_run_after_their_call_is_logged_and_one_at_a_time() -> None:
     assert _check("TOOLS", left) is None
 
 
+def test_a_step_stopped_inside_step_result_logs_only_what_the_waterfall_returned() -> None:
+    # UNRETURNED (LOOP-6): the stop came inside the waterfall; a message logged before the acting
+    # listener returned is not what the waterfall returned; one logged after it is (a loop that
+    # awaits the waterfall may log it), and so is none
+    head = [_op("send", "A"), _status("running"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}),
+            _log(1, "user/message", content=[{"type": "text", "text": "A"}]), _log(2, "step/start", turn=1, step=1),
+            _op("abort", by="window", status="running", on="agent/step-result", reason="r")]
+    message = _log(3, "assistant/message", turn=1, step=1, content=[{"type": "text", "text": "hi"}])
+    returned = {"kind": "waterfall/returned", "on": "agent/step-result", "listener": "window"}
+    tail = [_log(4, "step/end", turn=1, step=1), _log(5, "turn/end", turn=1, reason={"kind": "aborted", "reason": "r"})]
+    found = _check("UNRETURNED", [*head, message, returned, *tail])
+    assert found is not None and found.rules == ("LOOP-6", "ABORT-1") and "before the waterfall returned" in found.message
+    assert _check("UNRETURNED", [*head, message, *tail]) is not None  # it never returned
+    assert _check("UNRETURNED", [*head, returned, message, *tail]) is None
+    assert _check("UNRETURNED", [*head, returned, *tail]) is None
+
+
 def test_no_further_tool_of_the_step_runs_after_a_stop_during_one() -> None:
     # TOOL-5: an abort during c1 ends the step: c2's tool never starts, not even after the turn
     # ended (over the wire a tool starts when its request arrives)
