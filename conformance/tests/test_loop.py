@@ -840,12 +840,19 @@ def test_queued_steering_status_and_error_notifications_carry_their_arguments(ru
         agent_a, agent_b = steering[1], error[1]  # only a steers, only b's turn fails
         assert agent_a is not agent_b, "one object per agent"
         assert all(s[1] in (agent_a, agent_b) for s in seen), "one object per agent"
-        assert [s[2:] for s in by_name["agent/queued"] if s[1] is agent_a] == [
+        # the content as the caller gave it (a string here) or as its blocks: spec 0 names the
+        # argument, not its form
+        def blocks(content: Any) -> Any:
+            return [v.text(content)] if isinstance(content, str) else content
+
+        def queued(agent: Any) -> list[tuple[Any, ...]]:
+            return [(blocks(s[2]), *s[3:]) for s in by_name["agent/queued"] if s[1] is agent]
+        assert queued(agent_a) == [
             ([v.text("hi")], {"source": USER, "steering": False}),
             ([v.text("nudge")], {"source": USER, "steering": True}),
         ]
-        assert [s[2:] for s in by_name["agent/queued"] if s[1] is agent_b] == [([v.text("fails")], {"source": USER, "steering": False})]
-        assert steering[2:] == (1, [v.text("nudge")], USER)
+        assert queued(agent_b) == [([v.text("fails")], {"source": USER, "steering": False})]
+        assert (steering[2], blocks(steering[3]), *steering[4:]) == (1, [v.text("nudge")], USER)
         assert [s[2] for s in by_name["agent/status"] if s[1] is agent_a] == ["running", "idle", "disposed"]
         assert [s[2] for s in by_name["agent/status"] if s[1] is agent_b] == ["running", "idle"]
         assert error[2:4] == (1, 1), error
