@@ -15,7 +15,7 @@ from conformance.adapter import AgentHandle
 from conformance.fakes import Gate, respond
 from conformance.harness import Kit
 
-from ._support import DISPOSED, Run, Watch, boom, once, texts
+from ._support import DISPOSED, Run, Watch, boom, once, once_on, texts
 
 
 async def _mid_turn(k: Kit) -> AgentHandle:
@@ -468,15 +468,20 @@ def test_disposal_ends_the_driver_with_work_queued(run: Run, where: str) -> None
 
 
 @pytest.mark.rule("DISP-2", "IDLE-4")
-def test_disposing_an_idle_agent_ends_its_parked_driver(run: Run) -> None:
+@pytest.mark.parametrize("where", ["parked", "idle listener"])
+def test_disposing_an_idle_agent_ends_its_parked_driver(run: Run, where: str) -> None:
     # An idle agent's driver is parked, waiting for work: dispose() must end it too, so a
     # when_idle() after the disposal (which waits for the driver to have exited) resolves.
+    # Also a dispose() from the agent/status('idle') listener, as the driver is about to park.
     async def scenario(k: Kit) -> None:
         a = k.agent()
+        if where == "idle listener":
+            k.on("agent/status", once_on("idle", a.dispose), needs="the test disposes from the idle status listener")
         a.send("A")
         await k.idle(a)
         await k.settle()
-        a.dispose()
+        if where == "parked":
+            a.dispose()
         await k.idle(a)
         assert a.status == "disposed"
         task = k.service.driver_task(a)

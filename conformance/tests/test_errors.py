@@ -206,6 +206,34 @@ def test_throwing_session_event_listener(run: Run, event_type: str) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("LOG-4", "ERR-1")
+@pytest.mark.parametrize("event_type", ["user/message", "step/start", "assistant/message"])
+def test_a_throwing_session_event_listener_on_any_event_leaves_the_turns_paired(run: Run, event_type: str) -> None:
+    # ERR-4 names the boundaries; on any other event too a throwing session/event listener
+    # leaves every turn/start closed by exactly one turn/end before the next (LOG-4), and the
+    # loop alive (ERR-1: a failure ends its own turn at most). How that turn ends is not said.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        fired = [False]
+
+        def listener(_session: object, event: dict) -> None:
+            if event["type"] == event_type and not fired[0]:
+                fired[0] = True
+                raise RuntimeError(f"{event_type} listener failed")
+
+        k.on("session/event", listener)
+        a.send("one")
+        await k.idle(a)
+        assert fired[0]
+        a.send("two")
+        await k.idle(a)
+        kinds = [e["type"] for e in k.events(a) if e["type"] in ("turn/start", "turn/end")]
+        assert kinds == ["turn/start", "turn/end"] * 2, f"turns do not pair: {kinds}"
+        assert k.reasons(a)[-1] == COMPLETED, "the loop stays alive"
+
+    run(scenario)
+
+
 @pytest.mark.rule("ERR-4", "LOOP-4")
 @pytest.mark.parametrize("does", ["raise", "dispose"])
 def test_agent_turn_end_names_the_reason_turn_end_logged(run: Run, does: str) -> None:

@@ -93,6 +93,52 @@ def test_a_throwing_session_event_listener_does_not_keep_an_event_from_the_persi
     run(scenario)
 
 
+@pytest.mark.rule("SVC-3", "LOG-3")
+def test_an_event_appended_by_a_session_event_listener_is_persisted_after_the_event_it_heard(
+        run: Run, impl: Implementation) -> None:
+    # A session/event listener on turn/start injects (INJ-1: a context/message in the open
+    # turn). The live log has turn/start, then the context/message; the persisted session, which
+    # SVC-3 resumes, holds the same events in the same order with the same seq (LOG-3): a backend
+    # written after the listeners ran would store the listener's append first.
+    _persistence_or_skip(impl)
+    if "injection" not in impl.features:
+        pytest.skip("not-applicable: feature injection not supported")
+
+    async def scenario(k: Kit) -> None:
+        store = k.impl.new_persistence()
+        first = k.impl.create_service(persistence=store)
+        first.register_model(MODEL, FakeModel([fakes.text("one-reply")], default=respond.text("ok")))
+        agents: list[Any] = []
+        pending: list[Any] = []
+
+        def listener(_session: object, event: dict[str, Any]) -> None:
+            if event.get("type") == "turn/start" and agents and not pending:
+                pending.append(agents[0].inject("a note"))
+
+        first.on("session/event", listener)
+        a = first.create_agent("delta", "sess-2", agent_options={"model": MODEL})
+        agents.append(a)
+        a.send("one")
+        await k.idle(a)
+        for p in pending:
+            if inspect.isawaitable(p):
+                await p
+        logged = [dict(e) for e in a.session.events]
+        assert "context/message" in [e["type"] for e in logged], "the listener's inject was not logged"
+        await first.close()
+
+        second = k.impl.create_service(persistence=store)
+        second.register_model(MODEL, FakeModel(default=respond.text("ok")))
+        b = await second.resume("delta", "sess-2", agent_options={"model": MODEL})
+        loaded = [dict(e) for e in b.session.events]
+        assert [(e["seq"], e["type"]) for e in loaded] == [(e["seq"], e["type"]) for e in logged], (
+            "the persisted log is not the live one, in order: "
+            f"{[e['type'] for e in loaded]} against {[e['type'] for e in logged]}")
+        await second.close()
+
+    run(scenario)
+
+
 @pytest.mark.rule("SVC-3")
 def test_resume_continues_session(run: Run) -> None:
     async def scenario(k: Kit) -> None:
