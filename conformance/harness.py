@@ -165,12 +165,15 @@ class Kit:
         return result if inspect.isawaitable(result) else None
 
     # ------------------------------------------------------------------ waiting
-    async def idle(self, agent: AgentHandle, waiter: Awaitable[Any] | None = None) -> None:
-        """Await ``agent.when_idle()`` (or a waiter obtained earlier), failing if it hangs."""
+    async def idle(self, agent: AgentHandle, waiter: Awaitable[Any] | None = None, *, what: str = "") -> None:
+        """Await ``agent.when_idle()`` (or a waiter obtained earlier), failing if it hangs; ``what``
+        says what the test expected to end by then (the likely cause of a hang)."""
         try:
             await asyncio.wait_for(_as_coro(waiter if waiter is not None else agent.when_idle()), self.timeout)
         except TimeoutError:
-            raise AssertionError(f"when_idle() of {agent.id} did not resolve (status {agent.status}){self.why()}") from None
+            cause = f": {what}" if what else ""
+            raise AssertionError(f"when_idle() of {agent.id} did not resolve (status {agent.status}){cause}"
+                                 f"{self.why()}") from None
 
     def poke(self) -> None:
         """Wake ``until()`` waiters to re-check their condition."""

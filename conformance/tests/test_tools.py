@@ -274,6 +274,8 @@ def test_a_tool_sees_its_call_and_its_abort(run: Run) -> None:
     # signal, which fires with the abort's reason when the step is aborted during the tool. (Not
     # the agent's id: the Tool protocol's context has one, the spec's execution does not; an
     # independent loop written from the spec alone, 2026-12-03, failed here for lacking it.)
+    # The watching tool ignores its signal and sleeps on: the abort still ends the step and the
+    # turn (TOOL-5, as CANCEL-MID for a stream whose adapter ignores it), so the loop stops waiting.
     async def scenario(k: Kit) -> None:
         echo = k.tool("echo")
         watcher = _SignalWatcher()
@@ -283,7 +285,8 @@ def test_a_tool_sees_its_call_and_its_abort(run: Run) -> None:
         a.send("hi")
         await k.until(lambda: bool(watcher.contexts), "the watching tool")
         a.abort("stop watching")
-        await k.idle(a)
+        await k.idle(a, what="an abort during a tool that ignores its signal ends the step and the turn; the loop "
+                             "must not wait for the tool to return (TOOL-5)")
         assert [c.call_id for c in echo.calls] == ["c1"]
         assert watcher.contexts == [{"call_id": "c2"}]
         assert watcher.fired == ["stop watching"], "the tool's signal fires with the abort's reason"
