@@ -671,7 +671,8 @@ def test_a_stream_stopped_by_the_abort_ends_the_turn_aborted_whatever_the_adapte
             a.abort("stop")
         else:
             a.cancel("stop")
-        await k.idle(a)
+        await k.idle(a, what=f"{verb}() during a stream ends the turn aborted whatever the adapter does ({adapter}): "
+                             "the loop must not wait for a stream its signal stopped (CANCEL-MID, ABORT-1)")
         expected = [aborted("stop"), COMPLETED] if verb == "abort" else [aborted("stop")]
         assert k.reasons(a) == expected, (
             f"a stream its adapter ended ({adapter}) at the {verb} must end the turn aborted: {k.reasons(a)}")
@@ -699,7 +700,8 @@ def test_a_stream_stopped_between_two_reads_ends_the_turn_aborted_whatever_the_a
             getattr(a, verb)("stop")
         k.on("agent/stream-chunk", once(stop), needs="the stop lands between two reads of the stream")
         a.send("A")
-        await k.idle(a)
+        await k.idle(a, what=f"{verb}() between two reads ends the turn aborted: the loop must see that the step's "
+                             "signal already fired before it reads again (CANCEL-MID, ABORT-1)")
         expected = [aborted("stop"), COMPLETED] if verb == "abort" else [aborted("stop")]
         assert k.reasons(a) == expected, (
             f"a stream stopped between two reads ({adapter}) must end the turn aborted: {k.reasons(a)}")
