@@ -4,9 +4,10 @@ The work (the plans, the implementation) is set up in the parent before the fork
 only unit numbers travel to the workers and small results come back, so the result is the same
 whatever the number of workers and whatever order the units finish in. A worker that dies is a
 :class:`PoolError` naming the unit it was running; workers die with the parent, ignore SIGINT
-(the parent decides), and stop taking units when ``should_stop()`` says so (the results then
+and SIGTERM (the parent decides: a terminal and ``timeout(1)`` signal the whole process group),
+and stop taking units when ``should_stop()`` says so (the results then
 lack the units never run: ``None`` in their place). Units still running :data:`STOP_GRACE`
-seconds after the stop was asked for are abandoned (their workers terminated, ``None`` in their
+seconds after the stop was asked for are abandoned (their workers killed, ``None`` in their
 place too): a slow or stuck unit never holds a stopped command, and its partial report, hostage.
 """
 

@@ -617,31 +617,30 @@ def _prompts_check(view: TraceView) -> Violation | None:
     return None
 
 
+def _cancels_after_status(view: TraceView, agent: str, index: int, status: str) -> Iterator[tuple[int, int | None]]:
+    """The agent's ``cancel()`` calls before ``index`` made while its status was ``status``:
+    each one's index and that of the agent's last status change before it (``None``: none)."""
+    changes = [e["_i"] for e in view.of_kind("agent/status", agent=agent)]
+    for c in view.ops(agent, "cancel"):
+        if c["_i"] < index and c.get("status") == status:
+            yield c["_i"], max((i for i in changes if i < c["_i"]), default=None)
+
+
 def _window2_cancel_before(view: TraceView, agent: str, index: int) -> bool:
     """Whether a ``cancel()`` before ``index`` came in window 2: the agent running and no turn
     opened since it started running (CANCEL-W2: the turn about to start is dropped; a
     replacement queued there runs in that same running period)."""
-    runs = [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "running"]
     starts = [e["_i"] for e in view.log(agent) if e["type"] == "turn/start"]
-    for c in view.ops(agent, "cancel"):
-        if c["_i"] >= index or c.get("status") != "running":
-            continue
-        since = max((i for i in runs if i < c["_i"]), default=None)
-        if since is not None and not any(since < i < c["_i"] for i in starts):
-            return True
-    return False
+    return any(since is not None and not any(since < i < at for i in starts)
+               for at, since in _cancels_after_status(view, agent, index, "running"))
 
 
 def _idle_noop_cancel_before(view: TraceView, agent: str, index: int) -> bool:
     """Whether a ``cancel()`` before ``index`` found the agent idle with nothing queued since it
     last changed status (CANCEL-3: nothing to cancel, so it arms nothing)."""
-    for c in view.ops(agent, "cancel"):
-        if c["_i"] >= index or c.get("status") != "idle":
-            continue
-        since = max((e["_i"] for e in view.of_kind("agent/status", agent=agent) if e["_i"] < c["_i"]), default=-1)
-        if not any(since < e["_i"] < c["_i"] for e in view.ops(agent, "send", "steer", "inject")):
-            return True
-    return False
+    given = [e["_i"] for e in view.ops(agent, "send", "steer", "inject")]
+    return any(not any((-1 if since is None else since) < i < at for i in given)
+               for at, since in _cancels_after_status(view, agent, index, "idle"))
 
 
 def _consumed_ran_again(view: TraceView, agent: str) -> Violation | None:
@@ -772,6 +771,10 @@ def _stop_reason(op: Event) -> str:
     return reason if isinstance(reason, str) else ("aborted" if op.get("op") == "abort" else "cancelled")
 
 
+_STEP_OPENING = "agent/step-start"
+"""The notification of a step that is logged but has no abort handle yet (CANCEL-STEP)."""
+
+
 def _deferred_abort_check(view: TraceView) -> Violation | None:
     """ABORT-1: an ``abort()`` made while a turn runs but no step is in flight does nothing; it is
     not deferred to the turn's next step. Judged only where that is certain: an abort done
@@ -787,7 +790,7 @@ def _deferred_abort_check(view: TraceView) -> Violation | None:
         for op in stops:
             # at agent/step-start the step is logged but has no abort handle yet (CANCEL-STEP)
             if op.get("op") == "abort" and op.get("on") and op.get("status") == "running" \
-                    and (op.get("on") == "agent/step-start" or _no_step_in_flight(log, op["_i"])):
+                    and (op["on"] == _STEP_OPENING or _no_step_in_flight(log, op["_i"])):
                 clean.append(op)
             else:
                 unclear.add(_stop_reason(op))
@@ -797,7 +800,7 @@ def _deferred_abort_check(view: TraceView) -> Violation | None:
                 continue
             turn = _ended_turn_around(view, agent, op["_i"])
             if turn is not None and turn["reason"] == "aborted" and turn["stop"] == reason:
-                early = op.get("on") == "agent/step-start"
+                early = op["on"] == _STEP_OPENING
                 return Violation(
                     f"agent {agent}: turn {turn['turn']} ends aborted{{reason: {reason!r}}}, but that abort() came "
                     f"from a {op.get('on')} listener while no step was in flight (it does nothing: it is not "
@@ -1043,11 +1046,11 @@ def _tool_overlap(view: TraceView, agent: str, t: dict[str, Any], stops: list[in
     # is surely this turn's call (one agent, every id once)
     if not calls or len(logged) != len(calls) or len(view.agents) != 1:
         return None
-    end = t["end_i"] if t["end_i"] is not None else len(view.timeline)
-    running: dict[Any, int] = {}
     found = _tool_after_stop(view, agent, t, calls, stops)
     if found is not None:
         return found
+    end = t["end_i"] if t["end_i"] is not None else len(view.timeline)
+    running: dict[Any, int] = {}
     # a listener that threw inside a tool call ended it with no tool/done of the fake's own
     stops = [*stops, *(e["_i"] for e in view.ops(agent, "raise"))]
     events = sorted((e for e in (*view.of_kind("tool/start"), *view.of_kind("tool/done"))

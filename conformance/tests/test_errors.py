@@ -179,19 +179,25 @@ def _nothing_after_turn_end(k: Kit, agent: object) -> None:
     assert types and types[-1] == "turn/end", f"events were appended after the turn's turn/end: {types}"
 
 
+def _throw_once_on(k: Kit, event_type: str) -> list[bool]:
+    """A session/event listener that throws on the first event of ``event_type``; ``[fired]``."""
+    fired = [False]
+
+    def listener(_session: object, event: dict) -> None:
+        if event["type"] == event_type and not fired[0]:
+            fired[0] = True
+            raise RuntimeError(f"{event_type} listener failed")
+
+    k.on("session/event", listener)
+    return fired
+
+
 @pytest.mark.rule("ERR-4")
 @pytest.mark.parametrize("event_type", ["turn/start", "step/end", "error", "turn/end"])
 def test_throwing_session_event_listener(run: Run, event_type: str) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
-        fired = [False]
-
-        def listener(_session: object, event: dict) -> None:
-            if event["type"] == event_type and not fired[0]:
-                fired[0] = True
-                raise RuntimeError(f"{event_type} listener failed")
-
-        k.on("session/event", listener)
+        fired = _throw_once_on(k, event_type)
         if event_type == "error":
             k.model.push(respond.raises("model failed"))
         a.send("one")
@@ -214,14 +220,7 @@ def test_a_throwing_session_event_listener_on_any_event_leaves_the_turns_paired(
     # loop alive (ERR-1: a failure ends its own turn at most). How that turn ends is not said.
     async def scenario(k: Kit) -> None:
         a = k.agent()
-        fired = [False]
-
-        def listener(_session: object, event: dict) -> None:
-            if event["type"] == event_type and not fired[0]:
-                fired[0] = True
-                raise RuntimeError(f"{event_type} listener failed")
-
-        k.on("session/event", listener)
+        fired = _throw_once_on(k, event_type)
         a.send("one")
         await k.idle(a)
         assert fired[0]

@@ -300,20 +300,25 @@ def test_a_listener_closes_the_service_and_the_run_waits_for_the_close() -> None
     assert load_text(dump(sc), origin="again.yaml").listeners == sc.listeners
 
 
-class _ClosedBy:
-    """The reference with another ``close()``: ``make(service)`` returns the coroutine function."""
+class _Patched:
+    """``base`` (default: the reference) whose every service ``patch(service)`` edits in place."""
 
-    def __init__(self, name: str, make: Any) -> None:
-        self.name, self.features, self.logger_name = name, REFERENCE.features, REFERENCE.logger_name
-        self._make = make
+    def __init__(self, name: str, patch: Any, base: Any = REFERENCE) -> None:
+        self.name, self.features, self.logger_name = name, base.features, base.logger_name
+        self._base, self._patch = base, patch
 
     def create_service(self, *, persistence: object | None = None) -> Any:
-        service = REFERENCE.create_service(persistence=persistence)
-        service.close = self._make(service)
+        service = self._base.create_service(persistence=persistence)
+        self._patch(service)
         return service
 
     def new_persistence(self) -> object:
-        return REFERENCE.new_persistence()
+        return self._base.new_persistence()
+
+
+def _closed_by(name: str, make: Any) -> _Patched:
+    """The reference with another ``close()``: ``make(service)`` returns the coroutine function."""
+    return _Patched(name, lambda service: setattr(service, "close", make(service)))
 
 
 def test_a_close_that_leaves_an_agent_running_fails_svc_7() -> None:
@@ -326,7 +331,7 @@ def test_a_close_that_leaves_an_agent_running_fails_svc_7() -> None:
                     agent.dispose()
         return close
 
-    report = engine.run_one(sc, _ClosedBy("lenient", sparing))  # type: ignore[arg-type]
+    report = engine.run_one(sc, _closed_by("lenient", sparing))  # type: ignore[arg-type]
     found = [f for f in report.trace.failures if f["check"] == "CLOSED"]
     assert found and "SVC-7" in found[0]["rules"] and "still running after service.close()" in found[0]["message"]
 
@@ -354,26 +359,17 @@ actors:
     assert failed and failed[0]["check"] == "SVC-2", failed
 
 
-class _SessionNamed:
+def _session_named(base: Any, name: Any) -> _Patched:
     """``base`` whose ``create()`` names every session ``name(agent_id)``."""
-
-    def __init__(self, base: Any, name: Any) -> None:
-        self.name, self.features, self.logger_name = "session-named", base.features, base.logger_name
-        self._base, self._name = base, name
-
-    def create_service(self, *, persistence: object | None = None) -> Any:
-        service = self._base.create_service(persistence=persistence)
+    def patch(service: Any) -> None:
         create = service.create
 
         def named(agent_id: str, options: Any = None) -> Any:
             agent = create(agent_id, options)
-            agent.session._id = self._name(agent_id)
+            agent.session._id = name(agent_id)
             return agent
         service.create = named
-        return service
-
-    def new_persistence(self) -> object:
-        return self._base.new_persistence()
+    return _Patched("session-named", patch, base)
 
 
 @pytest.mark.parametrize(("base", "name", "says"), [
@@ -396,7 +392,7 @@ actors:
 """, origin="recreate.yaml")
     impl = REFERENCE if base == "reference" else mutants.get(base)
     assert not [f for f in engine.run_one(sc, impl).trace.failures if "SVC-1" in f.get("rules", ())]
-    failed = [f for f in engine.run_one(sc, _SessionNamed(impl, name)).trace.failures if "SVC-1" in f.get("rules", ())]
+    failed = [f for f in engine.run_one(sc, _session_named(impl, name)).trace.failures if "SVC-1" in f.get("rules", ())]
     assert failed and says in failed[0]["message"], failed
 
 
@@ -533,7 +529,7 @@ def test_a_callers_close_that_raises_or_hangs_is_a_problem_not_a_crash(how: str)
             await asyncio.get_running_loop().create_future()  # never returns
         return close
 
-    report = engine.run_one(sc, _ClosedBy("broken", broken))  # type: ignore[arg-type]
+    report = engine.run_one(sc, _closed_by("broken", broken))  # type: ignore[arg-type]
     assert report.trace.outcome == "completed"
     messages = report.trace.failure_messages()
     said = "service.close() raised RuntimeError: close failed" if how == "raises" else "service.close() did not finish"
