@@ -540,7 +540,18 @@ def _stop_reason(collector: _Collector, max_hangs: int, workers: int, interrupte
                 "runs every test)")
     if workers and collector.crashes:
         return f"the run stopped after {collector.crashes} worker processes died (the implementation ends its process?)"
+    if code == pytest.ExitCode.INTERNAL_ERROR:
+        return (f"pytest stopped with an internal error (exit {int(code)}: {_internal_error(output)}): the "
+                "implementation broke the test process?")
     return f"no result came back (pytest exit {int(code)}: {_last_line(output)})"
+
+
+def _internal_error(text: str) -> str:
+    """The exception line of pytest's ``INTERNALERROR>`` traceback (its last line otherwise)."""
+    errors = [line.removeprefix("INTERNALERROR>").strip() for line in text.splitlines()
+              if line.startswith("INTERNALERROR>")]
+    named = [line for line in errors if re.match(r"^[A-Za-z_.]+(Error|Exception|Exit|Interrupt)\b", line)]
+    return named[-1] if named else errors[-1] if errors and errors[-1] else _last_line(text)
 
 
 def _last_line(text: str) -> str:
