@@ -44,6 +44,10 @@ def _die_with_parent() -> None:
     die_with_parent()
 
 
+WORKER_BROKE = 70
+"""A worker's exit code when its own queues failed (EX_SOFTWARE): its pipe was closed under it."""
+
+
 def _worker(tasks: Any, results: Any) -> None:
     _die_with_parent()
     # The parent decides: ``timeout(1)`` and a terminal signal the whole process group, and a
@@ -55,17 +59,23 @@ def _worker(tasks: Any, results: Any) -> None:
     gc.freeze()
     assert _JOB is not None
     fn, units = _JOB
-    while True:
-        i = tasks.get()
-        if i is None:
-            break
-        results.put(("start", i, os.getpid()))
-        try:
-            results.put(("done", i, fn(units[i])))
-        except BaseException as exc:  # reported by the parent, naming the unit
-            line = traceback.format_exception_only(type(exc), exc)[-1].strip()
-            results.put(("error", i, line))
-            break
+    try:
+        while True:
+            i = tasks.get()
+            if i is None:
+                break
+            results.put(("start", i, os.getpid()))
+            try:
+                results.put(("done", i, fn(units[i])))
+            except BaseException as exc:  # reported by the parent, naming the unit
+                line = traceback.format_exception_only(type(exc), exc)[-1].strip()
+                results.put(("error", i, line))
+                break
+    except BaseException:
+        # The queues themselves broke: an implementation that closes file descriptors it does not
+        # own closed the worker's pipe. Die quietly (no traceback on the user's terminal): the
+        # parent reports the death in one line, naming the unit the worker was running.
+        os._exit(WORKER_BROKE)
 
 
 def run(fn: Callable[[Any], R], units: Sequence[Any], *, workers: int = 1,
@@ -130,7 +140,9 @@ def run(fn: Callable[[Any], R], units: Sequence[Any], *, workers: int = 1,
                         break
                     unit = running.get(p.pid or -1)
                     where = f" while running {describe(units[unit])}" if unit is not None else ""
-                    raise PoolError(f"a worker died (exit code {p.exitcode}){where}")
+                    why = (" (its pipe to this process broke: does the implementation close file descriptors "
+                           "it does not own?)") if p.exitcode == WORKER_BROKE else ""
+                    raise PoolError(f"a worker died (exit code {p.exitcode}){where}{why}")
             time.sleep(0.002)
     finally:
         _JOB = None

@@ -194,6 +194,18 @@ def test_a_worker_that_dies_is_an_error_naming_its_unit() -> None:
         pool.run(_dies, list(range(6)), workers=2, describe=lambda u: f"unit {u}")
 
 
+def _closes_fds(unit: int) -> int:
+    if unit == 2:
+        os.closerange(3, 1024)  # an implementation closing descriptors it does not own: the worker's pipes
+    return unit
+
+
+def test_a_worker_whose_pipes_were_closed_dies_quietly_and_is_named() -> None:
+    # No traceback from the worker on the user's terminal: one error line, from the parent.
+    with pytest.raises(pool.PoolError, match=r"died \(exit code 70\) while running unit 2 \(its pipe"):
+        pool.run(_closes_fds, list(range(5)), workers=2, describe=lambda u: f"unit {u}")
+
+
 def _sleeps(unit: int) -> int:
     if unit == 1:
         time.sleep(60)  # a stuck unit
