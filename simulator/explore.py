@@ -328,11 +328,22 @@ def _worker(index: int, count: int, shared: Any, results: Any) -> None:
                         stop_at.value = min(stop_at.value, s)
                     break
     except BaseException as exc:  # reported by the parent as the error of this seed
-        results.put({"worker": index, "error": f"seed {current[index]}: {type(exc).__name__}: {exc}"})
+        _report(results, {"worker": index, "error": f"seed {current[index]}: {type(exc).__name__}: {exc}"})
         return
-    results.put({"worker": index, "runs": res.runs, "failures": res.failures, "outcomes": res.outcomes,
-                 "first": first, "sched": seen.schedules, "tl": seen.timelines,
-                 "interrupted": res.interrupted})
+    _report(results, {"worker": index, "runs": res.runs, "failures": res.failures, "outcomes": res.outcomes,
+                      "first": first, "sched": seen.schedules, "tl": seen.timelines,
+                      "interrupted": res.interrupted})
+
+
+def _report(results: Any, message: dict[str, Any]) -> None:
+    """A worker's report to the parent. A pipe the program under test closed (it closes file
+    descriptors it does not own) ends the worker quietly: the parent names the missing worker."""
+    import os
+
+    try:
+        results.put(message)
+    except BaseException:
+        os._exit(70)
 
 
 def _explore_parallel(
