@@ -37,6 +37,11 @@ def show(
     except CassetteError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+    if results and not any(r.adapter for r in results):
+        # nothing here is model traffic the kit reads: bad input, not an empty replay
+        typer.echo(f"error: {file}: no interaction is an API loopkit's adapters speak (interaction 1: "
+                   f"{results[0].method} {results[0].url})", err=True)
+        raise typer.Exit(2)
     if as_json:
         typer.echo(json.dumps({"file": str(file), "interactions": [r.to_json() for r in results]}, indent=2))
         return

@@ -29,6 +29,7 @@ at once in one simulated run.)
 from __future__ import annotations
 
 import asyncio
+import datetime
 import gzip
 import json
 import math
@@ -226,6 +227,9 @@ def _headers(path: Path, n: int, where: str, raw: Any) -> dict[str, list[str]]:
         values = value if isinstance(value, list) else [value]
         if not values:
             raise _fail(path, n, f"{where} header {str(name)!r} has no value")
+        # An unquoted value YAML typed (``openai-version: 2020-10-01`` loads as a date) is the
+        # text it was written as.
+        values = [v.isoformat() if isinstance(v, datetime.date) else v for v in values]
         if not all(isinstance(v, _SCALARS) and not isinstance(v, bool) for v in values):
             raise _fail(path, n, f"{where} header {str(name)!r} holds a {type(values[0]).__name__}, expected text")
         out[str(name)] = [_header_value(v) for v in values]
@@ -255,7 +259,15 @@ def _body(path: Path, n: int, raw: Any, encoding: str) -> tuple[str, bytes | Non
     charset) are kept as they are, with their text decoded lossily for display and scrubbing.
     """
     if isinstance(raw, dict):
-        raw = raw.get("string")
+        if "string" not in raw and "content" in raw:
+            # pydantic-ai's serializer (2026): ``{type: text|json, content: ...}``, a JSON body
+            # stored as its parsed value
+            content = raw["content"]
+            if raw.get("type") == "json" or not isinstance(content, str | bytes | None):
+                return _json_text(path, n, content), None
+            raw = content
+        else:
+            raw = raw.get("string")
     if raw is None:
         return "", None
     if isinstance(raw, str):

@@ -52,6 +52,13 @@ OBSERVER = "__loopkit_observer__"
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
+class ThrownValue(Exception):
+    """A failure that is not an error object: JavaScript lets a plugin ``throw "text"`` (any
+    value). In Python it is an exception whose text is the value; over the wire the child throws
+    the text itself, a string (wire protocol 6.3, ``thrown``), so a loop that reads
+    ``error.message`` without normalising what was thrown shows it (ERR-2)."""
+
+
 def observer(listener: _F) -> _F:
     """Mark ``listener`` as a pure observer: it records what it is given, and never calls the
     implementation, raises or awaits. An in-process implementation calls it like any listener;

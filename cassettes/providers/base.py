@@ -137,7 +137,7 @@ def error_from_body(status: int, text: str, reason: str = "", headers: Mapping[s
     OpenAI: ``{"error": {"message", "type", "code"}}``; Anthropic:
     ``{"type": "error", "error": {"type", "message"}}``; Google: ``{"error": {"code", "message",
     "status"}}`` (also wrapped in a list); AWS: ``{"message"}`` with the type in the
-    ``x-amzn-ErrorType`` header. The code is the provider's, else ``HTTP_<status>``.
+    ``x-amzn-ErrorType`` header (or the body's ``__type``). The code is the provider's, else ``HTTP_<status>``.
     """
     message, code = "", None
     try:
@@ -155,6 +155,8 @@ def error_from_body(status: int, text: str, reason: str = "", headers: Mapping[s
     elif isinstance(data, dict) and isinstance(data.get("message") or data.get("Message"), str):
         message = str(data.get("message") or data.get("Message"))
     amz = _header(headers, "x-amzn-errortype")
+    if not amz and isinstance(data, dict) and isinstance(data.get("__type"), str):
+        amz = data["__type"].rsplit("#", 1)[-1]  # AWS's JSON protocol names the type in the body too
     if amz and not code:
         code = amz.split(":", 1)[0]
     if not message:

@@ -77,7 +77,8 @@ CHUNK_KEYS = frozenset({"id", "object", "created", "model", "system_fingerprint"
                         "prompt_filter_results", "choices", "usage", "x_groq", "error", "native_finish_reason", "request_id",
                         "kv_transfer_params", "prompt_logprobs", "nvext", "metadata", "seed"})
 CHOICE_KEYS = frozenset({"index", "delta", "message", "finish_reason", "native_finish_reason", "logprobs", "stop_reason",
-                         "matched_stop", "content_filter_results", "error", "text_offset", "seed", "token_ids", "usage", "text"})
+                         "matched_stop", "content_filter_results", "error", "text_offset", "seed", "token_ids", "usage", "text",
+                         "obfuscation"})  # Bedrock's OpenAI-compatible endpoint pads each choice
 DELTA_KEYS = frozenset({"role", "content", "reasoning_content", "reasoning", "reasoning_details", "refusal", "tool_calls",
                         "function_call", "annotations", "executed_tools", "name", "tool_call_id", "metadata", "prefix", "token_id", "token_ids"})
 

@@ -659,6 +659,7 @@ class FakeModel:
                 history=history_digest(snapshot.get("messages", ())),
                 **_request_extras(snapshot, self.name),
             )
+            _observe_abort(loop, request.get("signal"), self.name, call)
         if self.on_request is not None:
             self.on_request()
         if isinstance(entry, Response) and entry.abort_mode == "raise":
@@ -750,6 +751,16 @@ class FakeModel:
                 _observe(loop, "model/done", model=self.name, call=call, outcome=outcome, chunks=i,
                          **({} if usage is None else {"usage": copy.deepcopy(usage)}), **_raised_fields(raised),
                          **({"signalled": True} if signalled else {}))
+
+
+def _observe_abort(loop: Any, signal: Any, model: str, call: int) -> None:
+    """Record ``model/aborted`` when the request's signal fires, synchronously, inside the loop's
+    ``abort()`` / ``cancel()`` / ``dispose()`` as an adapter's own listener on the signal runs:
+    a listener on that world point acts there (an abort observer queueing work while the loop
+    cancels, which a loop clearing its queues after the abort drops, CANCEL-1/MARKER-1)."""
+    add = getattr(signal, "add_listener", None)
+    if callable(add) and not getattr(signal, "aborted", False):
+        add(lambda _reason=None: _observe(loop, "model/aborted", model=model, call=call))
 
 
 def _early_signal(signal: Any) -> AbortSignal | None:

@@ -2,7 +2,8 @@
 
 A :class:`Point` is a place in a workload's run: right after a notification (``agent/status``
 split by status, ``session/event`` by event type), before or after a waterfall's ``next()``,
-inside ``session/flush``, inside a tool call, at a model call, right after an agent was created
+inside ``session/flush``, inside a tool call, at a model call, as a model call's abort signal
+fires (inside the loop's abort, an abort observer), right after an agent was created
 (before its driver first ran), inside a ``resume()``'s load of its persisted log (where only
 ``create`` of its id applies); and which occurrence of it (``nth``). A :class:`Window` is a
 point, a sequence of caller actions (``send``, ``steer``, ``inject``, ``cancel``, ``abort``,
@@ -83,6 +84,8 @@ class Point:
             return f"inside tool call{n}"
         if self.on == "model/request":
             return f"at model call{agent}{n}"
+        if self.on == "model/aborted":
+            return f"as a model call's signal fires{agent}{n}"
         if self.on == "agent/created":
             return f"after creation of {qual.get('agent', '?')}"
         if self.on == "persistence/load":
@@ -175,6 +178,14 @@ CLOSE_AFTER = frozenset(("send", "steer", "inject", "when_idle"))
 a close after a cancel or a dispose shows nothing a close alone or that verb alone does not."""
 
 
+WITHDRAWN = (("send", "when_idle", "cancel"), ("steer", "when_idle", "cancel"), ("send", "when_idle", "dispose"))
+"""Three-action sequences every hunt of depth 2 also runs: work queued, a waiter taken for it (not
+released at once: something is queued, IDLE-1), then the work withdrawn. The waiter must be
+released once the agent is quiescent (CANCEL-W0, IDLE-2; IDLE-4 for the disposal), by a loop that
+may have released its waiters only before the status event it is in (upstream's regression test
+"idle-listener cancellation settles its waiter"; round 20b, 2026-12-05)."""
+
+
 def sequences(verbs: Sequence[str], depth: int, mode: str = "listener") -> list[tuple[str, ...]]:
     """Every sequence of 1..``depth`` verbs, shortest first (``raise`` ends a listener's
     sequence: nothing after it runs; an actor cannot throw into the loop; ``close`` ends a
@@ -183,7 +194,8 @@ def sequences(verbs: Sequence[str], depth: int, mode: str = "listener") -> list[
     only alone: what it judges, a taken id rejected, no other verb changes; ``cancel_driver``
     alone too: once the driver's task is cancelled the agent ends disposed (PY-1), and what a
     disposed agent does with more is what ``dispose; X`` shows; ``reconfigure`` alone: what it
-    judges, the next step's request, no other verb changes)."""
+    judges, the next step's request, no other verb changes). At depth 2, the :data:`WITHDRAWN`
+    triples too."""
     out: list[tuple[str, ...]] = []
     for n in range(1, depth + 1):
         for seq in product(verbs, repeat=n):
@@ -194,6 +206,8 @@ def sequences(verbs: Sequence[str], depth: int, mode: str = "listener") -> list[
             if ("create" in seq or "cancel_driver" in seq or "reconfigure" in seq) and n > 1:
                 continue
             out.append(seq)
+    if depth == 2:
+        out += [seq for seq in WITHDRAWN if set(seq) <= set(verbs)]
     return out
 
 
@@ -299,6 +313,8 @@ def points(workload: Workload, timeline: list[dict[str, Any]], max_nth: int = 3)
             seen("tool/start", {})
         elif kind == "model/request":
             seen("model/request", {"model": e.get("model")} if multi else {})
+        elif kind == "model/aborted":
+            seen("model/aborted", {"model": e.get("model")} if multi else {})
         elif kind == "agent/created":
             seen("agent/created", {"agent": e.get("agent")})
         elif kind == "persistence/load" and isinstance(e.get("agent"), str):

@@ -103,6 +103,15 @@ REATTACHING_PLUGIN = Listener(on="agent/step-result", do=(), name="reattaching-p
 call the stream carried: a max-tokens step's calls are removed before the waterfall *and again
 from what it returns* (MAXTOK-5), so none runs."""
 
+ABORT_OBSERVER = Listener(on="model/aborted", do=(Action("send", text="R", source={"kind": "plugin",
+                                                                                 "plugin": "abort-observer"}),),
+                          name="abort-observer", times="always", optional=True)
+"""A plugin listening on the step's abort signal that queues a follow-up prompt as the signal
+fires, inside the loop's ``cancel()`` (or ``abort()``, ``dispose()``): work queued after the cancel
+was called, which the cancel must not drop (CANCEL-1 clears what is queued when it is called;
+MARKER-1: never a later prompt). A loop that aborts the step before it clears its queues drops
+it (upstream's "replays replacement work queued synchronously by an abort observer")."""
+
 ROUTING_PLUGIN = Listener(on="agent/request", do=(), name="routing-plugin", where={"agent": "b"}, times="always",
                           rewrite={"model": "fake-routed"}, optional=True)
 """A plugin's ``agent/request`` listener sending agent ``b``'s model calls to another model
@@ -192,7 +201,9 @@ def workloads() -> tuple[Workload, ...]:
             "steer", (respond.text("thinking").timing(first=1.0).on_abort("raise"), respond.text("steered")),
             actors=(_caller("A"), Actor((Action("steer", text="S"),), name="steerer", after="model/request",
                                         where={"call": 1})),
-            description="a steer during a step (its adapter raising once the step's signal fires)")),
+            listeners=(ABORT_OBSERVER,),
+            description="a steer during a step (its adapter raising once the step's signal fires; a plugin "
+                        "listening on the signal queues a follow-up prompt as it fires, CANCEL-1, MARKER-1)")),
         Workload("two-agents", Scenario(
             name="hunt-two-agents", description="two agents on one service, a plugin routing b's model calls",
             agents=(AgentSpec("a"), AgentSpec("b", model="fake-b")),

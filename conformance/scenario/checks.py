@@ -1076,13 +1076,31 @@ def _tool_after_stop(view: TraceView, agent: str, t: dict[str, Any], calls: list
                      stops: list[int]) -> Violation | None:
     """TOOL-5, by the fake tools' own starts: once a stop came during a call (between its
     ``tool/call`` and its ``tool/result``), no later call of that step starts its tool, not even
-    after the turn ended (a tool started over the wire runs when its request arrives). Judged
-    where ``_tool_overlap`` judges, up to the agent's next turn."""
+    after the turn ended (a tool started over the wire runs when its request arrives); once one
+    came after the step's ``assistant/message`` and before its first ``tool/call``, none of its
+    tools starts. Judged where ``_tool_overlap`` judges, up to the agent's next turn."""
     if not stops:
         return None
     results = {e["data"].get("call_id"): e["_i"] for e in t["events"] if e["type"] == "tool/result"}
     later_turn = next((u["_i"] for u in view.turns(agent) if u["_i"] > t["_i"]), len(view.timeline))
     starts = [e for e in view.of_kind("tool/start") if t["_i"] < e["_i"] < later_turn]
+    # A stop after the step's message was logged and before its first tool/call (a listener on
+    # assistant/message, say): the step is stopped before any of its tools, and none starts
+    # (a loop that checks the abort after each call instead of before runs the first).
+    for m in t["events"]:
+        if m["type"] != "assistant/message":
+            continue
+        step = m["data"].get("step")
+        mine = [c for c in calls if c["data"].get("step") == step]
+        if not mine:
+            continue
+        stop = next((i for i in stops if m["_i"] < i < mine[0]["_i"]), None)
+        ids = {c["data"].get("call_id") for c in mine}
+        ran = next((e for e in starts if stop is not None and e["_i"] > stop and e.get("call_id") in ids), None)
+        if ran is not None:
+            return Violation(f"agent {agent}: tool call {ran.get('call_id')} ran after a stop made once step {step}'s "
+                             "message was logged, before any of its tools (TOOL-5, CANCEL-MID: the abort ends the "
+                             "step, no tool of it runs)", ran["_i"], ("TOOL-5", "CANCEL-MID"))
     for k, before in enumerate(calls):
         call_id, at = before["data"].get("call_id"), before["_i"]
         stop = next((i for i in stops if at < i < results.get(call_id, t["end_i"] or len(view.timeline))), None)

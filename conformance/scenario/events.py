@@ -42,11 +42,14 @@ WATERFALLS: dict[str, tuple[str, ...]] = {
 
 #: Points of the world itself a listener may act at, synchronously, as the timeline event is
 #: observed: right after an agent was created (before its driver first ran), as a fake tool call
-#: starts (inside the call), as a fake model call starts, as a resume()'s persisted log loads.
+#: starts (inside the call), as a fake model call starts, as the abort signal of a fake model
+#: call fires (inside the loop's ``abort()``, ``cancel()`` or ``dispose()``: an abort observer, as
+#: an adapter's own listener on the signal is), as a resume()'s persisted log loads.
 WORLD_POINTS: dict[str, tuple[str, ...]] = {
     "agent/created": ("agent", "model"),
     "tool/start": ("tool", "call_id", "index"),
     "model/request": ("model", "call", "messages"),
+    "model/aborted": ("model", "call"),
     "persistence/load": ("agent", "session"),
 }
 

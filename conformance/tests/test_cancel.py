@@ -73,6 +73,40 @@ def test_abort_only_in_flight_step(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("CANCEL-1", "MARKER-1")
+@pytest.mark.parametrize("verb", ["cancel", "abort"])
+def test_a_prompt_an_abort_observer_queues_while_the_step_is_stopped_runs(run: Run, verb: str) -> None:
+    # A listener on the step's abort signal (an adapter's or a plugin's abort observer: the
+    # signal calls it synchronously, inside cancel() or abort()) queues a follow-up prompt R. R
+    # came after the cancel was called: CANCEL-1 clears what is queued when it is called, and a
+    # cancel never drops a later prompt (MARKER-1). A loop that aborts the step before it clears
+    # its queues drops R (upstream's "replays replacement work queued synchronously by an abort
+    # observer"). abort() clears nothing: R runs there too (ABORT-1).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.model.push(respond.hang())
+        a.send("A")
+        await k.until(lambda: len(k.model.requests) == 1, "A's model call")
+        signal = k.model.signals[0]
+        heard: list[object] = []
+
+        def observer(reason: object) -> None:
+            heard.append(reason)
+            a.send("R")
+
+        signal.add_listener(observer)
+        a.cancel() if verb == "cancel" else a.abort()
+        await k.idle(a)
+        assert heard, f"the step's abort signal never fired on {verb}() (CANCEL-1, ABORT-1)"
+        assert k.prompts(a) == [["A"], ["R"]], (
+            f"a prompt queued by a listener on the step's abort signal, while {verb}() ran, did not run as the "
+            f"next turn: turns' prompts {k.prompts(a)} (CANCEL-1 clears what was queued when it was called; "
+            "MARKER-1: a cancel never drops a later prompt)")
+        assert k.reasons(a) == [aborted("cancelled" if verb == "cancel" else "aborted"), COMPLETED]
+
+    run(scenario)
+
+
 @pytest.mark.rule("ABORT-1")
 def test_abort_aborts_its_own_agents_step(run: Run) -> None:
     # ABORT-1: abort() aborts *the* in-flight step: the agent's own, not the step another agent
@@ -521,15 +555,24 @@ def test_window0_right_after_creation(run: Run, schedule: str) -> None:
 
 
 @pytest.mark.rule("CANCEL-W0", "MARKER-1")
-def test_window0_idle_listener_sends_then_cancels(run: Run, schedule: str) -> None:
+@pytest.mark.parametrize("waiter", [False, True], ids=["send-cancel", "send-when_idle-cancel"])
+def test_window0_idle_listener_sends_then_cancels(run: Run, schedule: str, waiter: bool) -> None:
+    # With ``waiter`` the listener takes a when_idle() between its send and its cancel: taken
+    # while Y was queued, it is not released at once (IDLE-1), and once the cancel dropped Y the
+    # agent is quiescent: CANCEL-W0 says the waiters are released and the driver parks (a loop
+    # that released its waiters before the idle event only, and parks, leaves it hanging until
+    # some later turn ends).
     async def scenario(k: Kit) -> None:
         a = await _parked(k)
         fired = [False]
+        watches: list[Watch] = []
 
         def listener(_agent: object, status: str) -> None:
             if status == "idle" and not fired[0]:
                 fired[0] = True
                 a.send("Y")
+                if waiter:
+                    watches.append(Watch(k, a))
                 a.cancel()
 
         k.on("agent/status", listener)
@@ -538,6 +581,9 @@ def test_window0_idle_listener_sends_then_cancels(run: Run, schedule: str) -> No
         await k.settle()
         await k.idle(a)
         assert fired[0]
+        if watches:
+            await watches[0].wait()
+            assert watches[0].turn_ends_at_release() == 1, watches[0].types_at_release
         a.send("Z")
         await k.idle(a)
         assert k.prompts(a) == [["X"], ["Z"]]

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from conformance import fakes
-from conformance.adapter import AgentHandle
+from conformance.adapter import AgentHandle, ThrownValue
 from conformance.fakes import respond
 from conformance.harness import Kit
 
@@ -118,6 +118,28 @@ def test_throwing_boundary_listener(run: Run, event: str) -> None:
 
 
 @pytest.mark.rule("ERR-2")
+@pytest.mark.parametrize("event", ["agent/request", "agent/step-start"])
+def test_a_listener_throwing_a_value_that_is_no_error_object(run: Run, event: str) -> None:
+    # A plugin may throw something that is not an error object (JavaScript: `throw "text"`;
+    # ThrownValue is that over the wire, a plain exception in Python): the turn still ends error
+    # with one error event carrying the text, and the loop goes on (ERR-1). A loop reading the
+    # thrown value's `message` unchecked logs an error event without one.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.on(event, _throwing(event, ThrownValue(f"{event} threw a string")))
+        a.send("one")
+        await k.idle(a)
+        _assert_failed_once(k, a, f"{event} threw a string")
+        (error,) = k.events(a, "error")
+        assert isinstance(error["data"].get("message"), str), error
+        a.send("two")
+        await k.idle(a)
+        assert k.reasons(a)[-1] == COMPLETED, "the loop stays alive"
+
+    run(scenario)
+
+
+@pytest.mark.rule("ERR-2")
 @pytest.mark.parametrize("event", BOUNDARIES[1:])
 def test_throwing_listener_in_a_later_step(run: Run, event: str) -> None:
     # The same failures in step 2 of a turn, after a tool step: the step open at the failure is
@@ -192,7 +214,7 @@ def _throw_once_on(k: Kit, event_type: str) -> list[bool]:
     return fired
 
 
-@pytest.mark.rule("ERR-4")
+@pytest.mark.rule("ERR-4", "FINISH-2")
 @pytest.mark.parametrize("event_type", ["turn/start", "step/end", "error", "turn/end"])
 def test_throwing_session_event_listener(run: Run, event_type: str) -> None:
     async def scenario(k: Kit) -> None:
@@ -205,6 +227,12 @@ def test_throwing_session_event_listener(run: Run, event_type: str) -> None:
         assert fired[0]
         _nothing_after_turn_end(k, a)
         assert len(k.events(a, "turn/end")) == 1
+        if event_type == "error":
+            # the turn failed all the same (FINISH-2): the throw on its error event changes nothing
+            reason = k.reasons(a)[0]
+            assert reason.get("kind") == "error" and "model failed" in str(reason.get("message")), (
+                f"the model raised, and a session/event listener threw on the turn's error event: the turn "
+                f"ended {reason!r}, not error (FINISH-2; ERR-4 leaves the turn as it was)")
         a.send("two")
         await k.idle(a)
         assert k.reasons(a)[-1] == COMPLETED, "the loop stays alive"

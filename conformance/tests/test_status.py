@@ -230,6 +230,37 @@ def test_work_queued_by_idle_listener_is_after(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("IDLE-2")
+def test_a_waiter_an_idle_listener_takes_for_work_it_queued_waits_for_that_work(run: Run) -> None:
+    # IDLE-2: work an agent/status('idle') listener queues arrives after the transition, and at
+    # a waiter's release nothing is queued. A when_idle() the listener takes right after its
+    # send() is not IDLE-1's (something is queued): it resolves once C's turn is over, not in
+    # the stretch that published idle (a loop settling its waiters again after the idle event).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        gate = k.gate()
+        k.model.push(fakes.text("A"), fakes.text("C").gate(gate))
+        watches: list[Watch] = []
+
+        def on_idle() -> None:
+            a.send("C")
+            watches.append(Watch(k, a))
+
+        k.on("agent/status", once_on("idle", on_idle))
+        a.send("A")
+        await k.until(lambda: bool(watches), "agent/status('idle') after A's turn")
+        await k.settle()  # C's turn waits at the gate
+        assert not watches[0].released, (
+            f"when_idle(), taken by an agent/status('idle') listener right after it queued C, resolved "
+            f"while C had not run (log at release: {watches[0].types_at_release}) (IDLE-2)")
+        gate.set()
+        await watches[0].wait()
+        assert watches[0].turn_ends_at_release() == 2, watches[0].types_at_release
+        assert k.prompts(a) == [["A"], ["C"]]
+
+    run(scenario)
+
+
 @pytest.mark.rule("IDLE-3")
 def test_throwing_idle_listener_cannot_strand_waiter(run: Run) -> None:
     # Two observations: the waiter's own done() sampled inside the agent/status('idle') listener

@@ -122,6 +122,36 @@ def test_abort_during_tool_ends_step(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("TOOL-5", "CANCEL-MID")
+@pytest.mark.parametrize("verb", ["cancel", "abort"])
+def test_a_stop_once_the_message_is_logged_runs_none_of_its_tools(run: Run, verb: str) -> None:
+    # A session/event listener on the step's assistant/message stops the step before any of its
+    # tools ran: the abort ends the step (CANCEL-MID, TOOL-5), so none of its tools runs and no
+    # next step either (a loop checking the abort after each call, not before, runs the first).
+    async def scenario(k: Kit) -> None:
+        first, second = k.tool("first"), k.tool("second")
+        a = k.agent()
+        k.model.push(fakes.tool_calls(("c1", "first", "{}"), ("c2", "second", "{}")))
+        fired = [False]
+
+        def listener(_session: object, event: dict) -> None:
+            if event["type"] == "assistant/message" and not fired[0]:
+                fired[0] = True
+                a.cancel() if verb == "cancel" else a.abort()
+
+        k.on("session/event", listener)
+        a.send("hi")
+        await k.idle(a)
+        assert fired[0], "no assistant/message was logged"
+        assert first.calls == [] and second.calls == [], (
+            f"a tool ran after the step was stopped from its assistant/message listener (ran: "
+            f"{[*first.calls, *second.calls]}) (TOOL-5, CANCEL-MID)")
+        assert len(k.model.requests) == 1, "no next model step runs"
+        assert k.reasons(a) == [aborted("cancelled" if verb == "cancel" else "aborted")]
+
+    run(scenario)
+
+
 @pytest.mark.rule("TOOL-1")
 def test_tools_run_in_order_seen_from_the_tools_and_the_log(run: Run) -> None:
     # Without any tools/execute listener: the tools' own records (virtual start and end times)

@@ -453,6 +453,13 @@ class Connection:
     def _listener(self, message: dict[str, Any]) -> Callable[..., Any] | None:
         return self._listeners.get(message.get("listener"))  # type: ignore[arg-type]
 
+    def _rq_abort(self, m: dict[str, Any], reply: dict[str, Any]) -> None:
+        """A signal fired inside the child's code (its ``abort()``): its listeners here run now,
+        before the child's call returns, as an AbortSignal's do (§10; the ``abort`` event is the
+        same, for a signal already fired when the child first sent it)."""
+        self._on_abort(m)
+        reply["value"] = None
+
     def _rq_listener(self, m: dict[str, Any], reply: dict[str, Any]) -> None:
         listener = self._listener(m)
         if listener is not None:
@@ -573,6 +580,7 @@ _EVENTS: dict[str, Callable[[Connection, dict[str, Any]], None]] = {
 }
 
 _REQUESTS: dict[str, Callable[[Connection, dict[str, Any], dict[str, Any]], None]] = {
+    "abort": Connection._rq_abort,
     "listener": Connection._rq_listener,
     "waterfall": Connection._rq_waterfall,
     "awaited": Connection._rq_awaited,

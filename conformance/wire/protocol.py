@@ -24,6 +24,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from conformance.adapter import ThrownValue
+
 PROTOCOL = 1
 """The protocol version this driver speaks (the child's ``hello`` must name the same)."""
 
@@ -86,8 +88,10 @@ class Refs(Protocol):
 
 
 def error_info(error: BaseException, origin: int | None = None) -> dict[str, Any]:
-    """``{"name", "message", "code"?, "origin"?}`` of an exception."""
+    """``{"name", "message", "code"?, "origin"?, "thrown"?}`` of an exception."""
     info: dict[str, Any] = {"name": type(error).__name__, "message": str(error)}
+    if isinstance(error, ThrownValue):
+        info["thrown"] = True  # the child throws the message itself, not an error object (6.3)
     code = getattr(error, "code", None)
     if isinstance(code, str):
         info["code"] = code

@@ -452,7 +452,12 @@ export class Agent {
         // Quiescent. An armed marker here governs nothing any more (window 0, CANCEL-W0;
         // MARKER-1): reset it, settle (IDLE-2), park until something is queued.
         this.quiesce();
-        if (this.#queued.length === 0 && !this.#disposed) await this.#park();
+        if (this.#queued.length === 0 && !this.#disposed) {
+          // An idle listener may have queued work, taken a waiter for it and cancelled it: the
+          // waiter came after the release before the event, and nothing is queued (CANCEL-W0).
+          this.releaseWaiters();
+          await this.#park();
+        }
         woken = true;
         continue;
       }

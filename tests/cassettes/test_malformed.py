@@ -190,3 +190,69 @@ def test_cassette_with_no_command_and_record_with_an_unknown_scenario(tmp_path: 
     assert "unknown test-server scenario 'gpt-9'" in _one_line_exit_2(
         ["cassette", "record", str(tmp_path / "c.yaml"), "--model", "gpt-9", "--test-server"])
     assert not (tmp_path / "c.yaml").exists()
+
+
+# --------------------------------------------------------------------------- other projects' serializers
+
+
+def _show_json(path: Path) -> dict:
+    result = CliRunner().invoke(app, ["cassette", "show", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_pydantic_ais_typed_bodies_are_read(tmp_cassette: Writer) -> None:
+    # pydantic-ai's serializer (2026): a bare status and ``body: {type: json|text, content}``, a
+    # JSON body stored as its value (not text). Its streams replay like any other.
+    events = ('data: {"choices":[{"index":0,"delta":{"content":"4"},"finish_reason":null}]}\n\n'
+              'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
+              '"usage":{"prompt_tokens":5,"completion_tokens":1}}\n\ndata: [DONE]\n\n')
+    text = ("interactions:\n- request:\n    method: POST\n    uri: https://openrouter.ai/api/v1/chat/completions\n"
+            "    body:\n      type: json\n      content:\n        model: m\n        stream: true\n"
+            "  response:\n    status: 200\n    headers: {content-type: [text/event-stream]}\n"
+            "    body:\n      type: text\n      content: " + json.dumps(events) + "\nversion: 1\n")
+    (one,) = _show_json(tmp_cassette(text))["interactions"]
+    assert one["adapter"] == "openai-chat" and one["error"] is None
+    assert one["report"]["recorded_chars"] == one["report"]["stream_chars"] == 1
+    assert one["report"]["finish"] == {"kind": "stop"} and one["report"]["usage"]["output_tokens"] == 1
+    whole = ("interactions:\n- request:\n    method: POST\n    uri: https://api.openai.com/v1/chat/completions\n"
+             "    body: {type: json, content: {model: m}}\n  response:\n    status: 200\n"
+             "    headers: {content-type: [application/json]}\n    body:\n      type: json\n      content:\n"
+             "        choices: [{index: 0, message: {role: assistant, content: hi}, finish_reason: length}]\n"
+             "version: 1\n")
+    (one,) = _show_json(tmp_cassette(whole, "whole.yaml"))["interactions"]
+    assert one["report"]["stream_chars"] == 2 and one["report"]["finish"] == {"kind": "max-tokens"}
+
+
+def test_a_header_yaml_typed_as_a_date_is_its_text(tmp_cassette: Writer) -> None:
+    # ``openai-version: 2020-10-01`` unquoted loads as a date: it is the text it was written as
+    text = cassette_text(GOOD_SSE + "data: [DONE]\\n\\n").replace(
+        "headers: {Content-Type: [text/event-stream]}", "headers: {Content-Type: [text/event-stream], openai-version: [2020-10-01]}")
+    cassette = Cassette.load(tmp_cassette(text))
+    assert cassette.interactions[0].headers["openai-version"] == ["2020-10-01"]
+
+
+def test_an_aws_error_type_in_the_body_is_the_code() -> None:
+    from cassettes.providers.base import RateLimitError, error_from_body
+
+    throttled = error_from_body(429, '{"message": "Rate exceeded", "__type": "ThrottlingException"}')
+    assert throttled.code == "ThrottlingException" and isinstance(throttled, RateLimitError)
+    failed = error_from_body(500, '{"__type": "com.amazon.coral.service#InternalServerException"}')
+    assert failed.code == "InternalServerException" and failed.status == 500
+    header = error_from_body(400, '{"__type": "Other"}', headers={"x-amzn-ErrorType": "ValidationException:http://x"})
+    assert header.code == "ValidationException"  # the header, when there is one
+
+
+def test_a_choices_obfuscation_padding_is_no_warning(tmp_cassette: Writer) -> None:
+    # Bedrock's OpenAI-compatible endpoint pads each choice (OpenAI pads the chunk): metadata
+    sse = ('data: {\\"choices\\":[{\\"index\\":0,\\"delta\\":{\\"content\\":\\"hi\\"},\\"finish_reason\\":null,'
+           '\\"obfuscation\\":\\"xyz\\"}]}\\n\\ndata: {\\"choices\\":[{\\"index\\":0,\\"delta\\":{},'
+           '\\"finish_reason\\":\\"stop\\"}]}\\n\\ndata: [DONE]\\n\\n')
+    (one,) = _show_json(tmp_cassette(cassette_text(sse)))["interactions"]
+    assert one["report"]["warnings"] == [] and one["report"]["stream_chars"] == 2
+
+
+def test_a_cassette_of_no_api_the_kit_speaks_is_bad_input(tmp_cassette: Writer) -> None:
+    path = tmp_cassette(cassette_text(GOOD_SSE, uri="https://example.com/generate"))
+    line = _one_line_exit_2(["cassette", "show", str(path)], path)
+    assert "no interaction is an API loopkit's adapters speak" in line and "https://example.com/generate" in line

@@ -65,8 +65,12 @@ def test_sequences_are_every_product_up_to_the_depth_shortest_first() -> None:
     assert seqs == [("send",), ("cancel",), ("send", "send"), ("send", "cancel"), ("cancel", "send"),
                     ("cancel", "cancel")]
     # 12 alone; 7 x 7 pairs of the rest; raise last after any of those 7; close last after send,
-    # steer, inject or when_idle; create, cancel_driver and reconfigure only alone
-    assert len(win.sequences(win.VERBS, 2)) == 12 + 7 * 7 + 7 + 4
+    # steer, inject or when_idle; create, cancel_driver and reconfigure only alone; the three
+    # WITHDRAWN triples (a waiter taken for queued work, then the work withdrawn)
+    assert len(win.sequences(win.VERBS, 2)) == 12 + 7 * 7 + 7 + 4 + 3
+    assert win.sequences(win.VERBS, 2)[-3:] == list(win.WITHDRAWN)
+    assert ("send", "when_idle", "cancel") not in win.sequences(("send", "when_idle"), 2)  # its verbs only
+    assert win.sequences(win.VERBS, 3).count(("send", "when_idle", "cancel")) == 1  # depth 3 has them anyway
     for alone in ("create", "cancel_driver", "reconfigure"):
         assert [seq for seq in win.sequences(win.VERBS, 2) if alone in seq] == [(alone,)]
     assert ("send", "raise") in win.sequences(win.VERBS, 2) and ("raise", "send") not in win.sequences(win.VERBS, 2)

@@ -343,9 +343,20 @@ class Bridge {
     id = this.id('g');
     this.signalIds.set(signal, id);
     this.signals.set(id, signal);
-    const fire = () => this.event({ ev: 'abort', signal: id, reason: String(signal.reason ?? 'aborted') });
-    if (signal.aborted) fire();
-    else signal.addEventListener('abort', fire, { once: true });
+    const reason = () => String(signal.reason ?? 'aborted');
+    if (signal.aborted) {
+      this.event({ ev: 'abort', signal: id, reason: reason() }); // fired before the driver saw it
+    } else {
+      // A round trip, inside the loop's abort(): the driver's listeners on the signal (an adapter's
+      // or a tool's abort observer) run before abort() returns, as an AbortSignal's own do (§10).
+      signal.addEventListener('abort', () => {
+        try {
+          this.request({ op: 'abort', signal: id, reason: reason() });
+        } catch {
+          this.event({ ev: 'abort', signal: id, reason: reason() }); // the driver has gone: a note, at most
+        }
+      }, { once: true });
+    }
     return id;
   }
 

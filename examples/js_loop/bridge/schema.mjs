@@ -278,6 +278,7 @@ export function encodeErrorInfo(error) {
 
 /** An Error carrying a driver-side failure's name, message and code. */
 export function decodeError(info) {
+  if (info?.thrown) return String(info.message ?? ''); // a plugin threw a value, not an Error (§6.3)
   const error = new Error(String(info?.message ?? 'error'));
   error.name = String(info?.name ?? 'Error');
   if (typeof info?.code === 'string') error.code = info.code;
