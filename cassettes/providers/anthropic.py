@@ -1,4 +1,5 @@
-"""Anthropic messages (``POST {base}/messages``), streaming and not.
+"""Anthropic messages (``POST {base}/messages``; on Vertex AI ``{base}/publishers/anthropic/models/
+{model}:streamRawPredict`` or ``:rawPredict``), streaming and not.
 
 Streaming events: ``message_start`` (input usage), ``content_block_start`` / ``_delta`` / ``_stop``
 per block, ``message_delta`` (``stop_reason``, output usage), ``message_stop`` (terminal), ``ping``,
@@ -25,7 +26,9 @@ another provider) cannot be replayed and is dropped.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, ClassVar
+from urllib.parse import quote, unquote, urlsplit
 
 from reference_loop.protocols import ModelRequest
 from reference_loop.vocabulary import (
@@ -67,6 +70,11 @@ STOP_REASONS: dict[str, str] = {
 PLAIN_STOP = frozenset({"end_turn", "stop_sequence", "tool_use", "max_tokens", "refusal"})
 DEFAULT_MAX_TOKENS = 1024
 API_VERSION = "2023-06-01"
+VERTEX_VERSION = "vertex-2023-10-16"
+VERTEX_PATH = re.compile(r"/publishers/anthropic/models/([^/]+?):(streamRawPredict|rawPredict)$")
+"""Anthropic's messages API on Google Vertex AI: ``{base}/publishers/anthropic/models/{model}:
+streamRawPredict`` (``:rawPredict`` whole), the model in the URL, ``anthropic_version`` in the
+body, the same events and answers."""
 EVENTS = frozenset({"message_start", "content_block_start", "content_block_delta", "content_block_stop",
                     "message_delta", "message_stop", "ping", "error"})
 
@@ -305,12 +313,41 @@ class AnthropicMessagesAdapter(ProviderAdapter):
         super().__init__(**options)
         self.thinking_budget = thinking_budget
 
+    @classmethod
+    def matches(cls, url: str) -> bool:
+        path = urlsplit(url).path.rstrip("/")
+        return path.endswith(cls.path) or VERTEX_PATH.search(path) is not None
+
+    @classmethod
+    def replay_settings(cls, url: str, request_json: Any, is_stream: bool) -> dict[str, Any]:
+        parts = urlsplit(url)
+        found = VERTEX_PATH.search(parts.path.rstrip("/"))
+        if found is None:
+            return super().replay_settings(url, request_json, is_stream)
+        base = parts.path[: found.start()] + "/publishers/anthropic"
+        return {"base_url": f"{parts.scheme}://{parts.netloc}{base}", "stream": found.group(2) == "streamRawPredict",
+                "model": unquote(found.group(1))}
+
+    @property
+    def vertex(self) -> bool:
+        """Whether the base URL is a Vertex AI publisher's (``.../publishers/anthropic``)."""
+        return self.base_url.rstrip("/").endswith("/publishers/anthropic")
+
+    def endpoint(self, request: ModelRequest) -> str:
+        if not self.vertex:
+            return super().endpoint(request)
+        method = "streamRawPredict" if self.streaming else "rawPredict"
+        return f"{self.base_url.rstrip('/')}/models/{quote(self.model_name(request), safe='@')}:{method}"
+
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model_name(request),
             "max_tokens": self.max_tokens or DEFAULT_MAX_TOKENS,
             "messages": convert_messages(request),
         }
+        if self.vertex:
+            del body["model"]  # in the URL
+            body["anthropic_version"] = VERTEX_VERSION
         system = _system_of(request)
         if system:
             body["system"] = system
@@ -326,6 +363,8 @@ class AnthropicMessagesAdapter(ProviderAdapter):
         return body
 
     def auth_headers(self) -> dict[str, str]:
+        if self.vertex:  # a Google access token; the version travels in the body
+            return {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         headers = {"anthropic-version": API_VERSION}
         if self.api_key:
             headers["x-api-key"] = self.api_key

@@ -256,3 +256,32 @@ def test_a_cassette_of_no_api_the_kit_speaks_is_bad_input(tmp_cassette: Writer) 
     path = tmp_cassette(cassette_text(GOOD_SSE, uri="https://example.com/generate"))
     line = _one_line_exit_2(["cassette", "show", str(path)], path)
     assert "no interaction is an API loopkit's adapters speak" in line and "https://example.com/generate" in line
+
+
+def test_anthropic_on_vertex_ai_replays_through_the_anthropic_adapter(tmp_cassette: Writer) -> None:
+    # Vertex AI's publisher URL (the model in it, `anthropic_version` in the body): Anthropic's events
+    url = ("https://us-east5-aiplatform.googleapis.com/v1/projects/p/locations/us-east5/publishers/anthropic/"
+           "models/claude-haiku-4-5@20251001:streamRawPredict")
+    events = ('event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":3,'
+              '"output_tokens":1}}}\n\nevent: content_block_start\ndata: {"type":"content_block_start","index":0,'
+              '"content_block":{"type":"text","text":""}}\n\nevent: content_block_delta\ndata: {"type":'
+              '"content_block_delta","index":0,"delta":{"type":"text_delta","text":"cut"}}\n\n'
+              'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\nevent: message_delta\n'
+              'data: {"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":5}}\n\n'
+              'event: message_stop\ndata: {"type":"message_stop"}\n\n')
+    text = (f"interactions:\n- request:\n    method: POST\n    uri: {url}\n"
+            "    body: '{\"anthropic_version\": \"vertex-2023-10-16\", \"stream\": true}'\n"
+            "  response:\n    status: {code: 200, message: OK}\n    headers: {content-type: [text/event-stream]}\n"
+            f"    body: {{string: {json.dumps(events)}}}\nversion: 1\n")
+    (one,) = _show_json(tmp_cassette(text))["interactions"]
+    assert one["adapter"] == "anthropic" and one["error"] is None
+    assert one["report"]["stream_chars"] == 3 and one["report"]["finish"] == {"kind": "max-tokens"}
+    from cassettes.providers import AnthropicMessagesAdapter, replay_settings
+
+    settings = replay_settings(url, AnthropicMessagesAdapter, None, True)
+    adapter = AnthropicMessagesAdapter(**settings, api_key="token")
+    request = {"model": "ignored", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}
+    assert adapter.endpoint(request) == url  # type: ignore[arg-type]
+    body = adapter.build_body(request)  # type: ignore[arg-type]
+    assert "model" not in body and body["anthropic_version"] == "vertex-2023-10-16"
+    assert adapter.auth_headers() == {"authorization": "Bearer token"}
