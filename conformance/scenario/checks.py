@@ -1086,7 +1086,9 @@ def _tool_after_stop(view: TraceView, agent: str, t: dict[str, Any], calls: list
     starts = [e for e in view.of_kind("tool/start") if t["_i"] < e["_i"] < later_turn]
     # A stop after the step's message was logged and before its first tool/call (a listener on
     # assistant/message, say): the step is stopped before any of its tools, and none starts
-    # (a loop that checks the abort after each call instead of before runs the first).
+    # (a loop that checks the abort after each call instead of before runs the first). Not a
+    # cancelled driver task: it stops at its next suspension (PY-1), which may follow a start.
+    at_once = {e["_i"] for e in view.ops(agent, "cancel", "abort", "dispose")}
     for m in t["events"]:
         if m["type"] != "assistant/message":
             continue
@@ -1094,7 +1096,7 @@ def _tool_after_stop(view: TraceView, agent: str, t: dict[str, Any], calls: list
         mine = [c for c in calls if c["data"].get("step") == step]
         if not mine:
             continue
-        stop = next((i for i in stops if m["_i"] < i < mine[0]["_i"]), None)
+        stop = next((i for i in stops if m["_i"] < i < mine[0]["_i"] and i in at_once), None)
         ids = {c["data"].get("call_id") for c in mine}
         ran = next((e for e in starts if stop is not None and e["_i"] > stop and e.get("call_id") in ids), None)
         if ran is not None:
