@@ -1658,9 +1658,13 @@ def _signalled_stream_check(view: TraceView) -> Violation | None:
     listener threw or the driver's task was cancelled (their own outcomes)."""
     signalled = [e for e in view.of_kind("model/done") if e.get("signalled")]
     models = _agent_models(view) if signalled else {}
+    # The turn of a call is where its request was made: a stream's end may be recorded later,
+    # once the next turn began (over the wire, the driver's model notices the abort late).
+    requests = {(e.get("model"), e.get("call")): e["_i"] for e in view.of_kind("model/request")} if signalled else {}
     for e in signalled:
         agent = models.get(str(e.get("model")))
-        turn = _ended_turn_around(view, agent, e["_i"]) if agent is not None else None
+        at = requests.get((e.get("model"), e.get("call")), e["_i"])
+        turn = _ended_turn_around(view, agent, at) if agent is not None else None
         if agent is None or turn is None or turn["reason"] != "error":
             continue
         if any(turn["_i"] < op["_i"] < turn["end_i"] for op in view.ops(agent, "raise", "cancel_driver")):
