@@ -999,6 +999,12 @@ def _maxtok_check(view: TraceView) -> Violation | None:
             # An idle inject's one-shot turn is written whole by inject() itself, and INJ-2 gives
             # its shape (it ends completed): disposing while it is written may end it either way.
             allowed = ("disposed", "completed") if t["trigger"] == "injection" else ("disposed",)
+            # A turn whose failure was logged before the dispose may keep its `error` (ERR-2 and
+            # FINISH-1 say it ends error, DISP-1 that a turn disposed mid-turn ends disposed; the
+            # spec ranks neither: ERR-9's "first failure wins" or disposal winning, both readings).
+            failed = next((e["_i"] for e in t["events"] if e["type"] == "error"), None)
+            if reason == "error" and failed is not None and not any(i < failed for i in disposals):
+                allowed = (*allowed, "error")
             if any(i < t["end_i"] for i in disposals) and reason not in allowed:
                 how = ("its driver task was cancelled (PY-1)" if view.timeline[next(i for i in disposals if i < t["end_i"])]
                        .get("op") == "cancel_driver" else "dispose()")
@@ -1660,10 +1666,12 @@ def _signalled_stream_check(view: TraceView) -> Violation | None:
     models = _agent_models(view) if signalled else {}
     # The turn of a call is where its request was made: a stream's end may be recorded later,
     # once the next turn began (over the wire, the driver's model notices the abort late).
-    requests = {(e.get("model"), e.get("call")): e["_i"] for e in view.of_kind("model/request")} if signalled else {}
+    requests: dict[tuple[Any, Any], int] = (
+        {(e.get("model"), e.get("call")): e["_i"] for e in view.of_kind("model/request")} if signalled else {})
     for e in signalled:
         agent = models.get(str(e.get("model")))
-        at = requests.get((e.get("model"), e.get("call")), e["_i"])
+        at = requests.get((e.get("model"), e.get("call")))
+        at = int(e["_i"]) if at is None else at
         turn = _ended_turn_around(view, agent, at) if agent is not None else None
         if agent is None or turn is None or turn["reason"] != "error":
             continue
