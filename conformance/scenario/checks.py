@@ -1042,6 +1042,28 @@ def _continued_after_max_tokens(view: TraceView, agent: str, turn: dict[str, Any
     return None
 
 
+def _earlier_starts(view: TraceView, agent: str, t: dict[str, Any]) -> set[int]:
+    """The ``tool/start`` entries inside turn ``t`` that start a call an earlier turn logged: each
+    start goes to the oldest logged call of its id that had not started yet. Over the wire the
+    tool of a call the loop stopped waiting for (an abort) may start late, once the next turn
+    began, and call ids recur across turns."""
+    key = ("earlier-starts", agent)
+    owners: dict[int, int] | None = view._cache.get(key)
+    if owners is None:
+        owners = {}
+        calls = [e for u in view.turns(agent) for e in u["events"] if e["type"] == "tool/call"]
+        marks = sorted([*((e["_i"], "call", e["data"].get("call_id")) for e in calls),
+                        *((e["_i"], "start", e.get("call_id")) for e in view.of_kind("tool/start"))])
+        pending: dict[Any, list[int]] = {}
+        for at, what, call_id in marks:
+            if what == "call":
+                pending.setdefault(call_id, []).append(at)
+            elif pending.get(call_id):
+                owners[at] = pending[call_id].pop(0)
+        view._cache[key] = owners
+    return {start for start, call in owners.items() if call < t["_i"] and start > t["_i"]}
+
+
 def _tool_overlap(view: TraceView, agent: str, t: dict[str, Any], stops: list[int]) -> Violation | None:
     """LOOP-5 / TOOL-1, by the fake tools' own starts and ends: a call's tool runs after its
     ``tool/call`` is logged, and not while another call of the turn still runs (unless a stop came
@@ -1059,8 +1081,10 @@ def _tool_overlap(view: TraceView, agent: str, t: dict[str, Any], stops: list[in
     running: dict[Any, int] = {}
     # a listener that threw inside a tool call ended it with no tool/done of the fake's own
     stops = [*stops, *(e["_i"] for e in view.ops(agent, "raise"))]
+    earlier = _earlier_starts(view, agent, t)
     events = sorted((e for e in (*view.of_kind("tool/start"), *view.of_kind("tool/done"))
-                     if t["_i"] < e["_i"] < end and e.get("call_id") in logged), key=lambda e: e["_i"])
+                     if t["_i"] < e["_i"] < end and e.get("call_id") in logged and e["_i"] not in earlier),
+                    key=lambda e: e["_i"])
     for e in events:
         call = e.get("call_id")
         if e["kind"] == "tool/done":
@@ -1089,7 +1113,8 @@ def _tool_after_stop(view: TraceView, agent: str, t: dict[str, Any], calls: list
         return None
     results = {e["data"].get("call_id"): e["_i"] for e in t["events"] if e["type"] == "tool/result"}
     later_turn = next((u["_i"] for u in view.turns(agent) if u["_i"] > t["_i"]), len(view.timeline))
-    starts = [e for e in view.of_kind("tool/start") if t["_i"] < e["_i"] < later_turn]
+    earlier = _earlier_starts(view, agent, t)
+    starts = [e for e in view.of_kind("tool/start") if t["_i"] < e["_i"] < later_turn and e["_i"] not in earlier]
     # A stop after the step's message was logged and before its first tool/call (a listener on
     # assistant/message, say): the step is stopped before any of its tools, and none starts
     # (a loop that checks the abort after each call instead of before runs the first). Not a
