@@ -1005,6 +1005,17 @@ def _maxtok_check(view: TraceView) -> Violation | None:
             failed = next((e["_i"] for e in t["events"] if e["type"] == "error"), None)
             if reason == "error" and failed is not None and not any(i < failed for i in disposals):
                 allowed = (*allowed, "error")
+            # A listener's throw made once dispose() was called, while the disposed turn closes: no
+            # error event for it (DISP-5: disposal is not a failure; the suite's reading, as ERR-10
+            # says of agent/turn-end's throw during disposal).
+            disposed = next((o["_i"] for o in view.ops(agent, "dispose") if t["_i"] < o["_i"] < t["end_i"]), None)
+            thrown = next((o["_i"] for o in view.ops(agent, "raise") if disposed is not None and disposed < o["_i"] < t["end_i"]),
+                          None)
+            logged = next((e for e in t["events"] if thrown is not None and e["type"] == "error" and e["_i"] > thrown), None)
+            if logged is not None:
+                return Violation(f"{where} logged an error event for a listener's throw made after dispose() (DISP-5: "
+                                 "disposal is not a failure; a throw while the disposed turn closes is not logged)",
+                                 logged["_i"], ("DISP-5", "DISP-4"))
             if any(i < t["end_i"] for i in disposals) and reason not in allowed:
                 how = ("its driver task was cancelled (PY-1)" if view.timeline[next(i for i in disposals if i < t["end_i"])]
                        .get("op") == "cancel_driver" else "dispose()")
