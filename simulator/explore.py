@@ -340,10 +340,12 @@ def _report(results: Any, message: dict[str, Any]) -> None:
     descriptors it does not own) ends the worker quietly: the parent names the missing worker."""
     import os
 
+    from simulator.supervise import WORKER_BROKE
+
     try:
         results.put(message)
     except BaseException:
-        os._exit(70)
+        os._exit(WORKER_BROKE)
 
 
 def _explore_parallel(
@@ -356,7 +358,7 @@ def _explore_parallel(
     the lowest failing seed: the one a single process finds. A worker that raises or dies is a
     :class:`~simulator.errors.ExploreError` naming the seed it was running, never a silent gap.
 
-    This is the one worker pool of the kit; its supervision: workers die with the parent
+    Its supervision (the hunt's pool, ``conformance.hunt.pool``, shares it): workers die with the parent
     (:func:`simulator.supervise.die_with_parent`), ignore SIGINT, and stop at the next seed when
     ``stop()`` holds or the parent gets a ``KeyboardInterrupt``; their reports are merged into a
     partial result (``interrupted``), and a worker that has not reported within

@@ -143,6 +143,12 @@ _SIG_DFL: int = _signal.SIG_DFL
 _ALRM_SET = frozenset({_SIGALRM})
 
 
+WORKER_BROKE = 70
+"""The exit code of a worker process whose pipe to its parent broke under it (EX_SOFTWARE): the
+program under test closed file descriptors it does not own. The worker dies quietly, and its
+parent reports the death in one line (the hunt's and explore's pools alike)."""
+
+
 def _quiet_unraisable(previous: Any) -> Callable[[Any], None]:
     def hook(unraisable: Any) -> None:
         # An alarm that landed in a finalizer or a weakref callback (a collection ran just then)

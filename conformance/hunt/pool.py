@@ -22,6 +22,8 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from simulator.supervise import WORKER_BROKE
+
 R = TypeVar("R")
 
 
@@ -42,10 +44,6 @@ def _die_with_parent() -> None:
     except ImportError:  # pragma: no cover - older simulator
         return
     die_with_parent()
-
-
-WORKER_BROKE = 70
-"""A worker's exit code when its own queues failed (EX_SOFTWARE): its pipe was closed under it."""
 
 
 def _worker(tasks: Any, results: Any) -> None:

@@ -1008,10 +1008,9 @@ def _maxtok_check(view: TraceView) -> Violation | None:
             # A listener's throw made once dispose() was called, while the disposed turn closes: no
             # error event for it (DISP-5: disposal is not a failure; the suite's reading, as ERR-10
             # says of agent/turn-end's throw during disposal).
-            disposed = next((o["_i"] for o in view.ops(agent, "dispose") if t["_i"] < o["_i"] < t["end_i"]), None)
-            thrown = next((o["_i"] for o in view.ops(agent, "raise") if disposed is not None and disposed < o["_i"] < t["end_i"]),
-                          None)
-            logged = next((e for e in t["events"] if thrown is not None and e["type"] == "error" and e["_i"] > thrown), None)
+            disposed = next((o["_i"] for o in view.ops(agent, "dispose") if t["_i"] < o["_i"] < t["end_i"]), t["end_i"])
+            thrown = next((o["_i"] for o in view.ops(agent, "raise") if disposed < o["_i"] < t["end_i"]), t["end_i"])
+            logged = next((e for e in t["events"] if e["type"] == "error" and e["_i"] > thrown), None)
             if logged is not None:
                 return Violation(f"{where} logged an error event for a listener's throw made after dispose() (DISP-5: "
                                  "disposal is not a failure; a throw while the disposed turn closes is not logged)",
@@ -1139,8 +1138,10 @@ def _tool_after_stop(view: TraceView, agent: str, t: dict[str, Any], calls: list
         if not mine:
             continue
         stop = next((i for i in stops if m["_i"] < i < mine[0]["_i"] and i in at_once), None)
+        if stop is None:
+            continue
         ids = {c["data"].get("call_id") for c in mine}
-        ran = next((e for e in starts if stop is not None and e["_i"] > stop and e.get("call_id") in ids), None)
+        ran = next((e for e in starts if e["_i"] > stop and e.get("call_id") in ids), None)
         if ran is not None:
             return Violation(f"agent {agent}: tool call {ran.get('call_id')} ran after a stop made once step {step}'s "
                              "message was logged, before any of its tools (TOOL-5, CANCEL-MID: the abort ends the "
@@ -1702,12 +1703,10 @@ def _signalled_stream_check(view: TraceView) -> Violation | None:
     models = _agent_models(view) if signalled else {}
     # The turn of a call is where its request was made: a stream's end may be recorded later,
     # once the next turn began (over the wire, the driver's model notices the abort late).
-    requests: dict[tuple[Any, Any], int] = (
-        {(e.get("model"), e.get("call")): e["_i"] for e in view.of_kind("model/request")} if signalled else {})
+    requests = _requests(view) if signalled else {}
     for e in signalled:
         agent = models.get(str(e.get("model")))
-        at = requests.get((e.get("model"), e.get("call")))
-        at = int(e["_i"]) if at is None else at
+        at = requests.get((e.get("model"), e.get("call")), int(e["_i"]))
         turn = _ended_turn_around(view, agent, at) if agent is not None else None
         if agent is None or turn is None or turn["reason"] != "error":
             continue
@@ -1917,11 +1916,20 @@ _UNFINISHED = frozenset(("aborted", "cancelled", "raised", "exhausted", "closed"
 """Fake-model call outcomes where the loop was not given the whole stream, or stopped taking it."""
 
 
+def _requests(view: TraceView) -> dict[tuple[Any, Any], int]:
+    """The timeline index of each fake-model call's ``model/request``, by ``(model, call)``."""
+    cached: dict[tuple[Any, Any], int] | None = view._cache.get("requests")
+    if cached is None:
+        cached = view._cache["requests"] = {(e.get("model"), e.get("call")): e["_i"]
+                                             for e in view.of_kind("model/request")}
+    return cached
+
+
 def _model_calls(view: TraceView) -> Iterator[tuple[Event, str, int, dict[str, Any], Any]]:
     """Each fake-model call made inside a step: ``(model/done, agent, the timeline index of its
     model/request, the turn, the step number)``."""
     models = _agent_models(view)
-    requests = {(e.get("model"), e.get("call")): e["_i"] for e in view.of_kind("model/request")}
+    requests = _requests(view)
     for done in view.of_kind("model/done"):
         agent = models.get(str(done.get("model")))
         start = requests.get((done.get("model"), done.get("call")))

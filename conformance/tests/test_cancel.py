@@ -694,6 +694,16 @@ def test_cancel_mid_step(run: Run, schedule: str, where: str) -> None:
     run(scenario)
 
 
+async def _stopped_stream_ended_aborted(k: Kit, a: AgentHandle, verb: str, where: str, why: str) -> None:
+    """The outcome of a stream stopped by ``abort("stop")`` or ``cancel("stop")`` with ``B`` queued:
+    the turn ends aborted{stop} (the queued prompt still runs after an abort, ABORT-1; a cancel
+    cleared it), with no error event and no agent/error (FINISH-1, CANCEL-MID)."""
+    await k.idle(a, what=f"{verb}() {where} ends the turn aborted: {why} (CANCEL-MID, ABORT-1)")
+    expected = [aborted("stop"), COMPLETED] if verb == "abort" else [aborted("stop")]
+    assert k.reasons(a) == expected, f"a stream stopped {where} by {verb}() must end the turn aborted: {k.reasons(a)}"
+    assert k.events(a, "error") == [] and k.noted("agent/error") == [], "the abort is not a failure"
+
+
 @pytest.mark.rule("ABORT-1", "CANCEL-MID", "FINISH-1")
 @pytest.mark.parametrize("adapter", ["finish", "return", "raise", "ignore"])
 @pytest.mark.parametrize("verb", ["abort", "cancel"])
@@ -717,12 +727,8 @@ def test_a_stream_stopped_by_the_abort_ends_the_turn_aborted_whatever_the_adapte
             a.abort("stop")
         else:
             a.cancel("stop")
-        await k.idle(a, what=f"{verb}() during a stream ends the turn aborted whatever the adapter does ({adapter}): "
-                             "the loop must not wait for a stream its signal stopped (CANCEL-MID, ABORT-1)")
-        expected = [aborted("stop"), COMPLETED] if verb == "abort" else [aborted("stop")]
-        assert k.reasons(a) == expected, (
-            f"a stream its adapter ended ({adapter}) at the {verb} must end the turn aborted: {k.reasons(a)}")
-        assert k.events(a, "error") == [] and k.noted("agent/error") == [], "the abort is not a failure"
+        await _stopped_stream_ended_aborted(k, a, verb, f"during a stream ({adapter})",
+                                            "the loop must not wait for a stream its signal stopped")
 
     run(scenario)
 
@@ -746,12 +752,8 @@ def test_a_stream_stopped_between_two_reads_ends_the_turn_aborted_whatever_the_a
             getattr(a, verb)("stop")
         k.on("agent/stream-chunk", once(stop), needs="the stop lands between two reads of the stream")
         a.send("A")
-        await k.idle(a, what=f"{verb}() between two reads ends the turn aborted: the loop must see that the step's "
-                             "signal already fired before it reads again (CANCEL-MID, ABORT-1)")
-        expected = [aborted("stop"), COMPLETED] if verb == "abort" else [aborted("stop")]
-        assert k.reasons(a) == expected, (
-            f"a stream stopped between two reads ({adapter}) must end the turn aborted: {k.reasons(a)}")
-        assert k.events(a, "error") == [] and k.noted("agent/error") == [], "the abort is not a failure"
+        await _stopped_stream_ended_aborted(k, a, verb, f"between two reads ({adapter})",
+                                            "the loop must see that the step's signal already fired before it reads again")
 
     run(scenario)
 

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import logging
 import re
-import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -466,11 +465,7 @@ UNSERIALISABLE: Any = {"kind": "plugin", "plugin": object()}
 """A source ``turn/start`` cannot log: ERR-8's example of a failure before turn/start."""
 
 
-REFUSED: weakref.WeakSet[Kit] = weakref.WeakSet()
-"""The kits whose agent's ``send()`` refused the unserialisable source at once (see below)."""
-
-
-def _queue_unserialisable(k: Kit, agent: AgentHandle, content: str) -> bool:
+def _queue_unserialisable(agent: AgentHandle, content: str) -> bool:
     """Queue ERR-8's example, a prompt whose source ``turn/start`` cannot log; ``False`` when
     ``send()`` refused it at once. That is allowed: ERR-8 says what follows such a failure if a
     prompt gets queued, and no rule makes ``send()`` take data the log must reject (LOG-1; INJ-4
@@ -478,19 +473,14 @@ def _queue_unserialisable(k: Kit, agent: AgentHandle, content: str) -> bool:
     try:
         agent.send(content, UNSERIALISABLE)
     except Exception:
-        REFUSED.add(k)
         return False
     return True
 
 
-def _refused(k: Kit) -> bool:
-    return k in REFUSED
-
-
-def _assert_reported_before_turn_start(k: Kit, agent: AgentHandle) -> None:
+def _assert_reported_before_turn_start(k: Kit, agent: AgentHandle, queued: bool) -> None:
     users = [t for e in k.events(agent, "user/message") for t in texts(e["data"]["content"])]
     assert "bad" not in users, "the failed prompt opened nothing (no user/message)"
-    if _refused(k):
+    if not queued:
         return  # send() refused it: nothing was queued, nothing failed before a turn/start
     errors = k.noted("agent/error")
     assert errors, "the failure before turn/start was not reported through agent/error"
@@ -506,9 +496,9 @@ def test_failure_before_turn_start(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         k.record("agent/error")
         a = k.agent()
-        _queue_unserialisable(k, a, "bad")
+        queued = _queue_unserialisable(a, "bad")
         await k.idle(a)
-        _assert_reported_before_turn_start(k, a)
+        _assert_reported_before_turn_start(k, a, queued)
         a.send("two")
         await k.idle(a)
         assert k.reasons(a)[-1] == COMPLETED, "the loop goes on"
@@ -524,10 +514,12 @@ def test_failure_before_turn_start_between_turns(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         k.record("agent/error")
         a = k.agent()
-        k.model.push(fakes.text("one").hook(lambda: _queue_unserialisable(k, a, "bad")))
+        queued: list[bool] = []
+        k.model.push(fakes.text("one").hook(lambda: queued.append(_queue_unserialisable(a, "bad"))))
         a.send("one")
         await k.idle(a)
-        _assert_reported_before_turn_start(k, a)
+        assert queued, "the model's hook never ran"
+        _assert_reported_before_turn_start(k, a, queued[0])
         assert k.reasons(a)[0] == COMPLETED
         a.send("three")
         await k.idle(a)
@@ -911,7 +903,7 @@ def test_failure_before_turn_start_is_warned(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         with _captured(k) as capture:
             a = k.agent("early-agent")
-            queued = _queue_unserialisable(k, a, "bad")
+            queued = _queue_unserialisable(a, "bad")
             await k.idle(a)
         if not queued:
             return  # refused by send(): no failure was contained, none to warn of
