@@ -7,7 +7,9 @@ trips. It serves, streaming or not:
 - ``POST .../chat/completions`` (OpenAI chat; ``stream`` in the body),
 - ``.../messages`` (Anthropic), ``.../responses`` (OpenAI Responses),
 - ``.../models/{model}:generateContent`` and ``:streamGenerateContent?alt=sse`` (Gemini),
-- ``.../model/{model}/converse`` and ``/converse-stream`` (Bedrock; binary event-stream frames).
+- ``.../model/{model}/converse`` and ``/converse-stream`` (Bedrock; binary event-stream frames),
+- ``.../model/anthropic.{model}/invoke`` and ``/invoke-with-response-stream`` (Anthropic on Bedrock's
+  InvokeModel: Anthropic's events, base64 inside event-stream ``chunk`` frames; AWS errors).
 
 Events are written one per write, ``delay`` seconds apart. The model name (in the body, or in the
 URL for Gemini and Bedrock) picks the scenario: ``text`` (default), ``tools`` (text then two tool
@@ -505,6 +507,23 @@ def bedrock_body(plan: Plan, model: str) -> dict[str, Any]:
             "stopReason": _finish(plan, {"stop": "end_turn", "tool": "tool_use", "length": "max_tokens"}), "usage": usage}
 
 
+def anthropic_invoke_events(plan: Plan, model: str) -> list[bytes]:
+    """Anthropic's events as InvokeModelWithResponseStream sends them: each one base64 JSON in a
+    ``chunk`` frame; the stream's failure an ``exception`` frame, not an ``error`` event."""
+    out: list[bytes] = []
+    for text in anthropic_events(plan, model):
+        event = json.loads(text.split("data: ", 1)[1])
+        if event["type"] == "error":
+            out.append(encode_frame({":exception-type": "modelStreamErrorException", ":content-type": "application/json",
+                                     ":message-type": "exception"}, json.dumps({"message": "The model stream failed"}).encode()))
+            break
+        if event["type"] == "message_stop":
+            event["amazon-bedrock-invocationMetrics"] = {"inputTokenCount": plan.usage[0], "outputTokenCount": plan.usage[1]}
+        out.append(encode_frame({":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"},
+                                json.dumps({"bytes": base64.b64encode(json.dumps(event).encode()).decode(), "p": "abcd"}).encode()))
+    return out
+
+
 def bedrock_check(request: dict[str, Any], model: str) -> str | None:
     if model != "thinking-tools":
         return None
@@ -533,6 +552,8 @@ class Route:
     check: Callable[[dict[str, Any], str], str | None]
     api: str
     content_type: str = "text/event-stream; charset=utf-8"
+    errors: str = ""
+    """Whose error answers it gives (default: ``api``'s)."""
 
 
 ROUTES = (
@@ -542,6 +563,9 @@ ROUTES = (
     Route(re.compile(r"/models/(?P<model>[^/:]+):(?P<method>generateContent|streamGenerateContent)$"), gemini_events, gemini_body, gemini_check, "gemini"),
     Route(re.compile(r"/model/(?P<model>[^/]+)/(?P<method>converse|converse-stream)$"), bedrock_events, bedrock_body, bedrock_check, "bedrock",
           EVENTSTREAM_CONTENT_TYPE),
+    # Bedrock ids name the vendor (``anthropic.tools``): the scenario is the rest
+    Route(re.compile(r"/model/anthropic\.(?P<model>[^/]+)/(?P<method>invoke|invoke-with-response-stream)$"), anthropic_invoke_events,
+          anthropic_body, anthropic_check, "anthropic", EVENTSTREAM_CONTENT_TYPE, errors="bedrock"),
 )
 GOOGLE_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}
 AWS_ERRORS = {400: "ValidationException", 401: "UnrecognizedClientException", 403: "AccessDeniedException", 404: "ResourceNotFoundException",
@@ -639,17 +663,19 @@ class _Handler(BaseHTTPRequestHandler):
         route, match = found
         groups = match.groupdict()
         model = unquote(groups["model"]) if "model" in groups else str(request.get("model") or "text")
-        streaming = groups.get("method") in ("streamGenerateContent", "converse-stream") if "method" in groups else bool(request.get("stream"))
+        streaming = (groups["method"] in ("streamGenerateContent", "converse-stream", "invoke-with-response-stream") if "method" in groups
+                     else bool(request.get("stream")))
+        errors = route.errors or route.api
         plan = plan_for(model) if model != "echo-key" else echo_plan(presented_key(self.headers, self.path.partition("?")[2], request))
         if _follow_up(route.api, model, request):
             problem = route.check(request, model)
             if problem is not None:
-                self._json(400, *error_body(route.api, 400, "invalid_request_error", problem))
+                self._json(400, *error_body(errors, 400, "invalid_request_error", problem))
                 return
             plan = Plan([("text", ANSWER)], usage=(60, 8))
         if plan.error is not None:
             status, code, message = plan.error
-            self._json(status, *error_body(route.api, status, code, message))
+            self._json(status, *error_body(errors, status, code, message))
             return
         if not streaming:
             self._json(200, route.whole(plan, model), {}, plan.charset)

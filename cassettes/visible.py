@@ -8,6 +8,8 @@ summed per payload, with none of the adapters' block bookkeeping.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -39,8 +41,14 @@ def _payloads(interaction: Interaction) -> Iterator[Any]:
             # A frame: prelude (12 bytes), headers, payload, CRC (4). The event name is in the
             # headers; each Bedrock payload names its own fields, which is all the count needs.
             headers_length = int.from_bytes(frame[4:8], "big")
-            payload = frame[12 + headers_length : -4]
-            yield _json(payload.decode("utf-8", "replace"))
+            payload = _json(frame[12 + headers_length : -4].decode("utf-8", "replace"))
+            if isinstance(payload, dict) and isinstance(payload.get("bytes"), str):
+                # InvokeModelWithResponseStream: the vendor's own event, base64 in ``bytes``
+                try:
+                    payload = _json(base64.b64decode(payload["bytes"]).decode("utf-8", "replace"))
+                except binascii.Error:
+                    payload = None
+            yield payload
         return
     if interaction.is_sse:
         raw, rest = split_events(interaction.body)

@@ -1,5 +1,12 @@
 """Anthropic messages (``POST {base}/messages``; on Vertex AI ``{base}/publishers/anthropic/models/
-{model}:streamRawPredict`` or ``:rawPredict``), streaming and not.
+{model}:streamRawPredict`` or ``:rawPredict``; on Amazon Bedrock's InvokeModel ``{base}/model/
+{model}/invoke-with-response-stream`` or ``/invoke``), streaming and not.
+
+On Bedrock the body carries ``anthropic_version: bedrock-2023-05-31`` and no ``model`` or
+``stream``; the stream is AWS's binary event stream, each ``chunk`` frame holding one of the
+events below as base64 JSON in its ``bytes`` (``message_stop`` adds Bedrock's own
+``amazon-bedrock-invocationMetrics``, metadata); an ``exception`` frame ends it with
+``finish{error}`` as in ConverseStream. Auth as for Converse: a Bedrock API key or SigV4.
 
 Streaming events: ``message_start`` (input usage), ``content_block_start`` / ``_delta`` / ``_stop``
 per block, ``message_delta`` (``stop_reason``, output usage), ``message_stop`` (terminal), ``ping``,
@@ -25,10 +32,14 @@ another provider) cannot be replayed and is dropped.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from typing import Any, ClassVar
 from urllib.parse import quote, unquote, urlsplit
+
+import httpx
 
 from reference_loop.protocols import ModelRequest
 from reference_loop.vocabulary import (
@@ -41,6 +52,7 @@ from reference_loop.vocabulary import (
     tool_call_delta,
 )
 
+from ..eventstream import Frame
 from ..sse import SSEEvent
 from .base import (
     BlockBuilder,
@@ -55,6 +67,11 @@ from .base import (
     text_of,
     truncated,
     usage_chunk,
+)
+from .bedrock import (  # Bedrock's frames and auth, one reading for both APIs
+    exception_finish,
+    runtime_base_url,
+    sigv4_sign,
 )
 
 NAME = "anthropic"
@@ -75,6 +92,12 @@ VERTEX_PATH = re.compile(r"/publishers/anthropic/models/([^/]+?):(streamRawPredi
 """Anthropic's messages API on Google Vertex AI: ``{base}/publishers/anthropic/models/{model}:
 streamRawPredict`` (``:rawPredict`` whole), the model in the URL, ``anthropic_version`` in the
 body, the same events and answers."""
+BEDROCK_VERSION = "bedrock-2023-05-31"
+BEDROCK_PATH = re.compile(r"/model/([^/]+)/(invoke-with-response-stream|invoke)$")
+"""Anthropic's messages API on Amazon Bedrock's InvokeModel: ``{base}/model/{model}/invoke-with-
+response-stream`` (``/invoke`` whole), the model in the URL; an id naming an Anthropic model
+(``anthropic.claude-...``, ``us.anthropic.claude-...``, an inference profile's ARN naming one):
+InvokeModel serves every Bedrock model, each in its own vendor's format."""
 EVENTS = frozenset({"message_start", "content_block_start", "content_block_delta", "content_block_stop",
                     "message_delta", "message_stop", "ping", "error"})
 
@@ -190,12 +213,16 @@ class MessagesStreamTranslator:
             self._done = True
         elif kind == "error":
             err = data.get("error") or {}
-            self.error = finish("error", str(err.get("message") or "stream error"), str(err.get("type") or "error"))
-            self._done = True
-            return self.blocks.close_all()
+            return self.fail(finish("error", str(err.get("message") or "stream error"), str(err.get("type") or "error")))
         elif kind not in EVENTS:
             self.skipped.note(f"event {kind}")
         return []
+
+    def fail(self, error: FinishChunk) -> list[Chunk]:
+        """The stream failed: close what is open; ``error`` is its finish, whatever came before."""
+        self.error = error
+        self._done = True
+        return self.blocks.close_all()
 
     def start(self, provider_index: int, block: dict[str, Any]) -> list[Chunk]:
         kind = block.get("type")
@@ -276,6 +303,41 @@ class MessagesStreamTranslator:
         return closing(self.blocks, self.usage, self.error if self.error is not None else _finish(self.stop_reason))
 
 
+class InvokeStreamTranslator:
+    """Bedrock's InvokeModelWithResponseStream frames to chunks: each ``chunk`` frame carries one
+    Anthropic stream event (``{"bytes": <base64 JSON>}``), which :class:`MessagesStreamTranslator`
+    reads as if it had come over SSE."""
+
+    def __init__(self, skipped: Skipped | None = None) -> None:
+        self.messages = MessagesStreamTranslator(skipped)
+        self.skipped = self.messages.skipped
+
+    @property
+    def done(self) -> bool:
+        return self.messages.done
+
+    def feed(self, frame: Frame) -> list[Chunk]:
+        if self.messages.done:
+            return []
+        if frame.message_type in ("exception", "error"):
+            return self.messages.fail(exception_finish(frame))
+        if frame.event_type != "chunk":
+            self.skipped.note(f"frame {frame.event_type}")
+            return []
+        payload = frame.json()
+        if not isinstance(payload, dict) or not isinstance(payload.get("bytes"), str):
+            raise ValueError("a chunk frame without its base64 'bytes'")
+        self.skipped.unknown_keys("chunk", payload, frozenset({"bytes", "p"}))
+        try:
+            text = base64.b64decode(payload["bytes"], validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError) as exc:
+            raise ValueError(f"a chunk's bytes are not base64 UTF-8: {exc}") from exc
+        return self.messages.feed(SSEEvent(None, text))
+
+    def end(self) -> list[Chunk]:
+        return self.messages.end()
+
+
 def translate_message(data: dict[str, Any], skipped: Skipped | None = None) -> list[Chunk]:
     """A whole (non-streaming) message to the chunks its stream would have given."""
     translator = MessagesStreamTranslator(skipped)
@@ -301,27 +363,51 @@ def translate_message(data: dict[str, Any], skipped: Skipped | None = None) -> l
     return out
 
 
+def _bedrock_model(path: str) -> re.Match[str] | None:
+    found = BEDROCK_PATH.search(path)
+    return found if found is not None and "anthropic" in unquote(found.group(1)) else None
+
+
 class AnthropicMessagesAdapter(ProviderAdapter):
-    """Anthropic messages API. Key from ``ANTHROPIC_API_KEY`` when recording."""
+    """Anthropic messages API. Key from ``ANTHROPIC_API_KEY`` when recording.
+
+    ``platform="bedrock"`` speaks it through Amazon Bedrock's InvokeModel (``base_url``: the
+    Bedrock runtime endpoint, by default that of ``$AWS_REGION``, else us-east-1; ``model``: the
+    Bedrock model id; auth: ``api_key`` as a Bedrock API key, else ``credentials`` or the local
+    AWS credentials, SigV4). A base URL ending in ``/publishers/anthropic`` is Vertex AI's."""
 
     name: ClassVar[str] = NAME
     path: ClassVar[str] = "/messages"
     default_base_url: ClassVar[str] = "https://api.anthropic.com/v1"
     api_key_env: ClassVar[str] = "ANTHROPIC_API_KEY"
+    bedrock_base_url: ClassVar[str] = "https://bedrock-runtime.us-east-1.amazonaws.com"
 
-    def __init__(self, *, thinking_budget: int | None = None, **options: Any) -> None:
+    def __init__(self, *, thinking_budget: int | None = None, platform: str = "anthropic", credentials: Any = None,
+                 **options: Any) -> None:
+        if platform not in ("anthropic", "bedrock"):
+            raise ValueError(f"unknown platform {platform!r} (anthropic or bedrock; Vertex AI is a base URL)")
+        if platform == "bedrock":
+            runtime_base_url(options)
+            options["base_url"] = options.get("base_url") or self.bedrock_base_url
         super().__init__(**options)
         self.thinking_budget = thinking_budget
+        self.bedrock = platform == "bedrock"
+        self.credentials = credentials
 
     @classmethod
     def matches(cls, url: str) -> bool:
         path = urlsplit(url).path.rstrip("/")
-        return path.endswith(cls.path) or VERTEX_PATH.search(path) is not None
+        return path.endswith(cls.path) or VERTEX_PATH.search(path) is not None or _bedrock_model(path) is not None
 
     @classmethod
     def replay_settings(cls, url: str, request_json: Any, is_stream: bool) -> dict[str, Any]:
         parts = urlsplit(url)
-        found = VERTEX_PATH.search(parts.path.rstrip("/"))
+        path = parts.path.rstrip("/")
+        on_bedrock = _bedrock_model(path)
+        if on_bedrock is not None:
+            return {"base_url": f"{parts.scheme}://{parts.netloc}{path[: on_bedrock.start()]}", "platform": "bedrock",
+                    "stream": on_bedrock.group(2) == "invoke-with-response-stream", "model": unquote(on_bedrock.group(1))}
+        found = VERTEX_PATH.search(path)
         if found is None:
             return super().replay_settings(url, request_json, is_stream)
         base = parts.path[: found.start()] + "/publishers/anthropic"
@@ -333,7 +419,16 @@ class AnthropicMessagesAdapter(ProviderAdapter):
         """Whether the base URL is a Vertex AI publisher's (``.../publishers/anthropic``)."""
         return self.base_url.rstrip("/").endswith("/publishers/anthropic")
 
+    @property
+    def url(self) -> str:
+        if self.bedrock:
+            return f"{self.base_url}/model/{{model}}/{'invoke-with-response-stream' if self.streaming else 'invoke'}"
+        return super().url
+
     def endpoint(self, request: ModelRequest) -> str:
+        if self.bedrock:
+            method = "invoke-with-response-stream" if self.streaming else "invoke"
+            return f"{self.base_url}/model/{quote(self.model_name(request), safe='')}/{method}"
         if not self.vertex:
             return super().endpoint(request)
         method = "streamRawPredict" if self.streaming else "rawPredict"
@@ -345,9 +440,9 @@ class AnthropicMessagesAdapter(ProviderAdapter):
             "max_tokens": self.max_tokens or DEFAULT_MAX_TOKENS,
             "messages": convert_messages(request),
         }
-        if self.vertex:
+        if self.vertex or self.bedrock:
             del body["model"]  # in the URL
-            body["anthropic_version"] = VERTEX_VERSION
+            body["anthropic_version"] = BEDROCK_VERSION if self.bedrock else VERTEX_VERSION
         system = _system_of(request)
         if system:
             body["system"] = system
@@ -358,20 +453,31 @@ class AnthropicMessagesAdapter(ProviderAdapter):
             ]
         if self.thinking_budget is not None:
             body["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
-        if self.streaming:
+        if self.streaming and not self.bedrock:  # Bedrock: the path says it
             body["stream"] = True
         return body
 
+    def headers(self) -> dict[str, str]:
+        headers = super().headers()
+        if self.bedrock:
+            headers["accept"] = "application/vnd.amazon.eventstream" if self.streaming else "application/json"
+        return headers
+
+    def sign(self, request: httpx.Request) -> httpx.Request:
+        if not self.bedrock:
+            return request
+        return sigv4_sign(request, self.api_key, self.credentials, self.transport)
+
     def auth_headers(self) -> dict[str, str]:
-        if self.vertex:  # a Google access token; the version travels in the body
+        if self.vertex or self.bedrock:  # a Google access token, a Bedrock API key; the version is in the body
             return {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         headers = {"anthropic-version": API_VERSION}
         if self.api_key:
             headers["x-api-key"] = self.api_key
         return headers
 
-    def translator(self) -> MessagesStreamTranslator:
-        return MessagesStreamTranslator()
+    def translator(self) -> MessagesStreamTranslator | InvokeStreamTranslator:
+        return InvokeStreamTranslator() if self.bedrock else MessagesStreamTranslator()
 
     def translate_response(self, data: Any, skipped: Skipped) -> list[Chunk]:
         return translate_message(data, skipped)

@@ -88,6 +88,14 @@ def _stop(reason: str | None) -> FinishChunk:
     return finish_from(STOP_REASONS, PLAIN_STOP, reason)
 
 
+def exception_finish(frame: Frame) -> FinishChunk:
+    """The ``finish{error}`` of an ``exception`` or ``error`` frame (its message, its type as code)."""
+    payload = frame.json() if frame.message_type == "exception" else {}
+    message = payload.get("message") or payload.get("Message") if isinstance(payload, dict) else None
+    message = message or frame.headers.get(":error-message") or frame.data or "stream error"
+    return finish("error", str(message), frame.event_type or frame.message_type)
+
+
 class ConverseStreamTranslator:
     """ConverseStream frames (or one whole Converse response) to kit chunks."""
 
@@ -109,10 +117,7 @@ class ConverseStreamTranslator:
         if self._done:
             return []
         if frame.message_type in ("exception", "error"):
-            payload = frame.json() if frame.message_type == "exception" else {}
-            message = payload.get("message") or payload.get("Message") if isinstance(payload, dict) else None
-            message = message or frame.headers.get(":error-message") or frame.data or "stream error"
-            self.error = finish("error", str(message), frame.event_type or frame.message_type)
+            self.error = exception_finish(frame)
             self._done = True
             return self.blocks.close_all()
         return self.event(frame.event_type, frame.json())
@@ -307,6 +312,35 @@ def local_credentials() -> Any:
     return None
 
 
+def runtime_base_url(options: dict[str, Any]) -> None:
+    """Default ``options["base_url"]`` to the runtime endpoint of ``$AWS_REGION``, when it is set."""
+    if options.get("base_url") is None and os.environ.get("AWS_REGION"):
+        options["base_url"] = f"https://bedrock-runtime.{os.environ['AWS_REGION']}.amazonaws.com"
+
+
+def sigv4_sign(request: httpx.Request, api_key: str | None, credentials: Any, transport: Any) -> httpx.Request:
+    """A Bedrock request as sent: unchanged with an API key (a bearer token), else signed with
+    SigV4 (botocore) when there are AWS credentials (given, or the local ones for a live call)."""
+    if api_key:
+        return request
+    if credentials is None and transport is None:
+        credentials = local_credentials()
+    if credentials is None:
+        return request
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+
+    host = request.url.host
+    region = host.split(".")[1] if host.startswith("bedrock-runtime.") else os.environ.get("AWS_REGION", "us-east-1")
+    signed = AWSRequest(method=request.method, url=str(request.url), data=request.content,
+                        headers={k: v for k, v in request.headers.items() if k.lower() in ("content-type", "host")})
+    SigV4Auth(credentials, "bedrock", region).add_auth(signed)
+    for name in ("Authorization", "X-Amz-Date", "X-Amz-Security-Token"):
+        if name in signed.headers:
+            request.headers[name] = signed.headers[name]
+    return request
+
+
 class BedrockConverseAdapter(ProviderAdapter):
     """Amazon Bedrock Converse / ConverseStream.
 
@@ -323,8 +357,7 @@ class BedrockConverseAdapter(ProviderAdapter):
     api_key_env: ClassVar[str] = "AWS_BEARER_TOKEN_BEDROCK"
 
     def __init__(self, *, credentials: Any = None, thinking_budget: int | None = None, **options: Any) -> None:
-        if options.get("base_url") is None and os.environ.get("AWS_REGION"):
-            options["base_url"] = f"https://bedrock-runtime.{os.environ['AWS_REGION']}.amazonaws.com"
+        runtime_base_url(options)
         super().__init__(**options)
         self.credentials = credentials
         self.thinking_budget = thinking_budget
@@ -375,26 +408,7 @@ class BedrockConverseAdapter(ProviderAdapter):
         return {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     def sign(self, request: httpx.Request) -> httpx.Request:
-        """SigV4 (botocore) when there is no API key and there are AWS credentials."""
-        if self.api_key:
-            return request
-        credentials = self.credentials
-        if credentials is None and self.transport is None:
-            credentials = local_credentials()
-        if credentials is None:
-            return request
-        from botocore.auth import SigV4Auth
-        from botocore.awsrequest import AWSRequest
-
-        host = request.url.host
-        region = host.split(".")[1] if host.startswith("bedrock-runtime.") else os.environ.get("AWS_REGION", "us-east-1")
-        signed = AWSRequest(method=request.method, url=str(request.url), data=request.content,
-                            headers={k: v for k, v in request.headers.items() if k.lower() in ("content-type", "host")})
-        SigV4Auth(credentials, "bedrock", region).add_auth(signed)
-        for name in ("Authorization", "X-Amz-Date", "X-Amz-Security-Token"):
-            if name in signed.headers:
-                request.headers[name] = signed.headers[name]
-        return request
+        return sigv4_sign(request, self.api_key, self.credentials, self.transport)
 
     def translator(self) -> ConverseStreamTranslator:
         return ConverseStreamTranslator()

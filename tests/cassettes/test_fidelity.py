@@ -491,6 +491,108 @@ def test_a_corrupted_bedrock_frame_is_a_one_line_cassette_error(tmp_path: Path) 
         replay(tmp_path, BEDROCK, good[:-5], "application/vnd.amazon.eventstream", request={})
 
 
+# --------------------------------------------------------------------------- Anthropic on Bedrock (InvokeModel)
+
+INVOKE = "https://bedrock-runtime.us-east-1.amazonaws.com/model/us.anthropic.claude-sonnet-4-20250514-v1%3A0/invoke-with-response-stream"
+
+
+def invoke_chunk(event: dict[str, Any]) -> bytes:
+    """One InvokeModelWithResponseStream frame: the Anthropic event, base64 in ``bytes``."""
+    return frame("chunk", {"bytes": base64.b64encode(json.dumps(event).encode()).decode()})
+
+
+def invoke_stream(*events: dict[str, Any]) -> bytes:
+    start = {"type": "message_start", "message": {"id": "msg_bdrk_1", "type": "message", "role": "assistant", "content": [],
+                                                  "usage": {"input_tokens": 16, "output_tokens": 1}}}
+    return b"".join(invoke_chunk(e) for e in (start, *events))
+
+
+def test_anthropic_on_bedrock_invoke_stream_keeps_thinking_tools_and_usage(tmp_path: Path) -> None:
+    stop = {"type": "message_stop", "amazon-bedrock-invocationMetrics": {"inputTokenCount": 16, "outputTokenCount": 21,
+                                                                           "invocationLatency": 738, "firstByteLatency": 378}}
+    body = invoke_stream(
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "Weather: ask."}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "SIGA"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Checking."}},
+        {"type": "content_block_stop", "index": 1},
+        {"type": "content_block_start", "index": 2, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {}}},
+        {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": '{"city": '}},
+        {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": '"Paris"}'}},
+        {"type": "content_block_stop", "index": 2},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None}, "usage": {"output_tokens": 21}},
+        stop)
+    result = replay(tmp_path, INVOKE, body, "application/vnd.amazon.eventstream",
+                    request={"anthropic_version": "bedrock-2023-05-31", "max_tokens": 200, "messages": []})
+    assert result.adapter == "anthropic" and result.streaming
+    assert blocks(result) == [
+        {"type": "reasoning", "text": "Weather: ask.", "provider_data": {"anthropic": {"signature": "SIGA"}}},
+        {"type": "text", "text": "Checking."},
+        {"type": "tool-call", "id": "toolu_1", "name": "weather", "arguments": '{"city": "Paris"}'},
+    ]
+    assert last(result, "usage") == {"input_tokens": 16, "output_tokens": 21}
+    assert last(result, "finish") == {"kind": "tool-calls"}
+    assert_nothing_lost(result)  # the visible count reads the base64 events too
+
+
+def test_anthropic_on_bedrock_invoke_exception_frame_and_cut_stream(tmp_path: Path) -> None:
+    text = invoke_stream({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+                         {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hi"}})
+    exception = encode_frame({":exception-type": "modelStreamErrorException", ":content-type": "application/json",
+                              ":message-type": "exception"}, b'{"message": "The model stream failed"}')
+    failed = replay(tmp_path, INVOKE, text + exception, "application/vnd.amazon.eventstream", request={})
+    assert blocks(failed) == [{"type": "text", "text": "Hi"}]
+    assert last(failed, "finish") == {"kind": "error", "message": "The model stream failed", "code": "modelStreamErrorException"}
+    with pytest.raises(CassetteError, match="truncated"):  # no message_stop: cut, not a success
+        replay(tmp_path, INVOKE, text, "application/vnd.amazon.eventstream", request={})
+    not_base64 = frame("chunk", {"bytes": "%%%"})
+    with pytest.raises(CassetteError, match=r"interaction 1: .*not base64"):
+        replay(tmp_path, INVOKE, not_base64, "application/vnd.amazon.eventstream", request={})
+
+
+def test_anthropic_on_bedrock_invoke_whole_response_and_http_error(tmp_path: Path) -> None:
+    whole = INVOKE.replace("invoke-with-response-stream", "invoke")
+    message = {"id": "msg_bdrk_2", "type": "message", "role": "assistant", "model": "claude-sonnet-4-20250514",
+               "content": [{"type": "text", "text": "Hello there."}], "stop_reason": "max_tokens",
+               "usage": {"input_tokens": 9, "output_tokens": 3}}
+    result = replay(tmp_path, whole, json.dumps(message), "application/json", request={"anthropic_version": "bedrock-2023-05-31"})
+    assert not result.streaming and blocks(result) == [{"type": "text", "text": "Hello there."}]
+    assert last(result, "finish") == {"kind": "max-tokens"} and last(result, "usage") == {"input_tokens": 9, "output_tokens": 3}
+    assert_nothing_lost(result)
+    throttled = replay(tmp_path, INVOKE, '{"message":"Too many requests, please wait before trying again."}', "application/json",
+                       status=429, request={}, headers={"x-amzn-ErrorType": "ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/"})
+    assert (throttled.error_status, throttled.error_code) == (429, "ThrottlingException")
+
+
+def test_anthropic_on_bedrock_sends_what_invoke_model_takes() -> None:
+    from cassettes.providers import adapter_for_url, replay_settings
+
+    assert adapter_for_url(INVOKE) is AnthropicMessagesAdapter
+    # InvokeModel serves every vendor's model in its own format: only Anthropic's are this API
+    assert adapter_for_url("https://bedrock-runtime.us-east-1.amazonaws.com/model/amazon.titan-text-express-v1/invoke") is None
+    settings = replay_settings(INVOKE, AnthropicMessagesAdapter, None, True)
+    assert settings == {"base_url": "https://bedrock-runtime.us-east-1.amazonaws.com", "platform": "bedrock", "stream": True,
+                        "model": "us.anthropic.claude-sonnet-4-20250514-v1:0"}
+    request: ModelRequest = {"model": "ignored", "system": "Be brief.", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}
+    adapter = AnthropicMessagesAdapter(**settings, api_key="bedrock-key")
+    assert adapter.endpoint(request) == INVOKE
+    assert adapter.build_body(request) == {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 1024, "system": "Be brief.",
+                                           "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}
+    assert adapter.auth_headers() == {"authorization": "Bearer bedrock-key"}
+    assert adapter.headers()["accept"] == "application/vnd.amazon.eventstream"
+    import httpx
+    from botocore.credentials import Credentials
+
+    signed = AnthropicMessagesAdapter(**settings, credentials=Credentials("AKIDEXAMPLE", "secret"))
+    sent = signed.sign(httpx.Request("POST", INVOKE, json=signed.build_body(request), headers=signed.headers()))
+    assert sent.headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/") and "/us-east-1/bedrock/" in sent.headers["authorization"]
+    assert AnthropicMessagesAdapter().sign(httpx.Request("POST", ANTHROPIC)).headers.get("authorization") is None
+    with pytest.raises(ValueError, match="unknown platform"):
+        AnthropicMessagesAdapter(platform="azure")
+
+
 def test_gemini_stream_without_alt_sse_is_one_json_array(tmp_path: Path) -> None:
     events = [{"candidates": [{"content": {"parts": [{"text": "Hel"}], "role": "model"}}]},
               {"candidates": [{"content": {"parts": [{"text": "lo"}], "role": "model"}, "finishReason": "STOP"}],

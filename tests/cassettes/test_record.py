@@ -166,3 +166,58 @@ def test_record_replaces_the_output_file(tmp_path: Path) -> None:
     data = yaml.safe_load(text)
     assert data["loopkit"] == {"adapter": "anthropic", "recorded_against": "here"}
     assert len(data["interactions"]) == 1 and '"max-tokens"' in data["interactions"][0]["request"]["body"]
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["invoke-with-response-stream", "invoke"])
+def test_anthropic_on_bedrock_invoke_model_records_and_replays_what_the_live_call_gave(stream: bool, tmp_path: Path) -> None:
+    """Anthropic's API through Bedrock's InvokeModel (``platform="bedrock"``): its base64 events in
+    event-stream frames, an exception frame mid-stream and AWS's error answers, recorded by vcrpy
+    and replayed through the adapter ``adapter_for_url`` picks from the recorded URL alone."""
+    from cassettes.providers import AnthropicMessagesAdapter
+
+    out = tmp_path / "invoke.yaml"
+    scenarios = ("tools", "stream-error", "rate-limit") if stream else ("tools", "rate-limit")
+
+    async def live(model: str) -> tuple[list[Chunk], str | None]:
+        adapter = AnthropicMessagesAdapter(platform="bedrock", base_url=server.base_url, stream=stream, api_key=KEY)
+        chunks: list[Chunk] = []
+        try:
+            async for chunk in adapter.stream({**_request(model), "model": f"anthropic.{model}"}):
+                chunks.append(chunk)
+        except ProviderError as exc:
+            return chunks, exc.code
+        return chunks, None
+
+    async def record() -> list[tuple[list[Chunk], str | None]]:
+        with LoopkitVCR(record_mode="all").use_cassette(out):
+            return [await live(model) for model in scenarios]
+
+    with serve(delay=0.0) as server:
+        recorded = asyncio.run(record())
+    sent = server.requests[0]
+    assert sent.path == f"/v1/model/anthropic.tools/{'invoke-with-response-stream' if stream else 'invoke'}"
+    body = yaml.safe_load(sent.body)
+    assert body["anthropic_version"] == "bedrock-2023-05-31" and "model" not in body and "stream" not in body
+    chunks, error = recorded[0]
+    assert error is None and [c for c in chunks if c["type"] == "finish"] == [{"type": "finish", "reason": {"kind": "tool-calls"}}]
+    assert [c["block"]["name"] for c in chunks if c["type"] == "block-end" and c["block"]["type"] == "tool-call"] == ["get_weather", "get_weather"]
+    assert recorded[-1][1] == "ThrottlingException"  # AWS's error type, from x-amzn-ErrorType
+    if stream:
+        assert recorded[1][0][-1]["reason"] == {"kind": "error", "message": "The model stream failed", "code": "modelStreamErrorException"}
+    assert KEY not in out.read_text()
+
+    # The model is in the URL: each interaction replays through the adapter its own URL names
+    from cassettes.llm_cassette import Cassette
+    from cassettes.replay import replay_interaction
+
+    cassette = Cassette.load(out)
+    replayed = [asyncio.run(replay_interaction(cassette, n)) for n in range(len(scenarios))]
+    assert [(r.chunks, r.error_code) for r in replayed] == recorded
+    assert all(r.adapter == "anthropic" and r.streaming is stream for r in replayed)
+
+    async def through_the_model() -> list[Chunk]:
+        model = CassetteModel(out, pace=False)
+        assert model.adapter.bedrock  # type: ignore[attr-defined]
+        return [c async for c in model.stream(_request("tools"))]
+
+    assert asyncio.run(through_the_model()) == recorded[0][0]
