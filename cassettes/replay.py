@@ -21,7 +21,7 @@ from .providers import FINISH_VOCABULARY, adapter_for_url, replay_settings
 from .visible import recorded_chars, stream_chars
 
 # Adapter failures that, on replay, mean the cassette itself is broken.
-CASSETTE_DEFECTS = {"STREAM_TRUNCATED": "truncated SSE", "BAD_EVENT": "unreadable event", "BAD_RESPONSE": "unreadable response"}
+CASSETTE_DEFECTS = {"STREAM_TRUNCATED": "truncated stream", "BAD_EVENT": "unreadable event", "BAD_RESPONSE": "unreadable response"}
 
 
 @dataclass

@@ -303,6 +303,14 @@ class MessagesStreamTranslator:
         return closing(self.blocks, self.usage, self.error if self.error is not None else _finish(self.stop_reason))
 
 
+def _not_messages(data: Any) -> str:
+    """Why an InvokeModel answer is not the messages API's: Bedrock also serves Anthropic's legacy
+    Text Completions (``prompt`` in, ``completion`` out), which no adapter speaks."""
+    if isinstance(data, dict) and "completion" in data:
+        return "Anthropic's legacy Text Completions format (prompt/completion), not the messages API: not spoken"
+    return "not a messages API event (no 'type')"
+
+
 class InvokeStreamTranslator:
     """Bedrock's InvokeModelWithResponseStream frames to chunks: each ``chunk`` frame carries one
     Anthropic stream event (``{"bytes": <base64 JSON>}``), which :class:`MessagesStreamTranslator`
@@ -332,6 +340,9 @@ class InvokeStreamTranslator:
             text = base64.b64decode(payload["bytes"], validate=True).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError) as exc:
             raise ValueError(f"a chunk's bytes are not base64 UTF-8: {exc}") from exc
+        event = json.loads(text)
+        if not isinstance(event, dict) or "type" not in event:
+            raise ValueError(_not_messages(event))
         return self.messages.feed(SSEEvent(None, text))
 
     def end(self) -> list[Chunk]:
@@ -480,4 +491,6 @@ class AnthropicMessagesAdapter(ProviderAdapter):
         return InvokeStreamTranslator() if self.bedrock else MessagesStreamTranslator()
 
     def translate_response(self, data: Any, skipped: Skipped) -> list[Chunk]:
+        if self.bedrock and not (isinstance(data, dict) and data.get("type") == "message"):
+            raise ValueError(_not_messages(data))  # InvokeModel: only the messages API is this adapter's
         return translate_message(data, skipped)

@@ -165,9 +165,13 @@ def _action(verb: str, k: int, agent: str | None, mode: str) -> Action:
     if verb == "when_idle":
         return Action(verb, agent, name=f"hw{k}")
     if verb == "raise":
-        # alone, an error with no code (ERR-7: none carried, not a null); after another action,
-        # one with a code of its own, which a failure it causes carries into its error event
-        return Action(verb, agent, message=WINDOW_FAILURE, code="E_WINDOW" if k > 1 else None)
+        # alone, a value that is no error object (ERR-2: JavaScript's `throw "text"` over the
+        # wire; it has no code, and ERR-7 says none is carried, not a null); after another
+        # action, an error with a code of its own, which a failure it causes carries into its
+        # error event
+        if k == 1:
+            return Action(verb, agent, message=WINDOW_FAILURE, thrown=True)
+        return Action(verb, agent, message=WINDOW_FAILURE, code="E_WINDOW")
     if verb in ("close", "reconfigure"):
         return Action(verb)  # the service's, whatever agent the window is on
     return Action(verb, agent)

@@ -86,6 +86,10 @@ class Action:
     code: str | None = None
     """The ``code`` attribute of the error a ``raise`` throws (ERR-7: carried into the error event
     and the turn-end reason of a failure it causes)."""
+    thrown: bool = False
+    """Whether a ``raise`` throws a value that is no error object (``conformance.adapter.ThrownValue``:
+    JavaScript's ``throw "text"`` over the wire, a plain exception in Python), as a careless plugin
+    does: the turn still fails with one error event carrying the text (ERR-2)."""
     unserialisable: bool = False
     """Whether an ``inject`` passes a text block carrying a value JSON cannot encode (a set):
     INJ-4's bad input, which raises to the caller once the one-shot turn is closed and still

@@ -45,6 +45,7 @@ from conformance.adapter import (
     Implementation,
     ServiceHandle,
     Source,
+    ThrownValue,
     observer,
     waterfall_observer,
 )
@@ -890,6 +891,8 @@ class World:
             self.reconfigure(by=by, on=on)
         elif verb == "raise":
             self._raising(agent if agent is not None else subject, by, on, action.code, action.message)
+            if action.thrown:
+                raise ThrownValue(action.message or "listener failure")
             error = RuntimeError(action.message or "listener failure")
             if action.code is not None:
                 error.code = action.code  # type: ignore[attr-defined]  # ERR-7: a raised error's code

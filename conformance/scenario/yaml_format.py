@@ -460,9 +460,12 @@ def _action(node: Node, agents: list[str], allowed: tuple[str, ...]) -> Action:
         return Action(verb, None if arg.value() is None else _agent_ref(arg, agents))
     if verb == "raise":
         if arg.is_map():
-            f = arg.keys(("message", "code"))
+            f = arg.keys(("message", "code", "thrown"))
+            if "code" in f and "thrown" in f and f["thrown"].boolean():
+                raise arg.error("a thrown value (thrown: true) is no error object: it has no code")
             return Action(verb, message=f["message"].string() if "message" in f else "listener failure",
-                          code=f["code"].string() if "code" in f else None)
+                          code=f["code"].string() if "code" in f else None,
+                          thrown=f["thrown"].boolean() if "thrown" in f else False)
         return Action(verb, message=arg.string() if arg.value() is not None else "listener failure")
     if verb in ("close", "reconfigure"):
         if arg.value() is not None:
@@ -901,6 +904,8 @@ def _action_out(a: Action) -> dict[str, Any]:
     if verb in ("dispose", "create", "cancel_driver"):
         return {verb: a.agent}
     if verb == "raise":
+        if a.thrown:
+            return {verb: {"message": a.message, "thrown": True}}
         return {verb: a.message} if a.code is None else {verb: {"message": a.message, "code": a.code}}
     if verb in ("close", "reconfigure"):
         return {verb: None}

@@ -724,12 +724,17 @@ export class Agent {
     this.#bus.emit('agent/step-end', this, turn.number, turn.step);
   }
 
+  /** A failure's message: a thrown value that is no Error (`throw "text"`) is its text (ERR-2). */
+  messageOf(error) {
+    return errorMessage(error);
+  }
+
   /** MAXTOK-3: disposed, aborted and error win over max-tokens. */
   #endReason(turn) {
     if (this.#disposed) return { kind: 'disposed' };
     if (turn.aborted !== undefined) return { kind: 'aborted', reason: turn.aborted };
     if (turn.failure !== undefined) {
-      const reason = { kind: 'error', message: errorMessage(turn.failure) };
+      const reason = { kind: 'error', message: this.messageOf(turn.failure) };
       const code = errorCode(turn.failure);
       if (code !== undefined) reason.code = code; // ERR-7
       return reason;
@@ -788,7 +793,7 @@ export class Agent {
     turn.failure = error;
     this.#warn(turn.number, 'turn failed', error);
     if (turn.opened && !turn.closed) {
-      const data = { turn: turn.number, step, message: errorMessage(error) };
+      const data = { turn: turn.number, step, message: this.messageOf(error) };
       const code = errorCode(error);
       if (code !== undefined) data.code = code;
       try {

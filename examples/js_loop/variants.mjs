@@ -1,10 +1,13 @@
-// Two buggy variants of the loop, each one line of behaviour away from it, for the suite to kill
+// Buggy variants of the loop, each one line of behaviour away from it, for the suite to kill
 // (and for `loopkit explore` to find as race cassettes):
 //
 //   w2-settle-early        window 2 settles waiters as soon as the turn is dropped, even when the
 //                          cancelling listener queued a replacement (the seed's bug: CANCEL-W2)
 //   marker-not-reset       the cancel marker is reset only when the agent parks, not once per
 //                          iteration, so it leaks onto a next turn run without going idle (MARKER-1)
+//   thrown-unnormalised    a failure's message is read as `error.message`, so a plugin that throws
+//                          a string logs an error event with no message (ERR-2; upstream's
+//                          "normalizes non-Error throws")
 
 import { Agent } from './loop.mjs';
 
@@ -19,8 +22,15 @@ class MarkerNotReset extends Agent {
   endIteration() {} // the bug: the marker survives into a turn that runs without going idle
 }
 
+class ThrownUnnormalised extends Agent {
+  messageOf(error) {
+    return error?.message; // the bug: undefined for `throw "text"`
+  }
+}
+
 /** @type {Record<string, typeof Agent>} */
 export const VARIANTS = {
   'w2-settle-early': W2SettleEarly,
   'marker-not-reset': MarkerNotReset,
+  'thrown-unnormalised': ThrownUnnormalised,
 };

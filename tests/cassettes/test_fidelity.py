@@ -375,7 +375,7 @@ def test_gemini_errors_in_the_stream_and_over_http(tmp_path: Path) -> None:
 
 
 def test_a_gemini_stream_without_a_finish_reason_is_truncated(tmp_path: Path) -> None:
-    with pytest.raises(CassetteError, match="truncated SSE: event stream ended before a candidate's finishReason"):
+    with pytest.raises(CassetteError, match="truncated stream: event stream ended before a candidate's finishReason"):
         replay(tmp_path, GEMINI, gemini({"text": "cut"}))
 
 
@@ -564,6 +564,18 @@ def test_anthropic_on_bedrock_invoke_whole_response_and_http_error(tmp_path: Pat
     throttled = replay(tmp_path, INVOKE, '{"message":"Too many requests, please wait before trying again."}', "application/json",
                        status=429, request={}, headers={"x-amzn-ErrorType": "ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/"})
     assert (throttled.error_status, throttled.error_code) == (429, "ThrottlingException")
+
+
+def test_anthropic_legacy_text_completions_on_bedrock_are_refused_not_read_as_empty(tmp_path: Path) -> None:
+    # claude-instant's `prompt`/`completion` format on the same URL: not the messages API, so a
+    # one-line cassette error, never an empty answer that loses the completion
+    legacy = {"completion": " Hello", "stop_reason": "stop_sequence", "stop": "\n\nHuman:"}
+    url = "https://bedrock-runtime.us-east-1.amazonaws.com/model/anthropic.claude-instant-v1/invoke-with-response-stream"
+    with pytest.raises(CassetteError, match="legacy Text Completions format"):
+        replay(tmp_path, url, invoke_chunk(legacy), "application/vnd.amazon.eventstream", request={"prompt": "Human: hi"})
+    with pytest.raises(CassetteError, match="legacy Text Completions format"):
+        replay(tmp_path, url.replace("invoke-with-response-stream", "invoke"), json.dumps(legacy), "application/json",
+               request={"prompt": "Human: hi"})
 
 
 def test_anthropic_on_bedrock_sends_what_invoke_model_takes() -> None:

@@ -63,7 +63,7 @@ def test_stream_without_its_terminal_event_is_truncated(tmp_cassette: Writer) ->
         async for _ in model.stream({"model": "m", "messages": []}):
             pass
 
-    with pytest.raises(CassetteError, match=r"truncated SSE: event stream ended before its finish_reason"):
+    with pytest.raises(CassetteError, match=r"truncated stream: event stream ended before its finish_reason"):
         asyncio.run(run())
 
 

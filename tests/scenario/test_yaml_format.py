@@ -270,3 +270,21 @@ def test_system_prompt_sections_reach_every_request_before_the_agents_own_prompt
     assert created["sections"] == ["Look things up.", "Be kind."] and created["system_prompt"] == "Answer briefly."
     with pytest.raises(ScenarioError, match=r"^<scenario>:2: sections: expected a mapping, got a list$"):
         load_text(SECTIONS.replace('{tools: "Look things up.", style: "Be kind."}', "[one, two]"))
+
+
+def test_a_raise_may_throw_a_value_that_is_no_error_object() -> None:
+    # ERR-2: `thrown: true` throws conformance.adapter.ThrownValue (a string over the wire); the
+    # turn fails all the same, with the text as its message, and the form survives a dump
+    from conformance.impl import resolve
+    from conformance.scenario import engine
+    from conformance.scenario.yaml_format import dump
+
+    sc = load_text(GOOD + "listeners:\n  - on: agent/request\n    do: [{raise: {message: boom, thrown: true}}]\n")
+    (action,) = sc.listeners[0].do
+    assert action.thrown and action.code is None and action.message == "boom"
+    assert load_text(dump(sc)).listeners[0].do == sc.listeners[0].do
+    report = engine.run_one(sc, resolve(None))
+    errors = [e for e in report.trace.timeline if e.get("kind") == "log" and e.get("type") == "error"]
+    assert [e["data"]["message"] for e in errors] == ["boom"] and "code" not in errors[0]["data"]
+    with pytest.raises(ScenarioError, match="no error object: it has no code"):
+        load_text(GOOD + "listeners:\n  - on: agent/request\n    do: [{raise: {message: b, code: E, thrown: true}}]\n")

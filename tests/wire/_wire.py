@@ -25,3 +25,4 @@ def command(script: Path, *args: str) -> str:
 JS_LOOP = command(BRIDGE)
 W2_SETTLE_EARLY = command(BRIDGE, "--variant", "w2-settle-early")
 MARKER_NOT_RESET = command(BRIDGE, "--variant", "marker-not-reset")
+THROWN_UNNORMALISED = command(BRIDGE, "--variant", "thrown-unnormalised")

@@ -7,7 +7,7 @@ from conformance.hunt import driver, search
 from conformance.hunt.workloads import by_name
 from conformance.impl import resolve
 
-from ._wire import JS_LOOP, MARKER_NOT_RESET, requires_node
+from ._wire import JS_LOOP, MARKER_NOT_RESET, THROWN_UNNORMALISED, requires_node
 
 pytestmark = requires_node
 
@@ -29,3 +29,12 @@ def test_the_fixed_loop_passes_and_no_model_call_window_acts_by_listener() -> No
     assert at_model and all(w.mode == "actor" for w in at_model)
     rep = driver.hunt(impl, spec, SMALL).report
     assert rep["findings"] == [] and rep["complete"]
+
+
+def test_a_raise_alone_throws_a_value_that_is_no_error_and_finds_a_loop_that_reads_its_message() -> None:
+    # ERR-2: a plugin may `throw "text"`; the hunt's raise alone does (a ThrownValue over the
+    # wire), so a loop logging `error.message` unchecked is found with no scenario written for it
+    config = search.Config(workloads=("reply",), depth=1, nth=1, verbs=("raise",), dfs=0, random=0, pct=0)
+    found = driver.hunt(resolve(f"wire:{THROWN_UNNORMALISED}"), THROWN_UNNORMALISED, config, first=True).report
+    assert found["findings"], "an error event without its message must be found"
+    assert driver.hunt(resolve(f"wire:{JS_LOOP}"), JS_LOOP, config).report["findings"] == []
