@@ -20,6 +20,7 @@ See docs/simulator.md.
 from __future__ import annotations
 
 from simulator._runtime import (
+    ESCAPE,
     SimLoop,
     allow_blocking,
     current_loop,
@@ -47,6 +48,7 @@ from simulator.strategies.dpor import access, shared
 from simulator.supervise import WallClockExceeded
 
 __all__ = [
+    "ESCAPE",
     "Choice",
     "DeterminismReport",
     "Divergence",

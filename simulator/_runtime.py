@@ -62,13 +62,26 @@ MODES = ("realisable", "wide")
 _real_thread_start = threading.Thread.start
 
 
+ESCAPE = "simulation/escape"
+"""The timeline kind of an escape: every escape the tripwires stop is also observed as
+``{"kind": "simulation/escape", "call", "message"}`` where it happened, so a program that catches
+the error and goes on (a loop containing its plugins' failures) is still seen to have tried."""
+
+
+def _escaped(call: str, message: str) -> SimulationError:
+    """The error an escape raises, observed first in the running simulation's timeline."""
+    loop = _CURRENT
+    if loop is not None and loop._recording and loop._thread_id == threading.get_ident():
+        _record(loop, {"t": loop._now, "kind": ESCAPE, "call": call, "message": message})
+    return SimulationError(message)
+
+
 def _guarded_thread_start(self: threading.Thread) -> None:
     loop = _CURRENT
     if loop is not None and loop._thread_id == threading.get_ident():
-        raise SimulationError(
-            f"threading.Thread.start() called inside a simulation (thread {self.name!r}): "
-            "threads escape the deterministic scheduler"
-        )
+        raise _escaped("threading.Thread.start()",
+                       f"threading.Thread.start() called inside a simulation (thread {self.name!r}): "
+                       "threads escape the deterministic scheduler")
     _real_thread_start(self)
 
 
@@ -76,7 +89,7 @@ threading.Thread.start = _guarded_thread_start  # type: ignore[method-assign]
 
 
 def _escape(call: str) -> SimulationError:
-    return SimulationError(
+    return _escaped(call,
         f"{call} called inside a simulation: real I/O, executors, subprocesses and signal "
         "handlers are not simulated; use a fake (for agent loops: conformance.fakes) instead"
     )
@@ -98,7 +111,7 @@ _blocking_allowed = 0
 
 
 def _blocks(call: str) -> SimulationError:
-    return SimulationError(
+    return _escaped(call,
         f"{call} blocks the event loop inside a simulation: it stalls every simulated task in "
         "wall time while virtual time stands still; await an asyncio equivalent (asyncio.sleep "
         "is virtual), use a fake, or wrap deliberate blocking I/O in simulator.allow_blocking()"
@@ -177,8 +190,8 @@ def _guard_exit(real: Callable[..., Any], call: str) -> Callable[..., Any]:
     def guarded(*args: Any, **kwargs: Any) -> Any:
         loop = _CURRENT
         if loop is not None and loop._thread_id == threading.get_ident():
-            raise SimulationError(f"{call} called inside a simulation: the program tried to end "
-                                  "the process (an agent loop must not)")
+            raise _escaped(call, f"{call} called inside a simulation: the program tried to end "
+                                 "the process (an agent loop must not)")
         return real(*args, **kwargs)
 
     guarded.__wrapped__ = real  # type: ignore[attr-defined]

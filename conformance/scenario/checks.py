@@ -94,6 +94,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+import simulator
 from conformance.fakes.model import history_digest
 from conformance.invariants import data_violations, log_violations
 
@@ -2843,6 +2844,15 @@ def _routed_check(view: TraceView) -> Violation | None:
     return None
 
 
+def _escape_check(view: TraceView) -> Violation | None:
+    # The simulator's tripwires raise at the call; a loop that contains its plugins' failures
+    # (or its own) may catch that and go on looking well. It tried all the same: a thread, real
+    # I/O or a blocking call makes a run unreproducible (PY-3), and an exit would end the check.
+    for e in view.of_kind(simulator.ESCAPE):
+        return Violation(f"the implementation tried to leave the simulation: {e.get('message')}", e["_i"])
+    return None
+
+
 def _problems_check(view: TraceView) -> Violation | None:
     for e in view.of_kind("problem"):
         rules = tuple(e.get("rules") or ())
@@ -2851,6 +2861,7 @@ def _problems_check(view: TraceView) -> Violation | None:
 
 
 ORACLES: tuple[LoopCheck, ...] = (
+    LoopCheck("ESCAPE", _escape_check, "no thread, real I/O, blocking call or process exit inside a run", ("PY-3",)),
     # first: an accepted duplicate agent shares the id, and what the others then say follows from it
     LoopCheck("SVC-2", _taken_id_check, "creating an agent under a live agent's id is rejected", ("SVC-2",)),
     LoopCheck("SVC-3", _resume_check, "a resumed agent continues its session, and takes no id taken meanwhile",

@@ -44,6 +44,40 @@ def test_blocking_call_inside_a_run_is_an_escape_naming_it(name: str) -> None:
     assert time.monotonic() - started < 0.15  # it raised at once, it did not block first
 
 
+@pytest.mark.parametrize("name", [*sorted(CALLS), "thread", "executor"])
+def test_an_escape_the_program_swallows_is_still_in_the_timeline(name: str) -> None:
+    # A loop containing its plugins' failures catches the SimulationError and goes on: the run
+    # completes, but the timeline says where it tried to leave (what an oracle judges).
+    import threading
+
+    async def main() -> None:
+        import asyncio
+
+        try:
+            if name == "thread":
+                threading.Thread(target=lambda: None).start()
+            elif name == "executor":
+                await asyncio.get_running_loop().run_in_executor(None, lambda: None)
+            else:
+                CALLS[name][0]()
+        except simulator.SimulationError:
+            pass
+
+    result = simulator.run(main)
+    assert result.outcome == "completed"
+    (escape,) = [e for e in result.timeline if e["kind"] == simulator.ESCAPE]
+    label = {"thread": "threading.Thread.start()", "executor": "loop.run_in_executor("}.get(name) or CALLS[name][1]
+    assert escape["call"].startswith(label) and escape["message"].startswith(label)
+    with simulator.allow_blocking():
+        pass  # nothing recorded outside a run, or for deliberate blocking inside allow_blocking()
+
+    async def allowed() -> None:
+        with simulator.allow_blocking():
+            time.sleep(0.001)
+
+    assert not [e for e in simulator.run(allowed).timeline if e["kind"] == simulator.ESCAPE]
+
+
 def test_allow_blocking_suspends_the_checks_and_nests() -> None:
     async def main() -> str:
         with simulator.allow_blocking():
