@@ -5,4 +5,4 @@ in its help without importing either; ``tests/cassettes`` checks the two agree."
 
 from __future__ import annotations
 
-ADAPTER_NAMES = ("openai-chat", "anthropic", "openai-responses", "gemini", "bedrock")
+ADAPTER_NAMES = ("openai-chat", "anthropic", "openai-responses", "gemini", "bedrock", "gemini-interactions")

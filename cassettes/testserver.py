@@ -9,7 +9,8 @@ trips. It serves, streaming or not:
 - ``.../models/{model}:generateContent`` and ``:streamGenerateContent?alt=sse`` (Gemini),
 - ``.../model/{model}/converse`` and ``/converse-stream`` (Bedrock; binary event-stream frames),
 - ``.../model/anthropic.{model}/invoke`` and ``/invoke-with-response-stream`` (Anthropic on Bedrock's
-  InvokeModel: Anthropic's events, base64 inside event-stream ``chunk`` frames; AWS errors).
+  InvokeModel: Anthropic's events, base64 inside event-stream ``chunk`` frames; AWS errors),
+- ``.../interactions`` (Gemini's Interactions API; ``stream`` in the body; Google's errors).
 
 Events are written one per write, ``delay`` seconds apart. The model name (in the body, or in the
 URL for Gemini and Bedrock) picks the scenario: ``text`` (default), ``tools`` (text then two tool
@@ -23,10 +24,13 @@ calls, arguments in fragments), ``thinking`` (reasoning then text), ``max-tokens
   ``reasoning_content`` on the tool-call message (chat), the thinking block with its signature
   and the redacted block first in the assistant turn (Anthropic, Bedrock), the reasoning item with
   its ``encrypted_content`` before the function call (Responses), the ``thoughtSignature`` on the
-  function-call part (Gemini, in either base64 alphabet). Then it answers with text.
+  function-call part (Gemini, in either base64 alphabet), the thought steps with their signatures
+  (the redacted one a signature alone) before the signed function call (Interactions). Then it
+  answers with text.
 - ``server-tools``: Anthropic's server-run web search (``server_tool_use``, its result block,
   text with ``citations_delta``); chat's OpenRouter-style ``reasoning_details``; Responses'
-  ``web_search_call`` item. A follow-up must send them back unchanged.
+  ``web_search_call`` item; the Interactions API's ``google_search_call`` and
+  ``google_search_result`` steps. A follow-up must send them back unchanged.
 
 Every request's headers and body are kept in ``server.requests`` so tests can check what was sent.
 """
@@ -460,6 +464,107 @@ def gemini_check(request: dict[str, Any], model: str) -> str | None:
     return None
 
 
+# --------------------------------------------------------------------------- Gemini Interactions
+
+INTERACTION_ID = "v1_lk-interaction"
+SEARCH_STEPS: list[dict[str, Any]] = [
+    {"type": "google_search_call", "id": "gs_lk_1", "arguments": {"queries": ["weather Paris"]}, "signature": ENCRYPTED},
+    {"type": "google_search_result", "call_id": "gs_lk_1", "result": [{"search_suggestions": "<div>weather Paris</div>"}], "signature": ENCRYPTED},
+]
+
+
+def _interaction_steps(plan: Plan) -> list[dict[str, Any]]:
+    """The plan as Interactions steps: a thought (summary and signature; a redacted one is a
+    signature alone), model output, function calls (the first one signed, as Gemini signs it)."""
+    steps: list[dict[str, Any]] = []
+    signed = False
+    for part in plan.parts:
+        if part[0] == "reasoning":
+            steps.append({"type": "thought", "summary": [{"type": "text", "text": part[1]}], "signature": part[2]})
+        elif part[0] == "redacted":
+            steps.append({"type": "thought", "signature": part[1]})
+        elif part[0] == "call":
+            call: dict[str, Any] = {"type": "function_call", "id": part[1], "name": part[2], "arguments": json.loads(part[3])}
+            if not signed and _parts(plan, "reasoning"):
+                call["signature"] = ROUND_TRIP_SIGNATURE
+                signed = True
+            steps.append(call)
+        else:
+            if plan.extra:
+                steps += [dict(s) for s in SEARCH_STEPS]
+            steps.append({"type": "model_output", "content": [{"type": "text", "text": part[1]}]})
+    return steps
+
+
+def _interaction(model: str, plan: Plan, status: str, steps: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    usage: dict[str, Any] = {"total_input_tokens": plan.usage[0], "total_output_tokens": plan.usage[1], "total_cached_tokens": 0,
+                             "total_tokens": sum(plan.usage)}
+    if _parts(plan, "reasoning"):
+        usage.update(total_thought_tokens=7, total_tokens=sum(plan.usage) + 7)
+    body: dict[str, Any] = {"id": INTERACTION_ID, "status": status, "usage": usage, "created": "2026-06-05T12:00:00Z",
+                            "updated": "2026-06-05T12:00:00Z", "service_tier": "standard", "object": "interaction", "model": model}
+    if steps is not None:
+        body["steps"] = steps
+    return body
+
+
+def _interaction_status(plan: Plan) -> str:
+    return _finish(plan, {"stop": "completed", "tool": "requires_action", "length": "incomplete"})
+
+
+def interactions_events(plan: Plan, model: str) -> list[str]:
+    def ev(name: str, **data: Any) -> str:
+        return _sse(name, {**data, "event_type": name})
+
+    out = [ev("interaction.created", interaction={"id": INTERACTION_ID, "status": "in_progress", "object": "interaction", "model": model},
+              metadata={"usage": {"total_tokens": plan.usage[0], "total_input_tokens": plan.usage[0], "total_output_tokens": 0}}),
+           ev("interaction.status_update", interaction_id=INTERACTION_ID, status="in_progress")]
+    for index, step in enumerate(_interaction_steps(plan)):
+        kind = step["type"]
+        if kind == "thought":
+            out.append(ev("step.start", index=index, step={"type": "thought"}))
+            for item in step.get("summary") or []:
+                out += [ev("step.delta", index=index, delta={"content": {"text": p, "type": "text"}, "type": "thought_summary"})
+                        for p in _pieces(item["text"])]
+                out.append(ev("step.delta", index=index, delta={"signature": "", "type": "thought_signature"}))
+            out.append(ev("step.delta", index=index, delta={"signature": step["signature"], "type": "thought_signature"}))
+        elif kind == "function_call":
+            out.append(ev("step.start", index=index, step={**step, "arguments": {}}))
+            out += [ev("step.delta", index=index, delta={"type": "arguments_delta", "arguments": p})
+                    for p in _pieces(json.dumps(step["arguments"]), 6)]
+        elif kind == "model_output":
+            out.append(ev("step.start", index=index, step={"type": "model_output"}))
+            pieces = _pieces(step["content"][0]["text"], plan.piece)
+            for n, p in enumerate(pieces):
+                out.append(ev("step.delta", index=index, delta={"text": p, "type": "text"}))
+                if plan.stream_error and n == len(pieces) // 2:
+                    return [*out, ev("error", error={"code": "UNAVAILABLE", "message": "The model is overloaded."})]
+        else:  # a server-run tool step arrives whole
+            out.append(ev("step.start", index=index, step=step))
+        out.append(ev("step.stop", index=index))
+    out.append(ev("interaction.completed", interaction=_interaction(model, plan, _interaction_status(plan))))
+    return [*out, "event: done\ndata: [DONE]\n\n"]
+
+
+def interactions_body(plan: Plan, model: str) -> dict[str, Any]:
+    return _interaction(model, plan, _interaction_status(plan), _interaction_steps(plan))
+
+
+def interactions_check(request: dict[str, Any], model: str) -> str | None:
+    """Stateless thinking: every thought and the signed function call come back with their
+    signatures, the thought before the call; server-run search steps come back unchanged."""
+    steps = [s for s in request.get("input") or [] if isinstance(s, dict)] if isinstance(request.get("input"), list) else []
+    if model == "thinking-tools":
+        thoughts = [s.get("signature") for s in steps if s.get("type") == "thought"]
+        calls = [n for n, s in enumerate(steps) if s.get("type") == "function_call"]
+        for n in calls[:1]:
+            if not _same_signature(steps[n].get("signature")) or not _same_signature(thoughts[0] if thoughts else None) or REDACTED not in thoughts:
+                return f"Function call is missing a thought_signature in input[{n}] (the thought steps must precede it with their signatures)."
+    if model == "server-tools" and not all(s in steps for s in SEARCH_STEPS):
+        return "the google_search_call and google_search_result steps must be passed back unchanged"
+    return None
+
+
 # --------------------------------------------------------------------------- Bedrock
 
 
@@ -566,6 +671,7 @@ ROUTES = (
     # Bedrock ids name the vendor (``anthropic.tools``): the scenario is the rest
     Route(re.compile(r"/model/anthropic\.(?P<model>[^/]+)/(?P<method>invoke|invoke-with-response-stream)$"), anthropic_invoke_events,
           anthropic_body, anthropic_check, "anthropic", EVENTSTREAM_CONTENT_TYPE, errors="bedrock"),
+    Route(re.compile(r"/interactions$"), interactions_events, interactions_body, interactions_check, "interactions", errors="gemini"),
 )
 GOOGLE_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}
 AWS_ERRORS = {400: "ValidationException", 401: "UnrecognizedClientException", 403: "AccessDeniedException", 404: "ResourceNotFoundException",
@@ -609,7 +715,8 @@ def echo_plan(key: str) -> Plan:
 def _has_tool_result(api: str, request: dict[str, Any]) -> bool:
     text = json.dumps(request)
     marker = {"openai": ('"role": "tool"', '"function_call_output"'), "anthropic": ('"tool_result"',),
-              "gemini": ('"functionResponse"',), "bedrock": ('"toolResult"',)}[api]
+              "gemini": ('"functionResponse"',), "bedrock": ('"toolResult"',),
+              "interactions": ('"function_result"',)}[api]
     return any(m in text for m in marker)
 
 
@@ -619,7 +726,7 @@ def _follow_up(api: str, model: str, request: dict[str, Any]) -> bool:
         return _has_tool_result(api, request)
     if model == "server-tools":
         return any(m.get("role") == "assistant" for m in request.get("messages") or request.get("contents") or []) or any(
-            i.get("role") == "assistant" or i.get("type") == "message" for i in request.get("input") or [] if isinstance(i, dict))
+            i.get("role") == "assistant" or i.get("type") in ("message", "model_output") for i in request.get("input") or [] if isinstance(i, dict))
     return False
 
 

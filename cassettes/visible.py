@@ -152,4 +152,35 @@ def _bedrock(payload: Any) -> int:
     return _str(delta.get("text")) + _str((delta.get("reasoningContent") or {}).get("text"))
 
 
-_COUNTERS = {"openai-chat": _chat, "anthropic": _anthropic, "openai-responses": _responses, "gemini": _gemini, "bedrock": _bedrock}
+def _interactions_item(item: Any) -> int:
+    """One step or content item of the Interactions API: text, a thought's summary, model output."""
+    if not isinstance(item, dict):
+        return 0
+    kind = item.get("type")
+    if kind == "text":
+        return _str(item.get("text"))
+    if kind == "thought":
+        return sum(_interactions_item(s) for s in item.get("summary") or [])
+    if kind == "model_output":
+        return sum(_interactions_item(c) for c in item.get("content") or [])
+    return 0
+
+
+def _interactions(payload: Any) -> int:
+    if not isinstance(payload, dict):
+        return 0
+    kind = payload.get("event_type")
+    if kind in ("step.delta", "content.delta"):
+        delta = payload.get("delta") or {}
+        if delta.get("type") == "thought_summary":
+            return _interactions_item(delta.get("content"))
+        return _interactions_item(delta)
+    if kind in ("step.start", "content.start"):
+        return _interactions_item(payload.get("step") or payload.get("content"))
+    if kind is None and isinstance(payload.get("status"), str):  # a whole interaction (its input echo is not the model's)
+        return sum(_interactions_item(s) for s in payload.get("steps") or payload.get("outputs") or [])
+    return 0
+
+
+_COUNTERS = {"openai-chat": _chat, "anthropic": _anthropic, "openai-responses": _responses, "gemini": _gemini, "bedrock": _bedrock,
+             "gemini-interactions": _interactions}

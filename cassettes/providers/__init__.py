@@ -13,6 +13,7 @@ from .anthropic import AnthropicMessagesAdapter
 from .base import FINISH_VOCABULARY, ProviderAdapter
 from .bedrock import BedrockConverseAdapter
 from .gemini import GeminiAdapter
+from .gemini_interactions import GeminiInteractionsAdapter
 from .openai_chat import OpenAIChatAdapter
 from .openai_responses import OpenAIResponsesAdapter
 
@@ -22,6 +23,7 @@ ADAPTERS: dict[str, type[ProviderAdapter]] = {
     OpenAIResponsesAdapter.name: OpenAIResponsesAdapter,
     GeminiAdapter.name: GeminiAdapter,
     BedrockConverseAdapter.name: BedrockConverseAdapter,
+    GeminiInteractionsAdapter.name: GeminiInteractionsAdapter,
 }
 
 
@@ -49,6 +51,7 @@ __all__ = [
     "AnthropicMessagesAdapter",
     "BedrockConverseAdapter",
     "GeminiAdapter",
+    "GeminiInteractionsAdapter",
     "OpenAIChatAdapter",
     "OpenAIResponsesAdapter",
     "ProviderAdapter",

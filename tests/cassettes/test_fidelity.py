@@ -621,3 +621,225 @@ def test_groq_server_tools_are_kept_not_reported(tmp_path: Path) -> None:
     result = replay(tmp_path, CHAT, sse(chat({"executed_tools": executed}), chat({"content": "Found."}, "stop"), "[DONE]"))
     assert blocks(result) == [{"type": "text", "text": "Found.", "provider_data": {"openai-chat": {"executed_tools": executed}}}]
     assert_nothing_lost(result)
+
+
+# --------------------------------------------------------------------------- Gemini Interactions API
+
+INTERACTIONS = "https://generativelanguage.googleapis.com/v1beta/interactions"
+
+
+def step_events(*events: dict[str, Any], done: bool = True) -> str:
+    """An Interactions stream: each event named by its ``event_type`` (as the API sends them)."""
+    out = "".join(f"event: {e['event_type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+    return out + ("event: done\ndata: [DONE]\n\n" if done else "")
+
+
+def completed(status: str = "completed", **interaction: Any) -> dict[str, Any]:
+    return {"event_type": "interaction.completed", "interaction": {"id": "v1_x", "status": status, "object": "interaction", **interaction}}
+
+
+def test_an_interactions_thinking_stream_keeps_summary_signature_text_and_usage(tmp_path: Path) -> None:
+    """Shaped like a real recording (gemini-2.5-flash): summary deltas with empty signature deltas
+    between them, the signature last, usage in the events' metadata and in the terminal event."""
+    early = {"total_tokens": 79, "total_input_tokens": 11, "total_cached_tokens": 0, "total_output_tokens": 0, "total_thought_tokens": 68}
+    final = {"total_tokens": 179, "total_input_tokens": 11, "input_tokens_by_modality": [{"modality": "text", "tokens": 11}],
+             "total_cached_tokens": 0, "total_output_tokens": 42, "total_tool_use_tokens": 0, "total_thought_tokens": 126}
+    body = step_events(
+        {"interaction": {"id": "v1_x", "status": "in_progress", "object": "interaction", "model": "gemini-2.5-flash"},
+         "event_type": "interaction.created", "metadata": {"usage": early}},
+        {"interaction_id": "v1_x", "status": "in_progress", "event_type": "interaction.status_update"},
+        {"index": 0, "step": {"type": "thought"}, "event_type": "step.start"},
+        {"index": 0, "delta": {"content": {"text": "**Clarifying**\n\nBlue light scatters.", "type": "text"}, "type": "thought_summary"}, "event_type": "step.delta"},
+        {"index": 0, "delta": {"signature": "", "type": "thought_signature"}, "event_type": "step.delta"},
+        {"index": 0, "delta": {"content": {"text": " Two sentences.", "type": "text"}, "type": "thought_summary"}, "event_type": "step.delta"},
+        {"index": 0, "delta": {"signature": "CiQBDDnW/x+9==", "type": "thought_signature"}, "event_type": "step.delta", "metadata": {"usage": early}},
+        {"index": 0, "event_type": "step.stop"},
+        {"index": 1, "step": {"type": "model_output"}, "event_type": "step.start"},
+        {"index": 1, "delta": {"text": "The sky is blue because", "type": "text"}, "event_type": "step.delta"},
+        {"index": 1, "delta": {"text": " of Rayleigh scattering.", "type": "text"}, "event_type": "step.delta", "metadata": {"usage": final}},
+        {"index": 1, "event_type": "step.stop"},
+        completed(usage=final, created="2026-06-05T17:35:35Z", updated="2026-06-05T17:35:35Z", service_tier="standard", model="gemini-2.5-flash"),
+    )
+    result = replay(tmp_path, INTERACTIONS, body, request={"input": "Why is the sky blue?", "model": "gemini-2.5-flash", "stream": True})
+    assert result.adapter == "gemini-interactions" and result.streaming
+    assert blocks(result) == [
+        {"type": "reasoning", "text": "**Clarifying**\n\nBlue light scatters. Two sentences.",
+         "provider_data": {"gemini-interactions": {"signature": "CiQBDDnW/x+9=="}}},
+        {"type": "text", "text": "The sky is blue because of Rayleigh scattering."},
+    ]
+    assert last(result, "usage") == {"input_tokens": 11, "output_tokens": 42, "cache_read_tokens": 0, "reasoning_tokens": 126}
+    assert last(result, "finish") == {"kind": "stop"}
+    assert_nothing_lost(result)
+
+
+def test_an_interactions_function_call_streams_its_arguments_and_goes_back_signed(tmp_path: Path) -> None:
+    """A thought, then a signed call whose arguments arrive as string fragments (one of them
+    naming the thought's index), then ``requires_action``; the history goes back as steps."""
+    body = step_events(
+        {"index": 0, "step": {"type": "thought", "signature": "c2lnLXRob3VnaHQ="}, "event_type": "step.start"},
+        {"index": 0, "event_type": "step.stop"},
+        {"index": 1, "step": {"type": "function_call", "id": "fc_1", "name": "get_weather", "arguments": {}, "signature": "c2lnLWNhbGw="},
+         "event_type": "step.start"},
+        {"index": 1, "delta": {"type": "arguments_delta", "arguments": '{"city":'}, "event_type": "step.delta"},
+        {"index": 0, "delta": {"type": "arguments_delta", "arguments": ' "Paris"}'}, "event_type": "step.delta"},
+        {"index": 1, "event_type": "step.stop"},
+        completed("requires_action", usage={"total_input_tokens": 66, "total_output_tokens": 16, "total_thought_tokens": 51}),
+    )
+    result = replay(tmp_path, INTERACTIONS, body)
+    kept = blocks(result)
+    assert kept == [
+        {"type": "reasoning", "text": "", "provider_data": {"gemini-interactions": {"signature": "c2lnLXRob3VnaHQ="}}},
+        {"type": "tool-call", "id": "fc_1", "name": "get_weather", "arguments": '{"city": "Paris"}',
+         "provider_data": {"gemini-interactions": {"signature": "c2lnLWNhbGw="}}},
+    ]
+    assert {"type": "tool-call-delta", "index": 1, "id": "fc_1", "name": "get_weather", "arguments_delta": ""} in [dict(c) for c in result.chunks]
+    assert last(result, "finish") == {"kind": "tool-calls"}
+    assert last(result, "usage") == {"input_tokens": 66, "output_tokens": 16, "reasoning_tokens": 51}
+    assert_nothing_lost(result)
+
+    history: ModelRequest = {"model": "gemini-3-flash-preview", "system": "Be brief.", "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "Weather in Paris?"}]},
+        {"role": "assistant", "content": [{"type": "reasoning", "text": "unsigned, from another provider"}, *kept]},  # type: ignore[list-item]
+        {"role": "user", "content": [{"type": "tool-result", "tool_call_id": "fc_1", "content": [{"type": "text", "text": "Sunny"}], "is_error": False}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "It is sunny."}]},
+        {"role": "user", "content": [{"type": "text", "text": "And in Tokyo?"}]},
+    ], "tools": [{"name": "get_weather", "description": "Weather.", "input_schema": {"type": "object"}}]}
+    from cassettes.providers import GeminiInteractionsAdapter
+
+    adapter = GeminiInteractionsAdapter(max_tokens=100, thinking_level="low", api_key="k")
+    sent = adapter.build_body(history)
+    assert sent["input"] == [
+        {"type": "user_input", "content": [{"type": "text", "text": "Weather in Paris?"}]},
+        {"type": "thought", "signature": "c2lnLXRob3VnaHQ="},  # the unsigned thought is not sent
+        {"type": "function_call", "id": "fc_1", "name": "get_weather", "arguments": {"city": "Paris"}, "signature": "c2lnLWNhbGw="},
+        {"type": "function_result", "call_id": "fc_1", "name": "get_weather", "result": "Sunny"},
+        {"type": "model_output", "content": [{"type": "text", "text": "It is sunny."}]},
+        {"type": "user_input", "content": [{"type": "text", "text": "And in Tokyo?"}]},
+    ]
+    assert sent["system_instruction"] == "Be brief." and sent["model"] == "gemini-3-flash-preview" and sent["stream"] is True
+    assert sent["tools"] == [{"type": "function", "name": "get_weather", "description": "Weather.", "parameters": {"type": "object"}}]
+    assert sent["generation_config"] == {"max_output_tokens": 100, "thinking_level": "low", "thinking_summaries": "auto"}
+    assert adapter.headers()["x-goog-api-key"] == "k"
+    failed_result: ModelRequest = {"model": "m", "messages": [
+        {"role": "assistant", "content": [{"type": "tool-call", "id": "c1", "name": "f", "arguments": ""}]},
+        {"role": "user", "content": [{"type": "tool-result", "tool_call_id": "c1", "content": [{"type": "text", "text": "boom"}], "is_error": True}]},
+    ]}
+    assert GeminiInteractionsAdapter(stream=False).build_body(failed_result) == {"model": "m", "input": [
+        {"type": "function_call", "id": "c1", "name": "f", "arguments": {}},
+        {"type": "function_result", "call_id": "c1", "name": "f", "result": "boom", "is_error": True},
+    ]}
+
+
+def test_the_older_interactions_stream_content_events_and_a_whole_call(tmp_path: Path) -> None:
+    """The first generation: ``content.start/delta/stop``, a function call whole in one delta,
+    ``interaction.complete`` and no ``[DONE]``."""
+    body = step_events(
+        {"event_type": "interaction.start", "interaction": {"id": "int_1", "status": "in_progress"}},
+        {"event_type": "content.start", "index": 0, "content": {"type": "text", "text": "Let me "}},
+        {"event_type": "content.delta", "index": 0, "delta": {"type": "text", "text": "check."}},
+        {"event_type": "content.stop", "index": 0},
+        {"event_type": "content.start", "index": 1, "content": {"type": "function_call"}},
+        {"event_type": "content.delta", "index": 1, "delta": {"type": "function_call", "id": "call-1", "name": "get_weather",
+                                                               "arguments": {"location": "Paris"}}},
+        {"event_type": "content.stop", "index": 1},
+        {"event_type": "interaction.complete", "interaction": {"id": "int_1", "status": "completed", "role": "model",
+                                                               "usage": {"totalInputTokens": 13, "totalOutputTokens": 8, "totalCachedTokens": 5}}},
+        done=False,
+    )
+    result = replay(tmp_path, INTERACTIONS, body)
+    assert blocks(result) == [
+        {"type": "text", "text": "Let me check."},
+        {"type": "tool-call", "id": "call-1", "name": "get_weather", "arguments": '{"location":"Paris"}'},
+    ]
+    assert {"type": "tool-call-delta", "index": 1, "id": "call-1", "name": "get_weather", "arguments_delta": ""} in [dict(c) for c in result.chunks]
+    assert last(result, "usage") == {"input_tokens": 13, "output_tokens": 8, "cache_read_tokens": 5}
+    assert last(result, "finish") == {"kind": "tool-calls"}  # completed, after a function call
+    assert_nothing_lost(result)
+
+
+@pytest.mark.parametrize(
+    ("status", "reason"),
+    [
+        ("completed", {"kind": "stop"}),
+        ("incomplete", {"kind": "max-tokens"}),
+        ("budget_exceeded", {"kind": "max-tokens", "raw": "budget_exceeded"}),
+        ("failed", {"kind": "error", "message": "the interaction ended failed", "code": "failed"}),
+        ("cancelled", {"kind": "error", "message": "the interaction ended cancelled", "code": "cancelled"}),
+        ("requires_action", {"kind": "stop", "raw": "requires_action"}),  # no call of the loop's to answer
+        ("queued", {"kind": "stop", "raw": "queued"}),
+    ],
+)
+def test_interactions_statuses_map_to_the_vocabulary(tmp_path: Path, status: str, reason: dict[str, str]) -> None:
+    body = step_events({"index": 0, "step": {"type": "model_output", "content": [{"type": "text", "text": "x"}]}, "event_type": "step.start"},
+                       {"index": 0, "event_type": "step.stop"}, completed(status))
+    result = replay(tmp_path, INTERACTIONS, body)
+    assert last(result, "finish") == reason and reason["kind"] in FINISH_VOCABULARY
+    assert_nothing_lost(result)
+
+
+def test_interactions_errors_in_the_stream_in_the_interaction_and_over_http(tmp_path: Path) -> None:
+    usage = {"total_input_tokens": 7, "total_output_tokens": 1}
+    failed = replay(tmp_path, INTERACTIONS, step_events(
+        {"index": 0, "step": {"type": "model_output"}, "event_type": "step.start"},
+        {"index": 0, "delta": {"type": "text", "text": "par"}, "event_type": "step.delta", "metadata": {"usage": usage}},
+        {"event_type": "error", "error": {"code": "UNAVAILABLE", "message": "overloaded"}},
+        completed(),  # nothing after the error is read
+        done=False))
+    assert [c["type"] for c in failed.chunks][-3:] == ["block-end", "usage", "finish"]
+    assert last(failed, "finish") == {"kind": "error", "message": "overloaded", "code": "UNAVAILABLE"}
+    assert last(failed, "usage") == {"input_tokens": 7, "output_tokens": 1}
+    in_interaction = replay(tmp_path, INTERACTIONS, step_events(completed("failed", error={"code": "INTERNAL", "message": "it broke"})))
+    assert last(in_interaction, "finish") == {"kind": "error", "message": "it broke", "code": "INTERNAL"}
+    limited = replay(tmp_path, INTERACTIONS, json.dumps({"error": {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED"}}),
+                     "application/json", status=429)
+    assert (limited.error_status, limited.error_code) == (429, "RESOURCE_EXHAUSTED")
+    with pytest.raises(CassetteError, match=r"truncated SSE: event stream ended before interaction\.completed"):
+        replay(tmp_path, INTERACTIONS, step_events({"index": 0, "step": {"type": "model_output"}, "event_type": "step.start"},
+                                                   {"index": 0, "delta": {"type": "text", "text": "cut"}, "event_type": "step.delta"}))
+
+
+def test_a_whole_interaction_its_input_echo_and_its_server_tool_steps(tmp_path: Path) -> None:
+    search = {"type": "google_search_call", "id": "gs_1", "arguments": {"queries": ["weather Paris"]}, "signature": "c2ln"}
+    found = {"type": "google_search_result", "call_id": "gs_1", "result": [{"search_suggestions": "<div/>"}], "signature": "c2ln"}
+    body = {"id": "v1_x", "status": "completed", "object": "interaction", "model": "gemini-3-flash-preview",
+            "steps": [{"type": "user_input", "content": [{"type": "text", "text": "Weather in Paris?"}]},
+                      {"type": "thought", "summary": [{"type": "text", "text": "Search it."}], "signature": "dGg="},
+                      search, found,
+                      {"type": "model_output", "content": [{"type": "text", "text": "Sunny, 21 degrees."}]}],
+            "usage": {"total_input_tokens": 9, "total_output_tokens": 6}}
+    result = replay(tmp_path, INTERACTIONS, json.dumps(body), "application/json", request={"model": "m", "input": "Weather in Paris?"})
+    kept = blocks(result)
+    assert kept == [
+        {"type": "reasoning", "text": "Search it.", "provider_data": {"gemini-interactions": {"signature": "dGg="}}},
+        {"type": "text", "text": "", "provider_data": {"gemini-interactions": {"step": search}}},
+        {"type": "text", "text": "", "provider_data": {"gemini-interactions": {"step": found}}},
+        {"type": "text", "text": "Sunny, 21 degrees."},
+    ]
+    assert not result.streaming and last(result, "finish") == {"kind": "stop"}
+    assert_nothing_lost(result)
+    from cassettes.providers import GeminiInteractionsAdapter
+
+    history: ModelRequest = {"model": "m", "messages": [{"role": "assistant", "content": kept}]}  # type: ignore[typeddict-item]
+    assert GeminiInteractionsAdapter().build_body(history)["input"] == [
+        {"type": "thought", "signature": "dGg=", "summary": [{"type": "text", "text": "Search it."}]}, search, found,
+        {"type": "model_output", "content": [{"type": "text", "text": "Sunny, 21 degrees."}]},
+    ]
+    older = {"id": "int_1", "status": "completed", "outputs": [{"type": "thought", "signature": "dGg="}, {"type": "text", "text": "Hi."}]}
+    assert blocks(replay(tmp_path, INTERACTIONS, json.dumps(older), "application/json", request={"model": "m", "input": "x"})) == [
+        {"type": "reasoning", "text": "", "provider_data": {"gemini-interactions": {"signature": "dGg="}}},
+        {"type": "text", "text": "Hi."},
+    ]
+
+
+def test_an_unknown_interactions_delta_is_reported_and_the_endpoint_is_matched_alone(tmp_path: Path) -> None:
+    from cassettes.providers import adapter_for_url
+
+    result = replay(tmp_path, INTERACTIONS, step_events(
+        {"index": 0, "step": {"type": "model_output"}, "event_type": "step.start"},
+        {"index": 0, "delta": {"type": "audio", "data": "AAAA"}, "event_type": "step.delta"},
+        {"index": 0, "event_type": "step.stop"}, {"event_type": "step.rewind", "index": 0}, completed()))
+    assert result.report()["warnings"] == ["skipped delta audio", "skipped event step.rewind"]
+    assert adapter_for_url("https://aiplatform.googleapis.com/v1beta1/projects/p/locations/global/interactions").name == "gemini-interactions"  # type: ignore[union-attr]
+    for url in (GEMINI, GEMINI_WHOLE, CHAT, RESPONSES, ANTHROPIC, BEDROCK, f"{INTERACTIONS}/v1_x", f"{INTERACTIONS}/v1_x/cancel"):
+        found = adapter_for_url(url)
+        assert found is None or found.name != "gemini-interactions", url

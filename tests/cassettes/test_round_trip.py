@@ -85,6 +85,7 @@ CASES = [
     ("openai-responses", f'"encrypted_content": "{ENCRYPTED}"', drop_provider_data),
     ("gemini", f'"thoughtSignature": "{ROUND_TRIP_SIGNATURE}"', drop_provider_data),
     ("bedrock", f'"redactedContent": "{REDACTED}"', drop_provider_data),
+    ("gemini-interactions", f'"signature": "{ROUND_TRIP_SIGNATURE}"', drop_provider_data),
 ]
 
 
@@ -103,8 +104,9 @@ def test_thinking_plus_tools_round_trip_through_the_reference_loop(adapter: str,
 
 
 def test_server_tools_and_reasoning_details_survive_a_second_turn() -> None:
-    """Anthropic's server-run search (with its result and citations) and OpenRouter's
-    reasoning_details come back unchanged on the next turn's request."""
+    """Anthropic's server-run search (with its result and citations), OpenRouter's
+    reasoning_details, Responses' web search item and the Interactions API's search steps come
+    back unchanged on the next turn's request."""
 
     async def two_turns(adapter: str, base_url: str, strip: Strip | None) -> list[dict[str, Any]]:
         service = AgentLoopService()
@@ -124,7 +126,7 @@ def test_server_tools_and_reasoning_details_survive_a_second_turn() -> None:
 
     with serve(delay=0.0) as server:
         for adapter, needle in (("anthropic", json.dumps(SEARCH_RESULT["content"])), ("openai-chat", json.dumps(REASONING_DETAILS[1])),
-                                ("openai-responses", '"web_search_call"')):
+                                ("openai-responses", '"web_search_call"'), ("gemini-interactions", '"google_search_result"')):
             events = asyncio.run(two_turns(adapter, server.base_url, None))
             assert [turn_end_of(events, n) for n in (1, 2)] == [{"kind": "completed"}] * 2, adapter
             assert needle[1:-1] in json.dumps(json.loads(server.requests[-1].body)), adapter
