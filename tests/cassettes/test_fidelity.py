@@ -793,7 +793,7 @@ def test_interactions_errors_in_the_stream_in_the_interaction_and_over_http(tmp_
     limited = replay(tmp_path, INTERACTIONS, json.dumps({"error": {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED"}}),
                      "application/json", status=429)
     assert (limited.error_status, limited.error_code) == (429, "RESOURCE_EXHAUSTED")
-    with pytest.raises(CassetteError, match=r"truncated SSE: event stream ended before interaction\.completed"):
+    with pytest.raises(CassetteError, match=r"truncated stream: event stream ended before interaction\.completed"):
         replay(tmp_path, INTERACTIONS, step_events({"index": 0, "step": {"type": "model_output"}, "event_type": "step.start"},
                                                    {"index": 0, "delta": {"type": "text", "text": "cut"}, "event_type": "step.delta"}))
 
