@@ -20,7 +20,8 @@ from conformance.adapter import Implementation
 from conformance.files import atomic_write
 
 from . import pool, report, search, shards
-from .workloads import by_name
+from . import windows as win
+from .workloads import Workload, by_name
 
 Progress = Callable[[str, int, int], None]
 """``progress(phase, done, total)``: called as units finish."""
@@ -39,6 +40,21 @@ class _Context:
 
 
 _CTX: _Context | None = None
+
+
+_PLANNING: tuple[Implementation, search.Config] | None = None
+
+
+def _plan_unit(workload: Workload) -> tuple[list[Any], list[tuple[int, int]], str | None, dict[int, int]] | str:
+    """One workload's windows, probed on a worker: an implementation that kills its process
+    in its first run takes a worker with it, not the hunt and its report. A workload whose own
+    run spins comes back as the :class:`~.windows.SpinError`'s message (raised by the parent)."""
+    assert _PLANNING is not None
+    try:
+        wp = search.plan_workload(workload, *_PLANNING)
+    except win.SpinError as exc:
+        return str(exc)
+    return wp.windows, wp.groups, wp.setup_error, wp.twins
 
 
 def _plain_unit(unit: tuple[int, int, int]) -> list[search.Plain | None]:
@@ -145,8 +161,19 @@ def _hunt(impl: Implementation, impl_spec: str, config: search.Config, against: 
           workers: int, shard: tuple[int, int] | None, out: Path | None, tick: Progress,
           stop: Callable[[], bool], found: list[bool], should_stop: Callable[[], bool] | None,
           spun: list[bool]) -> HuntResult:
-    global _CTX
-    every = search.plan(by_name(list(config.workloads)), impl, config)
+    global _CTX, _PLANNING
+    workloads = search.plannable(by_name(list(config.workloads)), impl, config)
+    _PLANNING = (impl, config)
+    try:
+        got0 = pool.run(_plan_unit, workloads, workers=workers, isolate=True,
+                        describe=lambda w: f"the probe run of workload {w.name!r}")
+    finally:
+        _PLANNING = None
+    for parts in got0:
+        if isinstance(parts, str):
+            raise win.SpinError(parts)
+    every = search.checked([search.WorkloadPlan(w, *parts) for w, parts in zip(workloads, got0, strict=True)
+                            if parts is not None and not isinstance(parts, str)])
     planned = [wp.workload.name for wp in every]
     order = {name: i for i, name in enumerate(planned)}
     if shard is not None:
@@ -159,8 +186,10 @@ def _hunt(impl: Implementation, impl_spec: str, config: search.Config, against: 
     stopped = False
     found[0] = any(wp.setup_error for wp in plans)  # a workload the implementation failed to set up
     try:
-        # Phase 1: every window once, in plain order.
-        units1 = _plain_units(plans)
+        # Phase 1: every window once, in plain order (none when a stop is due already: --first
+        # and a workload the implementation could not set up).
+        skipped = stop()
+        units1 = [] if skipped else _plain_units(plans)
         total1 = sum(len(wp.windows) for wp in plans)
         done1 = [0]
 
@@ -171,8 +200,8 @@ def _hunt(impl: Implementation, impl_spec: str, config: search.Config, against: 
             tick("plain", done1[0], total1)
 
         tick("plain", 0, total1)
-        got1 = pool.run(_plain_unit, units1, workers=workers, done=tick1, should_stop=stop, describe=describe)
-        stopped = spun[0] or any(r is None for r in got1)
+        got1 = pool.run(_plain_unit, units1, workers=workers, isolate=True, done=tick1, should_stop=stop, describe=describe)
+        stopped = skipped or spun[0] or any(r is None for r in got1)
         plain: list[list[search.Plain | None]] = [[None] * len(wp.windows) for wp in plans]
         for (p, a, _b), results in zip(units1, got1, strict=True):
             for k, r in enumerate(results or []):
@@ -194,7 +223,7 @@ def _hunt(impl: Implementation, impl_spec: str, config: search.Config, against: 
                 tick("explore", done2[0], total2)
 
             tick("explore", 0, total2)
-            got2 = pool.run(_explore_unit, units2, workers=workers, done=tick2, should_stop=stop,
+            got2 = pool.run(_explore_unit, units2, workers=workers, isolate=True, done=tick2, should_stop=stop,
                             describe=describe)
             stopped = spun[0] or any(r is None for r in got2)
             for (p, indices), outcomes in zip(units2, got2, strict=True):
@@ -216,7 +245,7 @@ def _hunt(impl: Implementation, impl_spec: str, config: search.Config, against: 
                         f["cassette"] = f"cassettes/{_slug(plans[p].workload.name)}-{f['index']:05d}.yaml"
                         units3.append((p, f["index"], f["_failure"]))
             tick("cassettes", 0, len(units3))
-            got3 = pool.run(_cassette_unit, units3, workers=workers, describe=describe,
+            got3 = pool.run(_cassette_unit, units3, workers=workers, isolate=True, describe=describe,
                             done=lambda i, _r: tick("cassettes", i + 1, len(units3)))
             for (p, index, _f), text in zip(units3, got3, strict=True):
                 f = next(f for f in sections[p]["findings"] if f["index"] == index)

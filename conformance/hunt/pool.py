@@ -76,14 +76,29 @@ def _worker(tasks: Any, results: Any) -> None:
         os._exit(WORKER_BROKE)
 
 
+def _signalled(code: int | None) -> str:
+    """`` (killed by SIGKILL)`` for a worker a signal ended (its exit code is minus the signal)."""
+    if code is None or code >= 0:
+        return ""
+    try:
+        return f" (killed by {signal.Signals(-code).name})"
+    except ValueError:
+        return f" (killed by signal {-code})"
+
+
 def run(fn: Callable[[Any], R], units: Sequence[Any], *, workers: int = 1,
         done: Callable[[int, R], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
-        describe: Callable[[Any], str] = str) -> list[R | None]:
-    """``[fn(u) for u in units]`` on ``workers`` processes; ``done(i, result)`` as each ends."""
+        describe: Callable[[Any], str] = str, isolate: bool = False) -> list[R | None]:
+    """``[fn(u) for u in units]`` on ``workers`` processes; ``done(i, result)`` as each ends.
+    With one worker (or one unit) the units run in this process, unless ``isolate``: then on one
+    forked worker all the same, so code that kills its process (``os.kill(os.getpid(), SIGKILL)``,
+    a crash in C) ends a worker, reported as a :class:`PoolError`, never the caller."""
     stop = should_stop or (lambda: False)
     out: list[R | None] = [None] * len(units)
-    if workers <= 1 or len(units) <= 1:
+    if not units:
+        return out
+    if (workers <= 1 or len(units) <= 1) and not isolate:
         for i, unit in enumerate(units):
             if stop():
                 break
@@ -97,7 +112,7 @@ def run(fn: Callable[[Any], R], units: Sequence[Any], *, workers: int = 1,
     ctx = mp.get_context("fork")
     tasks, results = ctx.SimpleQueue(), ctx.SimpleQueue()
     _JOB = (fn, units)
-    count = min(workers, len(units))
+    count = max(1, min(workers, len(units)))
     procs = [ctx.Process(target=_worker, args=(tasks, results), daemon=True) for _ in range(count)]
     running: dict[int, int] = {}  # pid -> unit
     finished = 0
@@ -139,7 +154,7 @@ def run(fn: Callable[[Any], R], units: Sequence[Any], *, workers: int = 1,
                     unit = running.get(p.pid or -1)
                     where = f" while running {describe(units[unit])}" if unit is not None else ""
                     why = (" (its pipe to this process broke: does the implementation close file descriptors "
-                           "it does not own?)") if p.exitcode == WORKER_BROKE else ""
+                           "it does not own?)") if p.exitcode == WORKER_BROKE else _signalled(p.exitcode)
                     raise PoolError(f"a worker died (exit code {p.exitcode}){where}{why}")
             time.sleep(0.002)
     finally:

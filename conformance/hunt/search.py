@@ -80,36 +80,47 @@ def plan(workloads: tuple[Workload, ...], impl: Implementation, config: Config) 
     persisted session) gets no windows and its ``setup_error``: the implementation failed in one
     ordinary use, a finding, while the other workloads are still hunted. When no workload can be
     set up, the implementation cannot be checked at all: that is raised (bad input, exit 2)."""
+    return checked([plan_workload(w, impl, config) for w in plannable(workloads, impl, config)])
+
+
+def plannable(workloads: tuple[Workload, ...], impl: Implementation, config: Config) -> list[Workload]:
+    """The workloads ``impl`` can run (those needing a feature it lacks are left out); raises
+    ``ValueError`` for an unknown verb."""
     unknown = [v for v in config.verbs if v not in VERBS]
     if unknown:
         raise ValueError(f"unknown action {unknown[0]!r} (choose from {', '.join(VERBS)})")
+    return [w for w in workloads if not w.lacking(impl)]
+
+
+def plan_workload(workload: Workload, impl: Implementation, config: Config) -> WorkloadPlan:
+    """The windows of one workload, from a probe run of it on ``impl`` (its ``setup_error`` when
+    the workload's own run could not be set up)."""
     verbs = verbs_for(impl, config.verbs)
-    out: list[WorkloadPlan] = []
-    first_error: ScenarioSetupError | None = None
-    for workload in workloads:
-        if workload.lacking(impl):
-            continue
-        wp = WorkloadPlan(workload)
-        out.append(wp)
-        try:
-            timeline = win.probe(workload, impl)
-        except ScenarioSetupError as exc:
-            wp.setup_error = str(exc)  # the world's one line: what raised or never settled, and where
-            first_error = first_error or exc
-            continue
-        for point in win.points(workload, timeline, config.nth):
-            start = len(wp.windows)
-            modes = config.modes
-            if point.on == "model/request" and not getattr(impl, "reentrant_model", True):  # adapter.py
-                modes = tuple(m for m in modes if m != "listener")
-            wp.windows += list(win.enumerate_windows(workload, [point], verbs, config.depth, modes))
-            if len(wp.windows) > start:
-                wp.groups.append((start, len(wp.windows)))
-        if config.twins:
-            wp.twins = win.twins(workload, impl, wp.windows)
-    if first_error is not None and all(wp.setup_error for wp in out):
-        raise first_error
-    return out
+    wp = WorkloadPlan(workload)
+    try:
+        timeline = win.probe(workload, impl)
+    except ScenarioSetupError as exc:
+        wp.setup_error = str(exc)  # the world's one line: what raised or never settled, and where
+        return wp
+    for point in win.points(workload, timeline, config.nth):
+        start = len(wp.windows)
+        modes = config.modes
+        if point.on == "model/request" and not getattr(impl, "reentrant_model", True):  # adapter.py
+            modes = tuple(m for m in modes if m != "listener")
+        wp.windows += list(win.enumerate_windows(workload, [point], verbs, config.depth, modes))
+        if len(wp.windows) > start:
+            wp.groups.append((start, len(wp.windows)))
+    if config.twins:
+        wp.twins = win.twins(workload, impl, wp.windows)
+    return wp
+
+
+def checked(plans: list[WorkloadPlan]) -> list[WorkloadPlan]:
+    """The plans, unless no workload could be set up: then the implementation cannot be checked
+    at all, and the first workload's failure is raised (bad input, exit 2)."""
+    if plans and all(wp.setup_error for wp in plans):
+        raise ScenarioSetupError(str(plans[0].setup_error))
+    return plans
 
 
 # --------------------------------------------------------------------------- phase 1: plain runs

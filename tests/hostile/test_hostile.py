@@ -219,3 +219,15 @@ def test_a_hunt_of_an_implementation_that_escapes_finds_it(tmp_path: Path, impl:
     rep = json.loads((tmp_path / "report.json").read_text())
     assert rep["findings"][0]["checks"] == ["ESCAPE"] and rep["findings"][0]["rules"] == ["PY-3"]
     assert f"the implementation tried to leave the simulation: {call}" in rep["findings"][0]["message"]
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_hunt_of_an_implementation_that_kills_its_process_is_one_line_exit_2(tmp_path: Path, workers: str) -> None:
+    # Every run, the workload's probe included, is on a forked worker: SIGKILL ends a worker,
+    # and the hunt says so in one line (until session 38 the probe ran in the hunt's own
+    # process, which died with exit 137 and no output at all).
+    proc, _ = _cli("hunt", "--impl", "hostile_adapters:kill_self", "--workloads", "reply", "--workers", workers,
+                   "--out", str(tmp_path))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1] == "error: a worker died (exit code -9) while running the probe run of workload 'reply' (killed by SIGKILL)"
