@@ -48,6 +48,12 @@ def _die_with_parent() -> None:
 
 def _worker(tasks: Any, results: Any) -> None:
     _die_with_parent()
+    # What the implementation prints goes nowhere: the parent's stdout carries the report
+    # (``--json``: one JSON document), which a print from a window's run would corrupt. What
+    # this process inherited unflushed from the parent is dropped with it, not printed twice.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
     # The parent decides: ``timeout(1)`` and a terminal signal the whole process group, and a
     # worker dying of it first would turn a stop into a "worker died" error with no report.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

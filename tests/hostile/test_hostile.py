@@ -231,3 +231,12 @@ def test_a_hunt_of_an_implementation_that_kills_its_process_is_one_line_exit_2(t
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert lines[-1] == "error: a worker died (exit code -9) while running the probe run of workload 'reply' (killed by SIGKILL)"
+
+
+def test_what_an_implementation_prints_never_corrupts_the_hunts_json(tmp_path: Path) -> None:
+    # 5 MB on stdout at every send: the runs are on workers whose stdout goes nowhere, so the
+    # report on stdout stays one JSON document
+    proc, _ = _cli("hunt", "--impl", "hostile_adapters:print_flood", "--workloads", "reply", "--verbs", "send", "--depth", "1",
+                   "--nth", "1", "--workers", "2", "--json", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["totals"]["windows"] > 0 and "xxxx" not in proc.stdout
