@@ -76,6 +76,11 @@ def _baseline(path: Path) -> set[str]:
     return {str(d) for d in data["differences"]}
 
 
+MAX_SEQUENCES = 5_000
+"""Action sequences per point a hunt may enumerate (the default, depth 2 with 12 actions, makes
+156; depth 3 makes 1,884): beyond, a hunt would run for days, so it is refused up front."""
+
+
 @app.callback(invoke_without_command=True)
 def hunt(
     ctx: typer.Context,
@@ -136,6 +141,10 @@ def hunt(
                 raise _fail(f"--workloads: no workload to run: {what}: {impl} does not declare the feature")
             typer.echo(f"note: skipped {what}: {impl} does not declare the feature", err=True)
         actions = tuple(v.strip() for v in verbs.split(",") if v.strip()) or Config().verbs
+        sequences = sum(len(actions) ** k for k in range(1, depth + 1))
+        if sequences > MAX_SEQUENCES:
+            raise _fail(f"--depth {depth} with {len(actions)} actions makes {sequences:,} action sequences at every point "
+                        f"(at most {MAX_SEQUENCES:,}): lower --depth or narrow --verbs")
         config = Config(workloads=names, depth=depth, nth=nth, verbs=actions, dfs=dfs_runs,
                                random=random_runs, pct=pct_runs, explore_all=explore_all, twins=not no_twins, seed=seed, cassettes=cassettes,
                                against=against or None)
