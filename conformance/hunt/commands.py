@@ -19,7 +19,7 @@ import typer
 
 from ..impl import IMPL_HELP
 from .config import VERBS, Config
-from .console import print_report, write_report
+from .console import print_report, writable, write_report
 
 BASELINE_FORMAT = "loopkit-hunt-baseline/1"
 
@@ -149,6 +149,9 @@ def hunt(
                                random=random_runs, pct=pct_runs, explore_all=explore_all, twins=not no_twins, seed=seed, cassettes=cassettes,
                                against=against or None)
         n = workers or (os.cpu_count() or 1)
+        writable(out)
+        if write_baseline is not None:
+            writable(write_baseline.parent, "--write-baseline")
         with Interrupts() as stop, _progress() as tick:
             result = driver.hunt(implementation, impl, config, against=other, workers=n, shard=part, out=out,
                                  progress=tick, should_stop=lambda: stop.requested, first=first)
@@ -240,6 +243,7 @@ def merge(
     from . import report
 
     try:
+        writable(out)
         merged = report.merge([(str(p), report.load(p)) for p in reports])
         text = report.dumps(merged)
         write_report(out / "report.json", text)

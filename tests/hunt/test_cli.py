@@ -50,6 +50,7 @@ def test_shards_merged_on_the_command_line_print_the_one_machine_bytes(tmp_path:
     (["--depth", "0"], "error: --depth, --nth and --cassettes must be at least 1"),
     (["--depth", "4"], "error: --depth 4 with 12 actions makes 22,620 action sequences at every point (at most 5,000)"),
     (["--baseline", "b.json"], "error: --baseline needs --against"),
+    (["--out", "/dev/null/report"], "error: --out /dev/null/report: cannot create the directory (Not a directory)"),
     (["--verbs", "jump"], "error: unknown action 'jump'"),
     (["--impl", "nope:x"], "error: cannot import 'nope'"),
     (["--impl", "examples.tiny_loop.adapter:implementation", "--workloads", "resume,inject"],
