@@ -16,6 +16,7 @@ from typing import Any
 import typer
 
 from . import schedules
+from .files import output_path_error, writable
 from .impl import IMPL_HELP
 from .limits import DEFAULT_WORKERS, MAX_HANGS, WALL_TIMEOUT
 
@@ -23,23 +24,6 @@ from .limits import DEFAULT_WORKERS, MAX_HANGS, WALL_TIMEOUT
 def _fail(message: str) -> typer.Exit:
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(2)
-
-
-def output_path_error(option: str, path: str) -> str | None:
-    """Why a report cannot be written to ``path`` (``None`` when it can).
-
-    Checked before running: the suite (and the self-check, minutes) would otherwise run to the
-    end only to fail on a typo in the report path. Only the parent directory is checked (it must
-    exist and be writable), the file itself is written after the run.
-    """
-    parent = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        return f"cannot write {path!r} ({option}): it is a directory"
-    if not os.path.isdir(parent):
-        return f"cannot write {path!r} ({option}): no such directory {parent!r}"
-    if not os.access(parent, os.W_OK):
-        return f"cannot write {path!r} ({option}): directory {parent!r} is not writable"
-    return None
 
 
 def conformance(
@@ -116,6 +100,10 @@ def conformance(
             by_name(list(hunt_names))
         except ValueError as exc:
             raise _fail(f"--hunt-workloads: {exc}") from None
+        try:
+            writable(hunt_out, "--hunt-out")  # before the suite: its minutes must not end in a traceback
+        except OSError as exc:
+            raise _fail(str(exc)) from None
     started = time.monotonic()
     with Interrupts() as stop:
         try:

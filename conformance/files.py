@@ -1,4 +1,5 @@
-"""Writing report files: whole or not at all."""
+"""Writing report files: whole or not at all, and checked writable before the work that makes them
+(a suite, a hunt or a search runs for minutes: it must not end in a failure to save)."""
 
 from __future__ import annotations
 
@@ -17,3 +18,38 @@ def atomic_write(path: str, text: str) -> None:
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink()
+
+
+def output_path_error(option: str, path: str | Path, *, make_parent: bool = False) -> str | None:
+    """Why a report cannot be written to ``path`` (``None`` when it can).
+
+    Checked before running: the suite (and the self-check, minutes) would otherwise run to the
+    end only to fail on a typo in the report path. The parent directory must exist and be
+    writable (``make_parent``: it is made first, as the commands that make it do); the file
+    itself is written after the run.
+    """
+    path = str(path)
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        return f"cannot write {path!r} ({option}): it is a directory"
+    if make_parent:
+        try:
+            os.makedirs(parent, exist_ok=True)
+        except OSError as exc:
+            return f"cannot write {path!r} ({option}): cannot create directory {parent!r} ({exc.strerror or exc})"
+    if not os.path.isdir(parent):
+        return f"cannot write {path!r} ({option}): no such directory {parent!r}"
+    if not os.access(parent, os.W_OK):
+        return f"cannot write {path!r} ({option}): directory {parent!r} is not writable"
+    return None
+
+
+def writable(directory: Path, what: str = "--out") -> None:
+    """Make ``directory`` (and its parents) and check it can be written to, before any work:
+    ``OSError`` naming the option and the reason otherwise."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OSError(f"{what} {directory}: cannot create the directory ({exc.strerror or exc})") from None
+    if not directory.is_dir() or not os.access(directory, os.W_OK | os.X_OK):
+        raise OSError(f"{what} {directory}: not a directory this process can write to")

@@ -17,9 +17,10 @@ from typing import Any
 
 import typer
 
+from ..files import writable
 from ..impl import IMPL_HELP
 from .config import VERBS, Config
-from .console import print_report, writable, write_report
+from .console import print_report, write_report
 
 BASELINE_FORMAT = "loopkit-hunt-baseline/1"
 

@@ -4,24 +4,11 @@ and ``loopkit conformance --hunt``."""
 
 from __future__ import annotations
 
-import os
 import shlex
 from pathlib import Path
 from typing import Any
 
 from ..files import atomic_write
-
-
-def writable(directory: Path, what: str = "--out") -> None:
-    """Make ``directory`` (and its parents) and check it can be written to, before any work:
-    ``OSError`` naming the option and the reason otherwise (a hunt must not run for minutes and
-    then fail to save what it found)."""
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OSError(f"{what} {directory}: cannot create the directory ({exc.strerror or exc})") from None
-    if not directory.is_dir() or not os.access(directory, os.W_OK | os.X_OK):
-        raise OSError(f"{what} {directory}: not a directory this process can write to")
 
 
 def write_report(path: Path, text: str) -> None:

@@ -53,7 +53,7 @@ def selfcheck(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from conformance.commands import output_path_error
+    from conformance.files import output_path_error
     from conformance.interrupts import Interrupts, echo
     from conformance.runner import SuiteError
     from conformance.selfcheck import print_table, run_selfcheck, write_json

@@ -17,7 +17,16 @@ from typing import Any
 
 import typer
 
+from ..files import output_path_error
 from ..impl import IMPL_HELP
+
+
+def _outputs(*paths: tuple[str, Path | None], make_parent: bool = False) -> None:
+    """Each ``(option, path)`` given must be writable, checked before the run (exit 2)."""
+    for option, path in paths:
+        problem = output_path_error(option, path, make_parent=make_parent) if path is not None else None
+        if problem:
+            raise _fail(problem)
 
 
 def _fail(message: str) -> typer.Exit:
@@ -111,6 +120,7 @@ def run(
     from .model import load
 
     _timeout(timeout)
+    _outputs(("--trace", trace), ("--diagram", diagram))
     if strategy not in engine.RUN_STRATEGIES:
         raise _fail(f"unknown strategy {strategy!r} (choose from {', '.join(engine.RUN_STRATEGIES)})")
     try:
@@ -206,6 +216,7 @@ def explore(
     if budget < 1 or workers < 1:
         raise _fail("--budget and --workers must be at least 1")
     _timeout(timeout)
+    _outputs(("--out", out), make_parent=True)  # the cassette's directory is made, as saving it would
     unit = "examples" if strategy == "hypothesis" else "schedules"
     with Interrupts() as stop:
         try:
@@ -279,6 +290,7 @@ def replay(
     from . import race
 
     _timeout(timeout)
+    _outputs(("--diagram", diagram))
     try:
         record = race.load(cassette_path)
         implementation = _impl(impl)

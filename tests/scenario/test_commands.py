@@ -96,3 +96,20 @@ def test_setup_errors_and_bad_numbers_exit_2() -> None:
         err = _one_line_error(invoke(*args, "--impl", "test_commands:broken"))
         assert "create_service() raised RuntimeError: no service today" in err
     assert "at least 1" in _one_line_error(invoke("explore", W1, "--budget", "0"))
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_the_run(tmp_path: Path) -> None:
+    # checked up front: a search must not run to its end only to fail on a typo in a path
+    missing = str(tmp_path / "no" / "such" / "dir" / "t.json")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    cases = [
+        (("run", W1, "--trace", missing), "(--trace): no such directory"),
+        (("run", W1, "--diagram", str(tmp_path)), "(--diagram): it is a directory"),
+        (("explore", W1, "--budget", "3", "--out", str(blocker / "r.yaml")), "(--out): cannot create directory"),
+        (("replay", str(SHIPPED / "window1.yaml"), "--diagram", missing), "(--diagram): no such directory"),
+    ]
+    for args, says in cases:
+        assert says in _one_line_error(invoke(*args)), args
+    made = tmp_path / "new" / "r.yaml"  # explore makes its cassette's directory, as before
+    assert invoke("explore", W1, "--budget", "3", "--out", str(made)).exit_code == 0 and made.parent.is_dir()
