@@ -79,6 +79,7 @@ def record(
     filter_header: Annotated[list[str] | None, typer.Option("--filter-header", help="Another header to scrub (repeatable).")] = None,
     test_server: Annotated[bool, typer.Option("--test-server", help="Record against the local test server.")] = False,
     answer_tools: Annotated[str | None, typer.Option("--answer-tools", help="Answer every tool call with this text and record the next turn too.")] = None,
+    platform: Annotated[str | None, typer.Option("--platform", help="With --adapter anthropic: 'bedrock' speaks it through Amazon Bedrock's InvokeModel (--model: the Bedrock model id; key $AWS_BEARER_TOKEN_BEDROCK, else SigV4 with the local AWS credentials).")] = None,
 ) -> None:
     """Record one request through an adapter (key and base URL from the environment)."""
     # Imported here: the adapters load httpx and botocore, which other commands do not need.
@@ -96,7 +97,15 @@ def record(
     if not model.strip() or any(c.isspace() for c in model):
         typer.echo(f"error: --model {model!r} is not a model name", err=True)
         raise typer.Exit(2)
+    if platform is not None and (adapter != "anthropic" or platform not in ("anthropic", "bedrock")):
+        typer.echo(f"error: --platform {platform!r}: only 'bedrock' (or 'anthropic'), with --adapter anthropic", err=True)
+        raise typer.Exit(2)
+    bedrock = platform == "bedrock"
+    options: dict[str, Any] = {"platform": platform} if platform else {}
     cls = ADAPTERS[adapter]
+    scenario = model
+    if test_server and bedrock:
+        model = f"anthropic.{model}"  # a Bedrock id names its vendor; the test server reads the scenario after it
     request: ModelRequest = {"model": model, "messages": [{"role": "user", "content": [{"type": "text", "text": prompt}]}]}
     if system:
         request["system"] = system
@@ -106,7 +115,7 @@ def record(
         except (OSError, ValueError) as exc:
             typer.echo(f"error: {tools}: {exc}", err=True)
             raise typer.Exit(2) from exc
-    key = os.environ.get(api_key_env or cls.api_key_env)
+    key = os.environ.get(api_key_env or ("AWS_BEARER_TOKEN_BEDROCK" if bedrock else cls.api_key_env))
 
     async def run(url: str | None, header: str, meta: dict[str, Any]) -> None:
         chunks, error = await _record(url, header, meta)
@@ -117,7 +126,7 @@ def record(
             _, chunks, error = await record_cassette(
                 out, adapter=adapter, request=request, base_url=url, api_key=key, stream=stream,
                 max_tokens=max_tokens, filter_headers=filter_header or (), header=header, meta=meta,
-                answer_tools=answer_tools,
+                answer_tools=answer_tools, options=options,
             )
         except ProviderError as exc:  # nothing answered: no cassette written
             typer.echo(f"error: {exc}", err=True)
@@ -127,14 +136,17 @@ def record(
     if test_server:
         from .testserver import WEATHER_TOOL, serve
 
-        if model in ("tools", "thinking-tools") and "tools" not in request:
+        if scenario in ("tools", "thinking-tools") and "tools" not in request:
             request["tools"] = [WEATHER_TOOL]
-        flags = ("" if stream else " --no-stream") + (f" --answer-tools {json.dumps(answer_tools)}" if answer_tools is not None else "")
-        header = TEST_SERVER_HEADER.format(adapter=adapter, out=out.as_posix(), model=model, flags=flags)
+        flags = (("" if stream else " --no-stream") + (f" --platform {platform}" if platform else "")
+                 + (f" --answer-tools {json.dumps(answer_tools)}" if answer_tools is not None else ""))
+        header = TEST_SERVER_HEADER.format(adapter=adapter, out=out.as_posix(), model=scenario, flags=flags)
         with serve(delay=0.02) as server:
             asyncio.run(run(server.base_url, header, {"recorded_against": "loopkit local test server"}))
         return
-    url = base_url or os.environ.get("LOOPKIT_BASE_URL") or cls.default_base_url
+    url = base_url or os.environ.get("LOOPKIT_BASE_URL") or (None if bedrock else cls.default_base_url)
+    if url is None:  # the adapter's own default: $AWS_REGION's Bedrock runtime
+        url = cls(**options).base_url
     shown = redact_url(url)  # a key in the query or the userinfo never reaches the header
     asyncio.run(run(url, LIVE_HEADER.format(adapter=adapter, base_url=shown), {"recorded_against": shown}))
 

@@ -36,6 +36,7 @@ async def record_cassette(
     header: str = "",
     meta: dict[str, Any] | None = None,
     answer_tools: str | None = None,
+    options: dict[str, Any] | None = None,
 ) -> tuple[Path, list[Chunk], ProviderError | None]:
     """Send ``request`` through ``adapter`` to a real endpoint and write what went over the wire.
 
@@ -47,7 +48,8 @@ async def record_cassette(
     ``answer_tools`` records a second turn: when the answer called tools, its assistant message
     (every block as the adapter assembled it, ``provider_data`` included) and one result per call
     (that text) are sent back, and that exchange is recorded too; the chunks returned are both
-    turns'. This is how a thinking-plus-tools round trip is recorded.
+    turns'. This is how a thinking-plus-tools round trip is recorded. ``options`` are the
+    adapter's own (``{"platform": "bedrock"}``: Anthropic through Bedrock's InvokeModel).
 
     While recording, the adapter sees each response only once vcrpy has read all of it (vcrpy's
     httpx stub drains the stream before returning it), so the chunks arrive together; the
@@ -59,7 +61,7 @@ async def record_cassette(
     # The key is a secret wherever it travels (a header, the base URL, a request body).
     context = recorder.use_cassette(out, comment=header, meta={"adapter": adapter, **(meta or {})}, overwrite=True,
                                     secrets=[api_key] if api_key else [])
-    model = ADAPTERS[adapter](base_url=base_url, api_key=api_key, stream=stream, max_tokens=max_tokens)
+    model = ADAPTERS[adapter](base_url=base_url, api_key=api_key, stream=stream, max_tokens=max_tokens, **(options or {}))
     chunks: list[Chunk] = []
     error: ProviderError | None = None
     with context as cassette:

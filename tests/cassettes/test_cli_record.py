@@ -61,3 +61,23 @@ def test_problems_report_like_the_fake_llm(tmp_path: Path) -> None:
     assert "never played" in problem
     lenient = CassetteModel(shipped, pace=False)
     assert lenient.problems() == []
+
+
+def test_record_anthropic_through_bedrock_invoke_model(tmp_path: Path) -> None:
+    out = tmp_path / "bedrock.yaml"
+    result = CliRunner().invoke(
+        app, ["cassette", "record", str(out), "--adapter", "anthropic", "--platform", "bedrock", "--model", "text", "--test-server"],
+        env={"AWS_BEARER_TOKEN_BEDROCK": KEY})
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert "/model/anthropic.text/invoke-with-response-stream" in text and KEY not in text
+    assert "--model text --test-server --platform bedrock" in text  # the regenerate line gives the scenario, not the id
+    model = CassetteModel(out, pace=False)
+
+    async def run() -> list[dict[str, object]]:
+        return [dict(c) async for c in model.stream({"model": "text", "messages": []})]
+
+    assert asyncio.run(run())[-1] == {"type": "finish", "reason": {"kind": "stop"}}
+    wrong = CliRunner().invoke(app, ["cassette", "record", str(tmp_path / "w.yaml"), "--adapter", "gemini", "--platform", "bedrock",
+                                     "--model", "text", "--test-server"])
+    assert wrong.exit_code == 2 and "--platform 'bedrock': only 'bedrock' (or 'anthropic'), with --adapter anthropic" in wrong.stderr
