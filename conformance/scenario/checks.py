@@ -1593,6 +1593,42 @@ def _inject_check(view: TraceView) -> Violation | None:
     return None
 
 
+def _injected_check(view: TraceView) -> Violation | None:
+    """INJ-1: an ``inject()`` made while a turn is open (by the log, when the call's body ran: at
+    the call, or for a coroutine as it began, ``inject/began``) appends its ``context/message``
+    into that turn: before its ``turn/end``, however the turn ends (a loop may defer it while a
+    tool runs, to keep each call next to its result, but not past the turn: an aborted tool or a
+    failure still closes the turn with it). Not judged: a call that raised, one on a disposed
+    agent, content JSON cannot encode (INJ-4), a turn a disposal or a close cut short (what a
+    disposed turn still logs is DISP-1's), nor one whose ``turn/end`` never came (LOG-4's)."""
+    began = view.of_kind("inject/began")
+    for agent in view.agents:
+        injects = [e for e in view.ops(agent, "inject") if e.get("status") != "disposed" and not e.get("unserialisable")]
+        if not injects:
+            continue
+        turns = view.turns(agent)
+        cuts = [*view.disposals(agent), *view.closings()]
+        used: set[int] = set()
+        for op in injects:
+            at = op["_i"]
+            mark = next((b for b in began if b["_i"] > at and b["_i"] not in used and b.get("agent") == agent
+                         and b.get("by") == op.get("by") and b.get("text") == op.get("text")), None)
+            if mark is not None:
+                used.add(mark["_i"])
+                at = mark["_i"]
+            elif any(b.get("agent") == agent and b.get("text") == op.get("text") for b in began):
+                continue  # a coroutine that never began: nothing to append
+            turn = next((t for t in turns if t["_i"] < at and (t["end_i"] is None or t["end_i"] > at)), None)
+            if turn is None or turn["end_i"] is None or any(at < c < turn["end_i"] for c in cuts):
+                continue
+            if not any(e["type"] == "context/message" and e["_i"] > op["_i"]
+                       and ev.texts(e["data"].get("content")) == op.get("text") for e in turn["events"]):
+                return Violation(f"agent {agent}: inject({op.get('text')!r}) made while turn {turn['turn']} was open "
+                                 f"logged no context/message in that turn before its turn/end (INJ-1: it appends "
+                                 "into the open turn)", turn["end_i"], ("INJ-1",))
+    return None
+
+
 def _bad_inject_check(view: TraceView, agent: str) -> Violation | None:
     """INJ-4: an ``inject()`` of content JSON cannot encode raises to the caller; made while no
     turn is open by the log, it raises once its one-shot turn is closed (its ``turn/end`` is
@@ -2448,14 +2484,17 @@ def _idle_at_once(view: TraceView, agent: str, regs: list[Event], released: dict
     """IDLE-1 (and 0b: the waiter is registered when ``when_idle()`` is called): a waiter taken
     while the agent is idle with nothing queued (no prompt or steering queued since its last
     status) resolves at once, so before the agent's next status. A waiter registered only when
-    it is awaited misses that moment, and waits for whatever runs next."""
+    it is awaited misses that moment, and waits for whatever runs next. A release the world saw
+    only as its watcher task ended (an awaitable with no ``done()``, a coroutine) is judged in
+    plain order alone: there the watcher, started at the call, runs before whatever the caller
+    did next wakes the driver; another schedule may run the driver first."""
     queued = [e["_i"] for e in view.of_kind("agent/queued", agent=agent)] + [
         e["_i"] for e in view.ops(agent, "send", "steer")]
     for reg in regs:
         if reg.get("status") != "idle" or reg["_i"] > injected:
             continue
         rel = released.get(reg["waiter"])
-        if rel is None or not rel.get("precise"):
+        if rel is None or not (rel.get("precise") or view.fifo):
             continue
         since = max((s["_i"] for s in statuses if s["_i"] < reg["_i"]), default=-1)
         if any(since < i < reg["_i"] for i in queued):
@@ -2877,6 +2916,8 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("IDLE-2", _idle_check, "when_idle() resolves only at quiescence", ("IDLE-2",)),
     LoopCheck("CANCEL-2", _cancel_check, "cancelled queued work never runs", ("CANCEL-2", "CANCEL-4")),
     LoopCheck("MARKER-1", _aborted_turns_check, "a cancel governs exactly one turn", ("MARKER-1", "DISP-1")),
+    LoopCheck("INJ-1", _injected_check, "an inject while a turn is open appends its context into that turn",
+              ("INJ-1",)),
     LoopCheck("ABORT-1", _deferred_abort_check, "an abort with no step in flight is not deferred", ("ABORT-1",)),
     LoopCheck("UNRETURNED", _unreturned_message_check,
               "no assistant/message for a step stopped inside its agent/step-result waterfall", ("LOOP-6", "ABORT-1")),

@@ -35,7 +35,7 @@ import inspect
 import json
 import logging
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -82,6 +82,12 @@ class Waiter:
     @property
     def is_released(self) -> bool:
         return self.released.done()
+
+
+async def _began(coro: Coroutine[Any, Any, Any], by: str, agent: str, text: str) -> Any:
+    """An inject's coroutine, marked in the timeline as its body begins."""
+    simulator.observe("inject/began", by=by, agent=agent, text=text)
+    return await coro
 
 
 def _describe(exc: BaseException) -> str:
@@ -735,10 +741,12 @@ class World:
 
         def start() -> asyncio.Future[Any]:
             # INJ-4: a coroutine, another awaitable, or a plain call that returned. A coroutine
-            # becomes the task itself, so a task cancelled before it starts closes it.
+            # becomes the task itself, so a task cancelled before it starts closes it; its body
+            # runs when the task first runs, which the timeline marks (``inject/began``): whether
+            # a turn was open then, by the log, is what INJ-1 decides from.
             result = h.inject(*args)
             if inspect.iscoroutine(result):
-                return asyncio.ensure_future(result)
+                return asyncio.ensure_future(_began(result, by, agent_id, ev.texts(text)))
             return asyncio.ensure_future(_as_coro(result))
 
         if _unserialisable(text):

@@ -406,6 +406,36 @@ def test_context_injected_during_a_tool_reaches_the_next_step(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("INJ-1")
+@pytest.mark.parametrize("stop", ["abort", "cancel"])
+def test_context_injected_during_a_tool_that_is_then_stopped_stays_in_that_turn(run: Run, stop: str) -> None:
+    # The same inject, then the step stopped while the tool still runs: the turn ends aborted,
+    # and the context is in it, before its turn/end. A loop that defers the context until the
+    # tool's result is logged must still write it when no result comes (round 25's
+    # `aborted-tool-strands-context` wrote it into a later turn, or never).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+
+        async def inject_then_stop(_args: object) -> None:
+            await k.inject(a, "from the tool", {"kind": "plugin", "plugin": "p"})
+            a.abort("stop") if stop == "abort" else a.cancel("stop")
+            await asyncio.sleep(1.0)  # still running when the stop lands
+
+        k.tool("lookup", result="found", hook=inject_then_stop)
+        k.model.push(fakes.tool_calls(("c1", "lookup", "{}")), fakes.text("done"), fakes.text("next"))
+        a.send("hi")
+        await k.idle(a)
+        a.send("again")
+        await k.idle(a)
+        types = k.types(a)
+        assert k.reasons(a)[0]["kind"] == "aborted", k.reasons(a)
+        first = types[:types.index("turn/end") + 1]
+        assert "context/message" in first, f"the context injected in turn 1 is not in turn 1: {first}"
+        assert types.count("context/message") == 1, f"the context was logged again, or into a later turn: {types}"
+
+    run(scenario)
+
+
 @pytest.mark.rule("INJ-3")
 def test_context_injected_while_the_system_prompt_is_assembled_reaches_that_steps_request(run: Run) -> None:
     # Injected while an async system-prompt listener holds step 1 (the turn is open, its

@@ -1615,8 +1615,12 @@ def test_a_waiter_taken_while_idle_with_nothing_queued_resolves_at_once() -> Non
     # queued before the call: it waits for that work (IDLE-2), not judged here
     queued = [*earlier, _op("send", "B"), waiter, _status("running"), *_turn(3, 2, "B"), _status("idle"), _released("w1")]
     assert _check("IDLE-3", queued) is None
-    # a release the world could not sample exactly is not judged
-    assert _check("IDLE-3", [*late[:-1], _released("w1", precise=False)]) is None
+    # a release the world could not sample exactly (a coroutine's, seen as its watcher ended) is
+    # judged in plain order only: there the watcher runs before what the caller did next
+    imprecise = [*late[:-1], _released("w1", precise=False)]
+    assert _check("IDLE-3", imprecise) is None
+    found = {c.name: c for c in ck.ORACLES}["IDLE-3"].evaluate(ck.TraceView(imprecise, fifo=True))
+    assert found is not None and found.rules == ("IDLE-1",)
 
 
 def test_an_inject_of_content_json_cannot_encode_raises_once_its_one_shot_turn_is_closed() -> None:
@@ -1646,3 +1650,32 @@ def test_a_listeners_failure_carries_the_code_of_the_error_it_raised() -> None:
     assert _check("TOOLS", failed(code="E_WINDOW")) is None
     found = _check("TOOLS", failed())
     assert found is not None and found.rules == ("ERR-7",) and "'E_WINDOW'" in found.message
+
+
+def _inject_turn(inject: dict[str, Any], *, logged: bool, cut: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    start, message, end = _turn(0, 1, "A")
+    context = _log(2, "context/message", content=[{"type": "text", "text": "W1"}], source={"kind": "user"})
+    end = dict(end, seq=3)
+    return [_op("send", "A"), _status("running"), start, message, inject, *([cut] if cut else []),
+            *([context] if logged else []), end, _status("idle")]
+
+
+def test_an_inject_while_a_turn_is_open_appends_into_that_turn() -> None:
+    # INJ-1: a loop may defer the context (until a running tool's result), never past turn/end
+    inject = _op("inject", "W1", status="running")
+    assert _check("INJ-1", _inject_turn(inject, logged=True)) is None
+    found = _check("INJ-1", _inject_turn(inject, logged=False))
+    assert found is not None and found.rules == ("INJ-1",) and "inject('W1') made while turn 1 was open" in found.message
+    # not judged: a call that raised, a turn a disposal cut, content JSON cannot encode
+    refused = _inject_turn(inject, logged=False)
+    refused.insert(5, {"kind": "op/error", "by": "caller", "op": "inject", "agent": "a", "error": "ValueError: no"})
+    assert _check("INJ-1", refused) is None
+    assert _check("INJ-1", _inject_turn(inject, logged=False, cut=_op("dispose", status="running"))) is None
+    assert _check("INJ-1", _inject_turn(dict(inject, unserialisable=True), logged=False)) is None
+    # a coroutine inject is judged from where its body began: after turn/end, the turn was closed
+    began = {"kind": "inject/began", "by": "caller", "agent": "a", "text": "W1"}
+    late = [*_inject_turn(inject, logged=False), began]
+    assert _check("INJ-1", late) is None
+    early = _inject_turn(inject, logged=False)
+    early.insert(5, began)
+    assert _check("INJ-1", early) is not None
