@@ -144,6 +144,7 @@ def workloads() -> tuple[Workload, ...]:
         {"type": "finish", "reason": {"kind": "tool-calls"}})
     bare = respond.tool_call("lookup", "", id="c1")  # empty: the tool receives {} (TOOL-2)
     listed = respond.tool_call("lookup", '["x", 2]', id="c1")  # JSON, not an object: parsed all the same
+    ghost = respond.tool_call("ghost", "{}", id="c2")  # a tool nobody registered: UNKNOWN_TOOL (TOOL-3)
     pair = respond.tool_call("lookup", "{}", id="c1") + respond.tool_call("lookup", '{"all": true}', id="c2")
     out = [
         Workload("reply", _scenario("reply", (respond.text("the reply"),), description="a plain reply")),
@@ -163,9 +164,10 @@ def workloads() -> tuple[Workload, ...]:
                                        description="a two-step tool turn, three tool calls in its first step (the "
                                                    "second's arguments not JSON, the third's the first's), the "
                                                    "agent with a system prompt after two sections")),
-        Workload("failing-tool", _scenario("failing-tool", (listed, respond.text("done")), tools=(FAILING_TOOL,),
+        Workload("failing-tool", _scenario("failing-tool", (listed + ghost, respond.text("done")), tools=(FAILING_TOOL,),
                                            description="a tool that fails (its arguments a JSON array: parsed, "
-                                                       "TOOL-2)")),
+                                                       "TOOL-2), then one nobody registered (TOOL-3: an "
+                                                       "UNKNOWN_TOOL error result)")),
         Workload("hang", _scenario("hang", (respond.text("partial then nothing").hang(after=1).on_abort("ignore"),),
                                    description="a model stream that hangs after its first chunk (a network read "
                                                "that never returns) and ignores the step's abort: the loop has to "

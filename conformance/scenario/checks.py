@@ -1165,6 +1165,13 @@ def _tools_check(view: TraceView) -> Violation | None:
     # What each failed fake tool call raised: a turn failing with that message did not contain it.
     failed_calls = view.of_kind("tool/done", outcome="error")
     failures = {str(e.get("error")) for e in failed_calls if e.get("error")}
+    # The names of every tool the world registered at some point: a call of any other is of an
+    # unknown tool (TOOL-3: an is_error result carrying error{code: UNKNOWN_TOOL}), unless a
+    # plugin's tools/execute listener may have answered it (then the listener's result stands).
+    known: set[str] | None = None
+    if not any(e.get("on") == "tools/execute" for e in (*view.of_kind("listener"), *view.of_kind("op", op="raise"))):
+        known = {str(n) for e in (*view.of_kind("agent/created"), *view.of_kind("op", op="reconfigure"))
+                 for n in e.get("tools") or ()}
     for agent in view.agents:
         stops = [e["_i"] for e in view.ops(agent, "cancel", "abort", *DISPOSERS)]
         coded = [e for e in view.ops(agent, "raise") if isinstance(e.get("code"), str) and e.get("message")]
@@ -1173,6 +1180,7 @@ def _tools_check(view: TraceView) -> Violation | None:
             if found is not None:
                 return found
             open_calls: dict[Any, str] = {}
+            names: dict[str, Any] = {}  # call id -> the tool its tool/call names
             calls: dict[str, int] = {}
             first_error: dict[str, Any] | None = None
             raw: dict[Any, Any] = {}  # tool-call id -> its arguments in the step's assistant/message
@@ -1216,6 +1224,7 @@ def _tools_check(view: TraceView) -> Violation | None:
                                          ("LOOP-6", "TOOL-2"))
                     open_calls[step] = str(data.get("call_id"))
                     calls[str(data.get("call_id"))] = e["_i"]
+                    names[str(data.get("call_id"))] = data.get("name")
                 elif kind == "tool/result":
                     expected = open_calls.pop(data.get("step"), None)
                     if expected is not None and str(data.get("call_id")) != expected:
@@ -1235,6 +1244,16 @@ def _tools_check(view: TraceView) -> Violation | None:
                         return Violation(f"agent {agent}: the error result of tool call {data.get('call_id')} has content "
                                          f"{content!r}, not [{{'type': 'text', 'text': 'Error: <message>'}}] (content is "
                                          "always a list of blocks)", e["_i"], ("TOOL-3",))
+                    name = names.get(str(data.get("call_id")))
+                    error = data.get("error")
+                    stopped = at is not None and any(at < i < e["_i"] for i in (*stops, *view.closings()))
+                    if known and isinstance(name, str) and name not in known and not stopped and (
+                            data.get("is_error") is not True or not isinstance(error, _MAP)
+                            or error.get("code") != "UNKNOWN_TOOL"):
+                        return Violation(f"agent {agent}: tool call {data.get('call_id')} names {name!r}, which no one "
+                                         f"registered, and its result has is_error {data.get('is_error')!r} and error "
+                                         f"{error!r}, not an error result carrying error{{name, code: 'UNKNOWN_TOOL'}} "
+                                         "(TOOL-3)", e["_i"], ("TOOL-3",))
                     if at is not None and any(at < i < e["_i"] for i in stops):
                         later_step = any(x["type"] == "step/start" and x["_i"] > e["_i"] for x in t["events"])
                         if t["reason"] not in ("aborted", "disposed", None) or later_step:

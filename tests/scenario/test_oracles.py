@@ -1679,3 +1679,28 @@ def test_an_inject_while_a_turn_is_open_appends_into_that_turn() -> None:
     early = _inject_turn(inject, logged=False)
     early.insert(5, began)
     assert _check("INJ-1", early) is not None
+
+
+def test_a_call_of_a_tool_nobody_registered_gets_an_unknown_tool_error_result() -> None:
+    # TOOL-3: "an unknown tool has code UNKNOWN_TOOL"; a tools/execute plugin may answer it itself,
+    # and a stop during the call makes its result the abort's
+    def timeline(error: Any, *extra: dict[str, Any]) -> list[dict[str, Any]]:
+        call = {"type": "tool-call", "id": "c1", "name": "ghost", "arguments": "{}"}
+        result: dict[str, Any] = {"turn": 1, "step": 1, "call_id": "c1", "is_error": True,
+                                  "content": [{"type": "text", "text": "Error: unknown tool 'ghost'"}]}
+        if error is not None:
+            result["error"] = error
+        return [{"kind": "agent/created", "agent": "a", "model": "fake", "tools": ["lookup"]}, *extra,
+                _log(0, "turn/start", turn=1, trigger={"kind": "message"}), _log(1, "step/start", turn=1, step=1),
+                _log(2, "assistant/message", turn=1, step=1, content=[call]),
+                _log(3, "tool/call", turn=1, step=1, call_id="c1", name="ghost", arguments="{}"),
+                _log(4, "tool/result", **result), _log(5, "step/end", turn=1, step=1),
+                _log(6, "turn/end", turn=1, reason={"kind": "completed"})]
+
+    assert _check("TOOLS", timeline({"name": "LoopError", "code": "UNKNOWN_TOOL"})) is None
+    found = _check("TOOLS", timeline(None))
+    assert found is not None and found.rules == ("TOOL-3",) and "'ghost', which no one registered" in found.message
+    plugin = {"kind": "listener", "name": "router", "on": "tools/execute"}
+    assert _check("TOOLS", timeline(None, plugin)) is None
+    registered = {"kind": "op", "op": "reconfigure", "by": "window", "agent": None, "tools": ["ghost", "lookup"]}
+    assert _check("TOOLS", timeline(None, registered)) is None
