@@ -129,7 +129,7 @@ class Interaction:
         Bedrock) or the body (``"stream": true``), else whether a stream came back."""
         from .providers import adapter_for_url
 
-        cls = adapter_for_url(self.uri)
+        cls = adapter_for_url(self.uri, self.request_json)
         if cls is not None:
             return bool(cls.replay_settings(self.uri, self.request_json, self.is_stream)["stream"])
         data = self.request_json

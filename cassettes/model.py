@@ -52,7 +52,7 @@ class CassetteModel:
                 raise CassetteError(path, f"unknown adapter {adapter!r} (known: {', '.join(ADAPTERS)})")
             cls = ADAPTERS[adapter]
         else:
-            found = adapter_for_url(first.uri)
+            found = adapter_for_url(first.uri, first.request_json)
             if found is None:
                 raise CassetteError(path, f"no adapter speaks {first.uri}; pass adapter=")
             cls = found

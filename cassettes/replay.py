@@ -84,7 +84,7 @@ class ReplayResult:
 async def replay_interaction(cassette: Cassette, position: int, *, pace: bool = False) -> ReplayResult:
     """Replay interaction ``position`` (0-based) alone. A truncated stream raises ``CassetteError``."""
     interaction = cassette.interactions[position]
-    cls = adapter_for_url(interaction.uri)
+    cls = adapter_for_url(interaction.uri, interaction.request_json)
     result = ReplayResult(interaction.method, interaction.uri, interaction.status, cls.name if cls else "", interaction.streaming)
     if cls is None:
         result.error = f"no adapter speaks {interaction.uri}"

@@ -27,10 +27,12 @@ ADAPTERS: dict[str, type[ProviderAdapter]] = {
 }
 
 
-def adapter_for_url(url: str) -> type[ProviderAdapter] | None:
-    """The adapter class whose endpoint the URL names, or ``None``."""
+def adapter_for_url(url: str, request_json: Any = None) -> type[ProviderAdapter] | None:
+    """The adapter class whose endpoint the URL names (or, where the URL alone cannot tell, the
+    recorded request body with it: ``ProviderAdapter.matches_request``), or ``None``."""
+    body = request_json if isinstance(request_json, dict) else None
     for cls in ADAPTERS.values():
-        if cls.matches(url):
+        if cls.matches(url) or (body is not None and cls.matches_request(url, body)):
             return cls
     return None
 

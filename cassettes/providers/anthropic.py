@@ -374,9 +374,14 @@ def translate_message(data: dict[str, Any], skipped: Skipped | None = None) -> l
     return out
 
 
-def _bedrock_model(path: str) -> re.Match[str] | None:
+def _bedrock_model(path: str, request_json: Any = None) -> re.Match[str] | None:
+    """The InvokeModel path of an Anthropic model: its id names Anthropic, or (an application
+    inference profile's ARN names no vendor) the recorded body is the messages API's on Bedrock."""
     found = BEDROCK_PATH.search(path)
-    return found if found is not None and "anthropic" in unquote(found.group(1)) else None
+    if found is None:
+        return None
+    body_says = isinstance(request_json, dict) and str(request_json.get("anthropic_version", "")).startswith("bedrock-")
+    return found if "anthropic" in unquote(found.group(1)) or body_says else None
 
 
 class AnthropicMessagesAdapter(ProviderAdapter):
@@ -411,10 +416,14 @@ class AnthropicMessagesAdapter(ProviderAdapter):
         return path.endswith(cls.path) or VERTEX_PATH.search(path) is not None or _bedrock_model(path) is not None
 
     @classmethod
+    def matches_request(cls, url: str, request_json: Any) -> bool:
+        return _bedrock_model(urlsplit(url).path.rstrip("/"), request_json) is not None
+
+    @classmethod
     def replay_settings(cls, url: str, request_json: Any, is_stream: bool) -> dict[str, Any]:
         parts = urlsplit(url)
         path = parts.path.rstrip("/")
-        on_bedrock = _bedrock_model(path)
+        on_bedrock = _bedrock_model(path, request_json)
         if on_bedrock is not None:
             return {"base_url": f"{parts.scheme}://{parts.netloc}{path[: on_bedrock.start()]}", "platform": "bedrock",
                     "stream": on_bedrock.group(2) == "invoke-with-response-stream", "model": unquote(on_bedrock.group(1))}

@@ -389,6 +389,12 @@ class ProviderAdapter:
         return urlsplit(url).path.rstrip("/").endswith(cls.path)
 
     @classmethod
+    def matches_request(cls, url: str, request_json: Mapping[str, Any]) -> bool:
+        """Whether a request to ``url`` with this body is this adapter's API where the URL alone
+        does not say (an endpoint several APIs share); by default the URL decides alone."""
+        return False
+
+    @classmethod
     def replay_settings(cls, url: str, request_json: Mapping[str, Any] | None, is_stream: bool) -> dict[str, Any]:
         """How to build an adapter that sends what was recorded at ``url``.
 

@@ -566,6 +566,25 @@ def test_anthropic_on_bedrock_invoke_whole_response_and_http_error(tmp_path: Pat
     assert (throttled.error_status, throttled.error_code) == (429, "ThrottlingException")
 
 
+def test_anthropic_on_bedrock_through_an_inference_profile_is_known_by_its_body(tmp_path: Path) -> None:
+    # An application inference profile's ARN names no vendor: the recorded body's
+    # anthropic_version says it is Anthropic's messages API (a Titan body at the same URL is not)
+    from cassettes.providers import adapter_for_url
+
+    arn = "arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Aapplication-inference-profile%2Fabc123"
+    url = f"https://bedrock-runtime.us-east-1.amazonaws.com/model/{arn}/invoke-with-response-stream"
+    body = invoke_stream({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+                         {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hi"}},
+                         {"type": "content_block_stop", "index": 0},
+                         {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}},
+                         {"type": "message_stop"})
+    result = replay(tmp_path, url, body, "application/vnd.amazon.eventstream",
+                    request={"anthropic_version": "bedrock-2023-05-31", "max_tokens": 10, "messages": []})
+    assert result.adapter == "anthropic" and blocks(result) == [{"type": "text", "text": "Hi"}]
+    assert adapter_for_url(url) is None  # the URL alone cannot tell
+    assert adapter_for_url(url, {"inputText": "hi", "textGenerationConfig": {}}) is None
+
+
 def test_anthropic_legacy_text_completions_on_bedrock_are_refused_not_read_as_empty(tmp_path: Path) -> None:
     # claude-instant's `prompt`/`completion` format on the same URL: not the messages API, so a
     # one-line cassette error, never an empty answer that loses the completion
