@@ -146,11 +146,13 @@ def _hunt(run: Any, impl: str, out: Path, workloads: tuple[str, ...], depth: int
     bounds each window's run; the hunt stops at the first that spins."""
     from .hunt import driver, search, verdicts
     from .hunt.console import print_report, write_report
+    from .hunt.pool import PoolError, WorkerSpun
     from .hunt.report import dumps
     from .hunt.windows import SpinError
     from .interrupts import Interrupts, echo
     from .runner import TestResult
     from .scenario import engine
+    from .scenario.world import ScenarioSetupError
 
     engine.set_wall_limit(timeout)  # per window run, as --timeout is per rule test
     config = search.Config(workloads=workloads, depth=depth)
@@ -158,8 +160,11 @@ def _hunt(run: Any, impl: str, out: Path, workloads: tuple[str, ...], depth: int
         try:
             result = driver.hunt(run.impl, impl, config, workers=workers or (os.cpu_count() or 1), out=out,
                                  should_stop=lambda: stop.requested)
-        except SpinError as exc:  # the implementation spins before any window: one failure
+        except (SpinError, WorkerSpun) as exc:  # the implementation spins: one failure
             return [TestResult("hunt::probe", [], "failed", str(exc), nodeid=verdicts.HUNT_NODE)]
+        except (PoolError, ScenarioSetupError) as exc:  # a worker died, nothing could be set up: the
+            # suite's verdicts stand, and the hunt is one failure saying why it could not run
+            return [TestResult("hunt::probe", [], "failed", f"the hunt could not run: {exc}", nodeid=verdicts.HUNT_NODE)]
     rep = result.report
     write_report(out / "report.json", dumps(rep))
     print_report(rep, out, impl, [])

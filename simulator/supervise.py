@@ -148,6 +148,19 @@ WORKER_BROKE = 70
 program under test closed file descriptors it does not own. The worker dies quietly, and its
 parent reports the death in one line (the hunt's and explore's pools alike)."""
 
+WORKER_SPUN = 71
+"""The exit code of a worker process whose program swallowed every wall-clock alarm (a worker
+calls :func:`exit_on_swallowed_alarms` with it): its parent reports a spin, a finding, where a
+process of its own ends with exit 1."""
+
+_swallowed_exit = 1
+
+
+def exit_on_swallowed_alarms(code: int) -> None:
+    """The exit code this process ends with when a program swallows every alarm (default 1)."""
+    global _swallowed_exit
+    _swallowed_exit = code
+
 
 def _quiet_unraisable(previous: Any) -> Callable[[Any], None]:
     def hook(unraisable: Any) -> None:
@@ -220,7 +233,7 @@ class WallClock:
                              f"(spinning in {self._first}): every wait of a simulation is virtual, so it never "
                              "yields; ending the process\n")
             sys.stderr.flush()
-            real_exit(1)
+            real_exit(_swallowed_exit)
         _signal.setitimer(_ITIMER_REAL, WALL_GRACE)
         assert self.limit is not None
         raise WallClockExceeded(self.limit, where)

@@ -115,6 +115,7 @@ def hunt(
     from conformance.interrupts import Interrupts
 
     from . import driver, shards
+    from .pool import WorkerSpun
     from .windows import SpinError
 
     if depth < 1 or nth < 1 or min(random_runs, pct_runs, dfs_runs) < 0 or cassettes < 1 or workers < 0:
@@ -163,7 +164,7 @@ def hunt(
         if write_baseline is not None:
             write_report(write_baseline, json.dumps({"format": BASELINE_FORMAT, "differences": sorted(
                 d["signature"] for d in rep["differences"])}, indent=2) + "\n")
-    except SpinError as exc:  # a finding, not bad input
+    except (SpinError, WorkerSpun) as exc:  # a finding, not bad input
         typer.echo(f"FAILED: {exc}")
         raise typer.Exit(1) from None
     except _user_errors() as exc:

@@ -22,7 +22,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from simulator.supervise import WORKER_BROKE
+from simulator.supervise import WORKER_BROKE, WORKER_SPUN, exit_on_swallowed_alarms
 
 R = TypeVar("R")
 
@@ -33,6 +33,10 @@ STOP_GRACE = 3.0
 
 class PoolError(Exception):
     """A worker failed or died (one-line message naming the unit)."""
+
+
+class WorkerSpun(PoolError):
+    """A worker's program swallowed every wall-clock alarm: it spins (a finding, not bad input)."""
 
 
 _JOB: tuple[Callable[[Any], Any], Sequence[Any]] | None = None
@@ -48,6 +52,7 @@ def _die_with_parent() -> None:
 
 def _worker(tasks: Any, results: Any) -> None:
     _die_with_parent()
+    exit_on_swallowed_alarms(WORKER_SPUN)
     # What the implementation prints goes nowhere: the parent's stdout carries the report
     # (``--json``: one JSON document), which a print from a window's run would corrupt. What
     # this process inherited unflushed from the parent is dropped with it, not printed twice.
@@ -159,6 +164,9 @@ def run(fn: Callable[[Any], R], units: Sequence[Any], *, workers: int = 1,
                         break
                     unit = running.get(p.pid or -1)
                     where = f" while running {describe(units[unit])}" if unit is not None else ""
+                    if p.exitcode == WORKER_SPUN:
+                        raise WorkerSpun(f"the program under test swallowed every wall-clock alarm{where}: it spins "
+                                         "and never yields (a busy loop catching every interruption)")
                     why = (" (its pipe to this process broke: does the implementation close file descriptors "
                            "it does not own?)") if p.exitcode == WORKER_BROKE else _signalled(p.exitcode)
                     raise PoolError(f"a worker died (exit code {p.exitcode}){where}{why}")
@@ -176,4 +184,4 @@ def run(fn: Callable[[Any], R], units: Sequence[Any], *, workers: int = 1,
     return out
 
 
-__all__ = ["PoolError", "run"]
+__all__ = ["PoolError", "WorkerSpun", "run"]

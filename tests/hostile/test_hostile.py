@@ -240,3 +240,24 @@ def test_what_an_implementation_prints_never_corrupts_the_hunts_json(tmp_path: P
                    "--nth", "1", "--workers", "2", "--json", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["totals"]["windows"] > 0 and "xxxx" not in proc.stdout
+
+
+def test_a_hunt_of_a_program_that_swallows_every_alarm_is_a_spin_finding(tmp_path: Path) -> None:
+    # The worker ends with its own FAILED line (where it spins) and a code of its own: the hunt
+    # says it spins, exit 1, as `run` does, not "a worker died" (exit 2).
+    proc, seconds = _cli("hunt", "--impl", "hostile_adapters:spin_swallowing", "--workloads", "reply", "--verbs", "send",
+                         "--depth", "1", "--nth", "1", "--workers", "2", "--timeout", "0.3", "--out", str(tmp_path))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("FAILED: the program under test swallowed every wall-clock alarm while running the "
+                                  "probe run of workload 'reply'"), proc.stdout
+    assert "spinning in _spin_swallowing (hostile_adapters.py:" in proc.stderr
+    assert seconds < 60
+
+
+def test_conformance_with_a_hunt_whose_worker_is_killed_reports_it_as_a_failure(tmp_path: Path) -> None:
+    proc, _ = _cli("conformance", "--impl", "hostile_adapters:kill_self", "--rule", "LOOP-1", "--hunt", "--hunt-workloads",
+                   "reply", "--hunt-out", str(tmp_path))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert ("FAILED hunt (no rule id): hunt::probe: the hunt could not run: a worker died (exit code -9) while running "
+            "the probe run of workload 'reply' (killed by SIGKILL)") in proc.stdout
