@@ -235,21 +235,26 @@ def _anthropic_blocks(plan: Plan) -> list[tuple[dict[str, Any], list[dict[str, A
     return blocks
 
 
-def anthropic_events(plan: Plan, model: str) -> list[str]:
+def anthropic_stream(plan: Plan, model: str) -> list[dict[str, Any]]:
+    """Anthropic's stream events, each named by its ``type`` (SSE and Bedrock frame them alike)."""
     message: dict[str, Any] = {"id": "msg_lk", "type": "message", "role": "assistant", "content": [], "model": model,
                "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": plan.usage[0], "output_tokens": 1}}
-    out = [_sse("message_start", {"type": "message_start", "message": message})]
+    out: list[dict[str, Any]] = [{"type": "message_start", "message": message}]
     for index, (block, deltas) in enumerate(_anthropic_blocks(plan)):
-        out.append(_sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": block}))
+        out.append({"type": "content_block_start", "index": index, "content_block": block})
         if index == 0:
-            out.append(_sse("ping", {"type": "ping"}))
-        out += [_sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}) for d in deltas]
+            out.append({"type": "ping"})
+        out += [{"type": "content_block_delta", "index": index, "delta": d} for d in deltas]
         if plan.stream_error:
-            return [*out, _sse("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})]
-        out.append(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
+            return [*out, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}]
+        out.append({"type": "content_block_stop", "index": index})
     stop = _finish(plan, {"stop": "end_turn", "tool": "tool_use", "length": "max_tokens"})
-    out.append(_sse("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": plan.usage[1]}}))
-    return [*out, _sse("message_stop", {"type": "message_stop"})]
+    out.append({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": plan.usage[1]}})
+    return [*out, {"type": "message_stop"}]
+
+
+def anthropic_events(plan: Plan, model: str) -> list[str]:
+    return [_sse(event["type"], event) for event in anthropic_stream(plan, model)]
 
 
 def anthropic_body(plan: Plan, model: str) -> dict[str, Any]:
@@ -616,8 +621,7 @@ def anthropic_invoke_events(plan: Plan, model: str) -> list[bytes]:
     """Anthropic's events as InvokeModelWithResponseStream sends them: each one base64 JSON in a
     ``chunk`` frame; the stream's failure an ``exception`` frame, not an ``error`` event."""
     out: list[bytes] = []
-    for text in anthropic_events(plan, model):
-        event = json.loads(text.split("data: ", 1)[1])
+    for event in anthropic_stream(plan, model):
         if event["type"] == "error":
             out.append(encode_frame({":exception-type": "modelStreamErrorException", ":content-type": "application/json",
                                      ":message-type": "exception"}, json.dumps({"message": "The model stream failed"}).encode()))

@@ -196,8 +196,13 @@ class MessagesStreamTranslator:
     def feed(self, event: SSEEvent) -> list[Chunk]:
         if self._done or not event.data.strip():
             return []
-        data = json.loads(event.data)
-        kind = data.get("type") or event.event
+        return self.event(json.loads(event.data), event.event)
+
+    def event(self, data: dict[str, Any], name: str | None = None) -> list[Chunk]:
+        """One parsed event (``name``: the SSE ``event:`` field, when its data has no ``type``)."""
+        if self._done:
+            return []
+        kind = data.get("type") or name
         if kind == "message_start":
             self.usage = merge_usage(self.usage, (data.get("message") or {}).get("usage"))
         elif kind == "content_block_start":
@@ -343,7 +348,7 @@ class InvokeStreamTranslator:
         event = json.loads(text)
         if not isinstance(event, dict) or "type" not in event:
             raise ValueError(_not_messages(event))
-        return self.messages.feed(SSEEvent(None, text))
+        return self.messages.event(event)
 
     def end(self) -> list[Chunk]:
         return self.messages.end()

@@ -22,7 +22,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from simulator.supervise import WORKER_BROKE, WORKER_SPUN, exit_on_swallowed_alarms
+from simulator.supervise import WORKER_BROKE, WORKER_SPUN, die_with_parent, exit_on_swallowed_alarms
 
 R = TypeVar("R")
 
@@ -42,16 +42,8 @@ class WorkerSpun(PoolError):
 _JOB: tuple[Callable[[Any], Any], Sequence[Any]] | None = None
 
 
-def _die_with_parent() -> None:
-    try:
-        from simulator.supervise import die_with_parent  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:  # pragma: no cover - older simulator
-        return
-    die_with_parent()
-
-
 def _worker(tasks: Any, results: Any) -> None:
-    _die_with_parent()
+    die_with_parent()
     exit_on_swallowed_alarms(WORKER_SPUN)
     # What the implementation prints goes nowhere: the parent's stdout carries the report
     # (``--json``: one JSON document), which a print from a window's run would corrupt. What

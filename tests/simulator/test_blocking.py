@@ -68,10 +68,7 @@ def test_an_escape_the_program_swallows_is_still_in_the_timeline(name: str) -> N
     (escape,) = [e for e in result.timeline if e["kind"] == simulator.ESCAPE]
     label = {"thread": "threading.Thread.start()", "executor": "loop.run_in_executor("}.get(name) or CALLS[name][1]
     assert escape["call"].startswith(label) and escape["message"].startswith(label)
-    with simulator.allow_blocking():
-        pass  # nothing recorded outside a run, or for deliberate blocking inside allow_blocking()
-
-    async def allowed() -> None:
+    async def allowed() -> None:  # deliberate blocking inside allow_blocking() is no escape
         with simulator.allow_blocking():
             time.sleep(0.001)
 
