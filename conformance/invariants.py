@@ -7,7 +7,7 @@ list when the log is sound), so the suite, the property tests and the scenario c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 
@@ -65,6 +65,36 @@ def log_violations(events: Sequence[dict[str, Any]], *, allow_open_turn: bool = 
     if turn is not None and not allow_open_turn:
         out.append(f"LOG-4: turn {turn} never ended")
     return out
+
+
+def _key(event: Any) -> tuple[Any, ...]:
+    if not isinstance(event, Mapping):
+        return (repr(event),)
+    return (event.get("type"), event.get("seq"), event.get("data"))
+
+
+def repair_violations(logged: Sequence[Any], loaded: Sequence[Any]) -> list[str]:
+    """Violations of a session loaded while its writer was still running, as after a process
+    that died there (SVC-3: resume loads the persisted session; section 0: ``interrupted`` is
+    written by a backend that repairs a log whose process died mid-turn). ``logged`` is the
+    writer's whole log, ``loaded`` what the resume loaded: the writer's events as far as they
+    were persisted, then only the repair of a turn left open (its open step's ``step/end``, the
+    turn's ``turn/end{interrupted}``), the whole balanced (LOG-3..LOG-6)."""
+    common = 0
+    while common < min(len(logged), len(loaded)) and _key(loaded[common]) == _key(logged[common]):
+        common += 1
+    for index in range(common, len(loaded)):
+        event = loaded[index]
+        kind = event.get("type") if isinstance(event, Mapping) else None
+        data = event.get("data") if isinstance(event, Mapping) else None
+        reason = data.get("reason") if isinstance(data, Mapping) else None
+        if kind == "step/end" or (kind == "turn/end" and isinstance(reason, Mapping)
+                                  and reason.get("kind") == "interrupted"):
+            continue
+        had = _key(logged[index])[:2] if index < len(logged) else "nothing"
+        return [f"SVC-3: {_where(index, kind)} is neither the writer's (its log had {had} there) nor the repair "
+                "of an open turn (its open step's step/end, then turn/end {kind: interrupted})"]
+    return log_violations([e if isinstance(e, dict) else {} for e in loaded])
 
 
 DATA_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {

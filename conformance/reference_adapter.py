@@ -26,12 +26,20 @@ def _default_factory(**kwargs: Any) -> Any:
     return AgentLoopService(**kwargs)
 
 
+def _default_persistence() -> object:
+    from reference_loop import InMemoryPersistence
+
+    return InMemoryPersistence()
+
+
 @dataclass
 class ReferenceImplementation:
     """The reference (or a variant of it built by ``service_factory``)."""
 
     name: str = "reference"
     service_factory: Callable[..., Any] = _default_factory
+    persistence_factory: Callable[[], object] = _default_persistence
+    """What ``new_persistence()`` returns a fresh one of (a mutant of the backend's code passes its own)."""
     features: frozenset[Feature] = field(
         default_factory=lambda: frozenset({"persistence", "configuration", "injection"})
     )
@@ -43,10 +51,8 @@ class ReferenceImplementation:
         return service
 
     def new_persistence(self) -> object:
-        """An empty in-memory persistence backend."""
-        from reference_loop import InMemoryPersistence
-
-        return InMemoryPersistence()
+        """An empty in-memory persistence backend (``persistence_factory()``)."""
+        return self.persistence_factory()
 
 
 reference = ReferenceImplementation()

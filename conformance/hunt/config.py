@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 VERBS = ("send", "steer", "inject", "cancel", "abort", "dispose", "when_idle", "raise", "close", "create",
-         "cancel_driver", "reconfigure")
+         "cancel_driver", "reconfigure", "reload")
 """The actions a window may do: a caller's, ``raise`` (the listener throws, as a plugin might:
 last in a sequence, and only where a listener acts) and ``close`` (the service's ``close()``,
 SVC-7: last in a sequence, after nothing or after the work or waiter it must deal with) and
@@ -16,7 +16,10 @@ SVC-7: last in a sequence, after nothing or after the work or waiter it must dea
 ``cancel_driver`` (``Task.cancel()`` of the agent's driver task, PY-1: alone, and only on an
 in-process Python implementation: one over the wire has no driver task here) and ``reconfigure``
 (the service's first system-prompt section removed and one added, and its last tool removed when
-two or more are registered, else a tool registered, SVC-5: alone)."""
+two or more are registered, else a tool registered, SVC-5: alone) and ``reload`` (the agent's
+session resumed on a second service over the same backend while it runs, as after a process that
+died there, SVC-3 and the repair of a turn left open: alone, and only where the implementation has
+the ``persistence`` feature)."""
 
 MODES = ("listener", "actor")
 """How a window acts: synchronously in a listener at its point, or by an actor started there."""

@@ -7,9 +7,10 @@ fires (inside the loop's abort, an abort observer), right after an agent was cre
 (before its driver first ran), inside a ``resume()``'s load of its persisted log (where only
 ``create`` of its id applies); and which occurrence of it (``nth``). A :class:`Window` is a
 point, a sequence of caller actions (``send``, ``steer``, ``inject``, ``cancel``, ``abort``,
-``dispose``, ``when_idle``, the service's ``close`` and ``create`` of a taken id, and, on a
-Python implementation, ``cancel_driver`` (the agent's driver task cancelled, PY-1); a listener may
-also ``raise``, as a failing plugin does), and how
+``dispose``, ``when_idle``, the service's ``close`` and ``create`` of a taken id, ``reconfigure``,
+``reload`` (the session resumed on a second service over the same backend, as after a process
+that died at the point), and, on a Python implementation, ``cancel_driver`` (the agent's driver
+task cancelled, PY-1); a listener may also ``raise``, as a failing plugin does), and how
 they are done: synchronously by a listener at the point (``listener``), or by an actor started
 there, as its own task (``actor``), whose landing the schedule decides.
 
@@ -190,6 +191,10 @@ may have released its waiters only before the status event it is in (upstream's 
 "idle-listener cancellation settles its waiter"; round 20b, 2026-12-05)."""
 
 
+ALONE = ("create", "cancel_driver", "reconfigure", "reload")
+"""The verbs a window does alone (see :func:`sequences`)."""
+
+
 def sequences(verbs: Sequence[str], depth: int, mode: str = "listener") -> list[tuple[str, ...]]:
     """Every sequence of 1..``depth`` verbs, shortest first (``raise`` ends a listener's
     sequence: nothing after it runs; an actor cannot throw into the loop; ``close`` ends a
@@ -198,7 +203,8 @@ def sequences(verbs: Sequence[str], depth: int, mode: str = "listener") -> list[
     only alone: what it judges, a taken id rejected, no other verb changes; ``cancel_driver``
     alone too: once the driver's task is cancelled the agent ends disposed (PY-1), and what a
     disposed agent does with more is what ``dispose; X`` shows; ``reconfigure`` alone: what it
-    judges, the next step's request, no other verb changes). At depth 2, the :data:`WITHDRAWN`
+    judges, the next step's request, no other verb changes; ``reload`` alone: what it judges, the
+    session a second service loads, another verb before it only moves the point). At depth 2, the :data:`WITHDRAWN`
     triples too."""
     out: list[tuple[str, ...]] = []
     for n in range(1, depth + 1):
@@ -207,7 +213,7 @@ def sequences(verbs: Sequence[str], depth: int, mode: str = "listener") -> list[
                 continue
             if "close" in seq and (seq.index("close") != n - 1 or not CLOSE_AFTER.issuperset(seq[:-1])):
                 continue
-            if ("create" in seq or "cancel_driver" in seq or "reconfigure" in seq) and n > 1:
+            if n > 1 and any(v in seq for v in ALONE):
                 continue
             out.append(seq)
     if depth == 2:

@@ -18,7 +18,7 @@ from functools import cache
 from conformance.reference_adapter import ReferenceImplementation
 
 from . import cancellation, errors, gaps, lifecycle, log, loop, status, tools, turn_end
-from ._build import Mutant, MutantError, Patch, build
+from ._build import Mutant, MutantError, Patch, build, build_parts
 
 __all__ = ["GAPS", "MUTANTS", "Mutant", "MutantError", "Patch", "get", "implementation", "names"]
 
@@ -40,7 +40,13 @@ def names() -> list[str]:
 def implementation(name: str) -> ReferenceImplementation:
     """The conformance ``Implementation`` of mutant ``name`` (built once per process)."""
     mutant = MUTANTS[name] if name in MUTANTS else GAPS[name]  # KeyError: unknown name
-    return ReferenceImplementation(name=f"mutant:{name}", service_factory=build(mutant))
+    service, modules = build_parts(mutant)
+    backend = modules.get("persistence")
+    if backend is None:
+        return ReferenceImplementation(name=f"mutant:{name}", service_factory=service)
+    # the adapter makes the backend: a mutant of the backend's code needs its patched class
+    return ReferenceImplementation(name=f"mutant:{name}", service_factory=service,
+                                   persistence_factory=backend.InMemoryPersistence)
 
 
 def get(name: str) -> ReferenceImplementation:

@@ -94,6 +94,12 @@ def _rebind(module: types.ModuleType, replacements: dict[str, types.ModuleType])
 
 def build(mutant: Mutant) -> type[Any]:
     """An ``AgentLoopService`` subclass whose agents carry ``mutant``'s bug."""
+    return build_parts(mutant)[0]
+
+
+def build_parts(mutant: Mutant) -> tuple[type[Any], dict[str, types.ModuleType]]:
+    """``build``'s service class, and the patched modules by file (a backend a mutant patches,
+    ``persistence``, is made by the adapter, not the service: see ``conformance.mutants``)."""
     label = mutant.name.replace("-", "_")
     by_file: dict[str, list[Patch]] = {}
     for patch in mutant.patches:
@@ -114,8 +120,9 @@ def build(mutant: Mutant) -> type[Any]:
     else:
         from reference_loop import AgentLoopService as base
     agent_class = modules["agent"].ReactLoopAgent
-    return type(
+    service = type(
         f"MutantService_{label}",
         (base,),
         {"agent_class": agent_class, "__doc__": f"The reference with mutant {mutant.name!r}."},
     )
+    return service, modules

@@ -286,5 +286,17 @@ MUTANTS = [
         interleaving=True,
         notes="The third independent loop's blind round (session 33) wrote it; the suite's test_inject_into_a_long_open_turn killed it, the hunt missed it until the inject workload's turn grew past 64 events (session 34, 2026-12-04).",
     ),
+    Mutant(
+        'repair-message-closes-step',
+        "the backend's repair of a log whose writer died mid-turn takes a step's assistant/message for its end: a writer that died inside a tool call leaves the step open under turn/end{interrupted}",
+        ('LOG-5', 'SVC-3'),
+        '1',
+        (
+            Patch('persistence',
+                  '        elif kind == "step/end":\n            open_step = None\n',
+                  '        elif kind in ("step/end", "assistant/message"):\n            open_step = None  # the message is in: nothing left to close\n'),
+        ),
+        notes="Round 28 (session 38, written blind in the port): the suite passed it until test_resume_of_a_log_interrupted_after_a_closed_step[mid-tool], the hunt until the reload verb (session 39, 2026-12-05).",
+    ),
 ]
 

@@ -39,7 +39,7 @@ DEFAULT_IDLE_TIMEOUT = 600.0
 """Virtual seconds the world waits for quiescence (a waiter, the final settle, the close)."""
 
 LISTENER_VERBS = ("send", "steer", "inject", "cancel", "abort", "dispose", "raise", "when_idle", "close", "create",
-                  "cancel_driver", "reconfigure")
+                  "cancel_driver", "reconfigure", "reload")
 """What a listener may do: synchronous verbs only (it runs inside the emitter)."""
 
 ACTOR_VERBS = (*LISTENER_VERBS, "sleep", "wait_idle", "wait_for")
@@ -61,7 +61,9 @@ class Action:
     ``close()``, SVC-7) nothing; ``create`` (``service.create`` of the agent's id while it is
     live, SVC-2) nothing; ``cancel_driver`` (``Task.cancel()`` of the agent's driver task, the
     Python caller's way to stop it, PY-1) nothing; ``reconfigure`` (the service's sections
-    and tools changed while the agents run, SVC-5: see ``World.reconfigure``) nothing.
+    and tools changed while the agents run, SVC-5: see ``World.reconfigure``) nothing; ``reload``
+    (the agent's session resumed on a second service over the same backend while it runs, as
+    after a process that died there, SVC-3: see ``World.reload``) nothing.
     ``agent`` is the agent acted on (the
     scenario's first agent when ``None``). ``wait`` makes an actor's ``inject`` await the
     injection.

@@ -82,7 +82,7 @@ def _label(d: dict[str, Any], key: str) -> str:
 
 
 def _short(e: dict[str, Any]) -> str:
-    keys = [k for k in ("op", "status", "type", "text", "waiter", "actor") if k in e]
+    keys = [k for k in ("op", "status", "type", "text", "waiter", "actor", "check") if k in e]
     return f"{e.get('kind')} " + " ".join(f"{k}={e[k]}" for k in keys)
 
 
@@ -133,6 +133,8 @@ def _row(e: dict[str, Any], i: int, t: int, waiter_owner: dict[str, str], last_a
         return None
     if kind == "persistence/load":
         return Row(t, driver, None, f"loading session {e.get('session')}", "note", i)
+    if kind == "reload/loaded":  # a second service over the same backend (World.reload)
+        return Row(t, driver, None, f"session reloaded by a second service: {e.get('events')} events", "note", i)
     if kind == "model/request":
         return Row(t, driver, "model", f"request #{e.get('call')} ({e.get('messages')} messages)", "call", i)
     if kind == "model/done":

@@ -50,6 +50,7 @@ from conformance.adapter import (
     waterfall_observer,
 )
 from conformance.fakes import FakeModel, FakeTool, Gate, ScriptEntry, ToolBox, respond
+from conformance.invariants import repair_violations
 from simulator import current_loop as simulator_current_loop
 from simulator import observe as simulator_observe
 from simulator import observe_fields as simulator_observe_fields
@@ -130,7 +131,8 @@ class World:
         self._flushed: dict[str, int] = {}  # agent -> its log's length when its last whole flush began
         self._final_logs: dict[str, list[Any]] = {}  # agent -> its log once the service closed
         self._resuming: dict[str, str] = {}  # agent id -> session id, while its resume() is in flight
-        if persistence is None and any(a.resume is not None for a in scenario.agents):
+        self._reloaded: list[tuple[str, str, list[Any]]] = []  # (agent, session, loaded log): reload()
+        if persistence is None and (any(a.resume is not None for a in scenario.agents) or _reloads(scenario)):
             persistence = self._persistence()
         try:
             self.service: ServiceHandle = impl.create_service(persistence=persistence)
@@ -334,12 +336,12 @@ class World:
         simulator.observe("agent/created", agent=agent_id, model=model, **fields)
 
     def _persistence(self) -> object:
-        """A fresh backend of the implementation for the scenario's resumed agents (SVC-3),
-        its ``load()`` observed as the ``persistence/load`` point where the backend has one in
-        this process (a backend living elsewhere, as over the wire, is passed as it is)."""
+        """A fresh backend of the implementation for the scenario's resumed (or reloaded) agents
+        (SVC-3), its ``load()`` observed as the ``persistence/load`` point where the backend has
+        one in this process (a backend living elsewhere, as over the wire, is passed as it is)."""
         if "persistence" not in set(getattr(self.impl, "features", ())):
-            raise ScenarioSetupError(f"{self.impl.name}: the scenario resumes an agent, which needs the "
-                                     "'persistence' feature")
+            raise ScenarioSetupError(f"{self.impl.name}: the scenario resumes or reloads an agent, which needs "
+                                     "the 'persistence' feature")
         try:
             self._store = self.impl.new_persistence()
         except Exception as exc:
@@ -394,6 +396,49 @@ class World:
                               data=ev.compact_data(event), loaded=True)
         self._created(agent_id, handle, spec.model, spec.system_prompt, resumed=session, session=handle.session.id)
         return handle
+
+    def reload(self, agent: str | AgentHandle | None, *, by: str = "caller", on: str | None = None) -> None:
+        """The agent's session resumed by a second service over the same backend while this one
+        still runs it, as a process restarted after its writer died there would (SVC-3): recorded
+        as an ``op``, the resume a task the run waits for, its service closed once it loaded.
+        What it loaded is judged once the run is over (:meth:`_judge_reloads`): the writer's log
+        as far as it was persisted, then at most the backend's repair of the turn left open (its
+        open step's ``step/end``, the turn's ``turn/end{interrupted}``), balanced (LOG-4, LOG-5).
+        The world's later check of the backend skips a reloaded session: two writers touched it."""
+        if self._store is None:
+            raise RuntimeError("reload needs a persistence backend: the world makes one for a scenario whose "
+                               "actions include reload")
+        h = self.handle(agent)
+        agent_id = self._id_of(h)
+        self._record_op(by, "reload", h, on)
+        # Not judged when it raises before any flush: a backend may hold a session from its first flush.
+        task = asyncio.ensure_future(self._reload(agent_id, h.session.id, agent_id in self._flushed, by))
+        self._injections.append(task)  # the run waits for it like an actor
+
+    async def _reload(self, agent_id: str, session: str, flushed: bool, by: str) -> None:
+        service: Any = None
+        reloaded = f"{agent_id}-reloaded-{len(self._reloaded) + 1}"
+        try:
+            service = self.impl.create_service(persistence=self._store)
+            again = await asyncio.wait_for(_as_coro(service.resume(
+                reloaded, session, {"model": self._models_of.get(agent_id, "fake")})), self.idle_timeout)
+            loaded = [dict(e) if isinstance(e, Mapping) else e for e in again.session.events]
+            simulator.observe("reload/loaded", agent=agent_id, session=session, events=len(loaded))
+            self._reloaded.append((agent_id, session, loaded))
+        except TimeoutError:
+            self.problem("SVC-3", f"resume({reloaded!r}, {session!r}) on a second service over the same backend, "
+                         "while the writer ran, did not finish", rules=("SVC-3",))
+        except Exception as exc:
+            simulator.observe("op/error", by=by, op="reload", agent=agent_id, error=_describe(exc))
+            if flushed:
+                self.problem("SVC-3", f"resume({reloaded!r}, {session!r}) on a second service over the same "
+                             f"backend, after the session was flushed, raised {_describe(exc)}", rules=("SVC-3",))
+        finally:
+            if service is not None:
+                try:
+                    await asyncio.wait_for(_as_coro(service.close()), self.idle_timeout)
+                except Exception:  # this service is the check's: its close is not what is judged
+                    pass
 
     def loading(self, session_id: str) -> str | None:
         """The agent whose resume() loads ``session_id`` now (``None``: none)."""
@@ -897,6 +942,8 @@ class World:
             self.cancel_driver(agent, by=by, on=on)
         elif verb == "reconfigure":
             self.reconfigure(by=by, on=on)
+        elif verb == "reload":
+            self.reload(agent, by=by, on=on)
         elif verb == "raise":
             self._raising(agent if agent is not None else subject, by, on, action.code, action.message)
             if action.thrown:
@@ -1176,6 +1223,7 @@ class World:
         self._late_agents()
         self._late_listeners()
         await self._persisted()
+        self._judge_reloads()
         for name, count in self._elements.items():
             if not count:
                 simulator.observe("untriggered", name=name, optional=name in self._optional)
@@ -1222,9 +1270,10 @@ class World:
         service: Any = None
         try:
             service = self.impl.create_service(persistence=self._store)
+            reloaded = {agent for agent, _, _ in self._reloaded}
             for agent_id, upto in self._flushed.items():
                 logged, h = self._final_logs.get(agent_id), self.agents.get(agent_id)
-                if logged is None or h is None:
+                if logged is None or h is None or agent_id in reloaded:
                     continue
                 session = h.session.id
                 again = await asyncio.wait_for(_as_coro(service.resume(
@@ -1263,6 +1312,20 @@ class World:
             self.problem("SVC-3", f"agent {agent}: session {session!r} resumed once the run was over has "
                          f"{len(loaded)} events, though {upto} were logged before its last flush began (SVC-3: "
                          "resume loads the persisted session; LOOP-4: each turn is flushed)", rules=("SVC-3", "LOOP-4"))
+
+    def _judge_reloads(self) -> None:
+        """What each :meth:`reload` loaded: the writer's log as far as it was persisted, then
+        only the repair of a turn it left open, balanced (:func:`~conformance.invariants.repair_violations`)."""
+        for agent, session, loaded in self._reloaded:
+            logged = self._final_logs.get(agent)
+            if logged is None:
+                continue
+            found = repair_violations(logged, loaded)
+            if found:
+                rule = found[0].split(":", 1)[0]
+                self.problem("reload", f"agent {agent}: session {session!r} resumed on a second service while its "
+                             f"writer was still running (as after a process that died there): {found[0]}",
+                             rules=tuple(dict.fromkeys(("SVC-3", rule))))
 
     def _late_listeners(self) -> None:
         """PY-2: the listener registered after a one-shot one heard every event that one did."""
@@ -1450,6 +1513,12 @@ class World:
                           **({"warnings": self._warnings.count} if self._warnings.active else {}),
                           **({"flushes": "recorded"} if self._flush_recorded else {}),
                           **({"continuations": "recorded"} if self.scenario.observe else {}))
+
+
+def _reloads(scenario: Scenario) -> bool:
+    """Whether an action of the scenario reloads a session (the world then makes a backend)."""
+    return any(a.verb == "reload" for x in scenario.listeners for a in x.do) or any(
+        a.verb == "reload" for x in scenario.actors for a in x.do)
 
 
 def _options(model: str, system_prompt: str | None, **options: Any) -> dict[str, Any]:

@@ -454,7 +454,7 @@ def _action(node: Node, agents: list[str], allowed: tuple[str, ...]) -> Action:
             return Action(verb, _agent_ref(f["agent"], agents) if "agent" in f else None,
                           reason=f["reason"].string() if "reason" in f else None)
         return Action(verb, reason=None if arg.value() is None else arg.string())
-    if verb in ("dispose", "create", "cancel_driver"):  # create: AGENT, whose live id it takes again (SVC-2)
+    if verb in ("dispose", "create", "cancel_driver", "reload"):  # create: AGENT, whose live id it takes again (SVC-2)
         if arg.is_map():
             return Action(verb, _agent_ref(arg.keys(("agent",), required=("agent",))["agent"], agents))
         return Action(verb, None if arg.value() is None else _agent_ref(arg, agents))
@@ -901,7 +901,7 @@ def _action_out(a: Action) -> dict[str, Any]:
         if a.agent is None:
             return {verb: a.reason}
         return {verb: {"agent": a.agent, **({"reason": a.reason} if a.reason is not None else {})}}
-    if verb in ("dispose", "create", "cancel_driver"):
+    if verb in ("dispose", "create", "cancel_driver", "reload"):
         return {verb: a.agent}
     if verb == "raise":
         if a.thrown:

@@ -656,16 +656,17 @@ def test_configured_id_already_live_rejected_naming_the_field(run: Run) -> None:
 
 
 @pytest.mark.rule("SVC-3", "LOG-5")
-@pytest.mark.parametrize("where", ["mid-stream", "between-steps"])
+@pytest.mark.parametrize("where", ["mid-tool", "mid-stream", "between-steps"])
 def test_resume_of_a_log_interrupted_after_a_closed_step(run: Run, where: str) -> None:
-    # The second turn's first step (a tool call) has closed; the process "dies" either while
-    # the second step streams (a chunk logged, the step open) or between the steps (a slow
-    # continuation listener, no step open). The resumed log is the persisted one plus what
-    # balances it: a step/end {turn, step} for the open step only, one turn/end per turn.
+    # The process "dies" inside the second turn: while its first step's tool call runs (the
+    # step's assistant/message and tool/call logged, the step open), or, once that step has
+    # closed, while the second step streams (a chunk logged, the step open) or between the steps
+    # (a slow continuation listener, no step open). The resumed log is the persisted one plus
+    # what balances it: a step/end {turn, step} for the open step only, one turn/end per turn.
     async def scenario(k: Kit) -> None:
         store = k.impl.new_persistence()
         first = k.impl.create_service(persistence=store)
-        first.register_tool(k.tool("echo"))  # the kit's tool, on the first service too
+        first.register_tool(k.tool("echo", hang=where == "mid-tool"))  # the kit's tool, on the first service too
         script = [fakes.text("one-reply"), fakes.tool_calls(("c1", "echo", "{}"))]
         script.append(respond.text("partial").hang(after=1) if where == "mid-stream" else fakes.text("never"))
         first.register_model(MODEL, FakeModel(script, default=respond.text("ok")))
@@ -680,7 +681,10 @@ def test_resume_of_a_log_interrupted_after_a_closed_step(run: Run, where: str) -
         a.send("one")
         await k.idle(a)
         a.send("two")
-        if where == "mid-stream":
+        if where == "mid-tool":
+            await k.until(lambda: any(e["type"] == "tool/call" and e["data"]["turn"] == 2 for e in a.session.events), "the tool call")
+            await k.settle()
+        elif where == "mid-stream":
             await k.until(lambda: sum(e["type"] == "assistant/chunk" and e["data"]["step"] == 2 for e in a.session.events) >= 1, "the second step's chunk")
         else:
             await k.until(lambda: sum(e["type"] == "step/end" and e["data"]["turn"] == 2 for e in a.session.events) == 1, "the first step's end")
@@ -695,7 +699,8 @@ def test_resume_of_a_log_interrupted_after_a_closed_step(run: Run, where: str) -
         assert log_violations(events, allow_open_turn=False) == [], log_violations(events)
         repair = events[len(logged):]
         ends = [e["data"] for e in repair if e["type"] == "step/end"]
-        assert ends == ([{"turn": 2, "step": 2}] if where == "mid-stream" else []), repair
+        open_step = {"mid-tool": [{"turn": 2, "step": 1}], "mid-stream": [{"turn": 2, "step": 2}]}
+        assert ends == open_step.get(where, []), repair
         assert [e["type"] for e in events].count("turn/end") == 2
         # The resumed agent runs on; resumed again later, its session is what it logged: the
         # repair is persisted with the rest, so later events do not follow a gap (SVC-3, LOG-3).

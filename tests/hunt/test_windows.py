@@ -64,14 +64,14 @@ def test_sequences_are_every_product_up_to_the_depth_shortest_first() -> None:
     seqs = win.sequences(("send", "cancel"), 2)
     assert seqs == [("send",), ("cancel",), ("send", "send"), ("send", "cancel"), ("cancel", "send"),
                     ("cancel", "cancel")]
-    # 12 alone; 7 x 7 pairs of the rest; raise last after any of those 7; close last after send,
-    # steer, inject or when_idle; create, cancel_driver and reconfigure only alone; the three
-    # WITHDRAWN triples (a waiter taken for queued work, then the work withdrawn)
-    assert len(win.sequences(win.VERBS, 2)) == 12 + 7 * 7 + 7 + 4 + 3
+    # 13 alone; 7 x 7 pairs of the rest; raise last after any of those 7; close last after send,
+    # steer, inject or when_idle; create, cancel_driver, reconfigure and reload only alone; the
+    # three WITHDRAWN triples (a waiter taken for queued work, then the work withdrawn)
+    assert len(win.sequences(win.VERBS, 2)) == 13 + 7 * 7 + 7 + 4 + 3
     assert win.sequences(win.VERBS, 2)[-3:] == list(win.WITHDRAWN)
     assert ("send", "when_idle", "cancel") not in win.sequences(("send", "when_idle"), 2)  # its verbs only
     assert win.sequences(win.VERBS, 3).count(("send", "when_idle", "cancel")) == 1  # depth 3 has them anyway
-    for alone in ("create", "cancel_driver", "reconfigure"):
+    for alone in ("create", "cancel_driver", "reconfigure", "reload"):
         assert [seq for seq in win.sequences(win.VERBS, 2) if alone in seq] == [(alone,)]
     assert ("send", "raise") in win.sequences(win.VERBS, 2) and ("raise", "send") not in win.sequences(win.VERBS, 2)
     assert all("raise" not in seq for seq in win.sequences(win.VERBS, 2, "actor"))  # an actor cannot throw
@@ -89,6 +89,16 @@ def test_cancel_driver_is_a_verb_of_in_process_python_implementations_only() -> 
 
     assert "cancel_driver" not in search.verbs_for(Wired())  # type: ignore[arg-type]
     assert "inject" in search.verbs_for(Wired())  # type: ignore[arg-type]
+
+
+def test_reload_is_a_verb_of_implementations_with_a_persistence_backend() -> None:
+    # a second service resumes the session from the backend: without one there is nothing to load
+    assert "reload" in search.verbs_for(REF)
+
+    class Bare:
+        features = frozenset({"injection"})
+
+    assert "reload" not in search.verbs_for(Bare())  # type: ignore[arg-type]
 
 
 def test_window_names_are_stable_and_say_where_and_what() -> None:

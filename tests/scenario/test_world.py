@@ -518,6 +518,45 @@ def test_resuming_needs_the_persistence_feature() -> None:
         engine.run_one(load_text(RESUMED, origin="resumed.yaml"), tiny)
 
 
+RELOAD_MID_TOOL = """
+name: reload-mid-tool
+model:
+  - {blocks: [{text: "let me look"}, {tool_call: {name: slow}}]}
+  - "second answer"
+tools:
+  slow: {result: "late", latency: 5}
+listeners:
+  - {name: crash, on: tools/execute, do: [{reload: null}]}
+actors:
+  - {name: caller, at: 0, do: [{send: first}, {when_idle: w}, {wait_idle: w}]}
+"""
+
+
+def test_a_reload_resumes_the_session_on_a_second_service_while_the_writer_runs() -> None:
+    # SVC-3 and the repair of a turn whose writer died: the session loaded mid-tool is the
+    # writer's log so far plus its open step's step/end and turn/end{interrupted}; the world
+    # makes the backend (a scenario whose actions reload needs one) and judges what was loaded
+    sc = load_text(RELOAD_MID_TOOL, origin="reload.yaml")
+    assert load_text(dump(sc), origin="again.yaml").listeners == sc.listeners
+    report = engine.run_one(sc, REFERENCE)
+    assert report.ok, report.trace.failure_messages()
+    tl = report.trace.timeline
+    op = next(e for e in tl if e["kind"] == "op" and e["op"] == "reload")
+    assert op["by"] == "crash" and op["status"] == "running"
+    loaded = next(e for e in tl if e["kind"] == "reload/loaded")
+    assert 0 < loaded["events"] < report.trace.timeline[-1]["logs"]["a"]  # loaded mid-turn: fewer than the end's
+    # a backend whose repair takes the step's message for its end leaves the step open (round 28)
+    failed = engine.run_one(sc, mutants.get("repair-message-closes-step")).trace.failures
+    assert failed and failed[0]["check"] == "problems", failed
+    assert failed[0]["rules"] == ["SVC-3", "LOG-5"] and "step 1 still open" in failed[0]["message"], failed
+
+
+def test_reloading_needs_the_persistence_feature() -> None:
+    tiny = resolve("examples.tiny_loop.adapter:implementation")
+    with pytest.raises(ScenarioSetupError, match="resumes or reloads an agent, which needs the 'persistence' feature"):
+        engine.run_one(load_text(RELOAD_MID_TOOL, origin="reload.yaml"), tiny)
+
+
 @pytest.mark.parametrize("how", ["raises", "hangs"])
 def test_a_callers_close_that_raises_or_hangs_is_a_problem_not_a_crash(how: str) -> None:
     sc = load_text(CLOSE_MID_TURN, origin="close.yaml")
