@@ -23,6 +23,7 @@ from reference_loop.abort import AbortController, AbortSignal
 from reference_loop.sources import Sources, default_sources
 
 from .child import Child
+from .edits import Held
 from .handles import WireAgent, WirePromise, WireSession
 from .protocol import Decoder, ProtocolError, RemoteError, WireError, encode, error_info
 
@@ -376,7 +377,13 @@ class Connection:
         try:
             if tool is None:
                 raise RemoteError("the tool was unregistered", "LookupError")
-            value = await tool.execute(arguments, context)
+            held = Held(arguments)
+            try:
+                value = await tool.execute(held.value, context)
+            finally:  # a tool consuming its arguments in place consumes the loop's (§9.1)
+                edit = held.edit()
+                if edit is not None and epoch == self.epoch:
+                    self.deliver({"op": "edit", "call": call, "edit": edit})
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -472,17 +479,20 @@ class Connection:
     def _rq_waterfall(self, m: dict[str, Any], reply: dict[str, Any]) -> None:
         listener = self._listener(m)
         call = str(m["call"])
-        next_fn = _Next(self, call, self.epoch)
-        value = m.get("value")
-        result = listener(*m.get("args", []), value, next_fn) if listener is not None else next_fn()
-        self._answer(call, result, reply)
+        held = Held(m.get("value"))  # what the listener edits in place, the child's value gets too (§9.1)
+        next_fn = _Next(self, call, self.epoch, held)
+        try:
+            result = listener(*m.get("args", []), held.value, next_fn) if listener is not None else next_fn()
+        finally:
+            _with_edit(reply, held)
+        self._answer(call, result, reply, held)
 
     def _rq_awaited(self, m: dict[str, Any], reply: dict[str, Any]) -> None:
         listener = self._listener(m)
         result = listener(*m.get("args", [])) if listener is not None else None
         self._answer(str(m["call"]), result, reply)
 
-    def _answer(self, call: str, result: Any, reply: dict[str, Any]) -> None:
+    def _answer(self, call: str, result: Any, reply: dict[str, Any], held: Held | None = None) -> None:
         if not inspect.isawaitable(result):
             reply["value"] = result
             return
@@ -498,10 +508,13 @@ class Connection:
             if done.cancelled() or epoch != self.epoch:
                 return
             error = done.exception()
+            message: dict[str, Any] = {"op": "settle", "call": call}
+            if held is not None:
+                _with_edit(message, held)
             if error is not None:
-                self.deliver({"op": "settle", "call": call, "error": self.error_json(error)})
+                self.deliver({**message, "error": self.error_json(error)})
             else:
-                self.deliver({"op": "settle", "call": call, "value": done.result()})
+                self.deliver({**message, "value": done.result()})
 
         task.add_done_callback(settle)
 
@@ -514,7 +527,11 @@ class Connection:
         try:
             if adapter is None:
                 raise RemoteError("the model was unregistered", "LookupError")
-            stream = adapter.stream(m.get("request") or {})
+            held = Held(m.get("request") or {})
+            stream = adapter.stream(held.value)
+            edit = held.edit()  # an adapter converting the request's messages in place (§9.1)
+            if edit is not None:
+                self.deliver({"op": "edit", "stream": sid, "edit": edit})
         except Exception as exc:  # FINISH-2: raised by stream(): the loop's first read fails
             self.deliver({"op": "fail", "stream": sid, "error": self.error_json(exc)})
             return
@@ -549,18 +566,30 @@ async def _await(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
 
 
+def _with_edit(message: dict[str, Any], held: Held) -> None:
+    """Add to ``message`` the edit made in place to ``held`` since it was last reported (§9.1)."""
+    edit = held.edit()
+    if edit is not None:
+        message["edit"] = edit
+
+
 class _Next:
-    """A waterfall's ``next()`` on the driver's side: runs the rest of the child's chain."""
+    """A waterfall's ``next()`` on the driver's side: runs the rest of the child's chain (with
+    the value as the listener left it: its in-place edits reach the child first, §9.1)."""
 
-    __slots__ = ("_call", "_conn", "_epoch")
+    __slots__ = ("_call", "_conn", "_epoch", "_held")
 
-    def __init__(self, conn: Connection, call: str, epoch: int) -> None:
+    def __init__(self, conn: Connection, call: str, epoch: int, held: Held | None = None) -> None:
         self._conn = conn
         self._call = call
         self._epoch = epoch
+        self._held = held
 
     def __call__(self) -> WirePromise:
-        return self._conn.promise(self._conn.call("next", {"call": self._call}, epoch=self._epoch))
+        args: dict[str, Any] = {"call": self._call}
+        if self._held is not None:
+            _with_edit(args, self._held)
+        return self._conn.promise(self._conn.call("next", args, epoch=self._epoch))
 
 
 _EVENTS: dict[str, Callable[[Connection, dict[str, Any]], None]] = {

@@ -16,6 +16,7 @@
 import './polyfill.mjs';
 import { promiseHooks } from 'node:v8';
 import { Channel, ChannelClosed } from './framing.mjs';
+import { applyEdit } from './edits.mjs';
 import {
   AGENT, AGENT_OPTIONS, CHUNK, CONFIG, CONTENT, Codec, EVENT, EVENTS, JSON_VALUE, MESSAGES,
   NOTIFICATION_ARGS, REQUEST, SOURCE, TOOL_CONTEXT, WATERFALLS, decodeError, encodeErrorInfo,
@@ -286,9 +287,14 @@ class Bridge {
   }
 
   deliver(message) {
+    if (message.op === 'edit' && message.call !== undefined) { // a tool consumed its arguments (§9.1)
+      this.edited(this.calls.get(message.call), message.edit);
+      return;
+    }
     if (message.op === 'settle') {
       const call = this.calls.get(message.call);
       if (!call?.resolve) return; // a leftover of an earlier run
+      this.edited(call, message.edit);
       this.calls.delete(message.call);
       if (message.error) call.reject(decodeError(message.error));
       else call.resolve(this.codec.decode(call.result, message.value));
@@ -296,6 +302,10 @@ class Bridge {
     }
     const state = this.streams.get(message.stream);
     if (!state) return;
+    if (message.op === 'edit') { // the model adapter converted the request in place (§9.1)
+      applyEdit(this.codec, REQUEST, state.request, message.edit);
+      return;
+    }
     if (message.op === 'chunk') state.push(this.codec.decode(CHUNK, message.chunk));
     else if (message.op === 'end') state.end();
     else if (message.op === 'fail') state.fail(decodeError(message.error));
@@ -393,7 +403,13 @@ class Bridge {
     return new Promise((resolve, reject) => Object.assign(this.calls.get(call), { resolve, reject, result }));
   }
 
+  /** Apply the driver's in-place edit of a call's value (§9.1), if there is one. */
+  edited(record, edit) {
+    if (edit && record?.shape) applyEdit(this.codec, record.shape, record.value, edit);
+  }
+
   settled(call, reply, shape) {
+    this.edited(this.calls.get(call), reply.edit);
     if (reply.error) {
       this.calls.delete(call);
       throw decodeError(reply.error);
@@ -478,7 +494,7 @@ class Bridge {
           bridge.event({ ev: 'notify', listener, args: [...bridge.encodeArgs(w.args, args), codec.encode(w.value, value) ?? null] });
           return next();
         }
-        const call = bridge.newCall({ next, result: w.result });
+        const call = bridge.newCall({ next, result: w.result, value, shape: w.value });
         const reply = bridge.request({
           op: 'waterfall', listener, call, args: bridge.encodeArgs(w.args, args), value: codec.encode(w.value, value) ?? null,
         });
@@ -511,7 +527,7 @@ class Bridge {
   openStream(s, model, request) {
     const bridge = this;
     const state = {
-      queue: [], waiting: null, done: false, error: null, closed: false,
+      request, queue: [], waiting: null, done: false, error: null, closed: false,
       push(chunk) { state.waiting ? state.take().resolve({ value: chunk, done: false }) : state.queue.push(chunk); },
       end() { state.done = true; state.waiting?.resolve && state.take().resolve({ value: undefined, done: true }); },
       fail(error) { state.error = error; state.waiting && state.take().reject(error); },
@@ -549,7 +565,7 @@ class Bridge {
 
   runTool(s, tool, args, context) {
     if (s.dead) return new Promise(() => {});
-    const call = this.newCall({});
+    const call = this.newCall({ value: args, shape: JSON_VALUE });
     const promise = this.pending(call, CONTENT);
     this.event({ ev: 'tool', call, tool, arguments: this.codec.json(args), context: this.codec.encode(TOOL_CONTEXT, context) });
     return promise;
@@ -699,9 +715,10 @@ const OPS = {
   events({ agent }) {
     return this.codec.encode(EVENTS, this.api.events(this.session(agent)));
   },
-  next({ call }) {
+  next({ call, edit }) {
     const found = this.calls.get(call);
     if (!found?.next) throw new Error(`no pending waterfall call ${call}`);
+    this.edited(found, edit); // the rest of the chain runs on the value as the listener left it
     let rest;
     try {
       rest = found.next();

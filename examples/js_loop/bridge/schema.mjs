@@ -161,6 +161,33 @@ export class Codec {
     }
   }
 
+  /** The object or array at wire path `path` (keys and indexes as on the wire) of the
+   * JavaScript value `value` of shape `shape`, or undefined: where a driver's in-place edit
+   * (docs/wire-protocol.md §9.1) finds the loop's own objects. */
+  locate(shape, value, path, at = 0) {
+    if (at === path.length) return value;
+    if (value === null || typeof value !== 'object') return undefined;
+    const step = path[at];
+    switch (shape.kind) {
+      case 'content':
+      case 'list':
+        return Array.isArray(value) ? this.locate(shape.kind === 'content' ? BLOCK : shape.item, value[step], path, at + 1)
+          : this.locate(JSON_VALUE, value, path, at);
+      case 'event':
+        return step === 'data' ? this.locate(EVENT_DATA[value.type] ?? TURN_STEP, value.data, path, at + 1)
+          : this.locate(JSON_VALUE, value[step], path, at + 1);
+      case 'tagged':
+        return this.isPlain(value) ? this.locate(shape.variants[value[shape.key]] ?? shape.fallback, value, path, at)
+          : this.locate(JSON_VALUE, value, path, at);
+      case 'object': {
+        const spec = this.isPlain(value) ? this.#table(shape, false)[step] : undefined;
+        return spec ? this.locate(spec[1], value[spec[0]], path, at + 1) : this.locate(JSON_VALUE, value[step], path, at + 1);
+      }
+      default:
+        return this.locate(JSON_VALUE, value[step], path, at + 1);
+    }
+  }
+
   event(value, out) {
     if (!value || typeof value !== 'object') return out ? this.json(value) : this.unjson(value);
     const data = EVENT_DATA[value.type] ?? TURN_STEP;

@@ -6,6 +6,7 @@ import {
   BLOCK, CHUNK, CONTENT, Codec, EVENT, JSON_VALUE, REQUEST, TOOL_RESULT, Unserializable, decodeError, encodeErrorInfo,
 } from '../schema.mjs';
 import { Tripwire } from '../tripwire.mjs';
+import { applyEdit } from '../edits.mjs';
 
 /** Refs for values that carry no live objects. */
 const noRefs = { isAgent: () => false, isSession: () => false, agentRef: () => 'a1', sessionRef: () => 'a1', signalRef: () => 'g1' };
@@ -95,4 +96,36 @@ test('the tripwire sees timers and immediates, not promises or microtasks', asyn
   assert.equal(found.length, 1);
   assert.equal(found[0].type, 'Timeout');
   assert.match(found[0].at, /bridge\.test\.mjs/);
+});
+
+test("the driver's in-place edit reaches the loop's own objects, and only those it kept (§9.1)", () => {
+  // the loop's request shares its first block with its log (the bug an in-place edit shows)
+  const logged = { type: 'text', text: 'first', providerData: { k: 1 } };
+  const kept = { role: 'user', content: [{ type: 'text', text: 'second' }] };
+  const request = { model: 'm', messages: [{ role: 'user', content: [logged] }, kept], maxTokens: 5 };
+  const dropped = request.messages[0];
+  // the driver redacted every text, dropped all but the last message, added a key: the kept
+  // message moved from index 1 to 0, the dropped one is left as it was
+  const edit = {
+    value: { model: 'm', messages: [{ role: 'user', content: [{ type: 'text', text: 'X' }] }], maxTokens: 5, extra: true },
+    moves: [[[], []], [['messages'], ['messages']], [['messages', 0], ['messages', 1]],
+      [['messages', 0, 'content'], ['messages', 1, 'content']], [['messages', 0, 'content', 0], ['messages', 1, 'content', 0]]],
+  };
+  const out = applyEdit(camel, REQUEST, request, edit);
+  assert.equal(out, request, 'the root kept');
+  assert.equal(request.messages.length, 1);
+  assert.equal(request.messages[0], kept, 'the kept message is the same object');
+  assert.equal(kept.content[0].text, 'X');
+  assert.equal(request.extra, true);
+  assert.equal(dropped.content[0], logged, 'a message the edit dropped is untouched');
+  assert.equal(logged.text, 'first');
+  // an edit of the first block itself reaches the log's object when the loop shares it
+  const shared = { messages: [{ role: 'user', content: [logged] }] };
+  applyEdit(camel, REQUEST, shared, {
+    value: { messages: [{ role: 'user', content: [{ type: 'text', text: 'R', provider_data: { k: 2 } }] }] },
+    moves: [[[], []], [['messages'], ['messages']], [['messages', 0], ['messages', 0]],
+      [['messages', 0, 'content'], ['messages', 0, 'content']], [['messages', 0, 'content', 0], ['messages', 0, 'content', 0]],
+      [['messages', 0, 'content', 0, 'provider_data'], ['messages', 0, 'content', 0, 'provider_data']]],
+  });
+  assert.deepEqual(logged, { type: 'text', text: 'R', providerData: { k: 2 } }, 'renamed keys are found by the schema');
 });
