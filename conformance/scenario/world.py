@@ -337,8 +337,9 @@ class World:
 
     def _persistence(self) -> object:
         """A fresh backend of the implementation for the scenario's resumed (or reloaded) agents
-        (SVC-3), its ``load()`` observed as the ``persistence/load`` point where the backend has
-        one in this process (a backend living elsewhere, as over the wire, is passed as it is)."""
+        (SVC-3), its ``load()`` observed as the ``persistence/load`` point: where the backend has
+        one in this process, or, for one living elsewhere that can be held (the wire's
+        ``WirePersistence.hold``), through that."""
         if "persistence" not in set(getattr(self.impl, "features", ())):
             raise ScenarioSetupError(f"{self.impl.name}: the scenario resumes or reloads an agent, which needs "
                                      "the 'persistence' feature")
@@ -346,7 +347,16 @@ class World:
             self._store = self.impl.new_persistence()
         except Exception as exc:
             raise ScenarioSetupError(f"{self.impl.name}: new_persistence() raised {_describe(exc)}") from exc
-        return ObservedLoads(self._store, self) if callable(getattr(self._store, "load", None)) else self._store
+        if callable(getattr(self._store, "load", None)):
+            return ObservedLoads(self._store, self)
+        if callable(getattr(self._store, "hold", None)):  # a backend in the implementation's process (the wire)
+            self._store.hold(self._held_load)
+        return self._store
+
+    async def _held_load(self, session_id: str) -> None:
+        """A load of a backend living elsewhere, held as :class:`ObservedLoads` holds one here."""
+        simulator.observe("persistence/load", agent=self.loading(session_id), session=session_id)
+        await asyncio.sleep(ObservedLoads.HOLD)
 
     async def _seed(self, specs: list[AgentSpec]) -> None:
         """Write the persisted runs of ``specs`` into the backend: each agent, on a service of

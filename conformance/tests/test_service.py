@@ -741,6 +741,20 @@ class HeldLoads:
             raise AttributeError(name)
         return getattr(self._inner, name)
 
+    @classmethod
+    def hooked(cls, store: Any, gate: Gate, kit: Kit) -> HeldLoads:
+        """Hold the loads of a backend living in the implementation's process, through its
+        ``hold(hook)`` (the wire's: the child asks before each load); the service is given
+        ``store`` itself."""
+        held = cls(store, gate, kit)
+        store.hold(held._hook)
+        return held
+
+    async def _hook(self, _session: str) -> None:
+        self.entered += 1
+        self._kit.poke()
+        await self._gate.wait()
+
     def load(self, *args: Any, **kwargs: Any) -> Any:
         self.entered += 1
         self._kit.poke()
@@ -761,8 +775,8 @@ def _persistence_or_skip(impl: Implementation) -> None:
 
 def _opaque_skip(opaque: list[str]) -> None:
     if opaque:
-        pytest.skip(f"not-applicable: the persistence backend ({opaque[0]}) has no load() in this "
-                    "process to hold at a gate (it lives in the implementation's own process)")
+        pytest.skip(f"not-applicable: the persistence backend ({opaque[0]}) has no load() in this process to "
+                    "hold at a gate, nor a hold() to hold it where it lives")
 
 
 async def _persisted(k: Kit, store: Any, agent_id: str, session_id: str) -> None:
@@ -780,13 +794,14 @@ async def _held_service(k: Kit, opaque: list[str]) -> tuple[ServiceHandle, HeldL
     at the returned gate; ``None`` (the backend's name noted in ``opaque``) when the backend has
     no ``load()`` in this process to hold."""
     store = k.impl.new_persistence()
-    if not callable(getattr(store, "load", None)):
+    hooked = not callable(getattr(store, "load", None))
+    if hooked and not callable(getattr(store, "hold", None)):
         opaque.append(type(store).__name__)
         return None
     await _persisted(k, store, "x", "sess-1")
     gate = k.gate("load")
-    held = HeldLoads(store, gate, k)
-    service = k.impl.create_service(persistence=held)
+    held = HeldLoads.hooked(store, gate, k) if hooked else HeldLoads(store, gate, k)
+    service = k.impl.create_service(persistence=store if hooked else held)
     service.register_model(MODEL, FakeModel(default=respond.text("ok")))
     return service, held, gate
 

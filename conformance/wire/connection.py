@@ -70,6 +70,7 @@ class Connection:
         self._agents: dict[str, WireAgent] = {}
         self._promises: dict[str, WirePromise] = {}
         self._listeners: dict[int, Callable[..., Any]] = {}
+        self._load_hooks: dict[str, Callable[[str], Any]] = {}  # persistence id -> WirePersistence.hold's hook
         self._models: dict[int, Any] = {}
         self._tools: dict[int, Any] = {}
         self._signals: dict[str, AbortController] = {}
@@ -460,6 +461,16 @@ class Connection:
     def _listener(self, message: dict[str, Any]) -> Callable[..., Any] | None:
         return self._listeners.get(message.get("listener"))  # type: ignore[arg-type]
 
+    def hold_loads(self, persistence: str, hook: Callable[[str], Any], *, epoch: int | None = None) -> None:
+        """Have the child's backend ``persistence`` ask before each load (see ``WirePersistence.hold``)."""
+        self._load_hooks[persistence] = hook
+        self.post("hold_loads", {"persistence": persistence}, epoch=epoch)
+
+    def _rq_load(self, m: dict[str, Any], reply: dict[str, Any]) -> None:
+        """A held backend is about to load a session: its hook decides when it goes on."""
+        hook = self._load_hooks.get(str(m.get("persistence")))
+        self._answer(str(m["call"]), hook(str(m.get("session"))) if hook is not None else None, reply)
+
     def _rq_abort(self, m: dict[str, Any], reply: dict[str, Any]) -> None:
         """A signal fired inside the child's code (its ``abort()``): its listeners here run now,
         before the child's call returns, as an AbortSignal's do (§10; the ``abort`` event is the
@@ -612,6 +623,7 @@ _REQUESTS: dict[str, Callable[[Connection, dict[str, Any], dict[str, Any]], None
     "abort": Connection._rq_abort,
     "listener": Connection._rq_listener,
     "waterfall": Connection._rq_waterfall,
+    "load": Connection._rq_load,
     "awaited": Connection._rq_awaited,
     "uuid": Connection._rq_uuid,
     "next_id": Connection._rq_next_id,

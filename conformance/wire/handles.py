@@ -186,6 +186,13 @@ def _with_source(args: dict[str, Any], source: Any) -> dict[str, Any]:
 class WirePersistence(_Handle):
     """A persistence backend living in the child (shared by two services to check resume)."""
 
+    def hold(self, hook: Callable[[str], Any]) -> None:
+        """From now on, each ``load(session_id)`` of this backend in the child first calls
+        ``hook(session_id)`` here and, when it returns an awaitable, waits for it (a ``load``
+        request, §10): where the caller can act inside a resume's load, as it can around an
+        in-process backend's awaited ``load()``."""
+        self._conn.hold_loads(self._handle, hook, epoch=self._epoch)
+
 
 class WireService(_Handle):
     """A service of the child (``ServiceHandle``)."""

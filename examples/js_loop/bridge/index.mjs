@@ -573,7 +573,7 @@ class Bridge {
 }
 
 /** The ops the driver may post (no answer): they return nothing and start no work. */
-const POSTS = new Set(['reset', 'on', 'unregister', 'register_model', 'register_tool', 'add_section']);
+const POSTS = new Set(['reset', 'on', 'unregister', 'register_model', 'register_tool', 'add_section', 'hold_loads']);
 
 /** The driver's calls: `{type: "call", id, op, args}` -> `{type: "return", id, value | error}`. */
 const OPS = {
@@ -587,6 +587,24 @@ const OPS = {
     const id = this.id('m');
     this.persistences.set(id, this.binding.newPersistence());
     return { persistence: id };
+  },
+  hold_loads({ persistence }) {
+    // From now on each load() of this backend asks the driver first (a `load` request, §10): the
+    // driver may let time pass, and callers act, inside a resume's load.
+    const backend = this.persistences.get(persistence);
+    if (!backend || typeof backend.load !== 'function') throw new Error(`no persistence ${persistence} with a load()`);
+    if (backend.load.held) return null;
+    const bridge = this;
+    const load = backend.load;
+    const held = async function load_(sessionId, ...rest) {
+      const call = bridge.newCall({});
+      const reply = bridge.request({ op: 'load', persistence, call, session: String(sessionId) });
+      await bridge.settled(call, reply, JSON_VALUE);
+      return load.call(this, sessionId, ...rest);
+    };
+    held.held = true;
+    backend.load = held;
+    return null;
   },
   service({ persistence = null }) {
     const id = this.id('v');

@@ -1,0 +1,66 @@
+"""What the driver's code does in place reaches the JavaScript loop's own objects (docs/wire-protocol.md
+§9.1), and a held backend's load is a point callers act in (§10): what one process shows of an
+aliasing loop and of a resume's load, the wire shows too."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.impl import resolve
+from conformance.scenario import engine
+from conformance.scenario.yaml_format import load_text
+
+from ._wire import JS_LOOP, requires_node
+
+pytestmark = requires_node
+
+
+def test_a_listener_editing_the_request_in_place_edits_what_the_rest_of_the_chain_gets() -> None:
+    # the world's compaction-like plugin trims the request in place and calls next(): in one
+    # process the model then gets the trimmed request; over the wire the edit travels with next()
+    from conformance.scenario import World, loop_scenario
+
+    seen: list[int] = []
+
+    @loop_scenario(models=())
+    async def trimmed(world: World) -> None:
+        model = world.model(["one", "two"])
+        agent = world.agent("a")
+
+        async def trim(_agent: Any, _turn: Any, _step: Any, request: dict[str, Any], nxt: Any) -> Any:
+            del request["messages"][:-1]
+            return await nxt()
+
+        world.listen("agent/request", trim)
+        for i, prompt in enumerate(("first", "second")):
+            world.send(agent, prompt)
+            world.when_idle(agent, f"w{i}")
+            await world.wait_idle(f"w{i}")
+        seen.extend(len(r["messages"]) for r in model.requests)
+
+    for impl in (resolve(None), resolve(f"wire:{JS_LOOP}")):
+        seen.clear()
+        report = engine.run_one(trimmed, impl)
+        assert report.ok, report.trace.failure_messages()
+        assert seen == [1, 1], f"{impl.name}: the model got {seen} messages: the listener's trim did not reach it"
+
+
+RESUMED_AND_TAKEN = """
+name: taken-while-loading
+agents: [{id: a, resume: sess-1, history: [H1]}]
+model: [{text: hi}]
+actors:
+  - {name: caller, after: agent/created, do: [{send: A}, {when_idle: w}, {wait_idle: w}]}
+listeners:
+  - on: persistence/load
+    do: [{create: a}]
+"""
+
+
+def test_a_resumes_load_is_a_point_over_the_wire_too() -> None:
+    # SVC-2: a create of the id being resumed, made inside the load; the world holds the child's
+    # backend through WirePersistence.hold, so the point comes as it does in one process
+    report = engine.run_one(load_text(RESUMED_AND_TAKEN, origin="taken.yaml"), resolve(f"wire:{JS_LOOP}"))
+    assert report.ok, report.trace.failure_messages()
+    kinds = [(e["kind"], e.get("op")) for e in report.trace.timeline if e["kind"] in ("op", "op/error", "persistence/load")]
+    assert kinds[:3] == [("op", "resume"), ("persistence/load", None), ("op", "create")], kinds
