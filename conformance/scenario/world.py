@@ -349,8 +349,9 @@ class World:
             raise ScenarioSetupError(f"{self.impl.name}: new_persistence() raised {_describe(exc)}") from exc
         if callable(getattr(self._store, "load", None)):
             return ObservedLoads(self._store, self)
-        if callable(getattr(self._store, "hold", None)):  # a backend in the implementation's process (the wire)
-            self._store.hold(self._held_load)
+        hold = getattr(self._store, "hold", None)
+        if callable(hold):  # a backend in the implementation's process (the wire)
+            hold(self._held_load)
         return self._store
 
     async def _held_load(self, session_id: str) -> None:
