@@ -132,6 +132,7 @@ class World:
         self._final_logs: dict[str, list[Any]] = {}  # agent -> its log once the service closed
         self._resuming: dict[str, str] = {}  # agent id -> session id, while its resume() is in flight
         self._reloaded: list[tuple[str, str, list[Any]]] = []  # (agent, session, loaded log): reload()
+        self._reloads_of: set[str] = set()  # the sessions a reload() was made of (only the first is judged)
         if persistence is None and (any(a.resume is not None for a in scenario.agents) or _reloads(scenario)):
             persistence = self._persistence()
         try:
@@ -422,11 +423,16 @@ class World:
         h = self.handle(agent)
         agent_id = self._id_of(h)
         self._record_op(by, "reload", h, on)
-        # Not judged when it raises before any flush: a backend may hold a session from its first flush.
-        task = asyncio.ensure_future(self._reload(agent_id, h.session.id, agent_id in self._flushed, by))
+        # Not judged when it raises before any flush (a backend may hold a session from its first
+        # flush), nor after an earlier reload of the session (its repair may be in the store,
+        # which the writer goes on appending to: what a load makes of that is no rule's).
+        session = h.session.id
+        first = session not in self._reloads_of
+        self._reloads_of.add(session)
+        task = asyncio.ensure_future(self._reload(agent_id, session, first, agent_id in self._flushed, by))
         self._injections.append(task)  # the run waits for it like an actor
 
-    async def _reload(self, agent_id: str, session: str, flushed: bool, by: str) -> None:
+    async def _reload(self, agent_id: str, session: str, first: bool, flushed: bool, by: str) -> None:
         service: Any = None
         reloaded = f"{agent_id}-reloaded-{len(self._reloaded) + 1}"
         try:
@@ -435,13 +441,14 @@ class World:
                 reloaded, session, {"model": self._models_of.get(agent_id, "fake")})), self.idle_timeout)
             loaded = [dict(e) if isinstance(e, Mapping) else e for e in again.session.events]
             simulator.observe("reload/loaded", agent=agent_id, session=session, events=len(loaded))
-            self._reloaded.append((agent_id, session, loaded))
+            if first:
+                self._reloaded.append((agent_id, session, loaded))
         except TimeoutError:
             self.problem("SVC-3", f"resume({reloaded!r}, {session!r}) on a second service over the same backend, "
                          "while the writer ran, did not finish", rules=("SVC-3",))
         except Exception as exc:
             simulator.observe("op/error", by=by, op="reload", agent=agent_id, error=_describe(exc))
-            if flushed:
+            if first and flushed:
                 self.problem("SVC-3", f"resume({reloaded!r}, {session!r}) on a second service over the same "
                              f"backend, after the session was flushed, raised {_describe(exc)}", rules=("SVC-3",))
         finally:
@@ -1281,11 +1288,10 @@ class World:
         service: Any = None
         try:
             service = self.impl.create_service(persistence=self._store)
-            reloaded = {agent for agent, _, _ in self._reloaded}
             for agent_id, upto in self._flushed.items():
                 logged, h = self._final_logs.get(agent_id), self.agents.get(agent_id)
-                if logged is None or h is None or agent_id in reloaded:
-                    continue
+                if logged is None or h is None or h.session.id in self._reloads_of:
+                    continue  # a reloaded session had two writers (see reload)
                 session = h.session.id
                 again = await asyncio.wait_for(_as_coro(service.resume(
                     agent_id, session, {"model": self._models_of.get(agent_id, "fake")})), self.idle_timeout)
@@ -1326,7 +1332,10 @@ class World:
 
     def _judge_reloads(self) -> None:
         """What each :meth:`reload` loaded: the writer's log as far as it was persisted, then
-        only the repair of a turn it left open, balanced (:func:`~conformance.invariants.repair_violations`)."""
+        only the repair of a turn it left open, balanced (:func:`~conformance.invariants.repair_violations`).
+        Only a session's first reload: a backend may write its repair into the store, which the
+        writer then goes on appending to, and what a later load makes of two writers' events is
+        no rule's."""
         for agent, session, loaded in self._reloaded:
             logged = self._final_logs.get(agent)
             if logged is None:

@@ -551,6 +551,16 @@ def test_a_reload_resumes_the_session_on_a_second_service_while_the_writer_runs(
     assert failed[0]["rules"] == ["SVC-3", "LOG-5"] and "step 1 still open" in failed[0]["message"], failed
 
 
+def test_only_a_sessions_first_reload_is_judged() -> None:
+    # the reference's backend writes its repair into the store, and the writer goes on appending
+    # after it: a second load reads two writers' events, which no rule speaks of
+    twice = RELOAD_MID_TOOL.replace("do: [{reload: null}]}", "do: [{reload: null}]}\n"
+                                    "  - {name: again, on: agent/turn-end, do: [{reload: null}]}")
+    report = engine.run_one(load_text(twice, origin="twice.yaml"), REFERENCE)
+    assert report.ok, report.trace.failure_messages()
+    assert sum(e["kind"] == "op" and e["op"] == "reload" for e in report.trace.timeline) == 2
+
+
 def test_reloading_needs_the_persistence_feature() -> None:
     tiny = resolve("examples.tiny_loop.adapter:implementation")
     with pytest.raises(ScenarioSetupError, match="resumes or reloads an agent, which needs the 'persistence' feature"):
