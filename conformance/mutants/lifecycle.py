@@ -441,4 +441,20 @@ MUTANTS = [
         interleaving=True,
         notes="Round 15 (written blind): the suite passed it until test_a_resume_loading_while_the_service_closes_leaves_no_live_agent; the hunt finds it since a window may close the service inside a resume's load (the world then judges the resumed agent).",
     ),
+    Mutant(
+        'registry-left-until-driver-exit',
+        'a disposed agent leaves the registry only when its driver exits, not when dispose() returns: until then get(id) hands it out and create(id) is refused',
+        ('SVC-6', 'SVC-2'),
+        '11',
+        (
+            Patch('agent',
+                  '            if self._on_dispose is not None:\n                try:\n                    self._on_dispose(self)  # SVC-6: leaves the registry whatever threw\n',
+                  '            if False:  # the driver\'s exit removes it (below)\n                try:\n                    pass\n'),
+            Patch('agent',
+                  '        finally:\n            if self._exited is not None and not self._exited.done():\n                self._exited.set_result(None)\n\n    # ------------------------------------------------------------------ one turn',
+                  '        finally:\n            if self._on_dispose is not None:\n                self._on_dispose(self)  # the agent is gone once its driver is\n            if self._exited is not None and not self._exited.done():\n                self._exited.set_result(None)\n\n    # ------------------------------------------------------------------ one turn'),
+        ),
+        interleaving=True,
+        notes="Round 29 (session 39, written blind in altloop as forget-on-exit): the suite killed it (test_lookup_and_removal); the hunt missed it until the world judged the registry right after a dispose() that disposed the agent (SVC-6).",
+    ),
 ]

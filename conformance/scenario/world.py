@@ -851,9 +851,22 @@ class World:
         self._op(by, "abort", h, lambda: h.abort() if reason is None else h.abort(reason), on, reason=reason)
 
     def dispose(self, agent: str | AgentHandle | None = None, *, by: str = "caller", on: str | None = None) -> None:
-        """``agent.dispose()``."""
+        """``agent.dispose()``; once it returned with the agent disposed, the service must no longer
+        hand it out (SVC-6: disposal removes an agent from the registry; a new agent a listener
+        created under the id meanwhile is another agent)."""
         h = self.handle(agent)
+        before = h.status
         self._op(by, "dispose", h, h.dispose, on)
+        if before == "disposed" or h.status != "disposed":
+            return  # a dispose of a disposed agent (within its disposal, say) did not do the disposal
+        agent_id = self._id_of(h)
+        try:
+            kept = self.service.get(agent_id) is h
+        except Exception:  # a failing lookup: nothing to say about the registry
+            return
+        if kept:
+            self.problem("SVC-6", f"agent {agent_id!r}: service.get({agent_id!r}) still returns it once its dispose() "
+                         "returned (SVC-6: disposal removes an agent from the registry)", rules=("SVC-6",))
 
     def cancel_driver(self, agent: str | AgentHandle | None = None, *, by: str = "caller", on: str | None = None) -> None:
         """``service.driver_task(agent).cancel()`` (PY-1: the driver ends, the agent ends

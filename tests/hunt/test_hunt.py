@@ -303,6 +303,8 @@ def test_a_trace_signature_ignores_times_and_the_windows_own_calls_only() -> Non
     ("park-check-yields", "reply", "send", "prompts", "LOOP-1"),
     # round 28: a backend's repair of a log whose writer died inside a tool call
     ("repair-message-closes-step", "tool", "reload", "problems", "LOG-5"),
+    # round 29: a disposed agent still handed out by get(id) until its driver exits
+    ("registry-left-until-driver-exit", "reply", "dispose", "problems", "SVC-6"),
 ])
 def test_the_hunt_reaches_what_its_later_workloads_and_verbs_are_for(
         mutant: str, workload: str, verb: str, check: str, rule: str) -> None:
