@@ -328,6 +328,7 @@ class World:
         are (SVC-5: what each of its requests must carry)."""
         self.adopt(agent_id, handle)
         self._models_of[agent_id] = model
+        self._looked_up(agent_id, handle)
         if system_prompt is not None:
             fields["system_prompt"] = system_prompt
         if self._sections:
@@ -335,6 +336,16 @@ class World:
         if self._tool_disposers:
             fields["tools"] = self.registered_tools()
         simulator.observe("agent/created", agent=agent_id, model=model, **fields)
+
+    def _looked_up(self, agent_id: str, handle: AgentHandle) -> None:
+        """SVC-6: a live agent can be looked up by id as soon as its create() or resume() returned."""
+        try:
+            if self.closed or handle.status == "disposed" or self.service.get(agent_id) is handle:
+                return
+        except Exception:  # a failing lookup: nothing to say about the registry
+            return
+        self.problem("SVC-6", f"agent {agent_id!r}: service.get({agent_id!r}) does not return it once its "
+                     "create() or resume() returned (SVC-6: live agents can be looked up by id)", rules=("SVC-6",))
 
     def _persistence(self) -> object:
         """A fresh backend of the implementation for the scenario's resumed (or reloaded) agents
