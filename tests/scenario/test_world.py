@@ -699,3 +699,12 @@ def test_the_worlds_tasks_run_in_a_callers_context_not_the_implementations() -> 
 
     result = simulator.run(main)
     assert result.error is None and seen == ["caller"]
+
+
+def test_an_agent_the_registry_does_not_hand_out_fails_svc_6() -> None:
+    # SVC-6: a live agent is found by id as soon as create() returned (and a disposed one no more)
+    sc = load_text(RELOAD_MID_TOOL, origin="lookup.yaml")
+    blind = _Patched("blind-registry", lambda service: setattr(service, "get", lambda agent_id: None))
+    failures = engine.run_one(sc, blind).trace.failures
+    assert failures and failures[0]["rules"] == ["SVC-6"] and "create() or resume()" in failures[0]["message"], failures
+    assert engine.run_one(sc, REFERENCE).ok
