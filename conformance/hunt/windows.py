@@ -204,7 +204,8 @@ def sequences(verbs: Sequence[str], depth: int, mode: str = "listener") -> list[
     alone too: once the driver's task is cancelled the agent ends disposed (PY-1), and what a
     disposed agent does with more is what ``dispose; X`` shows; ``reconfigure`` alone: what it
     judges, the next step's request, no other verb changes; ``reload`` alone: what it judges, the
-    session a second service loads, another verb before it only moves the point). At depth 2, the :data:`WITHDRAWN`
+    session a second service loads, another verb before it only moves the point; and by a listener
+    only, since the reload itself runs as a task of its own). At depth 2, the :data:`WITHDRAWN`
     triples too."""
     out: list[tuple[str, ...]] = []
     for n in range(1, depth + 1):
@@ -215,6 +216,8 @@ def sequences(verbs: Sequence[str], depth: int, mode: str = "listener") -> list[
                 continue
             if n > 1 and any(v in seq for v in ALONE):
                 continue
+            if mode == "actor" and "reload" in seq:
+                continue  # a reload is a task of its own already: an actor would only start it a step later
             out.append(seq)
     if depth == 2:
         out += [seq for seq in WITHDRAWN if set(seq) <= set(verbs)]
