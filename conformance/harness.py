@@ -236,8 +236,11 @@ class Kit:
     # ------------------------------------------------------------------ observing
     @staticmethod
     def events(agent: AgentHandle, *types: str) -> list[dict[str, Any]]:
-        """The agent's session events, optionally only those of the given types."""
-        evs: list[dict[str, Any]] = [dict(e) for e in agent.session.events]
+        """The agent's session events, optionally only those of the given types (read where the
+        log lives: over the wire, once the caller's in-place edits reached it)."""
+        current = getattr(agent.session, "current_events", None)
+        events = current() if callable(current) else agent.session.events
+        evs: list[dict[str, Any]] = [dict(e) for e in events]
         return [e for e in evs if not types or e["type"] in types]
 
     @classmethod

@@ -724,6 +724,7 @@ class World:
         for value in self._passed:
             _scramble(value)
         self._passed.clear()
+        logs = self._relogged(logs)
         sessions: dict[str, int] = {}
         for agent_id in self._sessions.values():
             sessions[agent_id] = sessions.get(agent_id, 0) + 1
@@ -743,6 +744,23 @@ class World:
                                  "log holds a snapshot, not an object the caller or the loop edits later)",
                                  rules=("LOG-1",))
                     return
+
+    def _relogged(self, logs: Mapping[str, Sequence[Mapping[str, Any]]]) -> Mapping[str, Sequence[Mapping[str, Any]]]:
+        """``logs`` read again where they live elsewhere (the wire: the caller's edits are sent
+        there first, ``sync_passed``, and each log fetched, ``fetch_events``); as they are here."""
+        sync = getattr(self.service, "sync_passed", None)
+        if not callable(sync):
+            return logs
+        out = dict(logs)
+        try:
+            sync()
+            for agent_id, h in self.agents.items():
+                fetch = getattr(h.session, "fetch_events", None)
+                if callable(fetch) and agent_id in out:
+                    out[agent_id] = list(fetch())
+        except Exception:  # a child that cannot answer any more: the logs as mirrored
+            return logs
+        return out
 
     def problem(self, check: str, message: str, *, rules: tuple[str, ...] = ()) -> None:
         """Record something the world saw go wrong (the ``problems`` oracle fails the run)."""

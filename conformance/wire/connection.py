@@ -71,6 +71,7 @@ class Connection:
         self._promises: dict[str, WirePromise] = {}
         self._listeners: dict[int, Callable[..., Any]] = {}
         self._load_hooks: dict[str, Callable[[str], Any]] = {}  # persistence id -> WirePersistence.hold's hook
+        self._passed: dict[int, dict[str, Held]] = {}  # the caller's objects a send/steer/inject passed (§9.1)
         self._models: dict[int, Any] = {}
         self._tools: dict[int, Any] = {}
         self._signals: dict[str, AbortController] = {}
@@ -460,6 +461,33 @@ class Connection:
 
     def _listener(self, message: dict[str, Any]) -> Callable[..., Any] | None:
         return self._listeners.get(message.get("listener"))  # type: ignore[arg-type]
+
+    def passing(self, args: dict[str, Any], fields: tuple[str, ...] = ("content", "source")) -> dict[str, Any]:
+        """``args`` of a send, steer, inject (or append: ``fields`` ``data``), noting those of
+        ``fields`` that are the caller's objects (a list, a dict): what the caller edits in them
+        later reaches the child's decoded copies too (:meth:`sync_passed`, §9.1)."""
+        held: dict[str, Held] = {}
+        for name in fields:
+            value = args.get(name)
+            if isinstance(value, (list, dict)):
+                try:
+                    held[name] = Held(value)
+                except ValueError:  # shared or cyclic: not JSON, the loop must reject it anyway (LOG-1)
+                    pass
+        if not held:
+            return args
+        ref = len(self._passed) + 1
+        self._passed[ref] = held
+        return {**args, "passed": ref}
+
+    def sync_passed(self, *, epoch: int | None = None) -> None:
+        """Send the child what the caller has edited, in place, in what it passed (it applies
+        each to its decoded copy: a loop that kept the caller's object in its log shows it)."""
+        for ref, held in self._passed.items():
+            for name, value in held.items():
+                edit = value.edit()
+                if edit is not None:
+                    self.post("edit_passed", {"passed": ref, "field": name, "edit": edit}, epoch=epoch)
 
     def hold_loads(self, persistence: str, hook: Callable[[str], Any], *, epoch: int | None = None) -> None:
         """Have the child's backend ``persistence`` ask before each load (see ``WirePersistence.hold``)."""

@@ -22,7 +22,8 @@ Path = tuple[Any, ...]
 
 class Held:
     """A value handed to the driver's code, indexed so :meth:`edit` tells what that code did to
-    it in place since (or since the last edit it reported)."""
+    it in place since (or since the last edit it reported). A value holding one object at two
+    places (a cycle, say) cannot be told apart that way: ``ValueError``."""
 
     __slots__ = ("_copy", "_keep", "_paths", "value")
 
@@ -31,22 +32,24 @@ class Held:
         self._paths: dict[int, Path] = {}
         self._keep: list[Any] = []  # every container, so no id is reused while the value is held
         self._copy: Any = None
-        self._rebase()
+        self._rebase(strict=True)
 
-    def _rebase(self) -> None:
+    def _rebase(self, *, strict: bool = False) -> None:
         self._paths.clear()
         self._keep.clear()
-        self._copy = self._index(self.value, ())
+        self._copy = self._index(self.value, (), strict)
 
-    def _index(self, value: Any, path: Path) -> Any:
-        if isinstance(value, dict):
+    def _index(self, value: Any, path: Path, strict: bool) -> Any:
+        if isinstance(value, (dict, list)):
+            if id(value) in self._paths:  # met twice: a cycle, or one object at two places
+                if strict:
+                    raise ValueError(f"the value holds one object at {list(self._paths[id(value)])} and {list(path)}")
+                return None  # the driver's code put one object at two places: its first is what later edits are relative to
             self._paths[id(value)] = path
             self._keep.append(value)
-            return {k: self._index(v, (*path, k)) for k, v in value.items()}
-        if isinstance(value, list):
-            self._paths[id(value)] = path
-            self._keep.append(value)
-            return [self._index(v, (*path, i)) for i, v in enumerate(value)]
+            if isinstance(value, dict):
+                return {k: self._index(v, (*path, k), strict) for k, v in value.items()}
+            return [self._index(v, (*path, i), strict) for i, v in enumerate(value)]
         return value
 
     def edit(self) -> dict[str, Any] | None:

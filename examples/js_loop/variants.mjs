@@ -8,6 +8,8 @@
 //   thrown-unnormalised    a failure's message is read as `error.message`, so a plugin that throws
 //                          a string logs an error event with no message (ERR-2; upstream's
 //                          "normalizes non-Error throws")
+//   log-keeps-callers-content  a logged message keeps the content array the caller passed, not a
+//                          snapshot, so the caller's later edit rewrites the log (LOG-1)
 
 import { Agent } from './loop.mjs';
 
@@ -28,9 +30,23 @@ class ThrownUnnormalised extends Agent {
   }
 }
 
+class LogKeepsCallersContent extends Agent {
+  constructor(init) {
+    super(init);
+    const session = init.session;
+    const append = session.append;
+    session.append = (type, data) => {
+      const event = append.call(session, type, data);
+      if (Array.isArray(data?.content)) event.data.content = data.content; // the bug: no copy
+      return event;
+    };
+  }
+}
+
 /** @type {Record<string, typeof Agent>} */
 export const VARIANTS = {
   'w2-settle-early': W2SettleEarly,
   'marker-not-reset': MarkerNotReset,
   'thrown-unnormalised': ThrownUnnormalised,
+  'log-keeps-callers-content': LogKeepsCallersContent,
 };

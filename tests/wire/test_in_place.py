@@ -64,3 +64,23 @@ def test_a_resumes_load_is_a_point_over_the_wire_too() -> None:
     assert report.ok, report.trace.failure_messages()
     kinds = [(e["kind"], e.get("op")) for e in report.trace.timeline if e["kind"] in ("op", "op/error", "persistence/load")]
     assert kinds[:3] == [("op", "resume"), ("persistence/load", None), ("op", "create")], kinds
+
+
+BLOCKS = """
+name: blocks
+model: [{text: hi}]
+actors:
+  - {name: caller, at: 0, do: [{send: {text: A, blocks: true}}, {when_idle: w}, {wait_idle: w}]}
+"""
+
+
+def test_what_the_caller_edits_in_what_it_passed_reaches_the_childs_copy() -> None:
+    # LOG-1: once the run is over the world edits the blocks it passed to send(); over the wire
+    # the edit is made to the child's decoded copy too, and the logs are read again there, so a
+    # loop logging the caller's object rather than a snapshot shows it as it would in one process
+    from ._wire import LOG_KEEPS_CALLERS_CONTENT
+
+    sc = load_text(BLOCKS, origin="blocks.yaml")
+    assert engine.run_one(sc, resolve(f"wire:{JS_LOOP}")).ok
+    failures = engine.run_one(sc, resolve(f"wire:{LOG_KEEPS_CALLERS_CONTENT}")).trace.failures
+    assert failures and failures[0]["rules"] == ["LOG-1"] and "user/message" in failures[0]["message"], failures

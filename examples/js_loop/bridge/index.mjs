@@ -18,7 +18,7 @@ import { promiseHooks } from 'node:v8';
 import { Channel, ChannelClosed } from './framing.mjs';
 import { applyEdit } from './edits.mjs';
 import {
-  AGENT, AGENT_OPTIONS, CHUNK, CONFIG, CONTENT, Codec, EVENT, EVENTS, JSON_VALUE, MESSAGES,
+  AGENT, AGENT_OPTIONS, CHUNK, CONFIG, CONTENT, Codec, EVENT, EVENTS, EVENT_DATA, JSON_VALUE, MESSAGES,
   NOTIFICATION_ARGS, REQUEST, SOURCE, TOOL_CONTEXT, WATERFALLS, decodeError, encodeErrorInfo,
 } from './schema.mjs';
 import { Tripwire } from './tripwire.mjs';
@@ -147,6 +147,7 @@ class Bridge {
     /** @type {Map<string, AbortSignal>} */ this.signals = new Map();
     this.signalIds = new WeakMap();
     /** @type {Map<string, any>} */ this.calls = new Map();
+    /** @type {Map<number, any>} */ this.passed = new Map();
     /** @type {Map<string, any>} */ this.streams = new Map();
     /** @type {Map<Promise<unknown>, {id: string, agent: string}[]>} */ this.waiters = new Map();
     this.deferred = [];
@@ -403,6 +404,19 @@ class Bridge {
     return new Promise((resolve, reject) => Object.assign(this.calls.get(call), { resolve, reject, result }));
   }
 
+  /** A send/steer/inject's content and source, decoded; kept under `passed` when the driver
+   * says they are the caller's objects, which it may edit later (§9.1). */
+  passing(passed, content, source) {
+    const decoded = [this.codec.decode(CONTENT, content), source === undefined ? undefined : this.codec.decode(SOURCE, source)];
+    if (passed !== undefined) {
+      this.passed.set(passed, {
+        content: { value: decoded[0], shape: CONTENT },
+        source: { value: decoded[1], shape: SOURCE },
+      });
+    }
+    return decoded;
+  }
+
   /** Apply the driver's in-place edit of a call's value (§9.1), if there is one. */
   edited(record, edit) {
     if (edit && record?.shape) applyEdit(this.codec, record.shape, record.value, edit);
@@ -573,7 +587,7 @@ class Bridge {
 }
 
 /** The ops the driver may post (no answer): they return nothing and start no work. */
-const POSTS = new Set(['reset', 'on', 'unregister', 'register_model', 'register_tool', 'add_section', 'hold_loads']);
+const POSTS = new Set(['reset', 'on', 'unregister', 'register_model', 'register_tool', 'add_section', 'hold_loads', 'edit_passed']);
 
 /** The driver's calls: `{type: "call", id, op, args}` -> `{type: "return", id, value | error}`. */
 const OPS = {
@@ -678,17 +692,23 @@ const OPS = {
   close({ service }) {
     return this.track(this.api.close(this.svc(service).service), JSON_VALUE);
   },
-  send({ agent, content, source }) {
-    this.api.send(this.agent(agent), this.codec.decode(CONTENT, content), source === undefined ? undefined : this.codec.decode(SOURCE, source));
+  send({ agent, content, source, passed }) {
+    this.api.send(this.agent(agent), ...this.passing(passed, content, source));
     return null;
   },
-  steer({ agent, content, source }) {
-    this.api.steer(this.agent(agent), this.codec.decode(CONTENT, content), source === undefined ? undefined : this.codec.decode(SOURCE, source));
+  steer({ agent, content, source, passed }) {
+    this.api.steer(this.agent(agent), ...this.passing(passed, content, source));
     return null;
   },
-  inject({ agent, content, source }) {
+  inject({ agent, content, source, passed }) {
     const a = this.agent(agent);
-    return this.track(this.api.inject(a, this.codec.decode(CONTENT, content), source === undefined ? undefined : this.codec.decode(SOURCE, source)), JSON_VALUE);
+    return this.track(this.api.inject(a, ...this.passing(passed, content, source)), JSON_VALUE);
+  },
+  edit_passed({ passed, field, edit }) {
+    // the caller edited, in place, what it passed to a send/steer/inject (§9.1)
+    const found = this.passed.get(passed)?.[field];
+    if (found) applyEdit(this.codec, found.shape, found.value, edit);
+    return null;
   },
   abort({ agent, reason }) {
     this.api.abort(this.agent(agent), reason);
@@ -724,10 +744,11 @@ const OPS = {
   derive_messages({ agent }) {
     return this.codec.encode(MESSAGES, this.api.deriveMessages(this.session(agent)));
   },
-  append({ agent, event_type: type, data }) {
+  append({ agent, event_type: type, data, passed }) {
     const session = this.session(agent);
     const shape = { kind: 'event' };
     const decoded = this.codec.decode(shape, { type, data });
+    if (passed !== undefined) this.passed.set(passed, { data: { value: decoded.data, shape: EVENT_DATA[type] ?? JSON_VALUE } });
     return this.codec.encode(EVENT, this.api.append(session, type, decoded.data));
   },
   events({ agent }) {
