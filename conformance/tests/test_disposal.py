@@ -228,6 +228,35 @@ def test_dispose_during_a_tool(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("DISP-1")
+@pytest.mark.parametrize(("where", "stop"), [("agent/step-end", "abort"), ("session/event", "abort"),
+                                             ("session/event", "error")])
+def test_disposed_while_a_stopped_step_closes_the_turn_ends_disposed(run: Run, where: str, stop: str) -> None:
+    # The step was aborted (or its model failed), and while it closes a watchdog disposes the
+    # agent: from agent/step-end, or from a session/event listener on step/end (a failed step's
+    # closing need not be notified, but it is logged). The turn is still open, so it ends
+    # `disposed` (DISP-1), however the loop decided the step's own outcome.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+
+        def watchdog(*args: Any) -> None:
+            if where == "agent/step-end" or (isinstance(args[-1], dict) and args[-1].get("type") == "step/end"):
+                a.dispose()
+
+        k.on(where, watchdog, needs="the test disposes from it" if where == "agent/step-end" else None)
+        k.model.push(respond.hang() if stop == "abort" else respond.error("model failed", code="E_MODEL"))
+        a.send("A")
+        if stop == "abort":
+            await k.until(lambda: bool(k.model.requests), "A's model call")
+            a.abort("stop")
+        await k.idle(a)
+        assert a.status == "disposed"
+        assert k.reasons(a) == [DISPOSED], f"the turn was open when the agent was disposed: {k.reasons(a)}"
+        assert k.types(a).count("turn/end") == 1
+
+    run(scenario)
+
+
 @pytest.mark.rule("DISP-2")
 def test_dispose_from_listeners_and_twice(run: Run) -> None:
     # Disposal started by a listener (agent/step-start) while another status listener throws
