@@ -41,6 +41,42 @@ def test_inject_into_open_turn(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("INJ-1", "INJ-3")
+@pytest.mark.parametrize("when", ["next-step", "next-turn"])
+def test_inject_after_a_tool_step_joins_the_open_turn_at_once(run: Run, when: str) -> None:
+    # Context injected while a model call streams, after a tool step: in the same turn's next
+    # step, or in a later turn. Only an inject made inside a tool call may wait for the call's
+    # result (to keep the result next to its call); this one is appended at once, inside the
+    # open turn (INJ-1), and the next request carries it (INJ-3). A loop whose "inside a tool
+    # call" state outlives the tool batch defers it, and the context is never logged.
+    async def scenario(k: Kit) -> None:
+        gate = k.gate()
+        a = k.agent()
+        k.tool("echo")
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")))
+        if when == "next-turn":
+            k.model.push(fakes.text("done"))
+            a.send("A")
+            await k.idle(a)
+        k.model.push(fakes.text("B").gate(gate), fakes.text("after"))
+        a.send("B" if when == "next-turn" else "A")
+        calls = 3 if when == "next-turn" else 2
+        await k.until(lambda: len(k.model.requests) >= calls, "the model call after the tool step")
+        await k.inject(a, "ctx")
+        ctx = k.events(a, "context/message")
+        assert len(ctx) == 1 and ctx[0]["data"]["content"] == [v.text("ctx")], (
+            f"the context injected into the open turn was not appended at once: {k.types(a)}")
+        gate.set()
+        await k.idle(a)
+        turn = [e for e in k.events(a) if e["type"] in ("turn/start", "context/message", "turn/end")]
+        assert [e["type"] for e in turn][-3:] == ["turn/start", "context/message", "turn/end"], turn
+        a.send("C")
+        await k.idle(a)
+        assert "ctx" in " ".join(request_texts(k.model.requests[-1])), "the next request carries the context (INJ-3)"
+
+    run(scenario)
+
+
 @pytest.mark.rule("INJ-1")
 def test_open_turn_decided_from_log(run: Run) -> None:
     async def scenario(k: Kit) -> None:
