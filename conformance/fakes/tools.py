@@ -221,6 +221,9 @@ class FakeTool:
         self.observe = observe
         self.consumes_args = consumes_args
         self.calls: list[ToolCall] = []
+        self.returned: list[Any] = []
+        """The lists and dicts ``execute`` returned: the tool's own objects, which a world edits
+        once the run is over (LOG-1: the log holds a snapshot of a tool's result)."""
         self.exhausted: list[ScriptExhausted] = []
         self._sink: list[ToolCall] | None = None
 
@@ -355,6 +358,8 @@ class FakeTool:
             value = copy.deepcopy(outcome.value)
             record.outcome = "ok"
             record.result = _copy(value)
+            if isinstance(value, (list, dict)):
+                self.returned.append(value)  # the tool's own object: it may reuse it later (LOG-1)
             return value  # type: ignore[return-value]
         except asyncio.CancelledError:
             record.outcome = "cancelled"

@@ -121,6 +121,9 @@ ROUTING_PLUGIN = Listener(on="agent/request", do=(), name="routing-plugin", wher
 # one popping what it reads does: they are its own (TOOL-2; a loop sharing one parsed object
 # between calls, or with its log, shows it).
 TOOL = ToolSpec("lookup", returns("found"), latency=0.01, consumes_args=True)
+BLOCKS_TOOL = ToolSpec("lookup", returns([{"type": "text", "text": "found"}]), latency=0.01, consumes_args=True)
+"""The same tool returning a list of blocks, its own object: a loop logging it rather than a
+snapshot shows it once the world edits what its tools returned (LOG-1)."""
 SPARE = ToolSpec("notes", returns("noted"))  # never called: a window's reconfigure removes it (SVC-5)
 FAILING_TOOL = ToolSpec("lookup", fails("no such page", code="E_TOOL"))
 
@@ -158,7 +161,7 @@ def workloads() -> tuple[Workload, ...]:
                                         "cache_write_tokens": 1, "reasoning_tokens": 2}},
             {"type": "finish", "reason": {"kind": "stop"}})), tools=(TOOL, SPARE),
             description="a tool call, the answer reporting its usage twice")),
-        Workload("two-step", _scenario("two-step", (two_calls, respond.text("done")), tools=(TOOL,),
+        Workload("two-step", _scenario("two-step", (two_calls, respond.text("done")), tools=(BLOCKS_TOOL,),
                                        system_prompt="Answer briefly.",
                                        sections=(("tools", "Look things up."), ("style", "Be kind.")),
                                        description="a two-step tool turn, three tool calls in its first step (the "
@@ -238,8 +241,10 @@ def workloads() -> tuple[Workload, ...]:
                     Actor((Action("inject", text="D", wait=True),), name="idle-injector", at=5.0),
                     # INJ-4: bad input to an idle inject raises once its one-shot turn is closed, whose
                     # flush still runs (FLUSH: before the service closes)
-                    Actor((Action("inject", text="E", wait=True, unserialisable=True),), name="bad-injector",
-                          at=6.0)),
+                    # ... and a waiter taken as it raises, released only once that turn's flush ran
+                    Actor((Action("inject", text="E", wait=True, unserialisable=True),
+                           Action("when_idle", name="after-bad"), Action("wait_idle", name="after-bad")),
+                          name="bad-injector", at=6.0)),
             description="context injected during a long turn (after some 70 of its events) and while idle, "
                         "then content JSON cannot encode injected while idle"),
             features=frozenset({"injection"})),

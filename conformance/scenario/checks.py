@@ -1651,8 +1651,9 @@ def _injected_check(view: TraceView) -> Violation | None:
 def _bad_inject_check(view: TraceView, agent: str) -> Violation | None:
     """INJ-4: an ``inject()`` of content JSON cannot encode raises to the caller; made while no
     turn is open by the log, it raises once its one-shot turn is closed (its ``turn/end`` is
-    logged when the error reaches the caller). Not judged: a disposed agent's, one a dispose or
-    close came after (what a disposed agent raises is DISP-3's)."""
+    logged when the error reaches the caller), and a waiter taken then is released only once that
+    turn's flush ran. Not judged: a disposed agent's, one a dispose, a driver's cancel or a close
+    came before its answer (what a disposed agent raises is DISP-3's)."""
     bad = [e for e in view.of_kind("op", op="inject", agent=agent) if e.get("unserialisable")]
     if not bad:
         return None
@@ -1663,18 +1664,54 @@ def _bad_inject_check(view: TraceView, agent: str) -> Violation | None:
             answers[answered["_i"]] = failed
     stops = [e["_i"] for e in view.ops(agent, *DISPOSERS)] + view.closings()
     for op in bad:
-        if op.get("status") == "disposed" or any(i > op["_i"] for i in stops):
-            continue
         err = answers.get(op["_i"])
+        # a dispose or close before the answer (the world's own close comes after every run)
+        answered_at = err["_i"] if err is not None else next(
+            (e["_i"] for e in view.of_kind("world/closed")), len(view.timeline))
+        if op.get("status") == "disposed" or any(i < answered_at for i in stops):
+            continue  # (a driver cancelled earlier leaves an agent PY-1 judges, not INJ-4)
         if err is None:
             return Violation(f"agent {agent}: inject() of content JSON cannot encode did not raise (INJ-4: bad input "
                              "raises to the caller)", op["_i"], ("INJ-4",))
-        if _turn_around(view, agent, op["_i"]) is None and not any(
-                t["trigger"] == "injection" and op["_i"] < t["_i"] and t["end_i"] is not None and t["end_i"] < err["_i"]
-                for t in view.turns(agent)):
+        # by the log when the call's body ran (a coroutine's, as it began: a turn may be open by then)
+        at = next((b["_i"] for b in view.of_kind("inject/began") if op["_i"] < b["_i"] < err["_i"]
+                   and b.get("agent") == agent and b.get("by") == op.get("by")), op["_i"])
+        if _turn_around(view, agent, at) is not None:
+            continue
+        one_shot = next((t for t in view.turns(agent) if t["trigger"] == "injection" and op["_i"] < t["_i"]
+                         and t["end_i"] is not None and t["end_i"] < err["_i"]), None)
+        if one_shot is None:
             return Violation(f"agent {agent}: inject() of content JSON cannot encode, made while no turn was open, "
                              "raised before its one-shot turn was closed (INJ-4: it raises once the turn's turn/end "
                              "is in the log)", err["_i"], ("INJ-4",))
+        found = _flushed_before_released(view, agent, one_shot, err, stops)
+        if found is not None:
+            return found
+    return None
+
+
+def _flushed_before_released(view: TraceView, agent: str, one_shot: Event, err: Event,
+                             stops: list[int]) -> Violation | None:
+    """INJ-4: the bad inject's one-shot turn's flush "has run by the time when_idle() resolves":
+    a waiter taken once the inject raised is released only after that flush ended (judged where
+    a flush listener records every flush, and the release was sampled exactly; not where a
+    dispose or close came first: those release waiters, IDLE-4, SVC-7)."""
+    ended = next((e["_i"] for e in view.of_kind("flush") if e.get("agent") == agent and e.get("phase") == "end"
+                  and e["_i"] > one_shot["end_i"]), None)
+    released = {e.get("waiter"): e for e in view.of_kind("waiter/released")}
+    for reg in view.ops(agent, "when_idle"):
+        rel = released.get(reg.get("waiter"))
+        if reg["_i"] < err["_i"] or rel is None or not rel.get("precise") or (ended is not None and reg["_i"] > ended):
+            continue
+        if any(i < rel["_i"] for i in stops if i > err["_i"]) or any(i < err["_i"] for i in stops):
+            continue
+        if ended is None or rel["_i"] < ended:
+            if ended is None and not view.of_kind("flush"):
+                return None  # no flush listener records flushes here: nothing to say
+            return Violation(f"agent {agent}: when_idle() {reg.get('waiter')!r}, taken once inject() of content JSON "
+                             f"cannot encode had raised, resolved before the flush of its one-shot turn "
+                             f"{one_shot['turn']} had run (INJ-4: its flush has run by the time when_idle() "
+                             "resolves)", rel["_i"], ("INJ-4",))
     return None
 
 

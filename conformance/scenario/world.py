@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import copy
 import inspect
 import json
 import logging
@@ -721,8 +722,8 @@ class World:
         sources), and every log entry must still hold what its ``session/event`` notification
         carried. An entry that changed kept a live object: the caller's, or one the loop edited
         after the append. Chunks are left out (many, and the loop's own)."""
-        for value in self._passed:
-            _scramble(value)
+        for value in [*self._passed, *(r for tool in self.tools for r in tool.returned)]:
+            _scramble(value)  # what the caller passed, a plugin returned, a tool returned
         self._passed.clear()
         logs = self._relogged(logs)
         sessions: dict[str, int] = {}
@@ -746,19 +747,20 @@ class World:
                     return
 
     def _relogged(self, logs: Mapping[str, Sequence[Mapping[str, Any]]]) -> Mapping[str, Sequence[Mapping[str, Any]]]:
-        """``logs`` read again where they live elsewhere (the wire: the caller's edits are sent
-        there first, ``sync_passed``, and each log fetched, ``fetch_events``); as they are here."""
-        sync = getattr(self.service, "sync_passed", None)
-        if not callable(sync):
-            return logs
+        """``logs`` read again once the world's edits are made (a loop's ``session.events`` may hand
+        out copies, read before them); where they live elsewhere (the wire) the edits are sent
+        there first (``sync_passed``) and each log fetched (``fetch_events``)."""
         out = dict(logs)
         try:
-            sync()
+            sync = getattr(self.service, "sync_passed", None)
+            if callable(sync):
+                sync()
             for agent_id, h in self.agents.items():
+                if agent_id not in out:
+                    continue
                 fetch = getattr(h.session, "fetch_events", None)
-                if callable(fetch) and agent_id in out:
-                    out[agent_id] = list(fetch())
-        except Exception:  # a child that cannot answer any more: the logs as mirrored
+                out[agent_id] = list(fetch() if callable(fetch) else h.session.events)
+        except Exception:  # a log that cannot be read any more: as it was read before
             return logs
         return out
 
@@ -1081,7 +1083,11 @@ class World:
                     # UNRETURNED: a message logged before this returns is not what the waterfall returned
                     simulator.observe("waterfall/returned", on=event, listener=name)
                 if fired and rewrite is not None and isinstance(value, Mapping):
-                    return {**value, **rewrite}  # a plugin's rewrite of the chain's value
+                    # a plugin's rewrite of the chain's value: its own objects, which it may edit
+                    # later (LOG-1: the log keeps a snapshot; edited once the run is over)
+                    own = copy.deepcopy(rewrite)
+                    self._passed.extend(v for v in own.values() if isinstance(v, (list, dict)))
+                    return {**value, **own}
                 return value
 
             waterfall.__qualname__ = f"listener:{name}"

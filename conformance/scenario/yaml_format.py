@@ -364,7 +364,7 @@ def _tool(name: str, node: Node) -> ToolSpec:
     result: Outcome | None = None
     results: tuple[Outcome, ...] | None = None
     if "result" in f:
-        result = returns(f["result"].string())
+        result = returns(_result(f["result"]))
     elif "fails" in f:
         result = fails(f["fails"].string(), code=f["code"].string() if "code" in f else None)
     elif "hangs" in f:
@@ -392,8 +392,20 @@ def _tool_outcome(node: Node) -> Outcome:
     if "hangs" in f:
         return hangs(**latency)
     if "result" in f:
-        return returns(f["result"].string(), **latency)
+        return returns(_result(f["result"]), **latency)
     raise node.error("a result is a string or one of {result: ...}, {fails: ...}, {hangs: true}")
+
+
+def _result(node: Node) -> Any:
+    """A tool's result: a string, or a list of content blocks (``[{type: text, text: ...}]``)."""
+    if not node.is_list():
+        return node.string()
+    blocks = node.value()
+    for i, block in enumerate(blocks):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            raise node.items()[i].error("a tool result is a string or a list of content blocks, each a mapping "
+                                        "with a type ({type: text, text: ...})")
+    return blocks
 
 
 # --------------------------------------------------------------------------- actions
@@ -853,8 +865,10 @@ def _outcome_out(o: Outcome) -> Any:
         if getattr(o.error, "code", None) is not None:
             out["code"] = o.error.code  # type: ignore[attr-defined]
         return {**out, **latency}
+    if isinstance(o.value, list):  # content blocks: always under result (a list alone is no outcome)
+        return {"result": o.value, **latency}
     if not isinstance(o.value, str):
-        raise Undumpable("a tool result of content blocks has no YAML form")
+        raise Undumpable("a tool result that is neither a string nor a list of blocks has no YAML form")
     return {"result": o.value, **latency} if latency else o.value
 
 

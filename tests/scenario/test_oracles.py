@@ -1635,6 +1635,19 @@ def test_an_inject_of_content_json_cannot_encode_raises_once_its_one_shot_turn_i
     assert found is not None and found.rules == ("INJ-4",) and "did not raise" in found.message
     found = _check("INJ-2", [bad, raised, *one_shot])
     assert found is not None and found.rules == ("INJ-4",) and "before its one-shot turn was closed" in found.message
+    # the world's own close at the end of every run is no close before the answer (it once hid all of this)
+    closing = [{"kind": "world/closing"}, {"kind": "world/closed", "agents": {"a": "disposed"}, "logs": {"a": 3}}]
+    found = _check("INJ-2", [bad, raised, *one_shot, *closing])
+    assert found is not None and "before its one-shot turn was closed" in found.message
+    # ... and the flush of that turn has run by the time a waiter taken once it raised resolves
+    waiter = [_op("when_idle", waiter="w")]
+    released = {"kind": "waiter/released", "waiter": "w", "agent": "a", "status": "idle", "log_len": 3, "precise": True}
+    early = [bad, *one_shot, raised, *waiter, _flush("start"), released, _flush("end"), *closing]
+    found = _check("INJ-2", early)
+    assert found is not None and found.rules == ("INJ-4",) and "before the flush of its one-shot turn" in found.message
+    assert _check("INJ-2", [bad, *one_shot, raised, *waiter, _flush("start"), _flush("end"), released, *closing]) is None
+    disposed = [bad, *one_shot, raised, *waiter, _op("dispose"), released, _flush("start"), _flush("end"), *closing]
+    assert _check("INJ-2", disposed) is None  # a disposal releases waiters (IDLE-4)
 
 
 def test_a_listeners_failure_carries_the_code_of_the_error_it_raised() -> None:
