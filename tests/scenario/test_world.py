@@ -708,3 +708,24 @@ def test_an_agent_the_registry_does_not_hand_out_fails_svc_6() -> None:
     failures = engine.run_one(sc, blind).trace.failures
     assert failures and failures[0]["rules"] == ["SVC-6"] and "create() or resume()" in failures[0]["message"], failures
     assert engine.run_one(sc, REFERENCE).ok
+
+
+def test_a_tool_result_of_blocks_round_trips_through_yaml_and_is_edited_once_the_run_is_over() -> None:
+    # LOG-1: the blocks a tool returned are its own; the world edits them after the run, and a
+    # loop that logged them rather than a snapshot shows it (the reference snapshots)
+    text = """
+name: blocks-result
+model:
+  - {blocks: [{tool_call: {name: lookup}}]}
+  - done
+tools:
+  lookup: {result: [{type: text, text: found}], latency: 0.01}
+actors:
+  - {name: caller, at: 0, do: [{send: A}, {when_idle: w}, {wait_idle: w}]}
+"""
+    sc = load_text(text, origin="blocks.yaml")
+    assert load_text(dump(sc), origin="again.yaml").tools == sc.tools
+    report = engine.run_one(sc, REFERENCE)
+    assert report.ok, report.trace.failure_messages()
+    with pytest.raises(Exception, match="list of content blocks"):
+        load_text(text.replace("[{type: text, text: found}]", "[found]"), origin="bad.yaml")
