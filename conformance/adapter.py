@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from reference_loop.protocols import ModelAdapter, Tool
@@ -85,6 +85,14 @@ def waterfall_observer(record: Callable[..., None]) -> Callable[..., Any]:
 
     setattr(listener, RECORD, record)
     return observer(listener)
+
+
+def current_events(session: SessionHandle) -> Sequence[SessionEvent]:
+    """The session's log as it is now where it lives: ``events``, or, for a session whose log
+    lives in another process and whose ``events`` mirrors it as notified (the wire), its
+    ``current_events()`` (the caller's in-place edits of what it passed sent there first)."""
+    current = getattr(session, "current_events", None)
+    return current() if callable(current) else session.events
 
 
 @runtime_checkable

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from . import schedules
-from .adapter import AgentHandle, Implementation, ServiceHandle, observer
+from .adapter import AgentHandle, Implementation, ServiceHandle, current_events, observer
 from .fakes import FakeModel, FakeTool, Gate, fails, hangs, respond
 from .hooks import NeedsHook, require_notification
 from .invariants import log_violations
@@ -238,9 +238,7 @@ class Kit:
     def events(agent: AgentHandle, *types: str) -> list[dict[str, Any]]:
         """The agent's session events, optionally only those of the given types (read where the
         log lives: over the wire, once the caller's in-place edits reached it)."""
-        current = getattr(agent.session, "current_events", None)
-        events = current() if callable(current) else agent.session.events
-        evs: list[dict[str, Any]] = [dict(e) for e in events]
+        evs: list[dict[str, Any]] = [dict(e) for e in current_events(agent.session)]
         return [e for e in evs if not types or e["type"] in types]
 
     @classmethod

@@ -67,9 +67,10 @@ def log_violations(events: Sequence[dict[str, Any]], *, allow_open_turn: bool = 
     return out
 
 
-def _key(event: Any) -> tuple[Any, ...]:
+def event_key(event: Any) -> tuple[Any, ...]:
+    """``(type, seq, data)``: an event as logged, its time aside (what a persisted copy keeps)."""
     if not isinstance(event, Mapping):
-        return (repr(event),)
+        return (repr(event), None, None)
     return (event.get("type"), event.get("seq"), event.get("data"))
 
 
@@ -81,7 +82,7 @@ def repair_violations(logged: Sequence[Any], loaded: Sequence[Any]) -> list[str]
     were persisted, then only the repair of a turn left open (its open step's ``step/end``, the
     turn's ``turn/end{interrupted}``), the whole balanced (LOG-3..LOG-6)."""
     common = 0
-    while common < min(len(logged), len(loaded)) and _key(loaded[common]) == _key(logged[common]):
+    while common < min(len(logged), len(loaded)) and event_key(loaded[common]) == event_key(logged[common]):
         common += 1
     for index in range(common, len(loaded)):
         event = loaded[index]
@@ -91,7 +92,7 @@ def repair_violations(logged: Sequence[Any], loaded: Sequence[Any]) -> list[str]
         if kind == "step/end" or (kind == "turn/end" and isinstance(reason, Mapping)
                                   and reason.get("kind") == "interrupted"):
             continue
-        had = _key(logged[index])[:2] if index < len(logged) else "nothing"
+        had = event_key(logged[index])[:2] if index < len(logged) else "nothing"
         return [f"SVC-3: {_where(index, kind)} is neither the writer's (its log had {had} there) nor the repair "
                 "of an open turn (its open step's step/end, then turn/end {kind: interrupted})"]
     return log_violations([e if isinstance(e, dict) else {} for e in loaded])

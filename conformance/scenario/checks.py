@@ -1696,6 +1696,8 @@ def _flushed_before_released(view: TraceView, agent: str, one_shot: Event, err: 
     a waiter taken once the inject raised is released only after that flush ended (judged where
     a flush listener records every flush, and the release was sampled exactly; not where a
     dispose or close came first: those release waiters, IDLE-4, SVC-7)."""
+    if not view.of_kind("flush"):
+        return None  # no flush listener records flushes here: nothing to say
     ended = next((e["_i"] for e in view.of_kind("flush") if e.get("agent") == agent and e.get("phase") == "end"
                   and e["_i"] > one_shot["end_i"]), None)
     released = {e.get("waiter"): e for e in view.of_kind("waiter/released")}
@@ -1703,11 +1705,9 @@ def _flushed_before_released(view: TraceView, agent: str, one_shot: Event, err: 
         rel = released.get(reg.get("waiter"))
         if reg["_i"] < err["_i"] or rel is None or not rel.get("precise") or (ended is not None and reg["_i"] > ended):
             continue
-        if any(i < rel["_i"] for i in stops if i > err["_i"]) or any(i < err["_i"] for i in stops):
+        if any(i < rel["_i"] for i in stops):  # (the caller skipped those before the answer)
             continue
         if ended is None or rel["_i"] < ended:
-            if ended is None and not view.of_kind("flush"):
-                return None  # no flush listener records flushes here: nothing to say
             return Violation(f"agent {agent}: when_idle() {reg.get('waiter')!r}, taken once inject() of content JSON "
                              f"cannot encode had raised, resolved before the flush of its one-shot turn "
                              f"{one_shot['turn']} had run (INJ-4: its flush has run by the time when_idle() "

@@ -47,11 +47,12 @@ from conformance.adapter import (
     ServiceHandle,
     Source,
     ThrownValue,
+    current_events,
     observer,
     waterfall_observer,
 )
 from conformance.fakes import FakeModel, FakeTool, Gate, ScriptEntry, ToolBox, respond
-from conformance.invariants import repair_violations
+from conformance.invariants import event_key, repair_violations
 from simulator import current_loop as simulator_current_loop
 from simulator import observe as simulator_observe
 from simulator import observe_fields as simulator_observe_fields
@@ -338,12 +339,17 @@ class World:
             fields["tools"] = self.registered_tools()
         simulator.observe("agent/created", agent=agent_id, model=model, **fields)
 
+    def _hands_out(self, agent_id: str, handle: AgentHandle) -> bool | None:
+        """Whether ``service.get(agent_id)`` returns ``handle`` (``None``: the lookup failed, and
+        there is nothing to say about the registry)."""
+        try:
+            return self.service.get(agent_id) is handle
+        except Exception:
+            return None
+
     def _looked_up(self, agent_id: str, handle: AgentHandle) -> None:
         """SVC-6: a live agent can be looked up by id as soon as its create() or resume() returned."""
-        try:
-            if self.closed or handle.status == "disposed" or self.service.get(agent_id) is handle:
-                return
-        except Exception:  # a failing lookup: nothing to say about the registry
+        if self.closed or handle.status == "disposed" or self._hands_out(agent_id, handle) is not False:
             return
         self.problem("SVC-6", f"agent {agent_id!r}: service.get({agent_id!r}) does not return it once its "
                      "create() or resume() returned (SVC-6: live agents can be looked up by id)", rules=("SVC-6",))
@@ -748,18 +754,13 @@ class World:
 
     def _relogged(self, logs: Mapping[str, Sequence[Mapping[str, Any]]]) -> Mapping[str, Sequence[Mapping[str, Any]]]:
         """``logs`` read again once the world's edits are made (a loop's ``session.events`` may hand
-        out copies, read before them); where they live elsewhere (the wire) the edits are sent
-        there first (``sync_passed``) and each log fetched (``fetch_events``)."""
+        out copies, read before them); where they live elsewhere (the wire) as they are there, the
+        edits made to them first (``current_events``)."""
         out = dict(logs)
         try:
-            sync = getattr(self.service, "sync_passed", None)
-            if callable(sync):
-                sync()
             for agent_id, h in self.agents.items():
-                if agent_id not in out:
-                    continue
-                fetch = getattr(h.session, "fetch_events", None)
-                out[agent_id] = list(fetch() if callable(fetch) else h.session.events)
+                if agent_id in out:
+                    out[agent_id] = list(current_events(h.session))
         except Exception:  # a log that cannot be read any more: as it was read before
             return logs
         return out
@@ -891,11 +892,7 @@ class World:
         if before == "disposed" or h.status != "disposed":
             return  # a dispose of a disposed agent (within its disposal, say) did not do the disposal
         agent_id = self._id_of(h)
-        try:
-            kept = self.service.get(agent_id) is h
-        except Exception:  # a failing lookup: nothing to say about the registry
-            return
-        if kept:
+        if self._hands_out(agent_id, h):
             self.problem("SVC-6", f"agent {agent_id!r}: service.get({agent_id!r}) still returns it once its dispose() "
                          "returned (SVC-6: disposal removes an agent from the registry)", rules=("SVC-6",))
 
@@ -1357,19 +1354,16 @@ class World:
                     pass
 
     def _judge_persisted(self, agent: str, session: str, upto: int, logged: list[Any], loaded: list[Any]) -> None:
-        def key(e: Any) -> tuple[Any, ...]:
-            return (e.get("type"), e.get("seq"), e.get("data")) if isinstance(e, Mapping) else (repr(e), None, None)
-
         for i, event in enumerate(loaded):
-            if i < len(logged) and key(event) == key(logged[i]):
+            if i < len(logged) and event_key(event) == event_key(logged[i]):
                 continue
-            repaired = (i == len(loaded) - 1 and key(event)[0] == "turn/end"
+            repaired = (i == len(loaded) - 1 and event_key(event)[0] == "turn/end"
                         and (event.get("data") or {}).get("reason", {}).get("kind") == "interrupted")
             if repaired and i >= upto:
                 return
             self.problem("SVC-3", f"agent {agent}: session {session!r} resumed once the run was over: its event "
-                         f"{i} has {key(event)[:2]} where the log had "
-                         f"{key(logged[i])[:2] if i < len(logged) else 'nothing'} (SVC-3: resume loads the "
+                         f"{i} has {event_key(event)[:2]} where the log had "
+                         f"{event_key(logged[i])[:2] if i < len(logged) else 'nothing'} (SVC-3: resume loads the "
                          "persisted session; LOG-2: an event is pushed before its listeners run)",
                          rules=("SVC-3", "LOG-2"))
             return

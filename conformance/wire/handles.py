@@ -91,12 +91,6 @@ class WireSession:
     def events(self) -> list[Any]:
         return list(self._agent._events)
 
-    def fetch_events(self) -> list[Any]:
-        """The log as the child holds it now (``events`` is the driver's mirror, each event as it
-        was appended): after a caller edited what it passed (LOG-1), the two may differ."""
-        value: list[Any] = self._agent._call("events", {}, mutates=False)
-        return value
-
     def derive_messages(self) -> list[Any]:
         value: list[Any] = self._agent._call("derive_messages", {}, mutates=False)
         return value
@@ -105,10 +99,12 @@ class WireSession:
         return self._agent._call("append", self._agent._conn.passing({"event_type": type, "data": data}, ("data",)))
 
     def current_events(self) -> list[Any]:
-        """The log as the child holds it once the caller's in-place edits of what it passed have
-        reached the child's copies (§9.1): what reading the log in one process shows."""
+        """The log as the child holds it now, once the caller's in-place edits of what it passed
+        have reached the child's copies (§9.1): what reading the log in one process shows
+        (``events`` is the driver's mirror, each event as it was appended)."""
         self._agent._conn.sync_passed(epoch=self._agent._epoch)
-        return self.fetch_events()
+        value: list[Any] = self._agent._call("events", {}, mutates=False)
+        return value
 
     def __repr__(self) -> str:
         return f"WireSession({self._id!r})"
@@ -209,10 +205,6 @@ class WirePersistence(_Handle):
 class WireService(_Handle):
     """A service of the child (``ServiceHandle``)."""
 
-    def sync_passed(self) -> None:
-        """Make the caller's in-place edits of what it passed to send/steer/inject on the child's
-        copies too (see ``Connection.passing``); they are applied before the child's next answer."""
-        self._conn.sync_passed(epoch=self._epoch)
 
     def _call(self, op: str, args: dict[str, Any], *, mutates: bool = True) -> Any:
         return self._conn.call(op, {"service": self._handle, **args}, mutates=mutates, epoch=self._epoch)

@@ -405,13 +405,20 @@ actors:
 """
 
 
+def _round_trip_and_run(text: str, origin: str, part: str) -> tuple[Scenario, engine.RunReport]:
+    """The YAML scenario ``text``: its ``part`` reads back from its dump as it was written, and it
+    passes on the reference."""
+    sc = load_text(text, origin=origin)
+    assert getattr(load_text(dump(sc), origin="again.yaml"), part) == getattr(sc, part)
+    report = engine.run_one(sc, REFERENCE)
+    assert report.ok, report.trace.failure_messages()
+    return sc, report
+
+
 def test_cancelling_the_driver_task_is_a_verb_and_ends_the_agent_disposed() -> None:
     # PY-1: an actor cancels the agent's driver task mid-stream; the reference ends the turn
     # disposed, and the disposal it causes excuses the dropped rest (no DISPOSAL finding)
-    sc = load_text(_CANCEL_DRIVER, origin="cancel-driver.yaml")
-    assert load_text(dump(sc), origin="again.yaml").actors == sc.actors
-    report = engine.run_one(sc, REFERENCE)
-    assert report.ok, report.trace.failure_messages()
+    _, report = _round_trip_and_run(_CANCEL_DRIVER, "cancel-driver.yaml", "actors")
     tl = report.trace.timeline
     assert any(e["kind"] == "op" and e["op"] == "cancel_driver" and e["status"] == "running" for e in tl)
     assert tl[-1]["kind"] == "world/closed" and tl[-1]["agents"] == {"a": "disposed"}
@@ -536,15 +543,12 @@ def test_a_reload_resumes_the_session_on_a_second_service_while_the_writer_runs(
     # SVC-3 and the repair of a turn whose writer died: the session loaded mid-tool is the
     # writer's log so far plus its open step's step/end and turn/end{interrupted}; the world
     # makes the backend (a scenario whose actions reload needs one) and judges what was loaded
-    sc = load_text(RELOAD_MID_TOOL, origin="reload.yaml")
-    assert load_text(dump(sc), origin="again.yaml").listeners == sc.listeners
-    report = engine.run_one(sc, REFERENCE)
-    assert report.ok, report.trace.failure_messages()
+    sc, report = _round_trip_and_run(RELOAD_MID_TOOL, "reload.yaml", "listeners")
     tl = report.trace.timeline
     op = next(e for e in tl if e["kind"] == "op" and e["op"] == "reload")
     assert op["by"] == "crash" and op["status"] == "running"
     loaded = next(e for e in tl if e["kind"] == "reload/loaded")
-    assert 0 < loaded["events"] < report.trace.timeline[-1]["logs"]["a"]  # loaded mid-turn: fewer than the end's
+    assert 0 < loaded["events"] < tl[-1]["logs"]["a"]  # loaded mid-turn: fewer than the end's
     # a backend whose repair takes the step's message for its end leaves the step open (round 28)
     failed = engine.run_one(sc, mutants.get("repair-message-closes-step")).trace.failures
     assert failed and failed[0]["check"] == "problems", failed
@@ -701,18 +705,35 @@ def test_the_worlds_tasks_run_in_a_callers_context_not_the_implementations() -> 
     assert result.error is None and seen == ["caller"]
 
 
-def test_an_agent_the_registry_does_not_hand_out_fails_svc_6() -> None:
-    # SVC-6: a live agent is found by id as soon as create() returned (and a disposed one no more)
-    sc = load_text(RELOAD_MID_TOOL, origin="lookup.yaml")
+DISPOSED_AFTER_A_TURN = """
+name: disposed-after-a-turn
+model: [{text: hi}]
+actors:
+  - {name: caller, at: 0, do: [{send: A}, {when_idle: w}, {wait_idle: w}, {dispose: a}]}
+"""
+
+
+def test_a_registry_that_does_not_hand_out_a_live_agent_or_keeps_a_disposed_one_fails_svc_6() -> None:
+    # SVC-6: a live agent is found by id as soon as create() returned, and a disposed one no more
+    # once its dispose() returned
+    sc = load_text(DISPOSED_AFTER_A_TURN, origin="lookup.yaml")
     blind = _Patched("blind-registry", lambda service: setattr(service, "get", lambda agent_id: None))
     failures = engine.run_one(sc, blind).trace.failures
     assert failures and failures[0]["rules"] == ["SVC-6"] and "create() or resume()" in failures[0]["message"], failures
+
+    def never_forgets(service: Any) -> None:
+        service.get = lambda agent_id: next((a for a in service._created if a.id == agent_id), None)
+
+    failures = engine.run_one(sc, _Patched("never-forgets", never_forgets)).trace.failures
+    # (the close's check that nothing is left registered fails too: the world's says when it showed)
+    assert any(f["rules"] == ["SVC-6"] and "once its dispose() returned" in f["message"] for f in failures), failures
     assert engine.run_one(sc, REFERENCE).ok
 
 
 def test_a_tool_result_of_blocks_round_trips_through_yaml_and_is_edited_once_the_run_is_over() -> None:
     # LOG-1: the blocks a tool returned are its own; the world edits them after the run, and a
-    # loop that logged them rather than a snapshot shows it (the reference snapshots)
+    # loop that logged them rather than a snapshot shows it (the reference snapshots; its mutant
+    # keeping a top-level copy only does not)
     text = """
 name: blocks-result
 model:
@@ -723,9 +744,8 @@ tools:
 actors:
   - {name: caller, at: 0, do: [{send: A}, {when_idle: w}, {wait_idle: w}]}
 """
-    sc = load_text(text, origin="blocks.yaml")
-    assert load_text(dump(sc), origin="again.yaml").tools == sc.tools
-    report = engine.run_one(sc, REFERENCE)
-    assert report.ok, report.trace.failure_messages()
+    sc, _ = _round_trip_and_run(text, "blocks.yaml", "tools")
+    failures = engine.run_one(sc, mutants.get("log-snapshot-shallow")).trace.failures
+    assert failures and failures[0]["rules"] == ["LOG-1"] and "(tool/result) changed" in failures[0]["message"], failures
     with pytest.raises(Exception, match="list of content blocks"):
         load_text(text.replace("[{type: text, text: found}]", "[found]"), origin="bad.yaml")

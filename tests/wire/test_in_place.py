@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.impl import resolve
-from conformance.scenario import engine
+from conformance.scenario import World, engine, loop_scenario
 from conformance.scenario.yaml_format import load_text
 
-from ._wire import JS_LOOP, requires_node
+from ._wire import JS_LOOP, LOG_KEEPS_CALLERS_CONTENT, requires_node
 
 pytestmark = requires_node
 
@@ -18,8 +18,6 @@ pytestmark = requires_node
 def test_a_listener_editing_the_request_in_place_edits_what_the_rest_of_the_chain_gets() -> None:
     # the world's compaction-like plugin trims the request in place and calls next(): in one
     # process the model then gets the trimmed request; over the wire the edit travels with next()
-    from conformance.scenario import World, loop_scenario
-
     seen: list[int] = []
 
     @loop_scenario(models=())
@@ -78,8 +76,6 @@ def test_what_the_caller_edits_in_what_it_passed_reaches_the_childs_copy() -> No
     # LOG-1: once the run is over the world edits the blocks it passed to send(); over the wire
     # the edit is made to the child's decoded copy too, and the logs are read again there, so a
     # loop logging the caller's object rather than a snapshot shows it as it would in one process
-    from ._wire import LOG_KEEPS_CALLERS_CONTENT
-
     sc = load_text(BLOCKS, origin="blocks.yaml")
     assert engine.run_one(sc, resolve(f"wire:{JS_LOOP}")).ok
     failures = engine.run_one(sc, resolve(f"wire:{LOG_KEEPS_CALLERS_CONTENT}")).trace.failures

@@ -304,7 +304,7 @@ class Bridge {
     const state = this.streams.get(message.stream);
     if (!state) return;
     if (message.op === 'edit') { // the model adapter converted the request in place (§9.1)
-      applyEdit(this.codec, REQUEST, state.request, message.edit);
+      this.edited({ value: state.request, shape: REQUEST }, message.edit);
       return;
     }
     if (message.op === 'chunk') state.push(this.codec.decode(CHUNK, message.chunk));
@@ -417,7 +417,7 @@ class Bridge {
     return decoded;
   }
 
-  /** Apply the driver's in-place edit of a call's value (§9.1), if there is one. */
+  /** Apply the driver's in-place edit (§9.1), if there is one, to the `{value, shape}` it is of. */
   edited(record, edit) {
     if (edit && record?.shape) applyEdit(this.codec, record.shape, record.value, edit);
   }
@@ -706,8 +706,7 @@ const OPS = {
   },
   edit_passed({ passed, field, edit }) {
     // the caller edited, in place, what it passed to a send/steer/inject (§9.1)
-    const found = this.passed.get(passed)?.[field];
-    if (found) applyEdit(this.codec, found.shape, found.value, edit);
+    this.edited(this.passed.get(passed)?.[field], edit);
     return null;
   },
   abort({ agent, reason }) {
