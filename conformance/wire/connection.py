@@ -392,8 +392,8 @@ class Connection:
             if epoch == self.epoch:
                 self.deliver({"op": "settle", "call": call, "error": self.error_json(exc)})
             return
-        if epoch == self.epoch:
-            self.deliver({"op": "settle", "call": call, "value": value})
+        if epoch == self.epoch:  # the tool's own result, which it may edit later (§9.1)
+            self.deliver(_passing({"op": "settle", "call": call, "value": value}, self.keep({"result": value})))
 
     def _on_stream_closed(self, m: dict[str, Any]) -> None:
         task = self._streams.pop(str(m["stream"]), None)
@@ -466,19 +466,34 @@ class Connection:
         """``args`` of a send, steer, inject (or append: ``fields`` ``data``), noting those of
         ``fields`` that are the caller's objects (a list, a dict): what the caller edits in them
         later reaches the child's decoded copies too (:meth:`sync_passed`, §9.1)."""
+        ref = self.keep({name: args.get(name) for name in fields})
+        return args if ref is None else {**args, "passed": ref}
+
+    def keep(self, values: dict[str, Any]) -> int | None:
+        """Note those of ``values`` that are objects (a list, a dict) the driver's code may edit
+        in place once the child has its decoded copies; their ``passed`` reference (``None``:
+        none is). Shared or cyclic values are not kept: they are no JSON, and a loop must reject
+        them anyway (LOG-1)."""
         held: dict[str, Held] = {}
-        for name in fields:
-            value = args.get(name)
+        for name, value in values.items():
             if isinstance(value, (list, dict)):
                 try:
                     held[name] = Held(value)
-                except ValueError:  # shared or cyclic: not JSON, the loop must reject it anyway (LOG-1)
+                except ValueError:
                     pass
         if not held:
-            return args
+            return None
         ref = len(self._passed) + 1
         self._passed[ref] = held
-        return {**args, "passed": ref}
+        return ref
+
+    def _rewrite(self, result: Any, chain: _Next | None) -> int | None:
+        """A waterfall listener's result kept when it is an object of its own (a plugin's rewrite,
+        which it may edit later), not the value it was handed (whose edits travel as ``edit``)
+        nor what its ``next()`` gave it (the chain's, decoded)."""
+        if chain is None or chain.handed(result):
+            return None
+        return self.keep({"result": result})
 
     def sync_passed(self, *, epoch: int | None = None) -> None:
         """Send the child what the caller has edited, in place, in what it passed (it applies
@@ -524,16 +539,20 @@ class Connection:
             result = listener(*m.get("args", []), held.value, next_fn) if listener is not None else next_fn()
         finally:
             _with_edit(reply, held)
-        self._answer(call, result, reply, held)
+        self._answer(call, result, reply, next_fn)
 
     def _rq_awaited(self, m: dict[str, Any], reply: dict[str, Any]) -> None:
         listener = self._listener(m)
         result = listener(*m.get("args", [])) if listener is not None else None
         self._answer(str(m["call"]), result, reply)
 
-    def _answer(self, call: str, result: Any, reply: dict[str, Any], held: Held | None = None) -> None:
+    def _answer(self, call: str, result: Any, reply: dict[str, Any], chain: _Next | None = None) -> None:
+        """Reply to a listener call with ``result``, or ``pending`` and a ``settle`` once it is
+        awaited; ``chain``: the ``next()`` a waterfall listener was given."""
+        held = chain.held if chain is not None else None
         if not inspect.isawaitable(result):
             reply["value"] = result
+            _passing(reply, self._rewrite(result, chain))
             return
         # Awaited later: the child's listener returns a promise the driver settles.
         reply["pending"] = True
@@ -553,7 +572,8 @@ class Connection:
             if error is not None:
                 self.deliver({**message, "error": self.error_json(error)})
             else:
-                self.deliver({**message, "value": done.result()})
+                value = done.result()
+                self.deliver(_passing({**message, "value": value}, self._rewrite(value, chain)))
 
         task.add_done_callback(settle)
 
@@ -605,6 +625,13 @@ async def _await(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
 
 
+def _passing(message: dict[str, Any], ref: int | None) -> dict[str, Any]:
+    """``message`` carrying ``passed: ref`` when the value it carries was kept (§9.1)."""
+    if ref is not None:
+        message["passed"] = ref
+    return message
+
+
 def _with_edit(message: dict[str, Any], held: Held) -> None:
     """Add to ``message`` the edit made in place to ``held`` since it was last reported (§9.1)."""
     edit = held.edit()
@@ -616,19 +643,26 @@ class _Next:
     """A waterfall's ``next()`` on the driver's side: runs the rest of the child's chain (with
     the value as the listener left it: its in-place edits reach the child first, §9.1)."""
 
-    __slots__ = ("_call", "_conn", "_epoch", "_held")
+    __slots__ = ("_call", "_conn", "_epoch", "_given", "held")
 
-    def __init__(self, conn: Connection, call: str, epoch: int, held: Held | None = None) -> None:
+    def __init__(self, conn: Connection, call: str, epoch: int, held: Held) -> None:
         self._conn = conn
         self._call = call
         self._epoch = epoch
-        self._held = held
+        self.held = held
+        self._given: list[asyncio.Future[Any]] = []
 
     def __call__(self) -> WirePromise:
         args: dict[str, Any] = {"call": self._call}
-        if self._held is not None:
-            _with_edit(args, self._held)
-        return self._conn.promise(self._conn.call("next", args, epoch=self._epoch))
+        _with_edit(args, self.held)
+        promise = self._conn.promise(self._conn.call("next", args, epoch=self._epoch))
+        self._given.append(promise._future)
+        return promise
+
+    def handed(self, value: Any) -> bool:
+        """Whether ``value`` is the value the listener was handed or one its ``next()`` gave."""
+        return value is self.held.value or any(
+            f.done() and not f.cancelled() and f.exception() is None and f.result() is value for f in self._given)
 
 
 _EVENTS: dict[str, Callable[[Connection, dict[str, Any]], None]] = {

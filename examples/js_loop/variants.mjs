@@ -10,6 +10,9 @@
 //                          "normalizes non-Error throws")
 //   log-keeps-callers-content  a logged message keeps the content array the caller passed, not a
 //                          snapshot, so the caller's later edit rewrites the log (LOG-1)
+//   log-keeps-tool-result  a logged tool result keeps the content array the tool returned (LOG-1)
+//   log-keeps-step-result  a logged assistant message keeps the content array the
+//                          agent/step-result waterfall returned, a plugin's own (LOG-1)
 
 import { Agent } from './loop.mjs';
 
@@ -30,23 +33,28 @@ class ThrownUnnormalised extends Agent {
   }
 }
 
-class LogKeepsCallersContent extends Agent {
+/** A loop whose log keeps the content array handed to `append` for events of `types` (all when
+ * empty), not a snapshot of it. */
+const keepingContent = (...types) => class extends Agent {
   constructor(init) {
     super(init);
     const session = init.session;
     const append = session.append;
     session.append = (type, data) => {
       const event = append.call(session, type, data);
-      if (Array.isArray(data?.content)) event.data.content = data.content; // the bug: no copy
+      const kept = types.length === 0 || types.includes(type);
+      if (kept && Array.isArray(data?.content)) event.data.content = data.content; // the bug: no copy
       return event;
     };
   }
-}
+};
 
 /** @type {Record<string, typeof Agent>} */
 export const VARIANTS = {
   'w2-settle-early': W2SettleEarly,
   'marker-not-reset': MarkerNotReset,
   'thrown-unnormalised': ThrownUnnormalised,
-  'log-keeps-callers-content': LogKeepsCallersContent,
+  'log-keeps-callers-content': keepingContent('user/message'),
+  'log-keeps-tool-result': keepingContent('tool/result'),
+  'log-keeps-step-result': keepingContent('assistant/message'),
 };

@@ -6,11 +6,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from conformance.impl import resolve
 from conformance.scenario import World, engine, loop_scenario
 from conformance.scenario.yaml_format import load_text
 
-from ._wire import JS_LOOP, LOG_KEEPS_CALLERS_CONTENT, requires_node
+from ._wire import (
+    JS_LOOP,
+    LOG_KEEPS_CALLERS_CONTENT,
+    LOG_KEEPS_STEP_RESULT,
+    LOG_KEEPS_TOOL_RESULT,
+    requires_node,
+)
 
 pytestmark = requires_node
 
@@ -80,3 +88,41 @@ def test_what_the_caller_edits_in_what_it_passed_reaches_the_childs_copy() -> No
     assert engine.run_one(sc, resolve(f"wire:{JS_LOOP}")).ok
     failures = engine.run_one(sc, resolve(f"wire:{LOG_KEEPS_CALLERS_CONTENT}")).trace.failures
     assert failures and failures[0]["rules"] == ["LOG-1"] and "user/message" in failures[0]["message"], failures
+
+
+TOOL_BLOCKS = """
+name: tool-blocks
+model:
+  - {tool_call: {name: lookup, args: {q: x}}}
+  - {text: done}
+tools:
+  lookup: {result: [{type: text, text: found}]}
+actors:
+  - {name: caller, at: 0, do: [{send: A}, {when_idle: w}, {wait_idle: w}]}
+"""
+
+STEP_REWRITE = """
+name: step-rewrite
+model: [{text: hi}]
+listeners:
+  - {on: agent/step-result, rewrite: {content: [{type: text, text: moderated}]}}
+actors:
+  - {name: caller, at: 0, do: [{send: A}, {when_idle: w}, {wait_idle: w}]}
+"""
+
+
+@pytest.mark.parametrize(("scenario", "variant", "logged"), [
+    (TOOL_BLOCKS, LOG_KEEPS_TOOL_RESULT, "tool/result"),
+    (STEP_REWRITE, LOG_KEEPS_STEP_RESULT, "assistant/message"),
+], ids=["tool-result", "step-result-rewrite"])
+def test_what_a_tool_or_a_plugin_returned_and_edits_later_reaches_the_childs_copy(
+        scenario: str, variant: str, logged: str) -> None:
+    # LOG-1: the world edits, once the run is over, the blocks its tool returned and its plugin's
+    # rewrite; over the wire the child keeps its decoded copies of them (`passed` on the settle
+    # or the reply, §9.1), and the edits reach those, so a loop logging either object rather
+    # than a snapshot fails as it would in one process
+    sc = load_text(scenario, origin=f"{logged}.yaml")
+    report = engine.run_one(sc, resolve(f"wire:{JS_LOOP}"))
+    assert report.ok, report.trace.failure_messages()
+    failures = engine.run_one(sc, resolve(f"wire:{variant}")).trace.failures
+    assert failures and failures[0]["rules"] == ["LOG-1"] and logged in failures[0]["message"], failures

@@ -298,7 +298,7 @@ class Bridge {
       this.edited(call, message.edit);
       this.calls.delete(message.call);
       if (message.error) call.reject(decodeError(message.error));
-      else call.resolve(this.codec.decode(call.result, message.value));
+      else call.resolve(this.kept(message.passed, this.codec.decode(call.result, message.value), call.result));
       return;
     }
     const state = this.streams.get(message.stream);
@@ -430,7 +430,14 @@ class Bridge {
     }
     if (reply.pending) return this.pending(call, shape);
     this.calls.delete(call);
-    return this.codec.decode(shape, reply.value);
+    return this.kept(reply.passed, this.codec.decode(shape, reply.value), shape);
+  }
+
+  /** A tool's result or a waterfall listener's own new value, decoded; kept under `passed` when
+   * the driver says its code may edit it later (§9.1). */
+  kept(passed, value, shape) {
+    if (passed !== undefined) this.passed.set(passed, { result: { value, shape } });
+    return value;
   }
 
   encodeArgs(shapes, args) {
