@@ -59,7 +59,16 @@ from .gate import wait_abortable
 
 __all__ = ["FakeModel", "Response", "ScriptEntry", "respond"]
 
-OnAbort: TypeAlias = Literal["finish", "return", "raise", "ignore"]
+OnAbort: TypeAlias = Literal["finish", "return", "raise", "fail", "ignore"]
+
+
+class StreamClosed(ConnectionError):
+    """What an ``on_abort("fail")`` stream raises once the step's signal fired: an error of the
+    client's own, not an abort error (an HTTP client whose connection the abort closed raises
+    its read error). The step's own signal fired, so the turn still ends ``aborted``, not
+    ``error`` (FINISH-1, CANCEL-MID, ABORT-1)."""
+
+    code = "E_CLOSED"
 
 
 def _observe(loop: Any, kind: str, **data: Any) -> None:
@@ -255,10 +264,12 @@ class Response:
 
     def on_abort(self, mode: OnAbort) -> Response:
         """What the stream does once the abort signal fired: ``finish`` (yield ``finish{aborted}``,
-        the default), ``return`` (end silently), ``raise`` (raise ``AbortError``) or ``ignore``
-        (nothing: the stream never looks at the signal, its delays and hangs last as long as
-        they would; the loop has to stop waiting for it, ABORT-1, CANCEL-MID)."""
-        if mode not in ("finish", "return", "raise", "ignore"):
+        the default), ``return`` (end silently), ``raise`` (raise ``AbortError``), ``fail``
+        (raise an error of its own, :class:`StreamClosed`, as a client library whose connection
+        the abort closed does) or ``ignore`` (nothing: the stream never looks at the signal,
+        its delays and hangs last as long as they would; the loop has to stop waiting for it,
+        ABORT-1, CANCEL-MID)."""
+        if mode not in ("finish", "return", "raise", "fail", "ignore"):
             raise ValueError(f"on_abort: unknown mode {mode!r}")
         return self._with(abort_mode=mode)
 
@@ -662,7 +673,7 @@ class FakeModel:
             _observe_abort(loop, request.get("signal"), self.name, call)
         if self.on_request is not None:
             self.on_request()
-        if isinstance(entry, Response) and entry.abort_mode == "raise":
+        if isinstance(entry, Response) and entry.abort_mode in ("raise", "fail"):
             early = _early_signal(request.get("signal"))
             if early is not None:  # the stream's waits hear the abort before the loop does
                 request = cast(ModelRequest, {**request, "signal": early})
@@ -688,6 +699,8 @@ class FakeModel:
         usage: Any = None  # the last usage chunk streamed (ASM-4: the step's usage)
         raised: BaseException | None = None  # the scripted raise, once made
         signalled = False  # the stream stopped at the step's abort signal
+        fails_on_abort = isinstance(entry, Response) and entry.abort_mode == "fail"
+        request_signal = request.get("signal")
         try:
             if error is not None:
                 outcome = "exhausted"
@@ -713,6 +726,8 @@ class FakeModel:
                         outcome, signalled = "aborted", True
                         if response.abort_mode == "raise":
                             raise AbortError(signal.reason if signal.reason is not None else "aborted")
+                        if response.abort_mode == "fail":
+                            raise StreamClosed("the connection was closed while reading the response")
                         if response.abort_mode == "finish" and not _finished(chunks[:i]):
                             yield v.finish("aborted")
                         return
@@ -739,6 +754,10 @@ class FakeModel:
                 outcome = "ended"
         except asyncio.CancelledError:
             outcome = "cancelled"
+            if fails_on_abort and request_signal is not None and request_signal.aborted:
+                # a client whose connection the abort closed turns the cancelled read into its own error
+                outcome, signalled = "aborted", True
+                raise StreamClosed("the connection was closed while reading the response") from None
             raise
         except Exception:
             if outcome == "closed":  # a response function raised, or a foreign gate failed

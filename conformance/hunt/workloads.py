@@ -125,6 +125,8 @@ BLOCKS_TOOL = ToolSpec("lookup", returns([{"type": "text", "text": "found"}]), l
 """The same tool returning a list of blocks, its own object: a loop logging it rather than a
 snapshot shows it once the world edits what its tools returned (LOG-1)."""
 SPARE = ToolSpec("notes", returns("noted"))  # never called: a window's reconfigure removes it (SVC-5)
+HANGING = respond.text("partial then nothing").hang(after=1).on_abort("ignore")
+"""A stream that hangs after its first chunk and never looks at the step's signal."""
 FAILING_TOOL = ToolSpec("lookup", fails("no such page", code="E_TOOL"))
 
 
@@ -171,11 +173,15 @@ def workloads() -> tuple[Workload, ...]:
                                            description="a tool that fails (its arguments a JSON array: parsed, "
                                                        "TOOL-2), then one nobody registered (TOOL-3: an "
                                                        "UNKNOWN_TOOL error result)")),
-        Workload("hang", _scenario("hang", (respond.text("partial then nothing").hang(after=1).on_abort("ignore"),),
+        Workload("hang", _scenario("hang", (HANGING, HANGING),
+                                   actors=(_caller("A"), Actor((Action("abort"), Action("send", text="B"),
+                                                                Action("sleep", seconds=1.0), Action("dispose")),
+                                                               name="stopper", at=1.0, optional=True)),
                                    description="a model stream that hangs after its first chunk (a network read "
                                                "that never returns) and ignores the step's abort: the loop has to "
-                                               "stop waiting for it once the step is aborted (ABORT-1, CANCEL-MID; "
-                                               "the world's settle aborts it when no window does)")),
+                                               "stop waiting for it once the step is aborted (ABORT-1, CANCEL-MID); "
+                                               "then a second prompt's, stopped by a dispose() (a signal firing "
+                                               "inside dispose(), where a window's listener on it throws: DISP-2)")),
         Workload("max-tokens", _scenario("max-tokens", (respond.text("a long answer that is cut").truncate(2),),
                                          description="a step cut at max-tokens")),
         Workload("max-tokens-tools", _scenario(
@@ -244,13 +250,17 @@ def workloads() -> tuple[Workload, ...]:
                     # ... and a waiter taken as it raises, released only once that turn's flush ran
                     Actor((Action("inject", text="E", wait=True, unserialisable=True),
                            Action("when_idle", name="after-bad"), Action("wait_idle", name="after-bad")),
-                          name="bad-injector", at=6.0)),
+                          name="bad-injector", at=6.0),
+                    # INJ-4: a source JSON cannot encode raises and writes nothing
+                    Actor((Action("inject", text="F", wait=True, bad_source=True),), name="bad-source-injector",
+                          at=7.0)),
             description="context injected during a long turn (after some 70 of its events) and while idle, "
                         "then content JSON cannot encode injected while idle"),
             features=frozenset({"injection"})),
         Workload("resume", Scenario(
-            name="hunt-resume", description="an agent resumed from a persisted session of one turn",
-            agents=(AgentSpec("a", resume="sess-1", history=("H1",)),),
+            name="hunt-resume", description="an agent resumed from a persisted session of one turn and one more "
+                                            "its process died in, the model streaming (the resume repairs it)",
+            agents=(AgentSpec("a", resume="sess-1", history=("H1",), interrupted=True),),
             models=(_model("fake", (respond.text("resumed"),)),), listeners=(PERSIST,),
             actors=(replace(_caller("A"), at=None, after="agent/created", where={"agent": "a"}),),
             limits=LIMITS), features=frozenset({"persistence"})),

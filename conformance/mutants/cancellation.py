@@ -455,4 +455,19 @@ MUTANTS = [
         interleaving=True,
         notes='Round 14 (session 32, 2026-12-03, written blind by a helper): the suite passed it until test_cancel_while_a_step_waterfall_runs[system-prompt]; the hunt found it once system-prompt became a waterfall point (before system-prompt next(): cancel).',
     ),
+    Mutant(
+        'signalled-raise-is-error',
+        "a subtask (a model read, a tool) that raised an error of its own once the step's signal fired counts as a failure: an adapter closing its connection at the abort ends the turn error, not aborted",
+        ('ABORT-1', 'CANCEL-MID', 'FINISH-1'),
+        '8',
+        (
+            Patch('agent',
+                  '            if signal.aborted:\n                return False  # e.g. the adapter raised AbortError once the signal fired\n',
+                  ''),
+        ),
+        interleaving=True,
+        notes="Round 33 (session 40, written blind in the reference as abort-raise-is-error): the suite passed it until "
+              "the `fail` case of test_a_stream_stopped_by_the_abort_ends_the_turn_aborted_whatever_the_adapter_does "
+              "(an adapter raising StreamClosed, on_abort('fail')); the hunt found it in the steer workload (SIGNALLED).",
+    ),
 ]

@@ -457,4 +457,20 @@ MUTANTS = [
         interleaving=True,
         notes="Round 29 (session 39, written blind in altloop as forget-on-exit): the suite killed it (test_lookup_and_removal); the hunt missed it until the world judged the registry right after a dispose() that disposed the agent (SVC-6).",
     ),
+    Mutant(
+        'dispose-fire-unguarded',
+        "dispose() fires the step's abort signal unguarded: an adapter's or a tool's abort observer that throws escapes dispose(), which leaves the agent running and unannounced",
+        ('DISP-2', 'DISP-1'),
+        '9',
+        (
+            Patch('agent',
+                  '                _fire(controller, "disposed", self)\n',
+                  '                controller.abort("disposed")\n'),
+        ),
+        interleaving=True,
+        notes="Round 33 (session 40, written blind in the reference): the suite passed it until "
+              "test_dispose_unbroken_by_a_throwing_listener_on_the_steps_signal; the hunt found it once the hang "
+              "workload disposed its agent mid-stream (a window's raise as the signal fires inside dispose(), "
+              "judged by the world's DISP-2 check of dispose() raising).",
+    ),
 ]

@@ -298,5 +298,18 @@ MUTANTS = [
         ),
         notes="Round 28 (session 38, written blind in the port): the suite passed it until test_resume_of_a_log_interrupted_after_a_closed_step[mid-tool], the hunt until the reload verb (session 39, 2026-12-05).",
     ),
+    Mutant(
+        'repair-not-stored',
+        "the backend hands back a repaired log without keeping the repair: the resumed agent's events follow the repair's seq numbers in a store that lacks them, so the next resume finds a gap and fails",
+        ('SVC-3', 'LOG-3'),
+        '1',
+        (
+            Patch('persistence',
+                  '        events.extend(repair(events))\n        return copy.deepcopy(events)\n',
+                  '        return copy.deepcopy(events) + repair(events)\n'),
+        ),
+        notes="Round 33 (session 40, written blind in the reference as repair-not-persisted): the suite killed it "
+              "(the resume tests); the hunt found it once the resume workload's persisted run died mid-turn "
+              "(AgentSpec.interrupted), through the world's end-of-run resume of the flushed session (SVC-3).",
+    ),
 ]
-

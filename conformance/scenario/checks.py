@@ -1400,6 +1400,7 @@ def _one_failure_check(view: TraceView) -> Violation | None:
     for agent in view.agents:
         announced: dict[int, list[Event]] = {}
         steps: dict[Any, set[Any]] = {}  # turn -> the steps its announcements named (step 0 included)
+        stopped = [e["_i"] for e in view.ops(agent, *DISPOSERS)]
         for e in view.of_kind("agent/error", agent=agent):
             steps.setdefault(e.get("turn"), set()).add(e.get("step"))
             if e.get("step") not in (0, None) and isinstance(e.get("turn"), int):  # step 0: before any turn (ERR-8)
@@ -1413,6 +1414,13 @@ def _one_failure_check(view: TraceView) -> Violation | None:
             # error), naming the turn and step the event names (a throwing status listener's step-0
             # announcement, which ERR-8 allows, is another).
             step = errors[0]["data"].get("step") if errors else None
+            # Not judged when a disposal came between the error event and the turn's end, before any
+            # announcement (the turn then ends disposed: whether an announcement still pending when
+            # the disposal began is made, or swallowed as ERR-10's are during disposal, is open).
+            horizon = t["end_i"] if t["end_i"] is not None else len(view.timeline)
+            if errors and not steps.get(t["turn"]) and any(
+                    errors[0]["_i"] < i < horizon for i in [*stopped, *view.closings()]):
+                continue
             if errors and step not in steps.get(t["turn"], ()):
                 named = sorted(str(x) for x in steps.get(t["turn"], ()))
                 return Violation(f"agent {agent}: turn {t['turn']} logged its failure at step {step!r}, but "
@@ -1484,10 +1492,12 @@ def _late_failure_check(view: TraceView) -> Violation | None:
 
 
 def _taken_id_check(view: TraceView) -> Violation | None:
-    """SVC-2: ``create()`` with the id of a live agent is rejected (it raises)."""
+    """SVC-2: ``create()`` with the id of a live agent is rejected (it raises). Not judged inside
+    the agent's own ``dispose()`` (``disposing``: it is on its way out)."""
     for agent in view.agents:
         for op in view.ops(agent, "create"):  # the calls that did not raise
-            if op.get("status") in ("idle", "running"):  # not once disposed, nor while resuming
+            # not once disposed, nor while resuming, nor while being disposed
+            if op.get("status") in ("idle", "running") and not op.get("disposing"):
                 return Violation(f"agent {agent}: service.create({agent!r}) returned while agent {agent} was live "
                                  f"({op.get('status')}): a second live agent with an id in use is rejected (SVC-2)",
                                  op["_i"], ("SVC-2",))
@@ -1599,7 +1609,7 @@ def _inject_check(view: TraceView) -> Violation | None:
             if err.get("op") != "inject" or str(err.get("error", "")).startswith(("NotImplementedError", "AgentDisposed")):
                 continue
             op = view.answered(err)
-            if op is None or op.get("status") == "disposed" or op.get("unserialisable") or _turn_around(
+            if op is None or op.get("status") == "disposed" or op.get("unserialisable") or op.get("bad_source") or _turn_around(
                     view, agent, op["_i"]) is not None:
                 continue
             if any(op["_i"] < t["_i"] < err["_i"] and t["trigger"] != "injection" for t in view.turns(agent)):
@@ -1654,15 +1664,33 @@ def _bad_inject_check(view: TraceView, agent: str) -> Violation | None:
     logged when the error reaches the caller), and a waiter taken then is released only once that
     turn's flush ran. Not judged: a disposed agent's, one a dispose, a driver's cancel or a close
     came before its answer (what a disposed agent raises is DISP-3's)."""
-    bad = [e for e in view.of_kind("op", op="inject", agent=agent) if e.get("unserialisable")]
-    if not bad:
+    injects = view.of_kind("op", op="inject", agent=agent)
+    bad = [e for e in injects if e.get("unserialisable")]
+    bad_sources = [e for e in injects if e.get("bad_source")]
+    if not bad and not bad_sources:
         return None
     answers: dict[int, Event] = {}
     for failed in view.of_kind("op/error", agent=agent):
         answered = view.answered(failed) if failed.get("op") == "inject" else None
         if answered is not None:
             answers[answered["_i"]] = failed
-    stops = [e["_i"] for e in view.ops(agent, *DISPOSERS)] + view.closings()
+    # the world's own close comes once every injection it started has settled: not a stop
+    stops = [e["_i"] for e in view.ops(agent, *DISPOSERS)] + view.closings(caller=True)
+    for op in bad_sources:
+        # "A source that is not serialisable raises and writes nothing"
+        err = answers.get(op["_i"])
+        answered_at = err["_i"] if err is not None else next(
+            (e["_i"] for e in view.of_kind("world/closed")), len(view.timeline))
+        if op.get("status") == "disposed" or any(i < answered_at for i in stops):
+            continue
+        if err is None:
+            return Violation(f"agent {agent}: inject() with a source JSON cannot encode did not raise (INJ-4: a "
+                             "source that is not serialisable raises and writes nothing)", op["_i"], ("INJ-4",))
+        wrote = next((e for e in view.log(agent) if op["_i"] < e["_i"] and e["type"] == "context/message"
+                      and ev.texts(e["data"].get("content")) == op.get("text")), None)
+        if wrote is not None:
+            return Violation(f"agent {agent}: inject({op.get('text')!r}) with a source JSON cannot encode logged a "
+                             "context/message (INJ-4: such a source raises and writes nothing)", wrote["_i"], ("INJ-4",))
     for op in bad:
         err = answers.get(op["_i"])
         # a dispose or close before the answer (the world's own close comes after every run)
@@ -2226,9 +2254,12 @@ def _notified_check(view: TraceView) -> Violation | None:
             start, end = t["_i"], t["end_i"]
             nxt = turns[k + 1]["_i"] if k + 1 < len(turns) else len(view.timeline)
             if t["reason"] == "disposed":
-                # a turn its driver's cancellation cut: PY-1 asks a balanced log, no notification
-                if any(e["_i"] < nxt for e in view.ops(agent, "cancel_driver")) and not any(
-                        start <= e["_i"] < end for e in view.ops(agent, "dispose")):
+                # a turn its driver's cancellation cut (with a dispose() in the turn, one made before
+                # the turn/end: the cancellation may have cut the disposal's close): PY-1 asks a
+                # balanced log, no notification
+                cut = min((e["_i"] for e in view.ops(agent, "cancel_driver") if e["_i"] < nxt), default=None)
+                disposed_in = any(start <= e["_i"] < end for e in view.ops(agent, "dispose"))
+                if cut is not None and (not disposed_in or cut < end):
                     continue
                 found = _disposed_turn_end(agent, t, notes, failures, nxt)
                 if found is not None:
@@ -2335,6 +2366,7 @@ def _flush_check(view: TraceView) -> Violation | None:
         idles = [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "idle"]
         turns = view.turns(agent)
         disposes = [e["_i"] for e in view.ops(agent, "dispose")]
+        drivers = [e["_i"] for e in view.ops(agent, "cancel_driver")]
         flush_raises = [e["_i"] for e in view.ops(agent, "raise") if e.get("on") == "session/flush"]
         for k, t in enumerate(turns):
             end = t["end_i"]
@@ -2344,9 +2376,11 @@ def _flush_check(view: TraceView) -> Violation | None:
                 # LOOP-4 / DISP-1: a turn a dispose() cut short keeps its shape, flush included (by
                 # the time its driver exits, before the world's close); a close()'s is not judged,
                 # nor an inject's one-shot turn (its flush is no driver's: when a disposed agent's
-                # leftover flush must have run by, the contract does not say)
+                # leftover flush must have run by, the contract does not say), nor one whose driver's
+                # task was cancelled at all (a cancelled driver awaits nothing more: PY-1 asks a
+                # balanced log only)
                 cut = (t["trigger"] != "injection" and any(t["_i"] < i < end for i in disposes)
-                       and not any(i < end for i in view.closings()))
+                       and not any(i < end for i in view.closings()) and not drivers)
                 if cut and not any(i > end for i in starts[agent]):
                     return Violation(f"agent {agent}: turn {t['turn']} was disposed and ended, but no session/flush "
                                      "ran for it (LOOP-4: turn/end, agent/turn-end, then the awaited session/flush; "

@@ -96,6 +96,9 @@ class Action:
     """Whether an ``inject`` passes a text block carrying a value JSON cannot encode (a set):
     INJ-4's bad input, which raises to the caller once the one-shot turn is closed and still
     has its flush run."""
+    bad_source: bool = False
+    """Whether an ``inject`` passes a source carrying a value JSON cannot encode (a set): INJ-4's
+    other bad input, which raises and writes nothing."""
 
     @property
     def awaits(self) -> bool:
@@ -156,6 +159,9 @@ class AgentSpec:
     """The session id to resume from (``None``: a fresh ``create``)."""
     history: tuple[str, ...] = ()
     """The prompts of the persisted run, one turn each (only with ``resume``)."""
+    interrupted: bool = False
+    """Whether the persisted run died inside one more turn, its model streaming (only with
+    ``resume``): the loaded log ends inside a step, which the resume repairs (SVC-3, LOG-5)."""
 
     def __post_init__(self) -> None:
         if self.history and self.resume is None:

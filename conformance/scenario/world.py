@@ -155,6 +155,8 @@ class World:
         self.waiters: dict[str, Waiter] = {}
         self.closed = False
         self._close_returned = False  # the implementation's close() has returned (or failed)
+        self._disposing: list[str] = []  # agents whose dispose() the world is inside
+        self._dead_service: object | None = None  # the service of a persisted run that died mid-turn
         self._pending: list[Waiter] = []
         self._sessions: dict[str, str] = {}
         self._passed: list[Any] = []  # the mutable arguments given to the implementation (LOG-1)
@@ -385,12 +387,28 @@ class World:
         recorded when it is loaded."""
         try:
             service = self.impl.create_service(persistence=self._store)
-            service.register_model("seed", FakeModel(default=respond.text("earlier"), name="seed", observe=False))
+            # one answer per turn, in the order the turns run; a run about to die gets a stream that
+            # never ends (its process dies while it streams)
+            script = [entry for spec in specs for entry in (
+                *(respond.text("earlier") for _ in spec.history), *((respond.hang(),) if spec.interrupted else ()))]
+            called = asyncio.Event()
+            seed = FakeModel(script, default=respond.text("earlier"), name="seed", observe=False,
+                             on_request=called.set)
+            service.register_model("seed", seed)
+            dying = []
             for spec in specs:
                 h = service.create_agent(spec.id, str(spec.resume), None, _options("seed", spec.system_prompt))
                 for prompt in spec.history:
                     h.send(prompt)
                     await asyncio.wait_for(_as_coro(h.when_idle()), self.idle_timeout)
+                if spec.interrupted:  # one more turn, cut where its process died: the model streaming
+                    called.clear()
+                    h.send(_DYING)
+                    await asyncio.wait_for(called.wait(), self.idle_timeout)
+                    dying.append(h)
+            if dying:
+                self._dead_service = service  # never closed (a close would end those turns): it died
+                return
             await asyncio.wait_for(_as_coro(service.close()), self.idle_timeout)
         except TimeoutError:
             raise ScenarioSetupError(f"{self.impl.name}: writing the persisted session of a resumed agent: the "
@@ -846,6 +864,8 @@ class World:
 
         if _unserialisable(text):
             extra["unserialisable"] = True  # INJ-4's bad input: it must raise (judged by INJ-2's oracle)
+        if source is not None and _unserialisable(source):
+            extra = {"bad_source": True}  # INJ-4's other bad input (the timeline keeps JSON only)
         task = self._op(by, "inject", h, start, on, text=ev.texts(text), **extra)
         # Which inject a later failure answers: others of the same caller may have come since.
         nth = self._op_counts[(by, "inject", agent_id)]
@@ -888,7 +908,16 @@ class World:
         created under the id meanwhile is another agent)."""
         h = self.handle(agent)
         before = h.status
-        self._op(by, "dispose", h, h.dispose, on)
+        entry = self._record_op(by, "dispose", h, on)
+        self._disposing.append(entry["agent"])
+        try:
+            h.dispose()
+        except Exception as exc:
+            simulator.observe("op/error", by=by, op="dispose", agent=entry["agent"], error=_describe(exc))
+            self.problem("DISP-2", f"agent {entry['agent']!r}: dispose() raised {_describe(exc)} (0b: dispose() is "
+                         "synchronous and cannot fail; DISP-2: no throwing listener breaks it)", rules=("DISP-2",))
+        finally:
+            self._disposing.remove(entry["agent"])
         if before == "disposed" or h.status != "disposed":
             return  # a dispose of a disposed agent (within its disposal, say) did not do the disposal
         agent_id = self._id_of(h)
@@ -982,9 +1011,10 @@ class World:
         elif verb == "steer":
             self.steer(agent, _content(action), by=by, on=on, source=action.source)
         elif verb == "inject":
+            source = _source(action)
             if action.wait:
-                return self.inject_wait(agent, _content(action), by=by, source=action.source)
-            self.inject(agent, _content(action), by=by, on=on, source=action.source)
+                return self.inject_wait(agent, _content(action), by=by, source=source)
+            self.inject(agent, _content(action), by=by, on=on, source=source)
         elif verb == "cancel":
             self.cancel(agent, action.reason, by=by, on=on)
         elif verb == "abort":
@@ -1260,9 +1290,24 @@ class World:
                 self.agent(agent.id, model=agent.model, system_prompt=agent.system_prompt)
             else:
                 await self.resume(agent)
-        if sc.body is not None:
-            await sc.body(self)
-        await self.finish()
+        try:
+            if sc.body is not None:
+                await sc.body(self)
+            await self.finish()
+        finally:
+            await self._bury()
+
+    async def _bury(self) -> None:
+        """Close the service of a persisted run that died mid-turn, once everything is judged (a
+        close before would write into the session the resumed agent writes to): its hung stream
+        must not outlive the run."""
+        service, self._dead_service = self._dead_service, None
+        if service is None:
+            return
+        try:
+            await asyncio.wait_for(_as_coro(cast(Any, service).close()), self.idle_timeout)
+        except Exception:  # the dead run's service is the world's device, not what is judged
+            pass
 
     async def finish(self) -> None:
         """Wait for the actors, settle every agent (when the scenario says so), judge liveness,
@@ -1484,7 +1529,12 @@ class World:
             return
         h = self.handle(agent)
         agent_id = self._id_of(h)
-        self._record_op(by, "create", h, on)
+        # inside the agent's own dispose() (a listener on its step's signal, say): the agent is on
+        # its way out, and whether its id is free yet is not SVC-2's question: nothing is created
+        disposing = agent_id in self._disposing
+        self._record_op(by, "create", h, on, **({"disposing": True} if disposing else {}))
+        if disposing:
+            return
         if self.closed:
             if not self._close_returned:  # once it returned, what a closed service does is not SVC-7's
                 self._create_while_closing(f"{agent_id}-restarted", by=by)
@@ -1597,6 +1647,18 @@ def _content(action: Action) -> Any:
     if action.unserialisable:
         return [{"type": "text", "text": action.text, "tags": {action.text}}]
     return [{"type": "text", "text": action.text}] if action.blocks else action.text
+
+
+_DYING = "interrupted"
+"""The prompt of a persisted run's last turn, cut where its process died (``AgentSpec.interrupted``)."""
+
+
+def _source(action: Action) -> Mapping[str, Any] | None:
+    """The source an ``inject`` passes: the action's, or, for a ``bad_source``, one carrying a set,
+    which JSON cannot encode."""
+    if action.bad_source:
+        return {"kind": "plugin", "name": action.text, "tags": {action.text}}
+    return action.source
 
 
 def _unserialisable(value: Any) -> bool:

@@ -4,7 +4,7 @@ field), and written back from it. The full schema is in docs/scenarios.md; in sh
     name: window2                       # required
     description: a running-status listener cancels A and sends B
     limits: {max_time: 3600, idle_timeout: 600}      # virtual seconds
-    agents: [a]                         # ids, or {id, model, system_prompt, resume, history}; default [a]
+    agents: [a]                         # ids, or {id, model, system_prompt, resume, history, interrupted}; default [a]
     model:                              # the script of model "fake" (or models: {name: [...]})
       - "plain text reply"
       - {text: "slow reply", delay: 3}  # text|reasoning|tool_call|blocks|error|raises|hang|empty|aborted
@@ -213,15 +213,18 @@ def _agents(node: Node | None) -> tuple[tuple[AgentSpec, ...], list[Node]]:
         if item.is_scalar():
             out.append(AgentSpec(item.string()))
             continue
-        f = item.keys(("id", "model", "system_prompt", "resume", "history"), required=("id",))
-        if "history" in f and "resume" not in f:
-            raise f["history"].error("a history needs a session to resume (resume: SESSION)")
+        f = item.keys(("id", "model", "system_prompt", "resume", "history", "interrupted"), required=("id",))
+        for key in ("history", "interrupted"):
+            if key in f and "resume" not in f:
+                raise f[key].error(f"{'a history' if key == 'history' else 'an interrupted run'} needs a session to "
+                                   "resume (resume: SESSION)")
         out.append(AgentSpec(
             f["id"].string(),
             f["model"].string() if "model" in f else "fake",
             f["system_prompt"].string() if "system_prompt" in f else None,
             f["resume"].string() if "resume" in f else None,
             tuple(h.string() for h in f["history"].items()) if "history" in f else (),
+            f["interrupted"].boolean() if "interrupted" in f else False,
         ))
     ids = [a.id for a in out]
     for i, agent_id in enumerate(ids):
@@ -326,7 +329,7 @@ def _response(node: Node) -> Response:
     elif "raise_after" in f and kind != "raises":
         raise f["raise_after"].error("raise_after goes with raises: MESSAGE")
     if "on_abort" in f:
-        response = response.on_abort(f["on_abort"].choice(("finish", "return", "raise", "ignore")))  # type: ignore[arg-type]
+        response = response.on_abort(f["on_abort"].choice(("finish", "return", "raise", "fail", "ignore")))  # type: ignore[arg-type]
     try:
         response.build()
     except ValueError as exc:
@@ -449,7 +452,7 @@ def _action(node: Node, agents: list[str], allowed: tuple[str, ...]) -> Action:
         raise arg.error(f"unknown action {verb!r} {where}(expected one of: {', '.join(allowed)})")
     if verb in ("send", "steer", "inject"):
         if arg.is_map():
-            f = arg.keys(("text", "agent", "source", "blocks", "wait", "unserialisable") if verb == "inject"
+            f = arg.keys(("text", "agent", "source", "blocks", "wait", "unserialisable", "bad_source") if verb == "inject"
                          else ("text", "agent", "source", "blocks"), required=("text",))
             wait = f["wait"].boolean() if "wait" in f else False
             if wait and "wait_idle" not in allowed:
@@ -458,7 +461,8 @@ def _action(node: Node, agents: list[str], allowed: tuple[str, ...]) -> Action:
             return Action(verb, _agent_ref(f["agent"], agents) if "agent" in f else None, text=f["text"].text(),
                           wait=wait, source=_source(f["source"]) if "source" in f else None,
                           blocks=f["blocks"].boolean() if "blocks" in f else False,
-                          unserialisable=f["unserialisable"].boolean() if "unserialisable" in f else False)
+                          unserialisable=f["unserialisable"].boolean() if "unserialisable" in f else False,
+                          bad_source=f["bad_source"].boolean() if "bad_source" in f else False)
         return Action(verb, text=arg.text())
     if verb in ("cancel", "abort"):
         if arg.is_map():
@@ -735,6 +739,8 @@ def _agent_out(agent: AgentSpec) -> Any:
         out["resume"] = agent.resume
     if agent.history:
         out["history"] = list(agent.history)
+    if agent.interrupted:
+        out["interrupted"] = True
     return out
 
 
@@ -897,7 +903,8 @@ def _tool_out(t: ToolSpec) -> Any:
 def _action_out(a: Action) -> dict[str, Any]:
     verb = a.verb
     if verb in ("send", "steer", "inject"):
-        if a.agent is None and not a.wait and a.source is None and not a.blocks and not a.unserialisable:
+        if a.agent is None and not a.wait and a.source is None and not a.blocks and not a.unserialisable \
+                and not a.bad_source:
             return {verb: a.text}
         value: dict[str, Any] = {"text": a.text}
         if a.agent is not None:
@@ -910,6 +917,8 @@ def _action_out(a: Action) -> dict[str, Any]:
             value["wait"] = True
         if a.unserialisable:
             value["unserialisable"] = True
+        if a.bad_source:
+            value["bad_source"] = True
         return {verb: value}
     if verb in ("cancel", "abort"):
         if a.agent is None:

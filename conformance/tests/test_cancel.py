@@ -705,13 +705,14 @@ async def _stopped_stream_ended_aborted(k: Kit, a: AgentHandle, verb: str, where
 
 
 @pytest.mark.rule("ABORT-1", "CANCEL-MID", "FINISH-1")
-@pytest.mark.parametrize("adapter", ["finish", "return", "raise", "ignore"])
+@pytest.mark.parametrize("adapter", ["finish", "return", "raise", "fail", "ignore"])
 @pytest.mark.parametrize("verb", ["abort", "cancel"])
 def test_a_stream_stopped_by_the_abort_ends_the_turn_aborted_whatever_the_adapter_does(
         run: Run, verb: str, adapter: str) -> None:
     # The adapter honours the step's signal its own way: it yields finish{aborted}, ends the
     # stream silently, or fails its pending read (as fetch's reader and httpx's stream do, its
-    # listener on the signal registered when the request was made, before the loop's own); or
+    # listener on the signal registered when the request was made, before the loop's own), with
+    # an abort error or with an error of its own (`fail`: a closed connection's); or
     # it ignores the signal and hangs on (a network read nobody cancels): the loop must stop
     # waiting for it. In each case the step's own signal fired: the turn ends aborted{reason}
     # (FINISH-1, CANCEL-MID), with no error event and no agent/error, and the queued prompt

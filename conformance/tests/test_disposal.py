@@ -135,6 +135,51 @@ def test_dispose_idempotent_and_unbreakable(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("DISP-2", "DISP-1")
+@pytest.mark.parametrize("where", ["mid-stream", "mid-tool"])
+def test_dispose_unbroken_by_a_throwing_listener_on_the_steps_signal(run: Run, where: str) -> None:
+    # An adapter's or a tool's own listener on the step's abort signal throws when the signal
+    # fires (a client closing its connection, say). dispose() fires that signal, and "cannot be
+    # broken by a throwing listener" (DISP-2; 0b: dispose() is synchronous and cannot fail): it
+    # returns, the agent is disposed at once and announced so, and the turn ends disposed,
+    # balanced (DISP-1); a later agent of the service still runs.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/status", needs="the test checks the disposed status is announced")
+        signals: list[Any] = []
+        a = k.agent()
+        if where == "mid-stream":
+            k.model.push(respond.hang())
+        else:
+            k.tool("wait", hang=True, hook=lambda _args, context: signals.append(context.get("signal")))
+            k.model.push(respond.tool_call("wait", {}))
+        a.send("A")
+        if where == "mid-stream":
+            await k.until(lambda: bool(k.model.requests), "A's model call")
+            signals.append(k.model.signals[0])
+        else:
+            await k.until(lambda: bool(signals), "the tool call")
+        signal = signals[0]
+        if signal is None or not callable(getattr(signal, "add_listener", None)):
+            pytest.skip("the step's signal takes no listeners here")
+        signal.add_listener(boom)
+        try:
+            a.dispose()
+        except Exception as exc:
+            raise AssertionError(f"dispose() {where} raised {exc!r} from a throwing listener on the step's abort "
+                                 "signal: disposal cannot be broken by a throwing listener (DISP-2)") from exc
+        assert a.status == "disposed", f"dispose() {where} left the agent {a.status!r} (DISP-2)"
+        await k.idle(a)
+        assert k.statuses()[-1] == "disposed", f"the disposal was not announced: statuses {k.statuses()} (DISP-1)"
+        assert k.reasons(a) == [DISPOSED], k.reasons(a)
+        b = k.agent("b")
+        k.model.push(respond.text("b's answer"))
+        b.send("B")
+        await k.idle(b)
+        assert k.reasons(b) == [{"kind": "completed"}]
+
+    run(scenario)
+
+
 def _clear(exc: BaseException) -> bool:
     """A clear error says why: "disposed" (or "closed") in its message or its type's name. The
     exact wording is the implementation's."""

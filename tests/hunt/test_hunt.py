@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -305,6 +306,10 @@ def test_a_trace_signature_ignores_times_and_the_windows_own_calls_only() -> Non
     ("repair-message-closes-step", "tool", "reload", "problems", "LOG-5"),
     # round 29: a disposed agent still handed out by get(id) until its driver exits
     ("registry-left-until-driver-exit", "reply", "dispose", "problems", "SVC-6"),
+    # round 33: an adapter's own error once the signal fired; a repair the backend does not keep
+    # (the resume workload's persisted run died mid-turn)
+    ("signalled-raise-is-error", "steer", "cancel", "SIGNALLED", "ABORT-1"),
+    ("repair-not-stored", "resume", "send", "problems", "SVC-3"),
 ])
 def test_the_hunt_reaches_what_its_later_workloads_and_verbs_are_for(
         mutant: str, workload: str, verb: str, check: str, rule: str) -> None:
@@ -312,6 +317,26 @@ def test_the_hunt_reaches_what_its_later_workloads_and_verbs_are_for(
     assert _reference_findings(workload, verb) == []
     found = driver.hunt(resolve(f"mutant:{mutant}"), mutant, cfg).report["findings"]
     assert found and check in found[0]["checks"] and rule in found[0]["rules"], found
+
+
+def test_an_abort_observer_throwing_inside_dispose_is_a_window_and_dispose_must_not_raise() -> None:
+    # round 33: hang's second model call is stopped by a dispose(); its signal's second firing is
+    # inside that dispose(), where a window's raise is an abort observer that throws. dispose()
+    # cannot fail (0b, DISP-2): the world records one that raised as a problem naming DISP-2.
+    cfg = replace(_tiny("hang", "raise"), nth=2)
+    assert driver.hunt(REF, "reference", cfg).report["findings"] == []
+    found = driver.hunt(resolve("mutant:dispose-fire-unguarded"), "dispose-fire-unguarded", cfg).report["findings"]
+    assert found and "problems" in found[0]["checks"] and "DISP-2" in found[0]["rules"], found
+    assert found[0]["first"] == "hang: as a model call's signal fires#2: raise", found[0]["first"]
+
+
+def test_a_create_inside_the_agents_own_dispose_is_not_made() -> None:
+    # examples/spec_loop leaves the registry before it fires the step's signal in dispose(): a
+    # create of the id there (a window as hang's signal fires inside the dispose) may succeed, and
+    # is no second live agent (the first is on its way out): the world makes no create there
+    cfg = replace(_tiny("hang", "create"), nth=2)
+    impl = resolve("examples.spec_loop.adapter:implementation")
+    assert driver.hunt(impl, "spec_loop", cfg).report["findings"] == []
 
 
 def test_explore_deviates_once_per_schedule_right_after_the_window_acted() -> None:

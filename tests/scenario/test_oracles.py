@@ -975,6 +975,19 @@ def test_a_failed_turn_is_announced_at_the_step_its_error_event_names() -> None:
     assert found is not None and "no agent/error announced it" in found.message
 
 
+def test_a_failure_a_disposal_overtook_before_its_announcement_is_not_judged() -> None:
+    # ERR-9 leaves open whether an announcement still pending when a disposal began is made: a
+    # dispose from the error event's own listener, before any agent/error, then turn/end{disposed}
+    start, message, _end = _turn(0, 1, "A")
+    failed = _log(2, "error", turn=1, step=1, message="boom")
+    disposed = _log(3, "turn/end", turn=1, reason={"kind": "disposed"})
+    tl = [_op("send", "A"), start, message, failed, _op("dispose", by="window", status="running"), disposed]
+    assert _check("ERR-9", tl) is None
+    # without the disposal in between, the failure is owed its announcement
+    found = _check("ERR-9", [_op("send", "A"), start, message, failed, disposed, _op("dispose", status="disposed")])
+    assert found is not None and "no agent/error announced it" in found.message
+
+
 def test_a_turn_end_listeners_throw_during_disposal_is_swallowed() -> None:
     start, message, _end = _turn(0, 1, "A")
     disposed = _log(2, "turn/end", turn=1, reason={"kind": "disposed"})
@@ -1648,6 +1661,22 @@ def test_an_inject_of_content_json_cannot_encode_raises_once_its_one_shot_turn_i
     assert _check("INJ-2", [bad, *one_shot, raised, *waiter, _flush("start"), _flush("end"), released, *closing]) is None
     disposed = [bad, *one_shot, raised, *waiter, _op("dispose"), released, _flush("start"), _flush("end"), *closing]
     assert _check("INJ-2", disposed) is None  # a disposal releases waiters (IDLE-4)
+
+
+def test_an_inject_with_a_source_json_cannot_encode_raises_and_writes_nothing() -> None:
+    # INJ-4: "A source that is not serialisable raises and writes nothing"
+    bad = _op("inject", "F", bad_source=True)
+    raised = {"kind": "op/error", "by": "caller", "op": "inject", "agent": "a", "error": "TypeError: not JSON"}
+    closing = [{"kind": "world/closing"}, {"kind": "world/closed", "agents": {"a": "disposed"}, "logs": {"a": 0}}]
+    assert _check("INJ-2", [bad, raised, *closing]) is None
+    found = _check("INJ-2", [bad, *closing])
+    assert found is not None and found.rules == ("INJ-4",) and "did not raise" in found.message
+    wrote = [bad, _log(0, "turn/start", turn=1, trigger={"kind": "injection"}),
+             _log(1, "context/message", content=[{"type": "text", "text": "F"}]), raised, *closing]
+    found = _check("INJ-2", wrote)
+    assert found is not None and found.rules == ("INJ-4",) and "writes nothing" in found.message
+    # a disposed agent's raise is DISP-3's
+    assert _check("INJ-2", [_op("dispose"), dict(bad, status="disposed"), *closing]) is None
 
 
 def test_a_listeners_failure_carries_the_code_of_the_error_it_raised() -> None:

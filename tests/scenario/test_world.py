@@ -555,6 +555,32 @@ def test_a_reload_resumes_the_session_on_a_second_service_while_the_writer_runs(
     assert failed[0]["rules"] == ["SVC-3", "LOG-5"] and "step 1 still open" in failed[0]["message"], failed
 
 
+RESUMED_INTERRUPTED = """
+name: resumed-interrupted
+agents: [{id: a, resume: sess-1, history: [H1], interrupted: true}]
+model: [{text: hi}]
+listeners:
+  - {name: persist, on: session/flush, times: always, hold: 0.01}
+actors:
+  - {name: caller, after: agent/created, do: [{send: A}, {when_idle: w}, {wait_idle: w}]}
+"""
+
+
+def test_a_persisted_run_that_died_mid_turn_is_resumed_repaired() -> None:
+    # AgentSpec.interrupted: the seeded run dies inside one more turn, its model streaming (its
+    # service is never closed, as a dead process's is not); the resume loads that turn repaired
+    # (turn/end{interrupted}, SVC-3, LOG-5), and the world's end-of-run resume of the flushed
+    # session reads what the agent logged after it (a backend that handed the repair back
+    # without keeping it fails there: the store has a gap)
+    sc, report = _round_trip_and_run(RESUMED_INTERRUPTED, "interrupted.yaml", "agents")
+    loaded = [e for e in report.trace.timeline if e["kind"] == "log" and e.get("loaded")]
+    assert [e["type"] for e in loaded if e["type"] in ("turn/start", "turn/end")] == [
+        "turn/start", "turn/end", "turn/start", "turn/end"]
+    assert loaded[-1]["data"]["reason"] == {"kind": "interrupted"}
+    failed = engine.run_one(sc, mutants.get("repair-not-stored")).trace.failures
+    assert failed and failed[0]["rules"] == ["SVC-3"] and "resuming a flushed session" in failed[0]["message"], failed
+
+
 def test_only_a_sessions_first_reload_is_judged() -> None:
     # the reference's backend writes its repair into the store, and the writer goes on appending
     # after it: a second load reads two writers' events, which no rule speaks of
