@@ -1691,6 +1691,7 @@ def _bad_inject_check(view: TraceView, agent: str) -> Violation | None:
         if wrote is not None:
             return Violation(f"agent {agent}: inject({op.get('text')!r}) with a source JSON cannot encode logged a "
                              "context/message (INJ-4: such a source raises and writes nothing)", wrote["_i"], ("INJ-4",))
+    raises = [e["_i"] for e in view.ops(agent, "raise") if e.get("on") != "session/flush"]
     for op in bad:
         err = answers.get(op["_i"])
         # a dispose or close before the answer (the world's own close comes after every run)
@@ -1698,6 +1699,8 @@ def _bad_inject_check(view: TraceView, agent: str) -> Violation | None:
             (e["_i"] for e in view.of_kind("world/closed")), len(view.timeline))
         if op.get("status") == "disposed" or any(i < answered_at for i in stops):
             continue  # (a driver cancelled earlier leaves an agent PY-1 judges, not INJ-4)
+        if err is None and any(op["_i"] < i < answered_at for i in raises):
+            continue  # a listener threw first (on the one-shot turn/start, say): the content may never be appended
         if err is None:
             return Violation(f"agent {agent}: inject() of content JSON cannot encode did not raise (INJ-4: bad input "
                              "raises to the caller)", op["_i"], ("INJ-4",))
