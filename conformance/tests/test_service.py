@@ -428,6 +428,46 @@ def test_duplicate_live_ids_only(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("SVC-2", "SVC-3")
+def test_a_rejected_duplicate_create_leaves_the_backend_alone(run: Run) -> None:
+    # SVC-2: a second live agent with an id in use is rejected *before any session is created*.
+    # A create that made its session first would, named with the live agent's own session id,
+    # start that session's persisted log again, and, named with a new one, leave a session no
+    # agent owns. Right after the rejections, a second service over the same backend finds the
+    # live agent's flushed turn, and no session under the new id.
+    async def scenario(k: Kit) -> None:
+        _persistence_or_skip(k.impl)
+        store = k.impl.new_persistence()
+        first = k.impl.create_service(persistence=store)
+        first.register_model(MODEL, FakeModel(default=respond.text("ok")))
+        a = first.create_agent("epsilon", "sess-live", agent_options={"model": MODEL})
+        a.send("one")
+        await k.idle(a)
+        for session in ("sess-live", "sess-other"):
+            with pytest.raises(Exception) as info:  # rejected, in the implementation's words
+                first.create_agent("epsilon", session, agent_options={"model": MODEL})
+            assert info.type is not AssertionError
+        assert first.get("epsilon") is a
+        second = k.impl.create_service(persistence=store)
+        second.register_model(MODEL, FakeModel(default=respond.text("ok")))
+        b = await second.resume("reader", "sess-live", agent_options={"model": MODEL})
+        turns = [e["data"]["turn"] for e in b.session.events if e["type"] == "turn/start"]
+        assert turns == [1], (f"the live agent's persisted session holds turns {turns} once a duplicate create of "
+                              "its id and session was rejected: it is rejected before any session is created "
+                              "(SVC-2), leaving the log as the live agent wrote it")
+        try:
+            stray = await second.resume("stray", "sess-other", agent_options={"model": MODEL})
+        except Exception:
+            stray = None  # no such session: nothing was created for the rejected create
+        assert stray is None or not stray.session.events, (
+            "a rejected create_agent left a session under its id in the backend (SVC-2: rejected before any "
+            "session is created)")
+        await second.close()
+        await first.close()
+
+    run(scenario)
+
+
 @pytest.mark.rule("SVC-3")
 def test_resume_continues_a_session_with_failed_turns(run: Run) -> None:
     # The persisted log holds a completed, a failed and an aborted turn: the resumed agent has

@@ -74,6 +74,35 @@ def test_continuation_waterfall_can_force(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("CONT-1")
+def test_a_forced_stop_holds_after_steering_was_drained(run: Run) -> None:
+    # CONT-1: steering drained after a step makes the default decision "continue", and the
+    # agent/turn-continuation waterfall may still force-stop: the turn ends after that step. The
+    # steering is not stranded: it is in the log (steering/message) and in the next turn's history.
+    # (CONT-2's override is for steering a step-end or continuation listener adds, still waiting.)
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        decisions: list[object] = []
+
+        async def stop(agent: object, turn: int, decision: object, next: object) -> object:
+            decisions.append(decision)
+            await next()  # type: ignore[operator]
+            return False
+
+        k.on("agent/turn-continuation", stop, needs="the test forces a stop there")
+        k.model.push(fakes.text("steered").hook(lambda: a.steer("S")), fakes.text("next turn"))
+        a.send("one")
+        await k.idle(a)
+        assert decisions == [True], f"steering drained after the step makes the default continue: {decisions}"
+        assert len(k.events(a, "step/start")) == 1, "the forced stop ends the turn after its one step (CONT-1)"
+        assert [texts(e["data"]["content"]) for e in k.events(a, "steering/message")] == [["S"]]
+        a.send("two")
+        await k.idle(a)
+        assert "S" in request_texts(k.model.requests[-1]), "the drained steering is in the next turn's history"
+
+    run(scenario)
+
+
 @pytest.mark.rule("CONT-2")
 def test_steering_from_step_end_overrides_stop(run: Run) -> None:
     async def scenario(k: Kit) -> None:
