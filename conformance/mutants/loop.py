@@ -583,4 +583,17 @@ MUTANTS = [
         interleaving=False,
         notes='Round 15 (written blind; the third loop round wrote it too): the suite killed it (LOOP-6); the hunt finds it since the step-result-plugin workload, whose plugin keeps only the first of two tool calls, and TOOLS dispatching no call the logged message lacks.',
     ),
+    Mutant(
+        'drained-steering-overrides-stop',
+        "steering drained after the step overrides a forced stop of the continuation waterfall, as CONT-2's steering added by a listener does: a plugin's force-stop is ignored whenever the step drained steering",
+        ('CONT-1', 'CONT-2'),
+        '4',
+        (
+            Patch('agent',
+                  '            if not decision and self._inbox.has_steering:\n',
+                  '            if not decision and (self._inbox.has_steering or steered):\n'),
+        ),
+        notes="Round 36 (session 40, written blind in altloop): the suite passed it until "
+              "test_a_forced_stop_holds_after_steering_was_drained (CONT-1: the waterfall may force-stop).",
+    ),
 ]
