@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 VERBS = ("send", "steer", "inject", "cancel", "abort", "dispose", "when_idle", "raise", "close", "create",
-         "cancel_driver", "reconfigure", "reload")
+         "cancel_driver", "reconfigure", "reload", "stop")
 """The actions a window may do: a caller's, ``raise`` (the listener throws, as a plugin might:
 last in a sequence, and only where a listener acts) and ``close`` (the service's ``close()``,
 SVC-7: last in a sequence, after nothing or after the work or waiter it must deal with) and
@@ -19,7 +19,8 @@ in-process Python implementation: one over the wire has no driver task here) and
 two or more are registered, else a tool registered, SVC-5: alone) and ``reload`` (the agent's
 session resumed on a second service over the same backend while it runs, as after a process that
 died there, SVC-3 and the repair of a turn left open: alone, and only where the implementation has
-the ``persistence`` feature)."""
+the ``persistence`` feature) and ``stop`` (an ``agent/turn-continuation`` listener's vote to stop
+the turn, as a plugin's force-stop, CONT-1: alone, by a listener, at that waterfall only)."""
 
 MODES = ("listener", "actor")
 """How a window acts: synchronously in a listener at its point, or by an actor started there."""

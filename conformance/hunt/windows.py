@@ -191,7 +191,7 @@ may have released its waiters only before the status event it is in (upstream's 
 "idle-listener cancellation settles its waiter"; round 20b, 2026-12-05)."""
 
 
-ALONE = ("create", "cancel_driver", "reconfigure", "reload")
+ALONE = ("create", "cancel_driver", "reconfigure", "reload", "stop")
 """The verbs a window does alone (see :func:`sequences`)."""
 
 
@@ -216,8 +216,9 @@ def sequences(verbs: Sequence[str], depth: int, mode: str = "listener") -> list[
                 continue
             if n > 1 and any(v in seq for v in ALONE):
                 continue
-            if mode == "actor" and "reload" in seq:
-                continue  # a reload is a task of its own already: an actor would only start it a step later
+            if mode == "actor" and ("reload" in seq or "stop" in seq):
+                continue  # a reload is a task of its own already: an actor would only start it a step later;
+                # a stop is the vote a continuation listener returns
             out.append(seq)
     if depth == 2:
         out += [seq for seq in WITHDRAWN if set(seq) <= set(verbs)]
@@ -353,4 +354,6 @@ def enumerate_windows(workload: Workload, pts: list[Point], verbs: Sequence[str]
                     continue  # the world's own setup, not the implementation, would fail
                 if point.on == "persistence/load" and actions not in (("create",), ("close",)):
                     continue  # no agent yet: a caller can take its id (SVC-2) or close the service (SVC-7)
+                if "stop" in actions and not (point.on == "agent/turn-continuation" and point.when == "before"):
+                    continue  # the vote is a continuation listener's (once per call: before and after next() vote alike)
                 yield Window(workload.name, point, actions, mode)

@@ -1293,12 +1293,14 @@ def _steering_check(view: TraceView) -> Violation | None:
     for agent in view.agents:
         cancels = [e["_i"] for e in view.ops(agent, "cancel", "abort", *DISPOSERS)]
         steers = view.steers(agent)
+        stops = [e["_i"] for e in view.ops(agent, "stop")]  # a continuation listener's forced stop (CONT-1)
         for t in view.turns(agent):
             if t["reason"] not in _NORMAL:
                 continue
             events = t["events"]
             for k, e in enumerate(events):
-                if e["type"] == "steering/message" and not any(x["type"] == "step/start" for x in events[k:]):
+                if e["type"] == "steering/message" and not any(x["type"] == "step/start" for x in events[k:]) and not any(
+                        e["_i"] < i < t["end_i"] for i in stops):
                     return Violation(f"agent {agent}: steering logged in turn {t['turn']} got no model step "
                                      "(STEER-2)", e["_i"], ("STEER-2", "CONT-1"))
             for s in steers:
@@ -1488,6 +1490,28 @@ def _late_failure_check(view: TraceView) -> Violation | None:
                                  f"disposed, and that was announced through agent/error ({late.get('error')}): "
                                  "during disposal it is swallowed and the reason stays disposed (ERR-10, DISP-4)",
                                  late["_i"], ("ERR-10", "DISP-4"))
+    return None
+
+
+def _forced_stop_check(view: TraceView) -> Violation | None:
+    """CONT-1: the ``agent/turn-continuation`` waterfall may force-stop: once a listener voted to
+    stop (a ``stop`` op), the turn opens no further step, steering drained after the step or not.
+    Not judged where steering was queued after the step's ``step/end`` (it waits at the gate:
+    CONT-2 lets a listener's override the stop, and a caller's there the contract leaves open)."""
+    for op in view.of_kind("op", op="stop"):
+        agent, at = str(op.get("agent")), op["_i"]
+        turn = next((t for t in view.turns(agent) if t["_i"] < at and (t["end_i"] is None or t["end_i"] > at)), None)
+        if turn is None:
+            continue
+        ended = max((e["_i"] for e in turn["events"] if e["type"] == "step/end" and e["_i"] < at), default=turn["_i"])
+        nxt = next((e for e in turn["events"] if e["type"] == "step/start" and e["_i"] > at), None)
+        if nxt is None:
+            continue
+        if any(ended < q["_i"] < nxt["_i"] and q.get("steering") for q in view.of_kind("agent/queued", agent=agent)):
+            continue
+        return Violation(f"agent {agent}: an agent/turn-continuation listener voted to stop turn {turn['turn']}, but "
+                         f"the turn opened step {nxt['data'].get('step')} (CONT-1: the waterfall may force-stop; "
+                         "steering drained after the step does not override it)", nxt["_i"], ("CONT-1",))
     return None
 
 
@@ -3012,6 +3036,8 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("INJ-1", _injected_check, "an inject while a turn is open appends its context into that turn",
               ("INJ-1",)),
     LoopCheck("ABORT-1", _deferred_abort_check, "an abort with no step in flight is not deferred", ("ABORT-1",)),
+    LoopCheck("CONT-1", _forced_stop_check, "a continuation listener's vote to stop ends the turn after its step",
+              ("CONT-1",)),
     LoopCheck("UNRETURNED", _unreturned_message_check,
               "no assistant/message for a step stopped inside its agent/step-result waterfall", ("LOOP-6", "ABORT-1")),
     LoopCheck("SIGNALLED", _signalled_stream_check, "a stream stopped by the step's abort signal ends its turn aborted",

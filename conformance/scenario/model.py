@@ -39,11 +39,12 @@ DEFAULT_IDLE_TIMEOUT = 600.0
 """Virtual seconds the world waits for quiescence (a waiter, the final settle, the close)."""
 
 LISTENER_VERBS = ("send", "steer", "inject", "cancel", "abort", "dispose", "raise", "when_idle", "close", "create",
-                  "cancel_driver", "reconfigure", "reload")
-"""What a listener may do: synchronous verbs only (it runs inside the emitter)."""
+                  "cancel_driver", "reconfigure", "reload", "stop")
+"""What a listener may do: synchronous verbs only (it runs inside the emitter); ``stop`` only on
+``agent/turn-continuation``."""
 
-ACTOR_VERBS = (*LISTENER_VERBS, "sleep", "wait_idle", "wait_for")
-"""What an actor may do: the listener verbs plus the awaiting ones."""
+ACTOR_VERBS = (*(v for v in LISTENER_VERBS if v != "stop"), "sleep", "wait_idle", "wait_for")
+"""What an actor may do: the listener verbs (but ``stop``, a waterfall's vote) plus the awaiting ones."""
 
 
 class ScenarioError(Exception):
@@ -63,7 +64,9 @@ class Action:
     Python caller's way to stop it, PY-1) nothing; ``reconfigure`` (the service's sections
     and tools changed while the agents run, SVC-5: see ``World.reconfigure``) nothing; ``reload``
     (the agent's session resumed on a second service over the same backend while it runs, as
-    after a process that died there, SVC-3: see ``World.reload``) nothing.
+    after a process that died there, SVC-3: see ``World.reload``) nothing; ``stop`` (an
+    ``agent/turn-continuation`` listener's vote to stop the turn, a plugin's force-stop, CONT-1)
+    nothing.
     ``agent`` is the agent acted on (the
     scenario's first agent when ``None``). ``wait`` makes an actor's ``inject`` await the
     injection.

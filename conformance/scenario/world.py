@@ -1031,6 +1031,8 @@ class World:
             self.cancel_driver(agent, by=by, on=on)
         elif verb == "reconfigure":
             self.reconfigure(by=by, on=on)
+        elif verb == "stop":  # the vote itself is the continuation listener's return value (install)
+            self._record_op(by, "stop", self.handle(agent), on)
         elif verb == "reload":
             self.reload(agent, by=by, on=on)
         elif verb == "raise":
@@ -1098,6 +1100,8 @@ class World:
         elif event in ev.WATERFALLS:
             after = listener.when == "after"
             rewrite = dict(listener.rewrite) if listener.rewrite else None
+            # CONT-1: a continuation listener's vote to stop the turn (a plugin's force-stop)
+            stops = event == "agent/turn-continuation" and any(a.verb == "stop" for a in listener.do)
 
             async def waterfall(*args: Any) -> Any:
                 fired = False if after else react(args[:-1])
@@ -1109,6 +1113,8 @@ class World:
                 if fired and event == "agent/step-result":
                     # UNRETURNED: a message logged before this returns is not what the waterfall returned
                     simulator.observe("waterfall/returned", on=event, listener=name)
+                if fired and stops:
+                    return False
                 if fired and rewrite is not None and isinstance(value, Mapping):
                     # a plugin's rewrite of the chain's value: its own objects, which it may edit
                     # later (LOG-1: the log keeps a snapshot; edited once the run is over)

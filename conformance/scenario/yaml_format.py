@@ -487,6 +487,10 @@ def _action(node: Node, agents: list[str], allowed: tuple[str, ...]) -> Action:
         if arg.value() is not None:
             raise arg.error(f"{verb} takes no argument (it acts on the service: {{{verb}: null}})")
         return Action(verb)
+    if verb == "stop":
+        if arg.value() is not None:
+            raise arg.error("stop takes no argument (the listener votes to stop the turn: {stop: null})")
+        return Action(verb)
     if verb == "when_idle":
         if arg.is_map():
             f = arg.keys(("name", "agent"), required=("name",))
@@ -546,6 +550,8 @@ def _listener(node: Node, agents: list[str]) -> Listener:
             raise f["rewrite"].error("rewrite needs at least one field")
     if "do" in f:
         do = _actions(f["do"], agents, LISTENER_VERBS)
+        if any(a.verb == "stop" for a in do) and event != "agent/turn-continuation":
+            raise f["do"].error("stop is a vote of an agent/turn-continuation listener (on: agent/turn-continuation)")
     elif (event == "session/flush" and hold) or rewrite:
         do = ()  # a slow flush or a rewriting plugin that does nothing else
     else:
@@ -930,7 +936,7 @@ def _action_out(a: Action) -> dict[str, Any]:
         if a.thrown:
             return {verb: {"message": a.message, "thrown": True}}
         return {verb: a.message} if a.code is None else {verb: {"message": a.message, "code": a.code}}
-    if verb in ("close", "reconfigure"):
+    if verb in ("close", "reconfigure", "stop"):
         return {verb: None}
     if verb == "when_idle":
         return {verb: a.name if a.agent is None else {"name": a.name, "agent": a.agent}}

@@ -1750,3 +1750,21 @@ def test_a_call_of_a_tool_nobody_registered_gets_an_unknown_tool_error_result() 
     assert _check("TOOLS", timeline(None, plugin)) is None
     registered = {"kind": "op", "op": "reconfigure", "by": "window", "agent": None, "tools": ["ghost", "lookup"]}
     assert _check("TOOLS", timeline(None, registered)) is None
+
+
+def test_a_continuation_listeners_vote_to_stop_ends_the_turn_after_its_step() -> None:
+    # CONT-1: the waterfall may force-stop, steering drained after the step or not; steering
+    # queued after the step's step/end waits at the gate, which CONT-2 lets override the stop
+    start, message, _end = _turn(0, 1, "A")
+    step1 = [_log(2, "step/start", turn=1, step=1), _log(3, "steering/message", turn=1, content=[]),
+             _log(4, "step/end", turn=1, step=1)]
+    stop = _op("stop", by="window", status="running", on="agent/turn-continuation")
+    step2 = [_log(5, "step/start", turn=1, step=2), _log(6, "step/end", turn=1, step=2)]
+    end = _log(7, "turn/end", turn=1, reason={"kind": "completed"})
+    found = _check("CONT-1", [start, message, *step1, stop, *step2, end])
+    assert found is not None and found.rules == ("CONT-1",) and "opened step 2" in found.message
+    assert _check("CONT-1", [start, message, *step1, stop, dict(end, seq=5)]) is None
+    waiting = {"kind": "agent/queued", "agent": "a", "text": "S", "steering": True, "source": "user"}
+    assert _check("CONT-1", [start, message, *step1, waiting, stop, *step2, end]) is None
+    # and the steering drained into the stopped turn got no model step: not STEER-2's concern
+    assert _check("STEERING", [start, message, *step1, stop, dict(end, seq=5)]) is None

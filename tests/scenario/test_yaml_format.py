@@ -75,6 +75,10 @@ BAD = [
     (GOOD + "listeners:\n  - on: agent/status\n    times: always\n", 7, "missing required field 'do'"),
     (GOOD + "listeners:\n  - on: session/flush\n    times: always\n", 7, "only a slow flush"),
     (GOOD.replace("{send: A}", "{close: now}"), 5, "do[0].close: close takes no argument"),
+    (GOOD.replace("{send: A}", "{stop: null}"), 5, "unknown action 'stop'"),
+    (GOOD + "listeners:\n  - on: agent/status\n    do: [{stop: null}]\n", 8,
+     "stop is a vote of an agent/turn-continuation listener"),
+    (GOOD + "listeners:\n  - on: agent/turn-continuation\n    do: [{stop: now}]\n", 8, "stop takes no argument"),
     (GOOD + "listeners:\n  - on: agent/status\n    rewrite: {call_id: x}\n", 8,
      "listeners[0].rewrite: rewrite (fields of the value next() returned) goes with a waterfall"),
     (GOOD + "listeners:\n  - on: tools/execute\n    rewrite: {}\n", 8, "rewrite needs at least one field"),
@@ -288,3 +292,27 @@ def test_a_raise_may_throw_a_value_that_is_no_error_object() -> None:
     assert [e["data"]["message"] for e in errors] == ["boom"] and "code" not in errors[0]["data"]
     with pytest.raises(ScenarioError, match="no error object: it has no code"):
         load_text(GOOD + "listeners:\n  - on: agent/request\n    do: [{raise: {message: b, code: E, thrown: true}}]\n")
+
+
+def test_a_continuation_listener_votes_to_stop_and_the_turn_ends() -> None:
+    # CONT-1: `stop` makes an agent/turn-continuation listener return false, a forced stop even
+    # though the step had a tool call: the turn ends after it; it round-trips through YAML
+    from conformance.impl import resolve
+    from conformance.scenario import engine
+    from conformance.scenario.yaml_format import dump
+
+    text = """\
+name: stopped
+model: [{tool_call: {name: lookup, args: {q: x}}}, {text: never}]
+tools: {lookup: found}
+listeners:
+  - {on: agent/turn-continuation, do: [{stop: null}]}
+actors:
+  - {at: 0, do: [{send: A}, {when_idle: w}, {wait_idle: w}]}
+"""
+    sc = load_text(text)
+    assert load_text(dump(sc)).listeners == sc.listeners
+    report = engine.run_one(sc, resolve(None))
+    assert report.ok, report.trace.failure_messages()
+    steps = [e for e in report.trace.timeline if e["kind"] == "log" and e.get("type") == "step/start"]
+    assert len(steps) == 1, "the forced stop ends the turn after its first step"
