@@ -470,4 +470,18 @@ MUTANTS = [
               "the `fail` case of test_a_stream_stopped_by_the_abort_ends_the_turn_aborted_whatever_the_adapter_does "
               "(an adapter raising StreamClosed, on_abort('fail')); the hunt found it in the steer workload (SIGNALLED).",
     ),
+    Mutant(
+        'cancelled-turn-skips-empty-step',
+        "the cancel marker is checked at the top of the step loop, before step/start: a cancel from agent/turn-start ends the turn aborted with no step, where CANCEL-STEP opens and closes the dropped step empty",
+        ('CANCEL-STEP',),
+        '8',
+        (
+            Patch('agent',
+                  '            if self._disposed:\n                return  # DISP-1: the turn closes as disposed\n            turn.step += 1\n',
+                  '            if self._disposed:\n                return  # DISP-1: the turn closes as disposed\n            if self._marker is not None:\n                turn.aborted = self._marker\n                return\n            turn.step += 1\n'),
+        ),
+        notes="Round 36 (session 40, written blind in altloop as cancel-step-unopened): the suite killed it "
+              "(CANCEL-STEP's tests); the hunt missed it until the CANCEL-STEP oracle (a cancel from "
+              "agent/turn-start before the first step leaves an empty step).",
+    ),
 ]

@@ -1493,6 +1493,27 @@ def _late_failure_check(view: TraceView) -> Violation | None:
     return None
 
 
+def _dropped_step_check(view: TraceView) -> Violation | None:
+    """CANCEL-STEP: a cancel from a synchronous ``agent/turn-start`` listener, before the turn's
+    first step, drops that step: it is still opened and closed empty (``step/start``,
+    ``step/end``), the model is not called, and the turn ends ``aborted``. Judged where the turn
+    ended ``aborted`` (a disposal, a failure or a driver's cancel ends it otherwise)."""
+    for op in view.of_kind("op", op="cancel"):
+        if op.get("on") != "agent/turn-start":
+            continue
+        agent, at = str(op.get("agent")), op["_i"]
+        turn = next((t for t in view.turns(agent) if t["_i"] < at and (t["end_i"] is None or t["end_i"] > at)), None)
+        if turn is None or turn["end_i"] is None or turn["reason"] != "aborted":
+            continue
+        if any(e["type"] == "step/start" and e["_i"] < at for e in turn["events"]):
+            continue  # not before the first step
+        if not any(e["type"] == "step/start" for e in turn["events"]):
+            return Violation(f"agent {agent}: a cancel from agent/turn-start ended turn {turn['turn']} with no step: "
+                             "the dropped step is opened and closed empty (CANCEL-STEP: step/start, step/end and "
+                             "their notifications, no model call)", turn["end_i"], ("CANCEL-STEP",))
+    return None
+
+
 def _forced_stop_check(view: TraceView) -> Violation | None:
     """CONT-1: the ``agent/turn-continuation`` waterfall may force-stop: once a listener voted to
     stop (a ``stop`` op), the turn opens no further step, steering drained after the step or not.
@@ -3036,6 +3057,8 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("INJ-1", _injected_check, "an inject while a turn is open appends its context into that turn",
               ("INJ-1",)),
     LoopCheck("ABORT-1", _deferred_abort_check, "an abort with no step in flight is not deferred", ("ABORT-1",)),
+    LoopCheck("CANCEL-STEP", _dropped_step_check, "a cancel from agent/turn-start drops the first step, opened "
+              "and closed empty", ("CANCEL-STEP",)),
     LoopCheck("CONT-1", _forced_stop_check, "a continuation listener's vote to stop ends the turn after its step",
               ("CONT-1",)),
     LoopCheck("UNRETURNED", _unreturned_message_check,

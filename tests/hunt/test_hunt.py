@@ -312,6 +312,7 @@ def test_a_trace_signature_ignores_times_and_the_windows_own_calls_only() -> Non
     ("repair-not-stored", "resume", "send", "problems", "SVC-3"),
     # round 36: a forced stop at the continuation gate ignored after drained steering
     ("drained-steering-overrides-stop", "steer", "stop", "CONT-1", "CONT-1"),
+    ("cancelled-turn-skips-empty-step", "reply", "cancel", "CANCEL-STEP", "CANCEL-STEP"),
 ])
 def test_the_hunt_reaches_what_its_later_workloads_and_verbs_are_for(
         mutant: str, workload: str, verb: str, check: str, rule: str) -> None:

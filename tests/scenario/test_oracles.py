@@ -1768,3 +1768,16 @@ def test_a_continuation_listeners_vote_to_stop_ends_the_turn_after_its_step() ->
     assert _check("CONT-1", [start, message, *step1, waiting, stop, *step2, end]) is None
     # and the steering drained into the stopped turn got no model step: not STEER-2's concern
     assert _check("STEERING", [start, message, *step1, stop, dict(end, seq=5)]) is None
+
+
+def test_a_cancel_from_turn_start_still_opens_and_closes_the_dropped_step() -> None:
+    # CANCEL-STEP: the first step is dropped, opened and closed empty, and the turn ends aborted
+    start, message, _end = _turn(0, 1, "A")
+    cancel = _op("cancel", by="window", status="running", on="agent/turn-start", reason="")
+    aborted = _log(2, "turn/end", turn=1, reason={"kind": "aborted", "reason": ""})
+    found = _check("CANCEL-STEP", [start, message, cancel, aborted])
+    assert found is not None and found.rules == ("CANCEL-STEP",) and "with no step" in found.message
+    empty = [_log(2, "step/start", turn=1, step=1), _log(3, "step/end", turn=1, step=1)]
+    assert _check("CANCEL-STEP", [start, message, cancel, *empty, dict(aborted, seq=4)]) is None
+    # a turn a disposal ended is DISP-1's
+    assert _check("CANCEL-STEP", [start, message, cancel, dict(aborted, data={"turn": 1, "reason": {"kind": "disposed"}})]) is None
