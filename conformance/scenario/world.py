@@ -383,8 +383,10 @@ class World:
     async def _seed(self, specs: list[AgentSpec]) -> None:
         """Write the persisted runs of ``specs`` into the backend: each agent, on a service of
         its own over the same backend, runs its history a turn per prompt under its resume
-        session id, then that service closes. Nothing of it is observed: the resumed log is
-        recorded when it is loaded."""
+        session id, then that service closes. A run that is ``interrupted`` dies inside one more
+        turn, its model streaming: that service is left as a dead process's is, never closed
+        (:meth:`_bury` closes it once the run is judged). Nothing of it is observed: the resumed
+        log is recorded when it is loaded."""
         try:
             service = self.impl.create_service(persistence=self._store)
             # one answer per turn, in the order the turns run; a run about to die gets a stream that
@@ -395,7 +397,7 @@ class World:
             seed = FakeModel(script, default=respond.text("earlier"), name="seed", observe=False,
                              on_request=called.set)
             service.register_model("seed", seed)
-            dying = []
+            died = False
             for spec in specs:
                 h = service.create_agent(spec.id, str(spec.resume), None, _options("seed", spec.system_prompt))
                 for prompt in spec.history:
@@ -405,8 +407,8 @@ class World:
                     called.clear()
                     h.send(_DYING)
                     await asyncio.wait_for(called.wait(), self.idle_timeout)
-                    dying.append(h)
-            if dying:
+                    died = True
+            if died:
                 self._dead_service = service  # never closed (a close would end those turns): it died
                 return
             await asyncio.wait_for(_as_coro(service.close()), self.idle_timeout)
