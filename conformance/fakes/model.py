@@ -700,7 +700,7 @@ class FakeModel:
         raised: BaseException | None = None  # the scripted raise, once made
         signalled = False  # the stream stopped at the step's abort signal
         fails_on_abort = isinstance(entry, Response) and entry.abort_mode == "fail"
-        request_signal = request.get("signal")
+        signal: Any = None
         try:
             if error is not None:
                 outcome = "exhausted"
@@ -754,7 +754,7 @@ class FakeModel:
                 outcome = "ended"
         except asyncio.CancelledError:
             outcome = "cancelled"
-            if fails_on_abort and request_signal is not None and request_signal.aborted:
+            if fails_on_abort and signal is not None and signal.aborted:
                 # a client whose connection the abort closed turns the cancelled read into its own error
                 outcome, signalled = "aborted", True
                 raise StreamClosed("the connection was closed while reading the response") from None

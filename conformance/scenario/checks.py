@@ -1402,7 +1402,7 @@ def _one_failure_check(view: TraceView) -> Violation | None:
     for agent in view.agents:
         announced: dict[int, list[Event]] = {}
         steps: dict[Any, set[Any]] = {}  # turn -> the steps its announcements named (step 0 included)
-        stopped = [e["_i"] for e in view.ops(agent, *DISPOSERS)]
+        stopped = [e["_i"] for e in view.ops(agent, *DISPOSERS)] + view.closings()
         for e in view.of_kind("agent/error", agent=agent):
             steps.setdefault(e.get("turn"), set()).add(e.get("step"))
             if e.get("step") not in (0, None) and isinstance(e.get("turn"), int):  # step 0: before any turn (ERR-8)
@@ -1420,8 +1420,7 @@ def _one_failure_check(view: TraceView) -> Violation | None:
             # announcement (the turn then ends disposed: whether an announcement still pending when
             # the disposal began is made, or swallowed as ERR-10's are during disposal, is open).
             horizon = t["end_i"] if t["end_i"] is not None else len(view.timeline)
-            if errors and not steps.get(t["turn"]) and any(
-                    errors[0]["_i"] < i < horizon for i in [*stopped, *view.closings()]):
+            if errors and not steps.get(t["turn"]) and any(errors[0]["_i"] < i < horizon for i in stopped):
                 continue
             if errors and step not in steps.get(t["turn"], ()):
                 named = sorted(str(x) for x in steps.get(t["turn"], ()))
@@ -1502,8 +1501,8 @@ def _dropped_step_check(view: TraceView) -> Violation | None:
         if op.get("on") != "agent/turn-start":
             continue
         agent, at = str(op.get("agent")), op["_i"]
-        turn = next((t for t in view.turns(agent) if t["_i"] < at and (t["end_i"] is None or t["end_i"] > at)), None)
-        if turn is None or turn["end_i"] is None or turn["reason"] != "aborted":
+        turn = _ended_turn_around(view, agent, at)
+        if turn is None or turn["reason"] != "aborted":
             continue
         if any(e["type"] == "step/start" and e["_i"] < at for e in turn["events"]):
             continue  # not before the first step
@@ -1521,7 +1520,7 @@ def _forced_stop_check(view: TraceView) -> Violation | None:
     CONT-2 lets a listener's override the stop, and a caller's there the contract leaves open)."""
     for op in view.of_kind("op", op="stop"):
         agent, at = str(op.get("agent")), op["_i"]
-        turn = next((t for t in view.turns(agent) if t["_i"] < at and (t["end_i"] is None or t["end_i"] > at)), None)
+        turn = _turn_around(view, agent, at)
         if turn is None:
             continue
         ended = max((e["_i"] for e in turn["events"] if e["type"] == "step/end" and e["_i"] < at), default=turn["_i"])
@@ -1721,13 +1720,24 @@ def _bad_inject_check(view: TraceView, agent: str) -> Violation | None:
             answers[answered["_i"]] = failed
     # the world's own close comes once every injection it started has settled: not a stop
     stops = [e["_i"] for e in view.ops(agent, *DISPOSERS)] + view.closings(caller=True)
+    closed = next((e["_i"] for e in view.of_kind("world/closed")), len(view.timeline))
+
+    def answer(op: Event) -> tuple[Event | None, int] | None:
+        """The ``op/error`` answering ``op`` (``None``: it did not raise) and where the answer came
+        (the world's close when none); ``None`` when the agent was disposed first, or a dispose, a
+        driver's cancel or a caller's close came before the answer (DISP-3's, PY-1's, SVC-7's)."""
+        err = answers.get(op["_i"])
+        answered_at = err["_i"] if err is not None else closed
+        if op.get("status") == "disposed" or any(i < answered_at for i in stops):
+            return None
+        return err, answered_at
+
     for op in bad_sources:
         # "A source that is not serialisable raises and writes nothing"
-        err = answers.get(op["_i"])
-        answered_at = err["_i"] if err is not None else next(
-            (e["_i"] for e in view.of_kind("world/closed")), len(view.timeline))
-        if op.get("status") == "disposed" or any(i < answered_at for i in stops):
+        got = answer(op)
+        if got is None:
             continue
+        err, _ = got
         if err is None:
             return Violation(f"agent {agent}: inject() with a source JSON cannot encode did not raise (INJ-4: a "
                              "source that is not serialisable raises and writes nothing)", op["_i"], ("INJ-4",))
@@ -1738,12 +1748,10 @@ def _bad_inject_check(view: TraceView, agent: str) -> Violation | None:
                              "context/message (INJ-4: such a source raises and writes nothing)", wrote["_i"], ("INJ-4",))
     raises = [e["_i"] for e in view.ops(agent, "raise") if e.get("on") != "session/flush"]
     for op in bad:
-        err = answers.get(op["_i"])
-        # a dispose or close before the answer (the world's own close comes after every run)
-        answered_at = err["_i"] if err is not None else next(
-            (e["_i"] for e in view.of_kind("world/closed")), len(view.timeline))
-        if op.get("status") == "disposed" or any(i < answered_at for i in stops):
-            continue  # (a driver cancelled earlier leaves an agent PY-1 judges, not INJ-4)
+        got = answer(op)
+        if got is None:
+            continue
+        err, answered_at = got
         if err is None and any(op["_i"] < i < answered_at for i in raises):
             continue  # a listener threw first (on the one-shot turn/start, say): the content may never be appended
         if err is None:

@@ -71,7 +71,9 @@ class Connection:
         self._promises: dict[str, WirePromise] = {}
         self._listeners: dict[int, Callable[..., Any]] = {}
         self._load_hooks: dict[str, Callable[[str], Any]] = {}  # persistence id -> WirePersistence.hold's hook
-        self._passed: dict[int, dict[str, Held]] = {}  # the caller's objects a send/steer/inject passed (§9.1)
+        # what the driver's code handed the child and may edit later (§9.1): the caller's objects
+        # a send, steer, inject or append passed, a tool's result, a plugin's new value
+        self._passed: dict[int, dict[str, Held]] = {}
         self._models: dict[int, Any] = {}
         self._tools: dict[int, Any] = {}
         self._signals: dict[str, AbortController] = {}
@@ -496,8 +498,9 @@ class Connection:
         return self.keep({"result": result})
 
     def sync_passed(self, *, epoch: int | None = None) -> None:
-        """Send the child what the caller has edited, in place, in what it passed (it applies
-        each to its decoded copy: a loop that kept the caller's object in its log shows it)."""
+        """Send the child what the driver's code has edited, in place, in what it handed over and
+        kept (:meth:`keep`; the child applies each to its decoded copy: a loop that kept such an
+        object in its log shows it)."""
         for ref, held in self._passed.items():
             for name, value in held.items():
                 edit = value.edit()
