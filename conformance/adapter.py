@@ -24,6 +24,12 @@ the reference, the service and agent objects *are* the handles. Rules of the sui
 * Listeners the kit only uses to observe are marked with :func:`observer`. An adapter may call
   such a listener after the event rather than inside it (in order with everything else it
   reports), for example without a round trip over the wire (``conformance.wire``).
+* The step's abort signal (``request["signal"]`` of a model request, ``execution["signal"]``
+  of a tool call) is what the kit's fake model and tools read, so it has: ``aborted`` (bool),
+  ``reason`` (the reason once fired, else None), ``add_listener(callback)`` (the callback gets
+  the reason, synchronously, once; at once when already fired; it may return a disposer),
+  ``await wait()`` (resolves with the reason) and ``throw_if_aborted()`` (raises an error whose
+  ``code`` is ``"ABORTED"``). The spec gives the signal no API; this is the reference's.
 * ``reentrant_model`` (optional, default true): whether a caller may act on the implementation
   synchronously from inside a model call (the kit's fake model's ``stream()``). An adapter
   that calls the model where it cannot be re-entered (``conformance.wire``) says false, and

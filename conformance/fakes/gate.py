@@ -115,12 +115,24 @@ async def wait_abortable(
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[bool] = loop.create_future()
     handle = loop.call_later(delay, _resolve, fut, True)
-    dispose = signal.add_listener(lambda _reason: _resolve(fut, False))
+    dispose = listen(signal, lambda _reason: _resolve(fut, False))
     try:
         return await fut
     finally:
         handle.cancel()
         dispose()
+
+
+def listen(signal: AbortSignal, callback: Callable[[Any], object]) -> Callable[[], object]:
+    """``signal.add_listener(callback)``, and what undoes it: the spec gives the step's signal no
+    API, so a signal whose ``add_listener`` returns no disposer is taken as it is (the kit's
+    callbacks only resolve a future once, so one left registered does no harm)."""
+    dispose = signal.add_listener(callback)
+    return dispose if callable(dispose) else _nothing
+
+
+def _nothing() -> None:
+    return None
 
 
 def _resolve(fut: asyncio.Future[bool], value: bool) -> None:
@@ -131,7 +143,7 @@ def _resolve(fut: asyncio.Future[bool], value: bool) -> None:
 async def _wait_signal(signal: AbortSignal | None) -> bool:
     """Hang until ``signal`` fires (forever without one); always returns ``False``."""
     fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-    dispose = signal.add_listener(lambda _r: _resolve(fut, False)) if signal is not None else None
+    dispose = listen(signal, lambda _r: _resolve(fut, False)) if signal is not None else None
     try:
         return await fut
     finally:
@@ -150,7 +162,7 @@ async def _wait_gate(signal: AbortSignal | None, gate: Any, task_name: str) -> b
         task.add_done_callback(lambda _t: _resolve(fut, True))
         disposers.append(task.cancel)
     if signal is not None:
-        disposers.append(signal.add_listener(lambda _r: _resolve(fut, False)))
+        disposers.append(listen(signal, lambda _r: _resolve(fut, False)))
     try:
         return await fut
     finally:

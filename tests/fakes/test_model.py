@@ -330,6 +330,41 @@ def test_hang_until_aborted_then_finish_aborted_at_the_abort_time() -> None:
     assert model.outcomes == ["aborted"]
 
 
+class _SignalWithoutDisposers:
+    """A step signal whose ``add_listener`` returns nothing (the spec gives the signal no API)."""
+
+    def __init__(self, signal: Any) -> None:
+        self._signal = signal
+
+    @property
+    def aborted(self) -> bool:
+        return bool(self._signal.aborted)
+
+    @property
+    def reason(self) -> Any:
+        return self._signal.reason
+
+    def add_listener(self, callback: Callable[[Any], object]) -> None:
+        self._signal.add_listener(callback)
+
+
+@pytest.mark.parametrize("response", [
+    respond.text("hi").hang(after=0),
+    respond.text("hi").timing(first=60.0),
+    respond.text("hi").gate(Gate("never")),
+], ids=["hang", "latency", "gate"])
+def test_a_signal_whose_add_listener_returns_no_disposer_still_stops_the_stream(response: Response) -> None:
+    model = FakeModel([response])
+
+    async def main() -> list[tuple[float, dict[str, Any]]]:
+        ctrl = AbortController()
+        asyncio.get_running_loop().call_later(30.0, ctrl.abort, "user")
+        return await collect(model, request(signal=_SignalWithoutDisposers(ctrl.signal)))
+
+    out = run(main)
+    assert out[-1] == (30.0, v.finish("aborted"))
+
+
 def test_abort_between_chunks_is_honoured_promptly() -> None:
     model = FakeModel([respond.text("abcdef", deltas=6).timing(first=1.0, between=1.0)])
 
