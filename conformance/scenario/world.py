@@ -368,8 +368,8 @@ class World:
             self._store = self.impl.new_persistence()
         except Exception as exc:
             raise ScenarioSetupError(f"{self.impl.name}: new_persistence() raised {_describe(exc)}") from exc
-        if callable(getattr(self._store, "load", None)):
-            return ObservedLoads(self._store, self)
+        if observe_loads(self._store, self):
+            return self._store
         hold = getattr(self._store, "hold", None)
         if callable(hold):  # a backend in the implementation's process (the wire)
             hold(self._held_load)
@@ -378,7 +378,7 @@ class World:
     async def _held_load(self, session_id: str) -> None:
         """A load of a backend living elsewhere, held as :class:`ObservedLoads` holds one here."""
         simulator.observe("persistence/load", agent=self.loading(session_id), session=session_id)
-        await asyncio.sleep(ObservedLoads.HOLD)
+        await asyncio.sleep(LOAD_HOLD)
 
     async def _seed(self, specs: list[AgentSpec]) -> None:
         """Write the persisted runs of ``specs`` into the backend: each agent, on a service of
@@ -387,6 +387,7 @@ class World:
         turn, its model streaming: that service is left as a dead process's is, never closed
         (:meth:`_bury` closes it once the run is judged). Nothing of it is observed: the resumed
         log is recorded when it is loaded."""
+        quiet = _QUIET_LOADS.set(True)
         try:
             service = self.impl.create_service(persistence=self._store)
             # one answer per turn, in the order the turns run; a run about to die gets a stream that
@@ -418,6 +419,8 @@ class World:
         except Exception as exc:
             raise ScenarioSetupError(f"{self.impl.name}: writing the persisted session of a resumed agent "
                                      f"raised {_describe(exc)}") from exc
+        finally:
+            _QUIET_LOADS.reset(quiet)
 
     async def resume(self, spec: AgentSpec, *, by: str = "world") -> AgentHandle | None:
         """``service.resume(id, session)`` (SVC-3), recorded as an ``op`` naming the session; once
@@ -471,6 +474,7 @@ class World:
         self._injections.append(task)  # the run waits for it like an actor
 
     async def _reload(self, agent_id: str, session: str, first: bool, flushed: bool, by: str) -> None:
+        _QUIET_LOADS.set(True)  # this task's own context: the check's load is no point of the run
         service: Any = None
         reloaded = f"{agent_id}-reloaded-{len(self._reloaded) + 1}"
         try:
@@ -1384,6 +1388,7 @@ class World:
         if self._store is None or not self._flushed:
             return
         service: Any = None
+        quiet = _QUIET_LOADS.set(True)
         try:
             service = self.impl.create_service(persistence=self._store)
             for agent_id, upto in self._flushed.items():
@@ -1405,6 +1410,7 @@ class World:
                     await asyncio.wait_for(_as_coro(service.close()), self.idle_timeout)
                 except Exception:  # judged by SVC-7 in the run itself; this service is the check's
                     pass
+            _QUIET_LOADS.reset(quiet)
 
     def _judge_persisted(self, agent: str, session: str, upto: int, logged: list[Any], loaded: list[Any]) -> None:
         for i, event in enumerate(loaded):
@@ -1728,34 +1734,37 @@ def build_tool(spec: ToolSpec) -> FakeTool:
 
 
 
-class ObservedLoads:
-    """A persistence backend whose asynchronous ``load()`` is a point of the run: awaited, it is
-    observed as ``persistence/load`` (the agent resuming, the session) and then takes a moment
-    of virtual time, as a database or a file read would, before the backend's own load. A
-    synchronous ``load()``, and every other attribute, is the backend's as it is."""
+LOAD_HOLD = 0.01
+"""Virtual seconds an observed load of a persistence backend takes (:func:`observe_loads`)."""
 
-    HOLD = 0.01
-    """Virtual seconds a load takes."""
+_QUIET_LOADS: contextvars.ContextVar[bool] = contextvars.ContextVar("loopkit_quiet_loads", default=False)
+"""Set in the world's own resumes (a reload's second service, the end-of-run check): their loads
+are the checks', not points of the run."""
 
-    def __init__(self, inner: object, world: World) -> None:
-        self._inner: Any = inner
-        self._world = weakref.ref(world)
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("_inner", "_world"):
-            raise AttributeError(name)
-        return getattr(self._inner, name)
+def observe_loads(store: object, world: World) -> bool:
+    """Make the asynchronous ``load()`` of the implementation's persistence backend a point of
+    the run: awaited, it is observed as ``persistence/load`` (the agent resuming, the session)
+    and then takes :data:`LOAD_HOLD` of virtual time, as a database or a file read would, before
+    the backend's own load. The backend object itself is what the implementation's services get
+    (an implementation may check that it is the one ``new_persistence()`` made): the hold is its
+    instance's own ``load``. False when its ``load`` is synchronous (no caller can act inside it)
+    or cannot be replaced (then loads are not points)."""
+    inner = getattr(store, "load", None)
+    if not inspect.iscoroutinefunction(inner):
+        return False
+    ref = weakref.ref(world)
 
-    def load(self, session_id: str, *args: Any, **kwargs: Any) -> Any:
-        inner = self._inner.load
-        if not inspect.iscoroutinefunction(inner):
-            return inner(session_id, *args, **kwargs)  # synchronous: no caller can act inside it
-        return self._held(inner, session_id, *args, **kwargs)
-
-    async def _held(self, inner: Callable[..., Any], session_id: str, *args: Any, **kwargs: Any) -> Any:
-        # observed once the load is awaited: what acts here acts inside the resume's await
-        world = self._world()
-        agent = world.loading(session_id) if world is not None else None
-        simulator.observe("persistence/load", agent=agent, session=session_id)
-        await asyncio.sleep(self.HOLD)
+    async def load(session_id: str, *args: Any, **kwargs: Any) -> Any:
+        if not _QUIET_LOADS.get():
+            w = ref()
+            simulator.observe("persistence/load", agent=w.loading(session_id) if w is not None else None,
+                              session=session_id)
+            await asyncio.sleep(LOAD_HOLD)
         return await inner(session_id, *args, **kwargs)
+
+    try:
+        store.load = load  # type: ignore[attr-defined]
+    except (AttributeError, TypeError):  # __slots__, a frozen or built-in backend
+        return False
+    return True
