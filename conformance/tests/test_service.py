@@ -765,30 +765,35 @@ def test_resume_of_a_log_interrupted_after_a_closed_step(run: Run, where: str) -
 
 
 class HeldLoads:
-    """A persistence backend whose ``load()`` waits at a gate, as a database or a file read
-    would: the wrapped backend, every other attribute passed through as it is (a synchronous
-    method stays synchronous, an async one async). A ``load()`` that returns an awaitable is
-    held until the gate opens; a synchronous one cannot be held (no await, so nothing can land
-    in it) and returns at once."""
+    """The loads of a persistence backend held at a gate, as a database or a file read would
+    be: a ``load()`` that returns an awaitable is held until the gate opens; a synchronous one
+    cannot be held (no await, so nothing can land in it) and returns at once. The service is
+    given the backend itself (an implementation may check that it is the one
+    ``new_persistence()`` made): the held ``load`` is its instance's own (:meth:`installed`), or
+    the backend's ``hold(hook)`` (:meth:`hooked`)."""
 
-    def __init__(self, inner: Any, gate: Gate, kit: Kit) -> None:
-        self._inner = inner
+    def __init__(self, load: Callable[..., Any], gate: Gate, kit: Kit) -> None:
+        self._load = load
         self._gate = gate
         self._kit = kit
         self.entered = 0
         """Calls of ``load()`` so far."""
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("_inner", "_gate", "_kit"):
-            raise AttributeError(name)
-        return getattr(self._inner, name)
+    @classmethod
+    def installed(cls, store: Any, gate: Gate, kit: Kit) -> HeldLoads | None:
+        """Hold ``store``'s loads in place (``None``: its ``load`` cannot be replaced)."""
+        held = cls(store.load, gate, kit)
+        try:
+            store.load = held.load
+        except (AttributeError, TypeError):  # __slots__, a frozen or built-in backend
+            return None
+        return held
 
     @classmethod
     def hooked(cls, store: Any, gate: Gate, kit: Kit) -> HeldLoads:
         """Hold the loads of a backend living in the implementation's process, through its
-        ``hold(hook)`` (the wire's: the child asks before each load); the service is given
-        ``store`` itself."""
-        held = cls(store, gate, kit)
+        ``hold(hook)`` (the wire's: the child asks before each load)."""
+        held = cls(store.load if callable(getattr(store, "load", None)) else _no_load, gate, kit)
         store.hold(held._hook)
         return held
 
@@ -800,7 +805,7 @@ class HeldLoads:
     def load(self, *args: Any, **kwargs: Any) -> Any:
         self.entered += 1
         self._kit.poke()
-        result = self._inner.load(*args, **kwargs)
+        result = self._load(*args, **kwargs)
         if not inspect.isawaitable(result):
             return result
         return self._held(result)
@@ -810,6 +815,10 @@ class HeldLoads:
         return await result
 
 
+def _no_load(*_args: Any, **_kwargs: Any) -> Any:
+    raise AssertionError("a hooked backend's loads happen where it lives")
+
+
 def _persistence_or_skip(impl: Implementation) -> None:
     if "persistence" not in impl.features:
         pytest.skip("not-applicable: feature persistence not supported")
@@ -817,8 +826,8 @@ def _persistence_or_skip(impl: Implementation) -> None:
 
 def _opaque_skip(opaque: list[str]) -> None:
     if opaque:
-        pytest.skip(f"not-applicable: the persistence backend ({opaque[0]}) has no load() in this process to "
-                    "hold at a gate, nor a hold() to hold it where it lives")
+        pytest.skip(f"not-applicable: the persistence backend ({opaque[0]}) cannot be held at a gate: it has no "
+                    "load() in this process that can be replaced, nor a hold() to hold it where it lives")
 
 
 async def _persisted(k: Kit, store: Any, agent_id: str, session_id: str) -> None:
@@ -842,8 +851,11 @@ async def _held_service(k: Kit, opaque: list[str]) -> tuple[ServiceHandle, HeldL
         return None
     await _persisted(k, store, "x", "sess-1")
     gate = k.gate("load")
-    held = HeldLoads.hooked(store, gate, k) if hooked else HeldLoads(store, gate, k)
-    service = k.impl.create_service(persistence=store if hooked else held)
+    held = HeldLoads.hooked(store, gate, k) if hooked else HeldLoads.installed(store, gate, k)
+    if held is None:
+        opaque.append(type(store).__name__)
+        return None
+    service = k.impl.create_service(persistence=store)
     service.register_model(MODEL, FakeModel(default=respond.text("ok")))
     return service, held, gate
 

@@ -60,3 +60,21 @@ class WithoutHooks(ReferenceImplementation):
 
     def create_service(self, *, persistence: object | None = None) -> Any:
         return _DeafService(super().create_service(persistence=persistence), self.deaf)
+
+
+class OwnBackendsOnly(ReferenceImplementation):
+    """The reference behind an adapter that takes only the persistence backends it made, as an
+    implementation may check (the adapter protocol: a backend from ``new_persistence()``)."""
+
+    def __init__(self) -> None:
+        super().__init__(name="own-backends-only")
+        self.made: list[object] = []
+
+    def new_persistence(self) -> object:
+        self.made.append(super().new_persistence())
+        return self.made[-1]
+
+    def create_service(self, *, persistence: object | None = None) -> Any:
+        if persistence is not None and not any(persistence is p for p in self.made):
+            raise TypeError("persistence must come from new_persistence()")
+        return super().create_service(persistence=persistence)

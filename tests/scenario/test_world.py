@@ -24,6 +24,8 @@ from conformance.scenario.world import ScenarioSetupError
 from conformance.scenario.yaml_format import dump, load_text
 from simulator.strategies import RandomStrategy
 
+from ..conformance_meta.broken_adapters import OwnBackendsOnly
+
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "cassettes" / "llm"
 WINDOWS = ROOT / "tests" / "hunt_windows"  # hunt windows kept as regressions, on their schedule
@@ -591,35 +593,15 @@ def test_only_a_sessions_first_reload_is_judged() -> None:
     assert sum(e["kind"] == "op" and e["op"] == "reload" for e in report.trace.timeline) == 2
 
 
-class _OwnBackendsOnly:
-    """The reference behind an adapter that takes only the persistence backends it made, as an
-    implementation may check (the adapter protocol: a backend from ``new_persistence()``)."""
-
-    def __init__(self) -> None:
-        self.made: list[object] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(REFERENCE, name)
-
-    def new_persistence(self) -> object:
-        self.made.append(REFERENCE.new_persistence())
-        return self.made[-1]
-
-    def create_service(self, *, persistence: object | None = None) -> Any:
-        if persistence is not None and not any(persistence is p for p in self.made):
-            raise TypeError("persistence must come from new_persistence()")
-        return REFERENCE.create_service(persistence=persistence)
-
-
 def test_services_get_the_backend_new_persistence_made_and_its_loads_are_still_points() -> None:
     # the world holds an awaited load on the backend itself (persistence/load, SVC-2's window)
     # rather than handing the implementation a stand-in; the loads of its own checks (a reload's
     # second service, the end-of-run resume) are not points of the run
-    impl = _OwnBackendsOnly()
-    report = engine.run_one(load_text(RESUMED, origin="resumed.yaml"), impl)  # type: ignore[arg-type]
+    impl = OwnBackendsOnly()
+    report = engine.run_one(load_text(RESUMED, origin="resumed.yaml"), impl)
     assert report.ok, report.trace.failure_messages()
     assert [e["session"] for e in report.trace.timeline if e["kind"] == "persistence/load"] == ["sess-1"]
-    report = engine.run_one(load_text(RELOAD_MID_TOOL, origin="reload.yaml"), impl)  # type: ignore[arg-type]
+    report = engine.run_one(load_text(RELOAD_MID_TOOL, origin="reload.yaml"), impl)
     assert report.ok, report.trace.failure_messages()
     tl = report.trace.timeline
     assert any(e["kind"] == "reload/loaded" for e in tl) and not any(e["kind"] == "persistence/load" for e in tl)
