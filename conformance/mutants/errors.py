@@ -226,4 +226,31 @@ MUTANTS = [
               "test_a_contained_agent_queued_failure_is_warned and WARNED's clause for a throw that "
               "did not reach the caller's send().",
     ),
+    Mutant(
+        "error-listener-skips-announce",
+        "the error event's append and the turn's announcement share one try: a session/event listener throwing on "
+        "the error event (contained, ERR-4) skips agent/error, and the failed turn is never announced",
+        ("ERR-9", "ERR-4"),
+        "7",
+        (
+            Patch(
+                "agent",
+                "            try:\n"
+                "                self._session.append(\"error\", data)\n"
+                "            except Exception as inner:  # ERR-4: a throwing listener on `error` is contained\n"
+                "                self._warn(turn.number, \"a session/event listener on error failed\", inner)\n"
+                "        self._announce(turn.number, step, exc)\n",
+                "            try:\n"
+                "                self._session.append(\"error\", data)\n"
+                "                self._announce(turn.number, step, exc)\n"
+                "            except Exception as inner:  # ERR-4: a throwing listener on `error` is contained\n"
+                "                self._warn(turn.number, \"a session/event listener on error failed\", inner)\n"
+                "            return\n"
+                "        self._announce(turn.number, step, exc)\n",
+            ),
+        ),
+        notes="Round 41 (session 41, written blind in upport as error-append-swallows-announce): the suite passed "
+              "it until test_a_failed_turn_is_announced_though_a_listener_throws_on_its_error_event; the hunt "
+              "found it (ERR-9, the finish-aborted workload).",
+    ),
 ]

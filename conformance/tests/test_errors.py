@@ -240,6 +240,31 @@ def test_throwing_session_event_listener(run: Run, event_type: str) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("ERR-9", "ERR-4")
+@pytest.mark.parametrize("how", ["raised", "finish-error"])
+def test_a_failed_turn_is_announced_though_a_listener_throws_on_its_error_event(run: Run, how: str) -> None:
+    # ERR-4 contains a session/event listener throwing on the error event; that throw is a later
+    # failure of a turn that has recorded one (ERR-9: neither logged nor announced), and it does
+    # not take the turn's own announcement with it: every failed turn is announced exactly once,
+    # carrying the original error.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/error")
+        a = k.agent()
+        fired = _throw_once_on(k, "error")
+        k.model.push(respond.raises("model failed", code="E_MODEL") if how == "raised"
+                     else respond.error("model failed", "E_MODEL"))
+        a.send("one")
+        await k.idle(a)
+        assert fired[0], "the error event was logged"
+        assert _error_kinds(k, a) == ["error"]
+        announced = [(turn, getattr(exc, "code", None), str(exc)) for turn, _step, exc in k.noted("agent/error")]
+        assert len(announced) == 1 and announced[0][0] == 1 and "model failed" in announced[0][2], (
+            f"the failed turn must be announced once, with the model's error: {announced}")
+        assert announced[0][1] == "E_MODEL", f"agent/error carries the original error (code E_MODEL): {announced}"
+
+    run(scenario)
+
+
 @pytest.mark.rule("LOG-4", "ERR-1")
 @pytest.mark.parametrize("event_type", ["user/message", "step/start", "assistant/message"])
 def test_a_throwing_session_event_listener_on_any_event_leaves_the_turns_paired(run: Run, event_type: str) -> None:
