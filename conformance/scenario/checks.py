@@ -982,8 +982,11 @@ def _maxtok_check(view: TraceView) -> Violation | None:
         # A driver task cancelled by a listener (inside the driver's own stretch) stops at its
         # next suspension, and the turn it was running may end as that stretch decides; cancelled
         # by an actor, the driver is suspended, so the turn it is in ends disposed (PY-1, DISP-1).
-        disposals = [i for i in view.disposals(agent)
-                     if view.timeline[i].get("op") != "cancel_driver" or view.timeline[i].get("on") is None]
+        # A cancelled driver task disposes the agent where the cancellation lands, in the driver's
+        # own await: a turn another task runs (a driver that supervises per-turn tasks) may end
+        # as it would until then. The agent's `disposed` status, among the disposals, is that moment.
+        disposals = [i for i in view.disposals(agent) if view.timeline[i].get("op") != "cancel_driver"]
+        drivers = [o["_i"] for o in view.ops(agent, "cancel_driver")]
         for t in view.turns(agent):
             if not t["ended"]:
                 continue
@@ -1017,8 +1020,10 @@ def _maxtok_check(view: TraceView) -> Violation | None:
                                  "disposal is not a failure; a throw while the disposed turn closes is not logged)",
                                  logged["_i"], ("DISP-5", "DISP-4"))
             if any(i < t["end_i"] for i in disposals) and reason not in allowed:
-                how = ("its driver task was cancelled (PY-1)" if view.timeline[next(i for i in disposals if i < t["end_i"])]
-                       .get("op") == "cancel_driver" else "dispose()")
+                first = next(i for i in disposals if i < t["end_i"])
+                how = ("its driver task was cancelled (PY-1) and the agent went disposed"
+                       if view.timeline[first].get("kind") == "agent/status" and any(i < first for i in drivers)
+                       else "dispose()")
                 return Violation(f"{where} closed after {how} but ends {reason} (DISP-1)", t["end_i"],
                                  ("DISP-1", "MAXTOK-3", "PY-1") if how != "dispose()" else ("DISP-1", "MAXTOK-3"))
             for e in t["events"]:

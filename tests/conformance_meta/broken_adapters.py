@@ -78,3 +78,46 @@ class OwnBackendsOnly(ReferenceImplementation):
         if persistence is not None and not any(persistence is p for p in self.made):
             raise TypeError("persistence must come from new_persistence()")
         return super().create_service(persistence=persistence)
+
+
+class _SupervisedService:
+    """A service whose agents' driver task is a supervisor of its own: cancelled, its
+    done-callback disposes the agent a few callbacks later (``hops``), as a loop that runs turns
+    in tasks of their own and supervises them may."""
+
+    def __init__(self, service: Any, hops: int) -> None:
+        self._service = service
+        self._hops = hops
+        self._tasks: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._service, name)
+
+    def driver_task(self, agent: Any) -> Any:
+        import asyncio
+
+        task = self._tasks.get(agent.id)
+        if task is None:
+            loop = asyncio.get_running_loop()
+            task = self._tasks[agent.id] = loop.create_task(asyncio.sleep(3600), name=f"supervisor-{agent.id}")
+
+            def hop(left: int) -> None:
+                if left:
+                    loop.call_soon(hop, left - 1)
+                else:
+                    agent.dispose()
+
+            task.add_done_callback(lambda _task: hop(self._hops))
+        return task
+
+
+class SupervisedDriver(ReferenceImplementation):
+    """The reference, its driver task a supervisor whose cancellation disposes the agent from a
+    done-callback (PY-1 holds: the agent ends disposed once the cancellation landed)."""
+
+    def __init__(self, hops: int = 3) -> None:
+        super().__init__(name="supervised-driver")
+        self.hops = hops
+
+    def create_service(self, *, persistence: object | None = None) -> Any:
+        return _SupervisedService(super().create_service(persistence=persistence), self.hops)

@@ -545,6 +545,16 @@ def test_max_tokens_precedence() -> None:
                 _log(1, "turn/end", turn=1, reason={"kind": "completed"})]
     assert "DISP-1" in (_check("MAXTOK", disposed) or ck.Violation("")).message
     assert _check("MAXTOK", [_op("send", "A"), *_ended(0, 1, "A", {"kind": "max-tokens"}, chunk)]) is None
+    # PY-1: a cancelled driver task disposes the agent where the cancellation lands; a turn another
+    # task runs may end as it would before then, not once the agent went disposed
+    started = [_op("send", "A"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}),
+               _op("cancel_driver", status="running", by="window")]
+    before = [*started, _log(1, "turn/end", turn=1, reason={"kind": "completed"}), _status("disposed")]
+    assert _check("MAXTOK", before) is None
+    after = [*started, _status("disposed"), _log(1, "turn/end", turn=1, reason={"kind": "completed"})]
+    found = _check("MAXTOK", after)
+    assert found is not None and found.rules == ("DISP-1", "MAXTOK-3", "PY-1"), found
+    assert "its driver task was cancelled (PY-1) and the agent went disposed" in found.message
 
 
 def test_tools_in_order_contained_and_aborted() -> None:

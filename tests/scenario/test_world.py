@@ -24,7 +24,7 @@ from conformance.scenario.world import ScenarioSetupError
 from conformance.scenario.yaml_format import dump, load_text
 from simulator.strategies import RandomStrategy
 
-from ..conformance_meta.broken_adapters import OwnBackendsOnly
+from ..conformance_meta.broken_adapters import OwnBackendsOnly, SupervisedDriver
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "cassettes" / "llm"
@@ -438,6 +438,19 @@ def test_a_cancelled_driver_that_does_not_end_the_agent_disposed_is_a_py1_proble
     report = engine.run_one(load_text(text, origin="cancel-driver.yaml"), mutants.get(mutant))
     found = [f["message"] for f in report.trace.failures if "PY-1" in f["rules"]]
     assert any(says in m for m in found), report.trace.failure_messages()
+
+
+@pytest.mark.parametrize("when", ["mid-stream", "unstarted"])
+def test_a_driver_that_disposes_its_agent_from_a_done_callback_meets_py1(when: str) -> None:
+    # PY-1 asks that a cancelled driver ends the agent disposed: a supervisor task whose
+    # done-callback disposes it (a few callbacks after the task ended) does
+    text = _CANCEL_DRIVER
+    if when == "unstarted":
+        text = text.replace("  - {name: stopper, at: 1.5, do: [{cancel_driver: a}]}\n", "") + \
+            "listeners: [{on: agent/created, do: [{cancel_driver: a}]}]\n"
+    report = engine.run_one(load_text(text, origin="cancel-driver.yaml"), SupervisedDriver())
+    assert report.ok, report.trace.failure_messages()
+    assert report.trace.timeline[-1]["agents"] == {"a": "disposed"}
 
 
 def test_a_waterfall_listener_rewrites_the_value_next_returned() -> None:
