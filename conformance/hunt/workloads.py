@@ -224,8 +224,8 @@ def workloads() -> tuple[Workload, ...]:
             actors=(_caller("A", agent="a", name="caller"), _caller("B", agent="b", name="caller-b", waiter="done-b")),
             limits=LIMITS)),
         Workload("out-of-order", _scenario("out-of-order", (respond.chunks(
+            {"type": "block-start", "index": 1, "block_type": "reasoning"},  # a later index opens first (ASM-3)
             {"type": "block-start", "index": 0, "block_type": "text"},
-            {"type": "block-start", "index": 1, "block_type": "reasoning"},
             {"type": "reasoning-delta", "index": 1, "text": "think"},
             {"type": "block-end", "index": 1, "block": {"type": "reasoning", "text": "think"}},
             {"type": "text-delta", "index": 0, "text": "part"},
@@ -235,7 +235,7 @@ def workloads() -> tuple[Workload, ...]:
             {"type": "reasoning-delta", "index": 2, "text": "still"},  # no block-start, never closes: the
             {"type": "reasoning-delta", "index": 2, "text": " going"},  # block its deltas build is kept (ASM-2)
             {"type": "finish", "reason": {"kind": "stop"}}).timing(first=0, between=None),),
-            description="blocks closing out of order, one carrying provider_data, a reasoning block of deltas "
+            description="blocks opening and closing out of order, one carrying provider_data, a reasoning block of deltas "
                         "alone never closing; the chunks in one burst (one network read: no suspension between)")),
         Workload("inject", _scenario(
             # a long answer: the inject lands after some 70 of the turn's events (chunk 68 of 72;

@@ -1187,6 +1187,7 @@ def _tools_check(view: TraceView) -> Violation | None:
             open_calls: dict[Any, str] = {}
             names: dict[str, Any] = {}  # call id -> the tool its tool/call names
             calls: dict[str, int] = {}
+            counted: dict[tuple[Any, str], int] = {}  # (step, call id) -> its tool/calls less its tool/results
             first_error: dict[str, Any] | None = None
             raw: dict[Any, Any] = {}  # tool-call id -> its arguments in the step's assistant/message
             order: dict[Any, list[Any]] = {}  # step -> its message's tool-call ids not yet called, in order
@@ -1228,9 +1229,17 @@ def _tools_check(view: TraceView) -> Violation | None:
                                          "LOOP-6: dispatch uses the message the log records)", e["_i"],
                                          ("LOOP-6", "TOOL-2"))
                     open_calls[step] = str(data.get("call_id"))
+                    counted[(step, str(data.get("call_id")))] = counted.get((step, str(data.get("call_id"))), 0) + 1
                     calls[str(data.get("call_id"))] = e["_i"]
                     names[str(data.get("call_id"))] = data.get("name")
                 elif kind == "tool/result":
+                    key = (data.get("step"), str(data.get("call_id")))
+                    if key in counted:
+                        counted[key] -= 1
+                        if counted[key] < 0:
+                            return Violation(f"agent {agent}: tool call {data.get('call_id')} of step {key[0]} has a "
+                                             "second tool/result (LOOP-5: each call, then its tools/execute waterfall, "
+                                             "then its tool/result)", e["_i"], ("LOOP-5",))
                     expected = open_calls.pop(data.get("step"), None)
                     if expected is not None and str(data.get("call_id")) != expected:
                         return Violation(f"agent {agent}: the result of tool call {expected} is logged under call id "

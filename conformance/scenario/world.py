@@ -1051,7 +1051,9 @@ class World:
             self._raising(agent if agent is not None else subject, by, on, action.code, action.message)
             if action.thrown:
                 raise ThrownValue(action.message or "listener failure")
-            error = RuntimeError(action.message or "listener failure")
+            # a TypeError, what a plugin's own bug throws (an attribute of None; in JavaScript,
+            # of undefined): a loop that reads one from an append as "the data was no JSON" meets it
+            error = TypeError(action.message or "listener failure")
             if action.code is not None:
                 error.code = action.code  # type: ignore[attr-defined]  # ERR-7: a raised error's code
             raise error

@@ -80,6 +80,27 @@ def test_index_order_kept(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("ASM-3")
+def test_index_order_kept_for_blocks_that_open_out_of_order(run: Run) -> None:
+    # "by index", not by the order blocks first appear: a provider may open a later index first
+    # (a block-start, or a block built of deltas alone, ASM-2)
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        await _answer(k, a,
+            v.reasoning_delta(2, "R"),
+            v.block_start(1, "text"),
+            v.text_delta(1, "B"),
+            v.block_start(0, "text"),
+            v.text_delta(0, "A"),
+            v.block_end(0, v.text("A")),
+            v.block_end(1, v.text("B")),
+            v.finish("stop"),
+        )
+        assert _message(k, a) == [v.text("A"), v.text("B"), v.reasoning("R")]
+
+    run(scenario)
+
+
 @pytest.mark.rule("ASM-4")
 def test_no_finish_is_stop_and_last_usage_wins(run: Run) -> None:
     async def scenario(k: Kit) -> None:

@@ -240,6 +240,40 @@ def test_throwing_session_event_listener(run: Run, event_type: str) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("LOOP-5", "LOG-2")
+@pytest.mark.parametrize("kind", [TypeError, ValueError], ids=lambda k: k.__name__)
+def test_a_listener_throwing_on_a_tool_result_leaves_the_call_one_result(run: Run, kind: type[Exception]) -> None:
+    # A plugin's session/event listener fails on a tool/result with the kind of error a JSON
+    # encoder raises (a TypeError: a bug in the plugin). LOG-2: the event stays in the log; LOOP-5:
+    # each call gets its tool/result once. A loop that reads such an error as "the result was no
+    # JSON" and logs a second, failed result for the call breaks both. How the turn goes on after
+    # the throw, no rule here says.
+    async def scenario(k: Kit) -> None:
+        k.tool("echo")
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")), respond.text("done"))
+        fired: list[int] = []
+
+        def listener(_session: object, event: dict[str, Any]) -> None:
+            if event["type"] == "tool/result" and not fired:
+                fired.append(1)
+                raise kind("the plugin's own bug")
+
+        k.on("session/event", listener)
+        a = k.agent()
+        a.send("one")
+        await k.idle(a)
+        assert fired, "the tool's result was logged"
+        results = [e["data"] for e in k.events(a, "tool/result")]
+        assert [r["call_id"] for r in results] == ["c1"], f"one tool/result per call (LOOP-5): {results}"
+        assert results[0]["is_error"] is False, f"the logged result is the tool's: {results[0]}"
+        _nothing_after_turn_end(k, a)
+        a.send("two")
+        await k.idle(a)
+        assert k.prompts(a)[-1] == ["two"], "the loop stays alive"
+
+    run(scenario)
+
+
 @pytest.mark.rule("ERR-9", "ERR-4")
 @pytest.mark.parametrize("how", ["raised", "finish-error"])
 def test_a_failed_turn_is_announced_though_a_listener_throws_on_its_error_event(run: Run, how: str) -> None:

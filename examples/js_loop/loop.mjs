@@ -690,12 +690,20 @@ export class Agent {
       this.#warn(turn.number, `tool "${name}" (call ${callId}) failed`, error);
       result = errorResult(callId, error);
     }
-    const data = { turn: turn.number, step: turn.step, ...result, callId }; // TOOL-4: the model's id
+    this.logToolResult({ turn: turn.number, step: turn.step, ...result, callId }); // TOOL-4: the model's id
+  }
+
+  /** The call's one tool/result (LOOP-5). Content that is not JSON (LOG-1: rejected before it
+   * enters the log) is still a failed result; a session/event listener's throw, once the result
+   * is logged, is not: it fails the turn like any other, and the call keeps its one result. */
+  logToolResult(data) {
+    const before = this.session.length;
     try {
       this.session.append('tool/result', data);
     } catch (error) {
-      if (error instanceof TypeError) this.session.append('tool/result', { ...data, ...errorResult(callId, error) });
-      else throw error;
+      if (error instanceof TypeError && this.session.length === before) {
+        this.session.append('tool/result', { ...data, ...errorResult(data.callId, error) });
+      } else throw error;
     }
   }
 

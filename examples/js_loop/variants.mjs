@@ -13,6 +13,9 @@
 //   log-keeps-tool-result  a logged tool result keeps the content array the tool returned (LOG-1)
 //   log-keeps-step-result  a logged assistant message keeps the content array the
 //                          agent/step-result waterfall returned, a plugin's own (LOG-1)
+//   result-retried-on-type-error  any TypeError from logging a tool result is read as "the
+//                          result was no JSON", a session/event listener's too: the call gets a
+//                          second, failed tool/result (LOOP-5; round 42's note on this loop)
 
 import { Agent } from './loop.mjs';
 
@@ -49,6 +52,18 @@ const keepingContent = (...types) => class extends Agent {
   }
 };
 
+class ResultRetriedOnTypeError extends Agent {
+  logToolResult(data) {
+    try {
+      this.session.append('tool/result', data);
+    } catch (error) {
+      if (!(error instanceof TypeError)) throw error;
+      // the bug: the result may already be logged (a listener threw after the push)
+      this.session.append('tool/result', { ...data, isError: true, content: [{ type: 'text', text: `Error: ${error.message}` }] });
+    }
+  }
+}
+
 /** @type {Record<string, typeof Agent>} */
 export const VARIANTS = {
   'w2-settle-early': W2SettleEarly,
@@ -57,4 +72,5 @@ export const VARIANTS = {
   'log-keeps-callers-content': keepingContent('user/message'),
   'log-keeps-tool-result': keepingContent('tool/result'),
   'log-keeps-step-result': keepingContent('assistant/message'),
+  'result-retried-on-type-error': ResultRetriedOnTypeError,
 };

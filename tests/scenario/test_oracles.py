@@ -563,6 +563,15 @@ def test_tools_in_order_contained_and_aborted() -> None:
     overlapping = [_op("send", "A"), *_ended(0, 1, "A", {"kind": "completed"}, call(2, "c1"), call(3, "c2"),
                                               result(4, "c1"), result(5, "c2"))]
     assert "TOOL-1" in (_check("TOOLS", overlapping) or ck.Violation("")).message
+    # LOOP-5: a call has one tool/result (a loop that takes a listener's throw for "the result was
+    # no JSON" logs a second, failed one)
+    twice = [_op("send", "A"), *_ended(0, 1, "A", {"kind": "error", "message": "x"}, call(2, "c1"), result(3, "c1"),
+                                        dict(result(4, "c1"), data={**result(4, "c1")["data"], "is_error": True}))]
+    found = _check("TOOLS", twice)
+    assert found is not None and found.rules == ("LOOP-5",) and "second tool/result" in found.message, found
+    assert found.at == 5
+    assert _check("TOOLS", [_op("send", "A"), *_ended(0, 1, "A", {"kind": "completed"}, call(2, "c1"),
+                                                      result(3, "c1"))]) is None
     failed = [_op("send", "A"), {"kind": "tool/done", "tool": "t", "call_id": "c1", "outcome": "error", "error": "tool failed"},
               *_ended(0, 1, "A", {"kind": "error", "message": "tool failed"}, call(2, "c1"),
                       _log(3, "error", turn=1, step=1, message="tool failed"))]

@@ -5,7 +5,13 @@ variants fail the rules they break, and the Python specifics are not applicable.
 from __future__ import annotations
 
 import pytest
-from _wire import JS_LOOP, MARKER_NOT_RESET, W2_SETTLE_EARLY, requires_node
+from _wire import (
+    JS_LOOP,
+    MARKER_NOT_RESET,
+    RESULT_RETRIED_ON_TYPE_ERROR,
+    W2_SETTLE_EARLY,
+    requires_node,
+)
 
 from conformance.report import judge, to_json
 from conformance.runner import run_suite
@@ -49,7 +55,10 @@ def test_python_specifics_are_not_applicable_and_the_report_says_what_ran() -> N
     # CANCEL-4 also fails this one, rightly: steering re-queued after the cancel runs as a turn the
     # stale marker aborts (a cancel governs one turn).
     (MARKER_NOT_RESET, "MARKER-1", ["CANCEL-W2", "LOOP-8"]),
-], ids=["w2-settle-early", "marker-not-reset"])
+    # a listener's TypeError reaches the child as a TypeError (§6.3), which this variant takes for
+    # "the result was no JSON"
+    (RESULT_RETRIED_ON_TYPE_ERROR, "LOOP-5", ["LOG-1", "TOOL-3"]),
+], ids=["w2-settle-early", "marker-not-reset", "result-retried-on-type-error"])
 def test_each_buggy_variant_fails_the_rule_it_breaks(variant: str, rule: str, others: list[str]) -> None:
     statuses = _statuses(variant, [rule, *others])
     assert statuses[rule] == "failed"

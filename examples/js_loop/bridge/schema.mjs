@@ -304,10 +304,14 @@ export function encodeErrorInfo(error) {
 }
 
 /** An Error carrying a driver-side failure's name, message and code. */
+/** The built-in error classes an error info's `name` selects (§6.3); anything else is an Error. */
+const BUILT_IN = { TypeError, RangeError, ReferenceError, SyntaxError, EvalError, URIError };
+
 export function decodeError(info) {
   if (info?.thrown) return String(info.message ?? ''); // a plugin threw a value, not an Error (§6.3)
-  const error = new Error(String(info?.message ?? 'error'));
-  error.name = String(info?.name ?? 'Error');
+  const name = String(info?.name ?? 'Error');
+  const error = new (Object.hasOwn(BUILT_IN, name) ? BUILT_IN[name] : Error)(String(info?.message ?? 'error'));
+  error.name = name;
   if (typeof info?.code === 'string') error.code = info.code;
   if (info?.origin !== undefined) error[ORIGIN] = info.origin;
   return error;

@@ -74,6 +74,15 @@ test('errors keep name, message, code and their origin', () => {
   assert.deepEqual(encodeErrorInfo(new TypeError('t')), { name: 'TypeError', message: 't' });
 });
 
+test("a built-in error's name makes that class (a loop may treat a TypeError apart)", () => {
+  const error = decodeError({ name: 'TypeError', message: 'x is undefined', origin: 1 });
+  assert.ok(error instanceof TypeError);
+  assert.equal(error.name, 'TypeError');
+  assert.deepEqual(encodeErrorInfo(error), { name: 'TypeError', message: 'x is undefined', origin: 1 });
+  assert.ok(!(decodeError({ name: 'toString', message: 'm' }) instanceof TypeError));
+  assert.equal(decodeError({ name: 'toString', message: 'm' }).name, 'toString');
+});
+
 test('Promise.withResolvers exists (polyfilled on Node 20)', () => {
   const { promise, resolve } = Promise.withResolvers();
   resolve(5);
