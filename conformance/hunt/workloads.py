@@ -182,6 +182,12 @@ def workloads() -> tuple[Workload, ...]:
                                                "stop waiting for it once the step is aborted (ABORT-1, CANCEL-MID); "
                                                "then a second prompt's, stopped by a dispose() (a signal firing "
                                                "inside dispose(), where a window's listener on it throws: DISP-2)")),
+        Workload("hang-close", _scenario("hang-close", (HANGING,),
+                                         actors=(_caller("A"), Actor((Action("close"),), name="closer", at=1.0,
+                                                                     optional=True)),
+                                         description="a model stream that hangs and ignores the step's abort, "
+                                                     "stopped by the service's close(): SVC-7 disposes the running "
+                                                     "agent, not once its turn ends (it never would)")),
         Workload("max-tokens", _scenario("max-tokens", (respond.text("a long answer that is cut").truncate(2),),
                                          description="a step cut at max-tokens")),
         Workload("max-tokens-tools", _scenario(

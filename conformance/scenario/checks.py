@@ -1551,11 +1551,12 @@ def _forced_stop_check(view: TraceView) -> Violation | None:
 
 def _taken_id_check(view: TraceView) -> Violation | None:
     """SVC-2: ``create()`` with the id of a live agent is rejected (it raises). Not judged inside
-    the agent's own ``dispose()`` (``disposing``: it is on its way out)."""
+    the agent's own ``dispose()`` (``disposing``: it is on its way out), nor for a create the
+    world made of another id while the service closed (``instead``, SVC-7's)."""
     for agent in view.agents:
         for op in view.ops(agent, "create"):  # the calls that did not raise
             # not once disposed, nor while resuming, nor while being disposed
-            if op.get("status") in ("idle", "running") and not op.get("disposing"):
+            if op.get("status") in ("idle", "running") and not op.get("disposing") and "instead" not in op:
                 return Violation(f"agent {agent}: service.create({agent!r}) returned while agent {agent} was live "
                                  f"({op.get('status')}): a second live agent with an id in use is rejected (SVC-2)",
                                  op["_i"], ("SVC-2",))

@@ -1554,12 +1554,15 @@ class World:
         # inside the agent's own dispose() (a listener on its step's signal, say): the agent is on
         # its way out, and whether its id is free yet is not SVC-2's question: nothing is created
         disposing = agent_id in self._disposing
-        self._record_op(by, "create", h, on, **({"disposing": True} if disposing else {}))
+        # while close() runs the create is of {id}-restarted (``instead``), not of the live id
+        instead = f"{agent_id}-restarted" if self.closed and not disposing else None
+        self._record_op(by, "create", h, on, **({"disposing": True} if disposing else {}),
+                        **({"instead": instead} if instead is not None else {}))
         if disposing:
             return
-        if self.closed:
+        if instead is not None:
             if not self._close_returned:  # once it returned, what a closed service does is not SVC-7's
-                self._create_while_closing(f"{agent_id}-restarted", by=by)
+                self._create_while_closing(instead, by=by)
             return
         if h.status == "disposed":
             return
