@@ -473,4 +473,37 @@ MUTANTS = [
               "workload disposed its agent mid-stream (a window's raise as the signal fires inside dispose(), "
               "judged by the world's DISP-2 check of dispose() raising).",
     ),
+    Mutant(
+        'waterfall-live-chain',
+        "a waterfall's next() reads the live listener list at every link: a one-shot listener that removes itself "
+        "makes the chain skip the listener after it (its force-stop of the turn is lost)",
+        ('CONT-1',),
+        '4',
+        (
+            Patch('bus',
+                  '        chain = self.listeners(name)\n\n        async def run(index: int) -> Any:\n'
+                  '            if index >= len(chain):',
+                  '        async def run(index: int) -> Any:\n            chain = self.listeners(name)\n'
+                  '            if index >= len(chain):'),
+        ),
+        notes="Round 42 (session 41, written blind in the JS loop as waterfall-live-chain): the suite and the hunt "
+              "passed it until test_a_forced_stop_holds_when_an_earlier_listener_removes_itself; out of the hunt's "
+              "reach (no window removes a listener).",
+    ),
+    Mutant(
+        'tool-dispose-by-name',
+        "a tool registration's disposer removes whatever tool has the name: a plugin re-registering a tool and then "
+        "releasing the first registration unregisters the second",
+        ('SVC-5',),
+        '11',
+        (
+            Patch('tools',
+                  '            if self._tools.get(name) is tool:\n                del self._tools[name]',
+                  '            self._tools.pop(name, None)'),
+        ),
+        notes="Round 42 (session 41, written blind in the JS loop as tool-unregister-by-name; the kit's own JS loop "
+              "had the same bug for prompt sections): the suite passed it until "
+              "test_releasing_a_registration_leaves_a_later_one_of_the_same_name; out of the hunt's reach (no "
+              "window registers a tool twice).",
+    ),
 ]

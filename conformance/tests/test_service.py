@@ -236,6 +236,38 @@ def test_the_system_prompt_follows_sections_added_and_removed_between_turns(run:
 
 
 @pytest.mark.rule("SVC-5")
+@pytest.mark.parametrize("what", ["tool", "section"])
+def test_releasing_a_registration_leaves_a_later_one_of_the_same_name(run: Run, what: str) -> None:
+    # "Tool schemas of registered tools are sent", "the assembled sections": a tool (a section)
+    # registered again under its name, then the first registration released (a plugin hot-swapping
+    # it): the second was never released, so it is still registered and sent. (A loop may refuse
+    # the second registration: then nothing is asked.)
+    async def scenario(k: Kit) -> None:
+        if what == "tool":
+            first = k.service.register_tool(fakes.FakeTool("lookup", "v1", description="first"))
+            again = lambda: k.service.register_tool(fakes.FakeTool("lookup", "v2", description="second"))  # noqa: E731
+        else:
+            first = k.service.add_system_prompt_section("rules", "First rules")
+            again = lambda: k.service.add_system_prompt_section("rules", "Second rules")  # noqa: E731
+        try:
+            again()
+        except Exception:  # a duplicate name refused: allowed
+            return
+        first()
+        a = k.agent()
+        a.send("hi")
+        await k.idle(a)
+        request = k.model.requests[0]
+        if what == "tool":
+            offered = [t.get("description") for t in request.get("tools") or [] if t.get("name") == "lookup"]
+            assert offered == ["second"], f"the request offers lookup as {offered}, not the registration still held"
+        else:
+            assert request.get("system") == "Second rules", f"the system prompt is {request.get('system')!r}"
+
+    run(scenario)
+
+
+@pytest.mark.rule("SVC-5")
 def test_every_request_of_a_turn_carries_the_system_prompt_and_tools(run: Run) -> None:
     # "The system prompt sent to the model" and "tool schemas ... sent with the request": every
     # request, not only a turn's first (a tool turn's second step is a model call like the first).

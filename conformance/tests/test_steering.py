@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -70,6 +72,37 @@ def test_continuation_waterfall_can_force(run: Run) -> None:
         assert [len(k.events(a, "step/start"))] == [3]
         assert decisions == [False, False, True], "the default decision is passed to the waterfall"
         assert k.reasons(a) == [COMPLETED, COMPLETED]
+
+    run(scenario)
+
+
+@pytest.mark.rule("CONT-1")
+def test_a_forced_stop_holds_when_an_earlier_listener_removes_itself(run: Run) -> None:
+    # A waterfall's next() runs the rest of the chain: a one-shot listener that removes itself
+    # as it runs, then calls next(), does not take the listener after it out of this call. That
+    # one force-stops the turn (CONT-1) after a step with tool calls, whose default is to go on.
+    async def scenario(k: Kit) -> None:
+        k.tool("echo")
+        a = k.agent()
+        removers: list[Callable[[], object]] = []
+        stopped: list[int] = []
+
+        async def one_shot(agent: object, turn: int, decision: object, next: Callable[[], Any]) -> object:
+            removers[0]()
+            return await next()
+
+        async def stop(agent: object, turn: int, decision: object, next: Callable[[], Any]) -> object:
+            await next()
+            stopped.append(turn)
+            return False
+
+        removers.append(k.on("agent/turn-continuation", one_shot))
+        k.on("agent/turn-continuation", stop)
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")), fakes.text("never"))
+        a.send("one")
+        await k.idle(a)
+        assert stopped == [1], f"the listener after the one that removed itself ran: {stopped}"
+        assert _steps(k, a) == 1, "the forced stop holds: no second step"
 
     run(scenario)
 

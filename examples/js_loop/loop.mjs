@@ -907,7 +907,7 @@ export class AgentLoopService {
   #logger;
   /** @type {Map<string, any>} */ #models = new Map();
   /** @type {Map<string, any>} */ #tools = new Map();
-  /** @type {Map<string, string>} */ #sections = new Map();
+  /** @type {Map<string, {text: string}>} */ #sections = new Map();
   /** @type {Map<string, Agent>} */ #agents = new Map();
   #all = new Set();
   #closed = false;
@@ -936,12 +936,13 @@ export class AgentLoopService {
   }
 
   addSystemPromptSection(name, text) {
-    this.#sections.set(name, text);
-    return () => this.#sections.delete(name);
+    const section = { text }; // its own identity: releasing it leaves a later section of the name
+    this.#sections.set(name, section);
+    return () => { if (this.#sections.get(name) === section) this.#sections.delete(name); };
   }
 
   model(name) { return this.#models.get(name); }
-  sections() { return [...this.#sections.values()]; }
+  sections() { return [...this.#sections.values()].map((section) => section.text); }
   /** SVC-5: what the model is told about every registered tool. */
   toolSchemas() {
     return [...this.#tools.values()].map((t) => ({ name: t.name, description: t.description ?? '', inputSchema: t.inputSchema ?? { type: 'object' } }));
