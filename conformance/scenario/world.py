@@ -376,7 +376,7 @@ class World:
         return self._store
 
     async def _held_load(self, session_id: str) -> None:
-        """A load of a backend living elsewhere, held as :class:`ObservedLoads` holds one here."""
+        """A load of a backend living elsewhere, held as :func:`observe_loads` holds one here."""
         simulator.observe("persistence/load", agent=self.loading(session_id), session=session_id)
         await asyncio.sleep(LOAD_HOLD)
 
