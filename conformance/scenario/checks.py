@@ -979,12 +979,11 @@ def _finishes(turn: dict[str, Any]) -> dict[int, str]:
 def _maxtok_check(view: TraceView) -> Violation | None:
     for agent in view.agents:
         # The world's close disposes the agent when close() gets to it: its disposed status says when.
-        # A driver task cancelled by a listener (inside the driver's own stretch) stops at its
-        # next suspension, and the turn it was running may end as that stretch decides; cancelled
-        # by an actor, the driver is suspended, so the turn it is in ends disposed (PY-1, DISP-1).
-        # A cancelled driver task disposes the agent where the cancellation lands, in the driver's
-        # own await: a turn another task runs (a driver that supervises per-turn tasks) may end
-        # as it would until then. The agent's `disposed` status, among the disposals, is that moment.
+        # A cancelled driver task disposes the agent where the cancellation lands, at the driver's
+        # next suspension (a listener's cancel lands once the driver's stretch ends; a turn run
+        # by another task, under a driver that supervises per-turn tasks, goes on meanwhile): the
+        # turn may end as it would until then. The agent's `disposed` status, among the
+        # disposals, is that moment (PY-1, DISP-1).
         disposals = [i for i in view.disposals(agent) if view.timeline[i].get("op") != "cancel_driver"]
         drivers = [o["_i"] for o in view.ops(agent, "cancel_driver")]
         for t in view.turns(agent):
