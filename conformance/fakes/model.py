@@ -70,6 +70,9 @@ class StreamClosed(ConnectionError):
 
     code = "E_CLOSED"
 
+    def __init__(self, message: str = "the connection was closed while reading the response") -> None:
+        super().__init__(message)
+
 
 def _observe(loop: Any, kind: str, **data: Any) -> None:
     """Record an observable event in the timeline of the simulation ``loop`` belongs to, when it
@@ -727,7 +730,7 @@ class FakeModel:
                         if response.abort_mode == "raise":
                             raise AbortError(signal.reason if signal.reason is not None else "aborted")
                         if response.abort_mode == "fail":
-                            raise StreamClosed("the connection was closed while reading the response")
+                            raise StreamClosed()
                         if response.abort_mode == "finish" and not _finished(chunks[:i]):
                             yield v.finish("aborted")
                         return
@@ -757,7 +760,7 @@ class FakeModel:
             if fails_on_abort and signal is not None and signal.aborted:
                 # a client whose connection the abort closed turns the cancelled read into its own error
                 outcome, signalled = "aborted", True
-                raise StreamClosed("the connection was closed while reading the response") from None
+                raise StreamClosed() from None
             raise
         except Exception:
             if outcome == "closed":  # a response function raised, or a foreign gate failed

@@ -985,7 +985,6 @@ def _maxtok_check(view: TraceView) -> Violation | None:
         # turn may end as it would until then. The agent's `disposed` status, among the
         # disposals, is that moment (PY-1, DISP-1).
         disposals = [i for i in view.disposals(agent) if view.timeline[i].get("op") != "cancel_driver"]
-        drivers = [o["_i"] for o in view.ops(agent, "cancel_driver")]
         for t in view.turns(agent):
             if not t["ended"]:
                 continue
@@ -1021,7 +1020,8 @@ def _maxtok_check(view: TraceView) -> Violation | None:
             if any(i < t["end_i"] for i in disposals) and reason not in allowed:
                 first = next(i for i in disposals if i < t["end_i"])
                 how = ("its driver task was cancelled (PY-1) and the agent went disposed"
-                       if view.timeline[first].get("kind") == "agent/status" and any(i < first for i in drivers)
+                       if view.timeline[first].get("kind") == "agent/status"
+                       and any(o["_i"] < first for o in view.ops(agent, "cancel_driver"))
                        else "dispose()")
                 return Violation(f"{where} closed after {how} but ends {reason} (DISP-1)", t["end_i"],
                                  ("DISP-1", "MAXTOK-3", "PY-1") if how != "dispose()" else ("DISP-1", "MAXTOK-3"))
@@ -1227,10 +1227,11 @@ def _tools_check(view: TraceView) -> Violation | None:
                                          f"{data.get('arguments')!r}, not the model's raw string {given!r} (0b, "
                                          "LOOP-6: dispatch uses the message the log records)", e["_i"],
                                          ("LOOP-6", "TOOL-2"))
-                    open_calls[step] = str(data.get("call_id"))
-                    counted[(step, str(data.get("call_id")))] = counted.get((step, str(data.get("call_id"))), 0) + 1
-                    calls[str(data.get("call_id"))] = e["_i"]
-                    names[str(data.get("call_id"))] = data.get("name")
+                    call_id = str(data.get("call_id"))
+                    open_calls[step] = call_id
+                    counted[(step, call_id)] = counted.get((step, call_id), 0) + 1
+                    calls[call_id] = e["_i"]
+                    names[call_id] = data.get("name")
                 elif kind == "tool/result":
                     key = (data.get("step"), str(data.get("call_id")))
                     if key in counted:

@@ -1,19 +1,26 @@
-"""Implementations that fail in the ways the CLI must report in one line (used by test_cli)."""
+"""The reference behind adapters that differ in one way: failing as the CLI must report in one
+line (test_cli), lacking hooks (test_hooks), or made differently from it in ways the contract
+allows (a persistence backend checked, a supervising driver task)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from conformance.reference_adapter import ReferenceImplementation
 
 
-class _RaisingService:
+class _Wrapped:
+    """A service handle passing everything on to the reference's service but what it overrides."""
+
     def __init__(self, service: Any) -> None:
         self._service = service
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._service, name)
 
+
+class _RaisingService(_Wrapped):
     def create(self, agent_id: str, options: Any = None) -> Any:
         raise RuntimeError("cannot build agents today\nsecond line that must not be printed")
 
@@ -35,15 +42,12 @@ def factory_that_raises() -> Any:
 not_an_implementation = 42
 
 
-class _DeafService:
+class _DeafService(_Wrapped):
     """A service whose bus never calls the listeners of some events (as if it had no such hook)."""
 
     def __init__(self, service: Any, deaf: frozenset[str]) -> None:
-        self._service = service
+        super().__init__(service)
         self._deaf = deaf
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._service, name)
 
     def on(self, event: str, listener: Any) -> Any:
         if event in self._deaf:
@@ -80,22 +84,17 @@ class OwnBackendsOnly(ReferenceImplementation):
         return super().create_service(persistence=persistence)
 
 
-class _SupervisedService:
+class _SupervisedService(_Wrapped):
     """A service whose agents' driver task is a supervisor of its own: cancelled, its
     done-callback disposes the agent a few callbacks later (``hops``), as a loop that runs turns
     in tasks of their own and supervises them may."""
 
     def __init__(self, service: Any, hops: int) -> None:
-        self._service = service
+        super().__init__(service)
         self._hops = hops
         self._tasks: dict[str, Any] = {}
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._service, name)
-
     def driver_task(self, agent: Any) -> Any:
-        import asyncio
-
         task = self._tasks.get(agent.id)
         if task is None:
             loop = asyncio.get_running_loop()
