@@ -304,6 +304,11 @@ class ReactLoopAgent:
             # prompt is consumed (no user/message, no model call). LOOP-4: no agent/turn-end.
             turn.opened = True
             raise
+        except BaseException:
+            # PY-1: never contained; a listener raised it once turn/start was in the log, which
+            # the driver's exit must still close (LOG-4)
+            turn.opened = len(self._session) > before
+            raise
         turn.opened = True
         for item in drained:  # LOOP-2: one user/message per send, in order
             self._session.append("user/message", {"content": item.content, "source": item.source})
