@@ -107,16 +107,19 @@ def test_inject_while_running_but_no_turn_open(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
         seen: list[str] = []
+        pending: list[Any] = []
 
         async def flush(*_args: object) -> None:
             if seen:
                 return  # the one-shot turn's own flush
             seen.append(k.types(a)[-1])
-            await k.inject(a, "ctx")
+            pending.append(await _one_shot_from_a_flush(k, a, "ctx"))
 
         k.on("session/flush", flush)
         a.send("A")
         await k.idle(a)
+        if pending and pending[0] is not None:
+            await asyncio.wait_for(pending[0], k.timeout)
         assert seen == ["turn/end"], f"the flush runs after turn/end: {seen}"
         types = k.types(a)
         first_end = types.index("turn/end")
@@ -140,6 +143,18 @@ def _inject_task(k: Kit, agent: Any, content: Any) -> asyncio.Future[Any] | None
     synchronous one (INJ-4 allows both)."""
     pending = k.start_inject(agent, content)
     return asyncio.ensure_future(pending) if pending is not None else None
+
+
+async def _one_shot_from_a_flush(k: Kit, agent: Any, content: Any) -> asyncio.Future[Any] | None:
+    """An idle inject made by a ``session/flush`` listener: started there, and awaited there only
+    until its one-shot turn is in the log (its ``turn/end``), not until its own flush, which a
+    loop may run after the flush in progress (INJ-4 does not say when): awaiting that in here
+    would wait for itself. The caller awaits the task :func:`_inject_task` returns later."""
+    ends = len(k.events(agent, "turn/end"))
+    task = _inject_task(k, agent, content)
+    await k.until(lambda: len(k.events(agent, "turn/end")) > ends or (task is not None and task.done()),
+                  "the injection's one-shot turn")
+    return task
 
 
 async def _inject_with_held_flush(k: Kit, agent: Any, hold: Any) -> asyncio.Future[Any] | None:
@@ -214,7 +229,9 @@ def test_a_waiter_held_for_an_inject_flush_is_released_at_quiescence(run: Run) -
         k.model.push(fakes.text("A").gate(model))
         sent[0] = True
         a.send("A")
-        await k.until(lambda: bool(k.model.requests), "A's model call")
+        # A's turn starts now, its model call held, unless the loop runs the inject's flush before
+        # its next turn (INJ-4 does not say when the flush runs): then A runs once it is open
+        await k.settle(1.5)
         hold.open()
         await k.settle(1.5)
         model.open()
@@ -282,18 +299,21 @@ def test_an_idle_inject_between_back_to_back_turns_takes_its_own_number(run: Run
     async def scenario(k: Kit) -> None:
         a = k.agent()
         k.model.push(fakes.text("one").timing(first=1.0), fakes.text("two"))
-        injected: list[int] = []
+        flushes: list[int] = []
+        injected: list[Any] = []
 
         async def flush(*_args: object) -> None:
-            if not injected:  # turn 1's flush only (the one-shot turn is flushed too)
-                injected.append(1)
-                await k.inject(a, "C")
+            flushes.append(1)
+            if len(flushes) == 1:  # turn 1's flush only (the one-shot turn is flushed too)
+                injected.append(await _one_shot_from_a_flush(k, a, "C"))
 
         k.on("session/flush", flush)
         a.send("A")
         await k.until(lambda: len(k.model.requests) == 1, "A's model call")
         a.send("B")  # queued for the turn after A's
         await k.idle(a)
+        if injected and injected[0] is not None:
+            await asyncio.wait_for(injected[0], k.timeout)
         starts = [e["data"] for e in k.events(a, "turn/start")]
         assert [(s["turn"], s["trigger"]["kind"]) for s in starts] == [
             (1, "message"), (2, "injection"), (3, "message")], starts
