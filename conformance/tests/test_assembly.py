@@ -101,6 +101,38 @@ def test_index_order_kept_for_blocks_that_open_out_of_order(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("ASM-3", "LOOP-6")
+def test_index_order_is_numeric_past_ten_blocks(run: Run) -> None:
+    # "by index" is the number's order: twelve blocks (0..11), closing last to first, come out
+    # 0, 1, 2, ..., 11, not as their indexes sort as text (0, 1, 10, 11, 2, ...). The tool
+    # calls among them run in that order too (LOOP-6: dispatch uses the message).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        calls = k.tool("lookup")
+        order = list(range(12))
+        chunks: list[Any] = []
+        for i in order:
+            if i in (2, 10):  # a tool call at index 2 and one at index 10
+                chunks += [v.block_start(i, "tool-call"), v.tool_call_delta(i, f"c{i}", "{}", name="lookup")]
+            else:
+                chunks += [v.block_start(i, "text"), v.text_delta(i, f"t{i}")]
+        for i in reversed(order):
+            block = v.tool_call(f"c{i}", "lookup", "{}") if i in (2, 10) else v.text(f"t{i}")
+            chunks.append(v.block_end(i, block))
+        k.model.push(respond.chunks(*chunks, v.finish("tool-calls")), respond.text("done"))
+        a.send("go")
+        await k.idle(a)
+        message = _message(k, a)
+        shown = [b.get("text") or b.get("id") for b in message]
+        assert shown == [f"c{i}" if i in (2, 10) else f"t{i}" for i in order], (
+            f"blocks in index order 0..11 (ASM-3), got {shown}")
+        ids = [e["data"]["call_id"] for e in k.events(a, "tool/call")]
+        assert ids == ["c2", "c10"], f"the calls run in the message's order (LOOP-6): {ids}"
+        assert len(calls.calls) == 2
+
+    run(scenario)
+
+
 @pytest.mark.rule("ASM-4")
 def test_no_finish_is_stop_and_last_usage_wins(run: Run) -> None:
     async def scenario(k: Kit) -> None:
