@@ -651,6 +651,39 @@ def test_adapter_gets_rewritten_messages_and_tools(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("LOOP-10", "LOOP-5")
+@pytest.mark.parametrize("rewrite", ["replaced", "removed"])
+def test_a_request_listener_sees_and_rewrites_the_system_prompt(run: Run, rewrite: str) -> None:
+    # LOOP-5: the system prompt is assembled before the agent/request waterfall, so a listener
+    # finds it in the request it is handed; LOOP-10: what the listener returns is what the
+    # adapter receives, a redacted system prompt, or none (a loop attaching the prompt after the
+    # waterfall hides it from the listener and overwrites the listener's rewrite).
+    async def scenario(k: Kit) -> None:
+        seen: list[Any] = []
+
+        async def redact(agent: object, turn: int, step: int, request: dict, next: object) -> object:
+            seen.append(request.get("system"))
+            value = dict(await next())  # type: ignore[operator]
+            if rewrite == "replaced":
+                value["system"] = "REDACTED"
+            else:
+                value.pop("system", None)
+            return value
+
+        k.on("agent/request", redact)
+        a = k.agent(system_prompt="Mine")
+        a.send("hi")
+        await k.idle(a)
+        assert seen == ["Mine"], f"the agent/request listener saw system {seen} (LOOP-5: assembled before it)"
+        sent = k.model.requests[0].get("system")
+        if rewrite == "replaced":
+            assert sent == "REDACTED", f"the adapter got system {sent!r}, not the listener's rewrite (LOOP-10)"
+        else:
+            assert not sent, f"the listener removed the system prompt, the adapter got {sent!r} (LOOP-10)"
+
+    run(scenario)
+
+
 @pytest.mark.rule("LOOP-4", "LOOP-5")
 def test_notifications_and_waterfalls_carry_agent_turn_and_step(run: Run) -> None:
     # Spec 0b: notifications pass the agent first, then the turn (and step) they are about;
