@@ -198,12 +198,12 @@ MUTANTS = [
                 "agent",
                 "            turn.opened = True\n"
                 "            raise\n"
-                "        turn.opened = True",
+                "        except BaseException:",
                 "            turn.opened = True\n"
                 "            for item in drained:\n"
                 "                self._inbox.enqueue(item)\n"
                 "            raise\n"
-                "        turn.opened = True",
+                "        except BaseException:",
             ),
         ),
         notes="Blind check of 2026-12-03 (ninth round): the suite killed it; the hunt found it under "

@@ -312,4 +312,18 @@ MUTANTS = [
               "(the resume tests); the hunt found it once the resume workload's persisted run died mid-turn "
               "(AgentSpec.interrupted), through the world's end-of-run resume of the flushed session (SVC-3).",
     ),
+    Mutant(
+        'asm-index-as-text',
+        "the assembler orders blocks by their indexes as text: past ten blocks, 10 and 11 come before 2",
+        ('ASM-3',),
+        '1',
+        (
+            Patch('assembler',
+                  '        for index in sorted(set(self._closed) | set(self._open)):',
+                  '        for index in sorted(set(self._closed) | set(self._open), key=str):'),
+        ),
+        notes="Round 43 (session 42, written blind in altloop as asm-index-sorted-as-text): the suite passed it "
+              "until test_index_order_is_numeric_past_ten_blocks; out of the hunt's reach (no workload streams "
+              "eleven blocks).",
+    ),
 ]

@@ -596,4 +596,25 @@ MUTANTS = [
         notes="Round 36 (session 40, written blind in altloop): the suite passed it until "
               "test_a_forced_stop_holds_after_steering_was_drained (CONT-1: the waterfall may force-stop).",
     ),
+    Mutant(
+        'system-after-request-waterfall',
+        "the system prompt is attached after the agent/request waterfall: a listener finds none in its request, "
+        "and its rewrite or removal is overwritten before the adapter call",
+        ('LOOP-10', 'LOOP-5'),
+        '3',
+        (
+            Patch('agent',
+                  '        if system:\n            request["system"] = system\n        if assembly.get("tools"):',
+                  '        self._service.late_system = system\n        if assembly.get("tools"):'),
+            Patch('agent',
+                  '            model = request.get("model")\n            if not model:  # LOOP-7',
+                  '            late = getattr(self._service, "late_system", None)\n'
+                  '            if late:\n'
+                  '                request = {**request, "system": late}\n'
+                  '            model = request.get("model")\n            if not model:  # LOOP-7'),
+        ),
+        notes="Round 43 (session 42, written blind in altloop): the suite passed it until "
+              "test_a_request_listener_sees_and_rewrites_the_system_prompt (round 42's tools-after-waterfall "
+              "twin); out of the hunt's reach (the world's one request plugin rewrites the model name only).",
+    ),
 ]
