@@ -272,9 +272,10 @@ class ReactLoopAgent:
         turn = _Turn(self._session.last_turn() + 1)  # LOOP-3: numbers continue from the log
         self._turn = turn
         try:
-            await self._open_turn(turn, drained)
-        except Exception as exc:  # ERR-1: a throwing plugin ends the turn, never the loop
-            self._fail(turn, exc, turn.step)
+            try:
+                await self._open_turn(turn, drained)
+            except Exception as exc:  # ERR-1: a throwing plugin ends the turn, never the loop
+                self._fail(turn, exc, turn.step)  # (a listener of its error event may raise PY-1's)
         except BaseException:
             # PY-1: never contained; leave the log balanced, disposed, and let it propagate.
             self.dispose()
@@ -631,9 +632,16 @@ class ReactLoopAgent:
         """Balanced close (LOG-4, LOG-5): the open step's step/end, one turn/end, then agent/turn-end."""
         if turn.step_open:  # ERR-2: an open step gets its step/end first
             try:
-                self._append_step_event(turn, "step/end")
-            except Exception as exc:
-                self._fail(turn, exc, turn.step)
+                try:
+                    self._append_step_event(turn, "step/end")
+                except Exception as exc:
+                    self._fail(turn, exc, turn.step)
+            except BaseException:
+                # PY-1: a listener's CancelledError (on step/end, or on its failure's error event)
+                # propagates once the turn is closed too (LOG-4)
+                turn.step_open = False
+                self._close_turn(turn)
+                raise
             turn.step_open = False
         reason = self._end_reason(turn)
         try:

@@ -113,9 +113,10 @@ MARKER-1: never a later prompt). A loop that aborts the step before it clears it
 it (upstream's "replays replacement work queued synchronously by an abort observer")."""
 
 ROUTING_PLUGIN = Listener(on="agent/request", do=(), name="routing-plugin", where={"agent": "b"}, times="always",
-                          rewrite={"model": "fake-routed"}, optional=True)
-"""A plugin's ``agent/request`` listener sending agent ``b``'s model calls to another model
-(LOOP-10: the adapter the returned request names is called)."""
+                          rewrite={"model": "fake-routed", "system": "b, routed"}, optional=True)
+"""A plugin's ``agent/request`` listener sending agent ``b``'s model calls to another model with a
+system prompt of its own (LOOP-10: the adapter the returned request names is called, with the
+request the waterfall returned; a loop attaching the prompt after the waterfall overwrites it)."""
 
 # A tool takes time (two calls could overlap: TOOL-1) and empties the arguments it is given, as
 # one popping what it reads does: they are its own (TOOL-2; a loop sharing one parsed object
@@ -223,7 +224,7 @@ def workloads() -> tuple[Workload, ...]:
                         "listening on the signal queues a follow-up prompt as it fires, CANCEL-1, MARKER-1)")),
         Workload("two-agents", Scenario(
             name="hunt-two-agents", description="two agents on one service, a plugin routing b's model calls",
-            agents=(AgentSpec("a"), AgentSpec("b", model="fake-b")),
+            agents=(AgentSpec("a"), AgentSpec("b", model="fake-b", system_prompt="b's own")),
             models=(_model("fake", (respond.text("for a"),)), _model("fake-b"),
                     _model("fake-routed", (respond.text("for b"),))),
             listeners=(PERSIST, ROUTING_PLUGIN),
@@ -240,9 +241,14 @@ def workloads() -> tuple[Workload, ...]:
             {"type": "text-delta", "index": 0, "text": " late"},
             {"type": "reasoning-delta", "index": 2, "text": "still"},  # no block-start, never closes: the
             {"type": "reasoning-delta", "index": 2, "text": " going"},  # block its deltas build is kept (ASM-2)
+            # eleven blocks: "by index" is the number's order, 10 after 9 (not after 1, as text sorts it)
+            *({"type": "text-delta", "index": i, "text": f"t{i}"} for i in range(3, 10)),
+            {"type": "block-start", "index": 10, "block_type": "text"},
+            {"type": "block-end", "index": 10, "block": {"type": "text", "text": "t10"}},
             {"type": "finish", "reason": {"kind": "stop"}}).timing(first=0, between=None),),
             description="blocks opening and closing out of order, one carrying provider_data, a reasoning block of deltas "
-                        "alone never closing; the chunks in one burst (one network read: no suspension between)")),
+                        "alone never closing, eleven blocks in all; the chunks in one burst (one network read: no "
+                        "suspension between)")),
         Workload("inject", _scenario(
             # a long answer: the inject lands after some 70 of the turn's events (chunk 68 of 72;
             # INJ-1: a turn is open however far back its turn/start lies)

@@ -506,24 +506,4 @@ MUTANTS = [
               "test_releasing_a_registration_leaves_a_later_one_of_the_same_name; out of the hunt's reach (no "
               "window registers a tool twice).",
     ),
-    Mutant(
-        'cancel-listener-turn-unclosed',
-        "a CancelledError raised by a session/event listener on turn/start leaves that turn/start unclosed: the "
-        "driver ends, the agent disposed, its log unbalanced",
-        ('PY-1',),
-        '12',
-        (
-            Patch('agent',
-                  '        except BaseException:\n'
-                  '            # PY-1: never contained; a listener raised it once turn/start was in the log, which\n'
-                  '            # the driver\'s exit must still close (LOG-4)\n'
-                  '            turn.opened = len(self._session) > before\n'
-                  '            raise\n',
-                  ''),
-        ),
-        notes="Session 42: the reference's own bug, found by the mutation re-run (a mutant of the PY-1 close "
-              "test that fixed it); altloop and indie43 had it too. Killed by "
-              "test_a_listener_raising_cancelled_error_is_not_contained; out of the hunt's reach (no window "
-              "raises a BaseException).",
-    ),
 ]

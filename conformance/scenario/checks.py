@@ -3035,12 +3035,25 @@ def _request_check(view: TraceView) -> Violation | None:
 
 def _routed_check(view: TraceView) -> Violation | None:
     """LOOP-10: the adapter called is the one the request names, as the ``agent/request``
-    waterfall returned it (a plugin rewriting the model name routes the call)."""
+    waterfall returned it (a plugin rewriting the model name routes the call), and it receives
+    the system prompt that request carries (a loop attaching its own after the waterfall
+    overwrites a plugin's)."""
     for e in view.of_kind("model/request"):
         if "requested" in e:
             return Violation(f"model {e.get('model')!r} was called (call #{e.get('call')}) with a request naming "
                              f"{e['requested']!r} (LOOP-10: the adapter named by the request the agent/request "
                              "waterfall returned is called)", e["_i"], ("LOOP-10",))
+    calls = view.of_kind("model/request")
+    for r in view.of_kind("waterfall/rewrote"):
+        fields = r.get("fields") or {}
+        if r.get("on") != "agent/request" or "system" not in fields or "model" not in fields:
+            continue
+        call = next((c for c in calls if c["_i"] > r["_i"] and c.get("model") == fields["model"]), None)
+        if call is not None and call.get("system") != fields["system"]:
+            return Violation(f"model {call.get('model')!r} was called (call #{call.get('call')}) with system prompt "
+                             f"{call.get('system')!r}, not the {fields['system']!r} the agent/request waterfall "
+                             "returned (LOOP-10: the adapter receives exactly the request the waterfall returned)",
+                             call["_i"], ("LOOP-10",))
     return None
 
 

@@ -1134,6 +1134,8 @@ class World:
                     # later (LOG-1: the log keeps a snapshot; edited once the run is over)
                     own = copy.deepcopy(rewrite)
                     self._passed.extend(v for v in own.values() if isinstance(v, (list, dict)))
+                    # LOOP-10: the adapter the request names receives it as returned (ROUTED)
+                    simulator.observe("waterfall/rewrote", on=event, listener=name, fields=copy.deepcopy(rewrite))
                     return {**value, **own}
                 return value
 

