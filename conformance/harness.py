@@ -21,9 +21,10 @@ from . import schedules
 from .adapter import AgentHandle, Implementation, ServiceHandle, current_events, observer
 from .fakes import FakeModel, FakeTool, Gate, fails, hangs, respond
 from .hooks import NeedsHook, require_notification
-from .invariants import log_violations
+from .invariants import clock_violations, log_violations
 from .scenario.model import Scenario
 from .scenario.world import ScenarioSetupError, World
+from simulator.sources import EPOCH_MS
 
 Body = Callable[["Kit"], Coroutine[Any, Any, Any]]
 
@@ -276,7 +277,8 @@ class Kit:
         self.world.closed = True
         if self.check_invariants:
             for agent in self.agents:
-                problems = log_violations(self.events(agent))
+                events = self.events(agent)
+                problems = log_violations(events) + clock_violations(events, EPOCH_MS)
                 assert not problems, f"log invariant broken for {agent.id}: {problems[0]}"
 
 

@@ -67,6 +67,34 @@ def log_violations(events: Sequence[dict[str, Any]], *, allow_open_turn: bool = 
     return out
 
 
+SIM_CLOCK_SPAN_MS = 30 * 24 * 3600 * 1000
+"""How far past :data:`simulator.sources.EPOCH_MS` an event stamped by the simulated clock may lie
+(a run's virtual time is hours at most)."""
+
+
+def clock_violations(events: Sequence[Any], epoch_ms: int) -> list[str]:
+    """PY-3: an event's ``time`` comes from the injected clock. Under the simulator that clock
+    reads ``epoch_ms`` + virtual time, while a direct read of the real clock (``time.time()``,
+    which the simulator pins to another epoch) lands elsewhere: a log holding both kinds of time
+    mixes a direct read with the injected clock. (A log stamped by another clock throughout, one
+    an adapter injected, is the adapter's business: only the mix is judged.)"""
+    ours, other = None, None
+    for index, event in enumerate(events):
+        t = event.get("time") if isinstance(event, Mapping) else None
+        if not isinstance(t, int) or isinstance(t, bool):
+            continue
+        if epoch_ms <= t <= epoch_ms + SIM_CLOCK_SPAN_MS:
+            ours = ours if ours is not None else index
+        else:
+            other = other if other is not None else index
+        if ours is not None and other is not None:
+            stray = events[other]
+            return [f"PY-3: {_where(other, stray.get('type'))} has time {stray.get('time')}, from another clock "
+                    f"than the simulated one the log's other events carry ({epoch_ms} + virtual ms, as event "
+                    f"{ours} has): a direct read of the real clock"]
+    return []
+
+
 def event_key(event: Any) -> tuple[Any, ...]:
     """``(type, seq, data)``: an event as logged, its time aside (what a persisted copy keeps)."""
     if not isinstance(event, Mapping):

@@ -6,7 +6,7 @@ scan once per process (and again only over modules imported since), keeping the 
 ``(object, attribute, fake, real)`` it found. Each run then:
 
 * pushes onto freezegun's stacks (``freeze_factories``, ``ignore_lists``, ``tz_offsets``,
-  ``tick_flags``) a factory reading the virtual clock (``EPOCH`` + ``loop.time()``) and an
+  ``tick_flags``) a factory reading the virtual clock (``_EPOCH`` + ``loop.time()``) and an
   empty ignore list (so the fakes never inspect the call stack), and
 * sets every recorded attribute to freezegun's fake (a few dozen ``setattr``),
 
@@ -29,7 +29,11 @@ from typing import Any
 from freezegun import api as _api
 from freezegun import config as _config
 
-_EPOCH = _dt.datetime(2026, 1, 1, 0, 0, 0)
+_EPOCH = _dt.datetime(2001, 9, 9, 1, 46, 40)
+"""The pinned wall clock at virtual time 0: epoch second 1,000,000,000. Not the seeded sources'
+``EPOCH_MS`` (2026-01-01), on purpose: a run stays reproducible either way, and code that reads
+the real clock directly rather than through the sources it was given stamps times from another
+era, which a check can tell from the injected clock's (PY-3)."""
 _ZERO = _dt.timedelta(0)
 
 #: (object, attribute, fake, real)

@@ -52,10 +52,11 @@ from conformance.adapter import (
     waterfall_observer,
 )
 from conformance.fakes import FakeModel, FakeTool, Gate, ScriptEntry, ToolBox, respond
-from conformance.invariants import event_key, repair_violations
+from conformance.invariants import clock_violations, event_key, repair_violations
 from simulator import current_loop as simulator_current_loop
 from simulator import observe as simulator_observe
 from simulator import observe_fields as simulator_observe_fields
+from simulator.sources import EPOCH_MS
 
 from . import events as ev
 from .model import Action, Actor, AgentSpec, Listener, Scenario, ToolSpec
@@ -775,6 +776,15 @@ class World:
                                  "log holds a snapshot, not an object the caller or the loop edits later)",
                                  rules=("LOG-1",))
                     return
+
+    def _clocks(self, logs: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
+        """PY-3, once the agents are done: no log mixes the injected clock's times with a direct
+        read of the real clock (``invariants.clock_violations``)."""
+        for agent_id, events in logs.items():
+            found = clock_violations(events, EPOCH_MS)
+            if found:
+                self.problem("PY-3", f"agent {agent_id!r}: {found[0]}", rules=("PY-3",))
+                return
 
     def _relogged(self, logs: Mapping[str, Sequence[Mapping[str, Any]]]) -> Mapping[str, Sequence[Mapping[str, Any]]]:
         """``logs`` read again once the world's edits are made (a loop's ``session.events`` may hand
@@ -1646,6 +1656,7 @@ class World:
         logs = {k: list(h.session.events) for k, h in self.agents.items()}
         self._final_logs = logs
         self._log_drift(logs)
+        self._clocks(logs)
         simulator.observe("world/closed", agents={k: h.status for k, h in self.agents.items()},
                           logs={k: len(events) for k, events in logs.items()},
                           registered=registered,
