@@ -17,6 +17,8 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+from simulator.sources import EPOCH_MS
+
 from . import schedules
 from .adapter import AgentHandle, Implementation, ServiceHandle, current_events, observer
 from .fakes import FakeModel, FakeTool, Gate, fails, hangs, respond
@@ -24,7 +26,6 @@ from .hooks import NeedsHook, require_notification
 from .invariants import clock_violations, log_violations
 from .scenario.model import Scenario
 from .scenario.world import ScenarioSetupError, World
-from simulator.sources import EPOCH_MS
 
 Body = Callable[["Kit"], Coroutine[Any, Any, Any]]
 
