@@ -326,4 +326,19 @@ MUTANTS = [
               "until test_index_order_is_numeric_past_ten_blocks; out of the hunt's reach (no workload streams "
               "eleven blocks).",
     ),
+    Mutant(
+        'repair-stamped-with-wall-clock',
+        "a resume's repair events are stamped with a direct read of the clock (time.time()) instead of the "
+        "log's own last time: times from another clock than the injected one",
+        ('PY-3', 'SVC-3'),
+        '12',
+        (
+            Patch('persistence',
+                  '    time = events[-1]["time"] if events else 0',
+                  '    import time as _clock\n\n    time = int(_clock.time() * 1000)  # the repair happens now'),
+        ),
+        notes="Round 44 (session 42, written blind in examples/spec_loop as repair-wall-clock): the suite and the "
+              "hunt passed it until the simulator pinned time.time() to an epoch of its own and a log mixing "
+              "it with the sources' clock failed PY-3 (the resume tests; the world's end-of-run check).",
+    ),
 ]
