@@ -115,7 +115,7 @@ class Window:
 
     @property
     def name(self) -> str:
-        how = "actor " if self.mode == "actor" else ""
+        how = "actor " if self.mode == "actor" else "plain listener " if self.mode == "plain" else ""
         return f"{self.workload}: {how}{self.point.label}: {'; '.join(self.actions)}"
 
     @property
@@ -127,9 +127,10 @@ class Window:
         """The workload's scenario with this window's listener or actor (named :data:`NAME`) added."""
         agent = dict(self.point.where).get("agent")
         actions = tuple(_action(verb, i + 1, agent, self.mode) for i, verb in enumerate(self.actions))
-        if self.mode == "listener":
+        if self.mode in ("listener", "plain"):
             element = Listener(on=self.point.on, do=actions, name=NAME, where=dict(self.point.where),
-                               nth=self.point.nth, when=self.point.when)  # type: ignore[arg-type]
+                               nth=self.point.nth, when=self.point.when,  # type: ignore[arg-type]
+                               plain=self.mode == "plain")
             return replace(base, description=self.name, listeners=(*base.listeners, element))
         after = self.point.actor_after
         assert after is not None
@@ -160,7 +161,7 @@ def _action(verb: str, k: int, agent: str | None, mode: str) -> Action:
         # An actor gives none, so the defaults are exercised (ABORT-1: `aborted`, CANCEL-1:
         # `cancelled`); a listener's abort gives a reason of its own, and its cancel an empty one:
         # a reason all the same (CANCEL-1), which a marker tested for truthiness loses.
-        if mode != "listener":
+        if mode == "actor":
             return Action(verb, agent, reason=None)
         return Action(verb, agent, reason="hunt" if verb == "abort" else "")
     if verb == "when_idle":
@@ -357,3 +358,10 @@ def enumerate_windows(workload: Workload, pts: list[Point], verbs: Sequence[str]
                 if "stop" in actions and not (point.on == "agent/turn-continuation" and point.when == "before"):
                     continue  # the vote is a continuation listener's (once per call: before and after next() vote alike)
                 yield Window(workload.name, point, actions, mode)
+        if point.kind == "flush" and "listener" in modes:
+            # PY-2: a flush listener may be a plain function; one that throws does so at the call,
+            # which a loop containing only what its awaits raise lets through (round 44's
+            # flush-sync-raise-escapes): the throwing sequences again, by a plain function
+            for actions in seqs["listener"]:
+                if actions[-1] == "raise":
+                    yield Window(workload.name, point, actions, "plain")

@@ -618,4 +618,19 @@ MUTANTS = [
               "test_a_request_listener_sees_and_rewrites_the_system_prompt (round 42's tools-after-waterfall "
               "twin); out of the hunt's reach (the world's one request plugin rewrites the model name only).",
     ),
+    Mutant(
+        'flush-sync-throw-escapes',
+        "session/flush calls its listeners outside the containment: a plain-function listener's throw escapes "
+        "at the call, before the coroutine listeners called ahead of it are awaited",
+        ('LOOP-4', 'ERR-6'),
+        '3',
+        (
+            Patch('bus',
+                  '            try:\n                result = listener(*args)\n            except Exception as exc:\n'
+                  '                first = first or exc\n                continue\n',
+                  '            result = listener(*args)\n'),
+        ),
+        notes="Round 44 (session 42, written blind in examples/spec_loop as flush-sync-raise-escapes): the hunt "
+              "missed it until a flush window's throwing sequences also ran by a plain-function listener (PY-2).",
+    ),
 ]

@@ -118,7 +118,9 @@ class Listener:
     ``next()``, and ``rewrite`` (fields) makes it return what ``next()`` returned with those
     fields replaced, as a plugin rewriting the value does (e.g. a ``tools/execute`` result under
     another ``call_id``, TOOL-4); ``hold`` is how long (virtual seconds) a ``session/flush``
-    listener takes.
+    listener takes, and ``plain`` makes a ``session/flush`` listener a plain function rather than
+    a coroutine function (PY-2 allows both where the event is awaited: a plain one's throw comes
+    at the call, not when the loop awaits it).
     ``optional`` marks a listener that may legitimately never fire (otherwise a listener that
     never fired fails the run: the scenario did not test what it says).
     """
@@ -133,6 +135,7 @@ class Listener:
     hold: float = 0.0
     optional: bool = False
     rewrite: Mapping[str, Any] | None = None
+    plain: bool = False
 
 
 @dataclass(frozen=True)

@@ -1155,7 +1155,7 @@ class World:
             hold = listener.hold
             # A flush listener on every flush (a persistence plugin) records when each flush of
             # an agent starts and ends: the FLUSH oracle judges that it was awaited (LOOP-4).
-            records = always and not where and nth == 1
+            records = always and not where and nth == 1 and not listener.plain
 
             async def flush(*args: Any) -> None:
                 agent = self.fields(event, args)["agent"] if records else None
@@ -1170,8 +1170,12 @@ class World:
                     if logged is not None and isinstance(agent, str):
                         self._flushed[agent] = logged  # what the backend holds once the run is over
 
-            flush.__qualname__ = f"listener:{name}"
-            self.listen(event, flush)
+            def plain_flush(*args: Any) -> None:
+                react(args)  # PY-2: a plain function is a flush listener too; its throw comes at the call
+
+            chosen = plain_flush if listener.plain else flush
+            chosen.__qualname__ = f"listener:{name}"
+            self.listen(event, chosen)
             self._flush_recorded = self._flush_recorded or records  # registered: it hears every flush
         elif always:
 

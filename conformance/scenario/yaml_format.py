@@ -72,7 +72,7 @@ RESPONSE_KINDS = ("text", "reasoning", "tool_call", "blocks", "chunks", "error",
 RESPONSE_MODIFIERS = ("deltas", "code", "usage", "finish", "truncate", "delay", "between",
                       "hang_after", "raise_after", "on_abort")
 FINISH_KINDS = ("stop", "tool-calls", "max-tokens", "aborted", "error")
-LISTENER_FIELDS = ("name", "on", "where", "nth", "times", "when", "hold", "rewrite", "optional", "do")
+LISTENER_FIELDS = ("name", "on", "where", "nth", "times", "when", "hold", "plain", "rewrite", "optional", "do")
 ACTOR_FIELDS = ("name", "at", "after", "nth", "optional", "do")
 EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     "agent/status": ("agent", "status"),
@@ -534,6 +534,11 @@ def _listener(node: Node, agents: list[str]) -> Listener:
         if event != "session/flush":
             raise f["hold"].error("hold goes with on: session/flush (a slow flush)")
         hold = _seconds(f["hold"])
+    plain = False
+    if "plain" in f:
+        if event != "session/flush" or hold:
+            raise f["plain"].error("plain (a plain-function flush listener) goes with on: session/flush, without hold")
+        plain = f["plain"].boolean()
     when = "before"
     if "when" in f:
         if event not in ev.WATERFALLS:
@@ -568,6 +573,7 @@ def _listener(node: Node, agents: list[str]) -> Listener:
         hold=hold,
         optional=_optional(f),
         rewrite=rewrite,
+        plain=plain,
     )
 
 
@@ -962,6 +968,8 @@ def _listener_out(lst: Listener) -> dict[str, Any]:
         out["when"] = lst.when
     if lst.hold:
         out["hold"] = lst.hold
+    if lst.plain:
+        out["plain"] = True
     if lst.rewrite:
         out["rewrite"] = dict(lst.rewrite)
     if lst.optional:

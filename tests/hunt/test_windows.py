@@ -117,9 +117,20 @@ def test_waterfall_and_flush_points_have_no_actor_windows() -> None:
     wp = search.plan((reply,), REF, search.Config(depth=1, nth=1))[0]
     for w in wp.windows:
         if w.point.kind in ("waterfall", "flush"):
-            assert w.mode == "listener"
+            assert w.mode == "listener" or (w.point.kind == "flush" and w.mode == "plain" and w.actions[-1] == "raise")
     modes = {(w.point.label, w.mode) for w in wp.windows}
     assert ("after agent/status(idle)#1", "actor") in modes
+    # PY-2: at a flush, the throwing sequences again by a plain-function listener (its throw at the call)
+    assert ("inside session/flush#1", "plain") in modes
+
+
+def test_a_plain_flush_window_is_a_plain_function_listener_in_yaml_too() -> None:
+    reply = by_name(["reply"])[0]
+    wp = search.plan((reply,), REF, search.Config(depth=1, nth=1))[0]
+    plain = next(w for w in wp.windows if w.mode == "plain")
+    assert plain.name == "reply: plain listener inside session/flush#1: raise"
+    sc = plain.scenario(reply.scenario)
+    assert sc.listeners[-1].plain and load_text(dump(sc)).listeners[-1].plain
 
 
 def test_the_plan_is_exhaustive_within_the_bounds() -> None:
@@ -131,8 +142,9 @@ def test_the_plan_is_exhaustive_within_the_bounds() -> None:
     created = sum(1 for s in win.sequences(verbs, 2) if "raise" in s)  # not thrown into the world's setup
     # a stop only where a continuation listener votes: before its next()
     voting = [p for p in pts if p.on == "agent/turn-continuation" and p.when == "before"]
+    throwing = sum(1 for s in win.sequences(verbs, 2) if s[-1] == "raise")  # again by a plain flush listener
     expected = sum(listener + (0 if p.actor_after is None else actor) - (created if p.on == "agent/created" else 0)
-                   - (0 if p in voting else 1) for p in pts)
+                   - (0 if p in voting else 1) + (throwing if p.kind == "flush" else 0) for p in pts)
     assert voting and sum(1 for w in wp.windows if w.actions == ("stop",)) == len(voting)
     assert len(wp.windows) == expected
     assert len({w.name for w in wp.windows}) == len(wp.windows)
