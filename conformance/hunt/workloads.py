@@ -146,8 +146,8 @@ def workloads() -> tuple[Workload, ...]:
         # the third's arguments the first's, character for character: each call parses its own
         {"type": "block-start", "index": 2, "block_type": "tool-call"},
         {"type": "block-end", "index": 2, "block": {"type": "tool-call", "id": "c3", "name": "lookup",
-                                                     "arguments": '{"q": "x"}'}},
-        {"type": "finish", "reason": {"kind": "tool-calls"}})
+                                                     "arguments": '{"q": "x"}'}})
+    # no finish chunk: the step counts as `stop` (ASM-4), and its calls run all the same (LOOP-5)
     bare = respond.tool_call("lookup", "", id="c1")  # empty: the tool receives {} (TOOL-2)
     listed = respond.tool_call("lookup", '["x", 2]', id="c1")  # JSON, not an object: parsed all the same
     ghost = respond.tool_call("ghost", "{}", id="c2")  # a tool nobody registered: UNKNOWN_TOOL (TOOL-3)
@@ -168,8 +168,9 @@ def workloads() -> tuple[Workload, ...]:
                                        system_prompt="Answer briefly.",
                                        sections=(("tools", "Look things up."), ("style", "Be kind.")),
                                        description="a two-step tool turn, three tool calls in its first step (the "
-                                                   "second's arguments not JSON, the third's the first's), the "
-                                                   "agent with a system prompt after two sections")),
+                                                   "second's arguments not JSON, the third's the first's; no finish "
+                                                   "chunk, so a stop that still runs them), the agent with a system "
+                                                   "prompt after two sections")),
         Workload("failing-tool", _scenario("failing-tool", (listed + ghost, respond.text("done")), tools=(FAILING_TOOL,),
                                            description="a tool that fails (its arguments a JSON array: parsed, "
                                                        "TOOL-2), then one nobody registered (TOOL-3: an "

@@ -633,4 +633,20 @@ MUTANTS = [
         notes="Round 44 (session 42, written blind in examples/spec_loop as flush-sync-raise-escapes): the hunt "
               "missed it until a flush window's throwing sequences also ran by a plain-function listener (PY-2).",
     ),
+    Mutant(
+        'tools-need-tool-calls-finish',
+        "a step's tool calls are collected only when its finish is tool-calls: a step finishing stop (or "
+        "without a finish chunk) logs its calls and never runs them, and the turn ends after it",
+        ('LOOP-5', 'LOOP-6', 'ASM-4'),
+        '3',
+        (
+            Patch('agent',
+                  '                if isinstance(b, dict) and b.get("type") == "tool-call"\n            ]',
+                  '                if isinstance(b, dict) and b.get("type") == "tool-call"\n'
+                  '                and finish.get("kind") == "tool-calls"\n            ]'),
+        ),
+        notes="Round 44 (session 42, written blind in examples/spec_loop): the suite killed it; the hunt missed it "
+              "until the two-step workload's first stream ended without a finish chunk (ASM-4: a stop) and TOOLS "
+              "asked a turn that ended normally to have dispatched every call of its steps' messages.",
+    ),
 ]

@@ -1296,6 +1296,16 @@ def _tools_check(view: TraceView) -> Violation | None:
                         return Violation(f"agent {agent}: turn {t['turn']} failed with code {code!r} (its error event) "
                                          f"but its turn-end reason carries {reason.get('code')!r} (ERR-7: the code is "
                                          "carried into the error event and the turn-end reason)", e["_i"], ("ERR-7",))
+            if t["reason"] in _NORMAL:
+                # LOOP-5: a step runs each tool call of its message, whatever its finish (only a
+                # max-tokens step's are removed, MAXTOK-5, from the message too); a turn nothing
+                # stopped ran them all
+                for step, waiting in order.items():
+                    if waiting:
+                        return Violation(f"agent {agent}: turn {t['turn']} ended {t['reason']}, but tool call "
+                                         f"{waiting[0]} of step {step}'s assistant/message was never dispatched (no "
+                                         "tool/call; LOOP-5: each tool call of the step, in order, whatever the "
+                                         "finish reason)", t["_i"], ("LOOP-5", "CONT-1"))
     return None
 
 
