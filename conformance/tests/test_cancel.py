@@ -12,7 +12,7 @@ from conformance.adapter import AgentHandle
 from conformance.fakes import respond
 from conformance.harness import Kit
 
-from ._support import COMPLETED, Run, Watch, aborted, once
+from ._support import COMPLETED, Run, Watch, aborted, once, texts
 
 
 async def _parked(k: Kit) -> AgentHandle:
@@ -865,6 +865,42 @@ def test_steering_pending_in_a_tool_dropped_steering_after_cancel_requeued(run: 
         assert k.events(a, "steering/message") == []
         assert k.prompts(a) == [["A"], ["after"]], "steering added after the cancel is re-queued"
         assert k.reasons(a)[1:] == [COMPLETED], "the re-queued steering's turn is not governed by the cancel"
+
+    run(scenario)
+
+
+@pytest.mark.rule("CANCEL-4", "LOOP-8")
+def test_steering_added_after_a_cancel_made_while_steering_is_logged_is_requeued(run: Run) -> None:
+    # The cancel comes from a session/event listener on the first steering/message a step's
+    # drain logs, and the listener steers again right after it: that steering came after the
+    # cancel, while the cancelled turn closes, so it is late steering, re-queued as the next
+    # turn's prompt (CANCEL-4, LOOP-8), not logged into the cancelled turn by a drain that reads
+    # the steering queue again (indie43, session 42: found by the hunt, `steer` workload).
+    async def scenario(k: Kit) -> None:
+        a = await _parked(k)
+        gate = k.gate()
+        tool = k.tool("held", gate=gate)
+        k.model.push(fakes.tool_calls(("c1", "held", "{}")), fakes.text("never"), fakes.text("late reply"))
+        acted: list[bool] = []
+
+        def listener(_session: object, event: dict) -> None:
+            if event.get("type") == "steering/message" and not acted:
+                acted.append(True)
+                a.cancel("stop")
+                a.steer("after")
+
+        k.on("session/event", listener)
+        a.send("A")
+        await k.until(lambda: bool(tool.calls), "the tool call")
+        a.steer("before")
+        gate.open()
+        await k.idle(a)  # the re-queued steering runs before the agent goes idle (LOOP-8)
+        steering = [texts(e["data"]["content"]) for e in k.events(a, "steering/message")]
+        assert ["after"] not in steering, f"steering added after the cancel was logged into the cancelled turn: {steering}"
+        assert k.prompts(a)[1:] == [["after"]], (
+            f"steering added after the cancel is re-queued as the next turn's prompt: turns' prompts {k.prompts(a)}, "
+            f"log {k.types(a)}")
+        assert k.reasons(a) == [aborted("stop"), COMPLETED], k.reasons(a)
 
     run(scenario)
 
