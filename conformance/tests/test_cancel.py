@@ -869,7 +869,7 @@ def test_steering_pending_in_a_tool_dropped_steering_after_cancel_requeued(run: 
     run(scenario)
 
 
-@pytest.mark.rule("CANCEL-4", "LOOP-8")
+@pytest.mark.rule("CANCEL-4")  # as its sibling above: the re-queue is CANCEL-4's own sentence
 def test_steering_added_after_a_cancel_made_while_steering_is_logged_is_requeued(run: Run) -> None:
     # The cancel comes from a session/event listener on the first steering/message a step's
     # drain logs, and the listener steers again right after it: that steering came after the
