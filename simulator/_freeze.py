@@ -33,7 +33,7 @@ _EPOCH = _dt.datetime(2001, 9, 9, 1, 46, 40)
 """The pinned wall clock at virtual time 0: epoch second 1,000,000,000. Not the seeded sources'
 ``EPOCH_MS`` (2026-01-01), on purpose: a run stays reproducible either way, and code that reads
 the real clock directly rather than through the sources it was given stamps times from another
-era, which a check can tell from the injected clock's (PY-3)."""
+era, which a checker can tell from the seeded clock's."""
 _ZERO = _dt.timedelta(0)
 
 #: (object, attribute, fake, real)
