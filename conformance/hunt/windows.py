@@ -346,6 +346,10 @@ def enumerate_windows(workload: Workload, pts: list[Point], verbs: Sequence[str]
                       modes: Sequence[str] = MODES) -> Iterator[Window]:
     """Every window of ``workload`` at ``pts`` within the bounds, in a stable order."""
     seqs = {mode: sequences(verbs, depth, mode) for mode in modes}
+    # PY-2: a flush listener may be a plain function; one that throws does so at the call, which a
+    # loop containing only what its awaits raise lets through (round 44's flush-sync-raise-escapes):
+    # at a flush, the throwing sequences again, by a plain function
+    throwing = [actions for actions in seqs.get("listener", ()) if actions[-1] == "raise"]
     for point in pts:
         for mode in modes:
             if mode == "actor" and point.actor_after is None:
@@ -358,10 +362,6 @@ def enumerate_windows(workload: Workload, pts: list[Point], verbs: Sequence[str]
                 if "stop" in actions and not (point.on == "agent/turn-continuation" and point.when == "before"):
                     continue  # the vote is a continuation listener's (once per call: before and after next() vote alike)
                 yield Window(workload.name, point, actions, mode)
-        if point.kind == "flush" and "listener" in modes:
-            # PY-2: a flush listener may be a plain function; one that throws does so at the call,
-            # which a loop containing only what its awaits raise lets through (round 44's
-            # flush-sync-raise-escapes): the throwing sequences again, by a plain function
-            for actions in seqs["listener"]:
-                if actions[-1] == "raise":
-                    yield Window(workload.name, point, actions, "plain")
+        if point.kind == "flush":
+            for actions in throwing:
+                yield Window(workload.name, point, actions, "plain")

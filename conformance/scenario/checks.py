@@ -3048,12 +3048,12 @@ def _routed_check(view: TraceView) -> Violation | None:
     waterfall returned it (a plugin rewriting the model name routes the call), and it receives
     the system prompt that request carries (a loop attaching its own after the waterfall
     overwrites a plugin's)."""
-    for e in view.of_kind("model/request"):
+    calls = view.of_kind("model/request")
+    for e in calls:
         if "requested" in e:
             return Violation(f"model {e.get('model')!r} was called (call #{e.get('call')}) with a request naming "
                              f"{e['requested']!r} (LOOP-10: the adapter named by the request the agent/request "
                              "waterfall returned is called)", e["_i"], ("LOOP-10",))
-    calls = view.of_kind("model/request")
     for r in view.of_kind("waterfall/rewrote"):
         fields = r.get("fields") or {}
         if r.get("on") != "agent/request" or "system" not in fields or "model" not in fields:

@@ -1124,6 +1124,7 @@ class World:
         elif event in ev.WATERFALLS:
             after = listener.when == "after"
             rewrite = dict(listener.rewrite) if listener.rewrite else None
+            rewrote = copy.deepcopy(rewrite)  # what the timeline says it returned (never handed to the loop)
             # CONT-1: a continuation listener's vote to stop the turn (a plugin's force-stop)
             stops = event == "agent/turn-continuation" and any(a.verb == "stop" for a in listener.do)
 
@@ -1145,7 +1146,7 @@ class World:
                     own = copy.deepcopy(rewrite)
                     self._passed.extend(v for v in own.values() if isinstance(v, (list, dict)))
                     # LOOP-10: the adapter the request names receives it as returned (ROUTED)
-                    simulator.observe("waterfall/rewrote", on=event, listener=name, fields=copy.deepcopy(rewrite))
+                    simulator.observe("waterfall/rewrote", on=event, listener=name, fields=rewrote)
                     return {**value, **own}
                 return value
 

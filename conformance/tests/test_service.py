@@ -20,6 +20,11 @@ from simulator.sources import EPOCH_MS
 from ._support import COMPLETED, Run, Watch, boom, request_texts
 
 
+def _log_problems(events: list[dict[str, Any]]) -> list[str]:
+    """A resumed log's LOG-3..6 violations, and PY-3's: its repair stamped by the injected clock."""
+    return log_violations(events) + clock_violations(events, EPOCH_MS)
+
+
 @pytest.mark.rule("SVC-1")
 def test_create_uses_fresh_session(run: Run) -> None:
     async def scenario(k: Kit) -> None:
@@ -665,8 +670,8 @@ def test_resume_of_a_log_whose_last_turn_never_closed(run: Run) -> None:
         second.register_model(MODEL, model)
         b = await second.resume("epsilon-resumed", "sess-open", agent_options={"model": MODEL})
         events: list[dict[str, Any]] = [dict(e) for e in b.session.events]
-        assert log_violations(events, allow_open_turn=False) + clock_violations(events, EPOCH_MS) == [], (
-            log_violations(events) + clock_violations(events, EPOCH_MS))  # PY-3: the repair on the injected clock
+        problems = _log_problems(events)
+        assert problems == [], problems
         turn_two_end = [e["data"]["reason"] for e in events if e["type"] == "turn/end" and e["data"]["turn"] == 2]
         assert turn_two_end == [{"kind": "interrupted"}], turn_two_end
         assert b.session.derive_messages() == history
@@ -772,8 +777,8 @@ def test_resume_of_a_log_interrupted_after_a_closed_step(run: Run, where: str) -
         b = await second.resume("zeta-resumed", "sess-cut", agent_options={"model": MODEL})
         events: list[dict[str, Any]] = [dict(e) for e in b.session.events]
         assert events[: len(logged)] == logged, "the persisted events come back unchanged"
-        assert log_violations(events, allow_open_turn=False) + clock_violations(events, EPOCH_MS) == [], (
-            log_violations(events) + clock_violations(events, EPOCH_MS))  # PY-3: the repair on the injected clock
+        problems = _log_problems(events)
+        assert problems == [], problems
         repair = events[len(logged):]
         ends = [e["data"] for e in repair if e["type"] == "step/end"]
         open_step = {"mid-tool": [{"turn": 2, "step": 1}], "mid-stream": [{"turn": 2, "step": 2}]}
@@ -792,8 +797,8 @@ def test_resume_of_a_log_interrupted_after_a_closed_step(run: Run, where: str) -
         assert [e["type"] for e in again] == [e["type"] for e in relogged], (
             "resumed a second time, the session is not what the resumed agent logged: "
             f"{[e['type'] for e in again]} against {[e['type'] for e in relogged]}")
-        assert log_violations(again, allow_open_turn=False) + clock_violations(again, EPOCH_MS) == [], (
-            log_violations(again) + clock_violations(again, EPOCH_MS))
+        problems = _log_problems(again)
+        assert problems == [], problems
         await third.close()
         await first.close()
 
