@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 VERBS = ("send", "steer", "inject", "cancel", "abort", "dispose", "when_idle", "raise", "close", "create",
-         "cancel_driver", "reconfigure", "reload", "stop")
+         "cancel_driver", "reconfigure", "reload", "stop", "answer")
 """The actions a window may do: a caller's, ``raise`` (the listener throws, as a plugin might:
 last in a sequence, and only where a listener acts) and ``close`` (the service's ``close()``,
 SVC-7: last in a sequence, after nothing or after the work or waiter it must deal with) and
@@ -20,7 +20,10 @@ two or more are registered, else a tool registered, SVC-5: alone) and ``reload``
 session resumed on a second service over the same backend while it runs, as after a process that
 died there, SVC-3 and the repair of a turn left open: alone, and only where the implementation has
 the ``persistence`` feature) and ``stop`` (an ``agent/turn-continuation`` listener's vote to stop
-the turn, as a plugin's force-stop, CONT-1: alone, by a listener, at that waterfall only)."""
+the turn, as a plugin's force-stop, CONT-1: alone, by a listener, at that waterfall only) and
+``answer`` (a ``tools/execute`` listener answering the call itself, never calling ``next()``, as
+a caching or guarding plugin does: the tool must not run, and the call's result is the answer, 0b:
+alone, by a listener, before that waterfall's ``next()`` only)."""
 
 MODES = ("listener", "actor")
 """How a window acts: synchronously in a listener at its point, or by an actor started there."""

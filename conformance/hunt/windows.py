@@ -192,7 +192,7 @@ may have released its waiters only before the status event it is in (upstream's 
 "idle-listener cancellation settles its waiter"; round 20b, 2026-12-05)."""
 
 
-ALONE = ("create", "cancel_driver", "reconfigure", "reload", "stop")
+ALONE = ("create", "cancel_driver", "reconfigure", "reload", "stop", "answer")
 """The verbs a window does alone (see :func:`sequences`)."""
 
 
@@ -217,9 +217,9 @@ def sequences(verbs: Sequence[str], depth: int, mode: str = "listener") -> list[
                 continue
             if n > 1 and any(v in seq for v in ALONE):
                 continue
-            if mode == "actor" and ("reload" in seq or "stop" in seq):
+            if mode == "actor" and ("reload" in seq or "stop" in seq or "answer" in seq):
                 continue  # a reload is a task of its own already: an actor would only start it a step later;
-                # a stop is the vote a continuation listener returns
+                # a stop is the vote a continuation listener returns, an answer a tools/execute listener's
             out.append(seq)
     if depth == 2:
         out += [seq for seq in WITHDRAWN if set(seq) <= set(verbs)]
@@ -361,6 +361,8 @@ def enumerate_windows(workload: Workload, pts: list[Point], verbs: Sequence[str]
                     continue  # no agent yet: a caller can take its id (SVC-2) or close the service (SVC-7)
                 if "stop" in actions and not (point.on == "agent/turn-continuation" and point.when == "before"):
                     continue  # the vote is a continuation listener's (once per call: before and after next() vote alike)
+                if "answer" in actions and not (point.on == "tools/execute" and point.when == "before"):
+                    continue  # a tools/execute listener's own result, in place of calling next()
                 yield Window(workload.name, point, actions, mode)
         if point.kind == "flush":
             for actions in throwing:

@@ -129,6 +129,12 @@ SPARE = ToolSpec("notes", returns("noted"))  # never called: a window's reconfig
 HANGING = respond.text("partial then nothing").hang(after=1).on_abort("ignore")
 """A stream that hangs after its first chunk and never looks at the step's signal."""
 FAILING_TOOL = ToolSpec("lookup", fails("no such page", code="E_TOOL"))
+VIRTUAL_TOOL = Listener(on="tools/execute", do=(Action("answer"),), name="virtual-tool", where={"name": "virtual"},
+                        times="always", optional=True)
+"""A plugin serving a tool nobody registered: its ``tools/execute`` listener answers every call of
+``virtual`` itself (LOOP-5: every call goes through the waterfall, whose end, the unknown-tool
+error, TOOL-3, a listener may answer before; a loop failing unknown tools ahead of the waterfall
+never asks it: ANSWERED)."""
 
 
 def workloads() -> tuple[Workload, ...]:
@@ -151,6 +157,7 @@ def workloads() -> tuple[Workload, ...]:
     bare = respond.tool_call("lookup", "", id="c1")  # empty: the tool receives {} (TOOL-2)
     listed = respond.tool_call("lookup", '["x", 2]', id="c1")  # JSON, not an object: parsed all the same
     ghost = respond.tool_call("ghost", "{}", id="c2")  # a tool nobody registered: UNKNOWN_TOOL (TOOL-3)
+    virtual = respond.tool_call("virtual", '{"q": "v"}', id="c3")  # one nobody registered that a plugin serves
     pair = respond.tool_call("lookup", "{}", id="c1") + respond.tool_call("lookup", '{"all": true}', id="c2")
     out = [
         Workload("reply", _scenario("reply", (respond.text("the reply"),), description="a plain reply")),
@@ -171,10 +178,12 @@ def workloads() -> tuple[Workload, ...]:
                                                    "second's arguments not JSON, the third's the first's; no finish "
                                                    "chunk, so a stop that still runs them), the agent with a system "
                                                    "prompt after two sections")),
-        Workload("failing-tool", _scenario("failing-tool", (listed + ghost, respond.text("done")), tools=(FAILING_TOOL,),
+        Workload("failing-tool", _scenario("failing-tool", (listed + ghost + virtual, respond.text("done")),
+                                           tools=(FAILING_TOOL,), listeners=(VIRTUAL_TOOL,),
                                            description="a tool that fails (its arguments a JSON array: parsed, "
                                                        "TOOL-2), then one nobody registered (TOOL-3: an "
-                                                       "UNKNOWN_TOOL error result)")),
+                                                       "UNKNOWN_TOOL error result), then one nobody registered that "
+                                                       "a plugin's tools/execute listener serves itself")),
         Workload("hang", _scenario("hang", (HANGING, HANGING),
                                    actors=(_caller("A"), Actor((Action("abort"), Action("send", text="B"),
                                                                 Action("sleep", seconds=1.0), Action("dispose")),
@@ -214,6 +223,13 @@ def workloads() -> tuple[Workload, ...]:
                                           actors=(_caller("A", "B"),),
                                           description="two queued prompts, the first answer finishing with a "
                                                       "kind no rule names (section 0: a success)")),
+        Workload("bad-source", _scenario("bad-source", (respond.text("two"),),
+                                         actors=(Actor((Action("send", text="X", bad_source=True),
+                                                        Action("when_idle", name="done"), Action("wait_idle", name="done")),
+                                                       name="caller", at=0.0),),
+                                         description="a prompt whose source cannot be logged (ERR-8: its turn/start "
+                                                     "is rejected, announced with step 0, no turn owed; a window's "
+                                                     "prompt still runs)")),
         Workload("steer", _scenario(
             # its adapter fails the pending read once the step's signal fires, as an HTTP client
             # does (ABORT-1: still `aborted{reason}`, not a failure)

@@ -253,4 +253,75 @@ MUTANTS = [
               "it until test_a_failed_turn_is_announced_though_a_listener_throws_on_its_error_event; the hunt "
               "found it (ERR-9, the finish-aborted workload).",
     ),
+    Mutant(
+        "rejected-start-unannounced",
+        "a turn/start the session rejects (a queued prompt whose source cannot be logged) is only warned about: "
+        "no agent/error announces the failure",
+        ("ERR-8",),
+        "7",
+        (
+            Patch(
+                "agent",
+                '                self._warn(turn.number, "turn/start was rejected", exc)\n'
+                "                self._announce(turn.number, 0, exc)\n",
+                '                self._warn(turn.number, "turn/start was rejected", exc)\n',
+            ),
+        ),
+        notes="Session 43: the hunt's bad-source workload (a send whose source cannot be logged) and its REJECTED "
+              "oracle.",
+    ),
+    Mutant(
+        "rejected-start-opens-turn",
+        "a rejected turn/start is taken for a throwing turn/start listener: the turn counts as opened, so an error "
+        "event and a turn/end are logged for a turn that never started",
+        ("ERR-8", "LOG-4"),
+        "7",
+        (
+            Patch(
+                "agent",
+                "            if len(self._session) == before:\n"
+                "                # ERR-8: nothing opened",
+                "            if len(self._session) == before and not drained:\n"
+                "                # ERR-8: nothing opened",
+            ),
+        ),
+        notes="Round 44 (session 42, written blind in examples/spec_loop as unstarted-turn-error-logged): the suite "
+              "killed it; the hunt missed it until session 43's bad-source workload.",
+    ),
+    Mutant(
+        "flush-failure-charged-to-running-turn",
+        "a failing session/flush is charged to the turn running when it fails: an idle inject's flush failing once "
+        "the next turn opened is announced as that turn's failure (and that turn's own failure is then ignored)",
+        ("INJ-2", "ERR-9"),
+        "7",
+        (
+            Patch(
+                "agent",
+                '            self._late_failure(turn, exc, "a session/flush listener")',
+                '            self._late_failure(self._turn or turn, exc, "a session/flush listener")',
+            ),
+        ),
+        notes="Round 46 (session 43, written blind in examples/spec_loop as inject-flush-announce-live-turn): the "
+              "suite passed it until test_an_inject_flush_failing_late_is_announced_with_its_own_turn; the hunt "
+              "found it (ANNOUNCED, the inject workload).",
+    ),
+    Mutant(
+        "disposed-turn-logs-failures",
+        "a failure once the agent is disposed is recorded like any other: a listener that disposes the agent and "
+        "then throws gets an error event logged into the disposed turn",
+        ("DISP-5", "DISP-4"),
+        "9",
+        (
+            Patch(
+                "agent",
+                "        if turn.failure is not None or self._disposed:\n"
+                "            # ERR-9 (a later failure)",
+                "        if turn.failure is not None:\n"
+                "            # ERR-9 (a later failure)",
+            ),
+        ),
+        notes="Round 46 (session 43, written blind in examples/spec_loop as fail-ignores-agent-disposed): the suite "
+              "passed it until test_a_listener_throwing_after_it_disposed_the_agent_logs_no_error; the hunt found it "
+              "(MAXTOK's DISP-5 clause).",
+    ),
 ]

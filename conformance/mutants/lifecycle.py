@@ -491,6 +491,22 @@ MUTANTS = [
               "reach (no window removes a listener).",
     ),
     Mutant(
+        'waterfall-chain-eager',
+        "a waterfall runs the rest of its chain before calling the listener and hands it the result: a tools/execute "
+        "listener that answers a call itself, never calling next(), cannot keep the tool from running",
+        ('LOOP-5', 'TOOL-4'),
+        '5',
+        (
+            Patch('bus',
+                  '            def next_() -> Awaitable[Any]:\n                return run(index + 1)\n',
+                  '            later = await run(index + 1)\n\n'
+                  '            async def next_() -> Any:\n                return later\n'),
+        ),
+        notes="Round 44 (session 42, written blind in examples/spec_loop as waterfall-next-eager): the suite killed "
+              "it (TOOL-4's short-circuit test), the hunt missed it until session 43's answer verb (a tools/execute "
+              "listener answering the call itself) and the ANSWERED oracle.",
+    ),
+    Mutant(
         'tool-dispose-by-name',
         "a tool registration's disposer removes whatever tool has the name: a plugin re-registering a tool and then "
         "releasing the first registration unregisters the second",

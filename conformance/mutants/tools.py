@@ -192,4 +192,24 @@ MUTANTS = [
         interleaving=False,
         notes="The third independent loop's blind round (session 33) wrote it; the suite's test_each_call_gets_its_own_parsed_arguments killed it, the hunt missed it until its tool consumed its arguments in place and two-step's first step had two calls with one text (session 34, 2026-12-04).",
     ),
+    Mutant(
+        "unknown-tool-skips-waterfall",
+        "a call of a tool nobody registered is failed UNKNOWN_TOOL before the tools/execute waterfall: a "
+        "listener serving that tool itself is never asked",
+        ("LOOP-5", "TOOL-3"),
+        "5",
+        (
+            Patch(
+                "agent",
+                "        async def execute() -> None:\n",
+                "        async def execute() -> None:\n"
+                "            if self._service.tools.get(name) is None:\n"
+                '                box["result"] = await self._service.tools.execute(execution)  # UNKNOWN_TOOL\n'
+                "                return\n",
+            ),
+        ),
+        notes="Round 45 (session 43, written blind in the reference): the suite passed it until "
+              "test_a_listener_serves_a_tool_nobody_registered; the hunt found it once the failing-tool workload "
+              "had a plugin serving a tool nobody registered (ANSWERED).",
+    ),
 ]

@@ -950,6 +950,8 @@ def _batching_check(view: TraceView) -> Violation | None:
                     break
                 if any(s["_i"] < i < begin for i in stops):
                     continue
+                if view.excused(agent, s["_i"], begin):
+                    continue  # a failure before a turn opened took it (ERR-8: a turn/start rejected)
                 first = view.first_run(agent, s.get("text"))
                 if first is not None and first < begin:
                     continue  # it ran in an earlier turn
@@ -1171,11 +1173,11 @@ def _tools_check(view: TraceView) -> Violation | None:
     failures = {str(e.get("error")) for e in failed_calls if e.get("error")}
     # The names of every tool the world registered at some point: a call of any other is of an
     # unknown tool (TOOL-3: an is_error result carrying error{code: UNKNOWN_TOOL}), unless a
-    # plugin's tools/execute listener may have answered it (then the listener's result stands).
-    known: set[str] | None = None
-    if not any(e.get("on") == "tools/execute" for e in (*view.of_kind("listener"), *view.of_kind("op", op="raise"))):
-        known = {str(n) for e in (*view.of_kind("agent/created"), *view.of_kind("op", op="reconfigure"))
-                 for n in e.get("tools") or ()}
+    # plugin's tools/execute listener acted during that call (then the listener's result stands).
+    known = {str(n) for e in (*view.of_kind("agent/created"), *view.of_kind("op", op="reconfigure"))
+             for n in e.get("tools") or ()}
+    listened = [e["_i"] for e in (*view.of_kind("listener"), *view.of_kind("op", op="raise"))
+                if e.get("on") == "tools/execute"]
     for agent in view.agents:
         stops = [e["_i"] for e in view.ops(agent, "cancel", "abort", *DISPOSERS)]
         coded = [e for e in view.ops(agent, "raise") if isinstance(e.get("code"), str) and e.get("message")]
@@ -1261,7 +1263,8 @@ def _tools_check(view: TraceView) -> Violation | None:
                     name = names.get(str(data.get("call_id")))
                     error = data.get("error")
                     stopped = at is not None and any(at < i < e["_i"] for i in (*stops, *view.closings()))
-                    if known and isinstance(name, str) and name not in known and not stopped and (
+                    if known and isinstance(name, str) and name not in known and not stopped and not any(
+                            at is not None and at < i < e["_i"] for i in listened) and (
                             data.get("is_error") is not True or not isinstance(error, _MAP)
                             or error.get("code") != "UNKNOWN_TOOL"):
                         return Violation(f"agent {agent}: tool call {data.get('call_id')} names {name!r}, which no one "
@@ -3067,6 +3070,99 @@ def _routed_check(view: TraceView) -> Violation | None:
     return None
 
 
+def _rejected_check(view: TraceView) -> Violation | None:
+    """ERR-8: a prompt whose source cannot be logged, once accepted, fails where its batch is
+    written: its ``turn/start`` rejected before anything opened (announced through
+    ``agent/error`` with step 0, while no turn is open), or, drained behind another prompt, the
+    turn it joined (which ends ``error``: ERR-9 judges its announcement). Not judged when the
+    call raised (a loop may refuse the source at once) or a stop came before its batch was
+    written."""
+    for agent in view.agents:
+        for s in view.ops(agent, "send"):  # the calls that did not raise
+            if not s.get("bad_source") or s.get("status") == "disposed":
+                continue
+            # the next turn a message opened (an idle inject's one-shot turn drains nothing)
+            following = next((t for t in view.turns(agent) if t["_i"] > s["_i"] and t["trigger"] != "injection"), None)
+            nxt = following["_i"] if following is not None else len(view.timeline)
+            if any(s["_i"] < i < nxt for i in view.stops(agent, close=False)):
+                continue
+            if following is not None and following["reason"] == "error":
+                continue  # drained behind another prompt: the turn it joined failed (ERR-9)
+            if following is None and not view.closings(caller=False):
+                continue  # the run ended before anything drained it
+            announced = [e for e in view.of_kind("agent/error", agent=agent) if s["_i"] < e["_i"] < nxt]
+            if not any(e.get("step") == 0 and _turn_around(view, agent, e["_i"]) is None for e in announced):
+                said = f" (announced with step {announced[0].get('step')})" if announced else ""
+                return Violation(f"agent {agent}: send({s.get('text')!r}) with a source that cannot be logged was "
+                                 f"accepted, but no agent/error with step 0 announced its failure before the next "
+                                 f"turn{said} (ERR-8: a failure before turn/start is reported through agent/error with "
+                                 "step 0, and the loop goes on)", s["_i"], ("ERR-8",))
+    return None
+
+
+def _served_unasked(view: TraceView, answered: list[Event]) -> Violation | None:
+    """ANSWERED's first half: every call of a tool a ``tools/execute`` plugin serves (one nobody
+    registered) reaches that plugin (LOOP-5), unless a stop came during the call."""
+    served = {str(e.get("tool")) for e in view.of_kind("waterfall/serves")}
+    for agent in view.agents if served else ():
+        log = view.log(agent)
+        stops = [e["_i"] for e in view.ops(agent, "cancel", "abort", *DISPOSERS)] + view.closings()
+        for call in log:
+            if call["type"] != "tool/call" or call["data"].get("name") not in served:
+                continue
+            call_id = call["data"].get("call_id")
+            result = next((e for e in log if e["_i"] > call["_i"] and e["type"] == "tool/result"), None)
+            if result is None or any(call["_i"] < i < result["_i"] for i in stops):
+                continue
+            if not any(call["_i"] < a["_i"] < result["_i"] and a.get("call_id") == call_id for a in answered):
+                return Violation(f"agent {agent}: tool call {call_id} names {call['data'].get('name')!r}, which a "
+                                 "tools/execute plugin serves, but the plugin never answered it (LOOP-5: every tool "
+                                 "call goes through the tools/execute waterfall, a tool nobody registered too; TOOL-3's "
+                                 "unknown-tool error is the chain's end, which a listener may answer before)",
+                                 result["_i"], ("LOOP-5", "TOOL-3"))
+    return None
+
+
+def _answered_check(view: TraceView) -> Violation | None:
+    """0b: a ``tools/execute`` listener short-circuits by not calling ``next()``: the tool of a
+    call it answered itself never starts (a chain run ahead of the listener starts it even before
+    the listener is called), and the call's ``tool/result`` carries the answer, under the model's
+    call id (TOOL-4), unless a stop came during the call."""
+    answered = view.of_kind("waterfall/answered")
+    found = _served_unasked(view, answered)
+    if found is not None:
+        return found
+    for a in answered:
+        agent, call_id = a.get("agent"), a.get("call_id")
+        if not isinstance(agent, str):
+            continue
+        log = view.log(agent)
+        call = next((e for e in reversed(log) if e["_i"] < a["_i"] and e["type"] == "tool/call"
+                     and e["data"].get("call_id") == call_id), None)
+        if call is None:
+            continue  # no tool/call logged before its waterfall: LOOP-5's, judged by TOOLS
+        result = next((e for e in log if e["_i"] > a["_i"] and e["type"] == "tool/result"), None)
+        end = result["_i"] if result is not None else len(view.timeline)
+        others = [e for other in view.agents if other != agent for e in view.log(other)
+                  if call["_i"] < e["_i"] < end and e["type"] == "tool/call" and e["data"].get("call_id") == call_id]
+        ran = next((e for e in view.of_kind("tool/start")
+                    if call["_i"] < e["_i"] < end and e.get("call_id") == call_id), None)
+        if ran is not None and not others:
+            return Violation(f"agent {agent}: the tool of call {call_id} ran though a tools/execute listener answered "
+                             "the call itself without calling next() (0b: a listener short-circuits the chain by not "
+                             "calling next(); LOOP-5)", ran["_i"], ("LOOP-5", "TOOL-4"))
+        stopped = [e["_i"] for e in view.ops(agent, "cancel", "abort", *DISPOSERS)] + view.closings()
+        if result is None or any(call["_i"] < i < end for i in stopped):
+            continue
+        data = result["data"]
+        if data.get("call_id") != call_id or data.get("content") != [ev.ANSWER] or data.get("is_error") is not False:
+            return Violation(f"agent {agent}: a tools/execute listener answered call {call_id} itself with "
+                             f"[{ev.ANSWER}], but its tool/result logs call id {data.get('call_id')!r}, content "
+                             f"{data.get('content')!r}, is_error {data.get('is_error')!r} (0b: the listener's return "
+                             "is the chain's value; TOOL-4: under the model's call id)", result["_i"], ("LOOP-5", "TOOL-4"))
+    return None
+
+
 def _escape_check(view: TraceView) -> Violation | None:
     # The simulator's tripwires raise at the call; a loop that contains its plugins' failures
     # (or its own) may catch that and go on looking well. It tried all the same: a thread, real
@@ -3095,6 +3191,9 @@ ORACLES: tuple[LoopCheck, ...] = (
               ("LOOP-3", "SVC-3")),
     LoopCheck("FIFO", _fifo_check, "prompts and steering are logged in the order they were given",
               ("INBOX-1", "LOOP-2")),
+    # before prompts: an unannounced rejection leaves its prompt unexcused there
+    LoopCheck("REJECTED", _rejected_check, "a prompt whose turn/start is rejected is announced with step 0",
+              ("ERR-8",)),
     LoopCheck("prompts", _prompts_check, "no prompt runs twice; an uncancelled prompt or steer runs",
               ("MARKER-1", "LOOP-2", "LOOP-8", "ERR-1", "ERR-6", "ERR-11")),
     LoopCheck("IDLE-2", _idle_check, "when_idle() resolves only at quiescence", ("IDLE-2",)),
@@ -3155,6 +3254,8 @@ ORACLES: tuple[LoopCheck, ...] = (
               "one taken while idle with nothing queued at once", ("IDLE-3", "IDLE-2", "IDLE-1")),
     LoopCheck("WARNED", _warned_check, "a throwing notification listener is warned about", ("ERR-12",)),
     LoopCheck("ROUTED", _routed_check, "the adapter called is the one the request names", ("LOOP-10",)),
+    LoopCheck("ANSWERED", _answered_check, "a tools/execute listener that answers a call itself keeps its tool "
+              "from running, and its answer is the result", ("LOOP-5", "TOOL-4")),
     LoopCheck("problems", _problems_check, "the world saw nothing go wrong"),
 )
 """The always-on oracles (see the module docstring)."""

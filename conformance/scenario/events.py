@@ -40,6 +40,10 @@ WATERFALLS: dict[str, tuple[str, ...]] = {
     "system-prompt": ("agent",),
 }
 
+#: The content block of a ``tools/execute`` listener's own answer (the ``answer`` verb: it never
+#: calls ``next()``, so no tool runs and the call's ``tool/result`` carries this, 0b).
+ANSWER: dict[str, str] = {"type": "text", "text": "answered by a plugin"}
+
 #: Points of the world itself a listener may act at, synchronously, as the timeline event is
 #: observed: right after an agent was created (before its driver first ran), as a fake tool call
 #: starts (inside the call), as a fake model call starts, as the abort signal of a fake model

@@ -39,12 +39,13 @@ DEFAULT_IDLE_TIMEOUT = 600.0
 """Virtual seconds the world waits for quiescence (a waiter, the final settle, the close)."""
 
 LISTENER_VERBS = ("send", "steer", "inject", "cancel", "abort", "dispose", "raise", "when_idle", "close", "create",
-                  "cancel_driver", "reconfigure", "reload", "stop")
+                  "cancel_driver", "reconfigure", "reload", "stop", "answer")
 """What a listener may do: synchronous verbs only (it runs inside the emitter); ``stop`` only on
-``agent/turn-continuation``."""
+``agent/turn-continuation``, ``answer`` only on ``tools/execute``."""
 
-ACTOR_VERBS = (*(v for v in LISTENER_VERBS if v != "stop"), "sleep", "wait_idle", "wait_for")
-"""What an actor may do: the listener verbs (but ``stop``, a waterfall's vote) plus the awaiting ones."""
+ACTOR_VERBS = (*(v for v in LISTENER_VERBS if v not in ("stop", "answer")), "sleep", "wait_idle", "wait_for")
+"""What an actor may do: the listener verbs (but ``stop`` and ``answer``, a waterfall's own return)
+plus the awaiting ones."""
 
 
 class ScenarioError(Exception):
@@ -66,7 +67,8 @@ class Action:
     (the agent's session resumed on a second service over the same backend while it runs, as
     after a process that died there, SVC-3: see ``World.reload``) nothing; ``stop`` (an
     ``agent/turn-continuation`` listener's vote to stop the turn, a plugin's force-stop, CONT-1)
-    nothing.
+    nothing; ``answer`` (a ``tools/execute`` listener answering the call itself, without calling
+    ``next()``: the tool must not run, 0b) nothing.
     ``agent`` is the agent acted on (the
     scenario's first agent when ``None``). ``wait`` makes an actor's ``inject`` await the
     injection.
@@ -100,8 +102,10 @@ class Action:
     INJ-4's bad input, which raises to the caller once the one-shot turn is closed and still
     has its flush run."""
     bad_source: bool = False
-    """Whether an ``inject`` passes a source carrying a value JSON cannot encode (a set): INJ-4's
-    other bad input, which raises and writes nothing."""
+    """Whether an ``inject`` or a ``send`` passes a source carrying a value JSON cannot encode (a
+    set): INJ-4's other bad input, which raises and writes nothing; a queued prompt whose source
+    cannot be logged, which fails before its turn opens (ERR-8: announced with step 0, no turn
+    owed, the loop goes on) or, drained behind another prompt, fails the turn it joined."""
 
     @property
     def awaits(self) -> bool:

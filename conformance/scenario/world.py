@@ -851,6 +851,9 @@ class World:
         """``agent.send(text[, source])``."""
         h = self.handle(agent)
         args, extra = self._sourced(text, source)
+        if source is not None and _unserialisable(source):
+            # ERR-8's failure before turn/start (the timeline keeps JSON only: the source less its set)
+            extra = {"bad_source": True, "source": {k: v for k, v in source.items() if not _unserialisable(v)}}
         self._op(by, "send", h, lambda: h.send(*args), on, text=ev.texts(text), **extra)
 
     def steer(self, agent: str | AgentHandle | None, text: Any, *, by: str = "caller", on: str | None = None,
@@ -1029,7 +1032,7 @@ class World:
         ``subject``: the agent a ``raise`` without one fails (the listener's event's agent)."""
         verb, agent = action.verb, action.agent
         if verb == "send":
-            self.send(agent, _content(action), by=by, on=on, source=action.source)
+            self.send(agent, _content(action), by=by, on=on, source=_source(action))
         elif verb == "steer":
             self.steer(agent, _content(action), by=by, on=on, source=action.source)
         elif verb == "inject":
@@ -1053,8 +1056,8 @@ class World:
             self.cancel_driver(agent, by=by, on=on)
         elif verb == "reconfigure":
             self.reconfigure(by=by, on=on)
-        elif verb == "stop":  # the vote itself is the continuation listener's return value (install)
-            self._record_op(by, "stop", self.handle(agent), on)
+        elif verb in ("stop", "answer"):  # the listener's own return value (see install)
+            self._record_op(by, verb, self.handle(agent), on)
         elif verb == "reload":
             self.reload(agent, by=by, on=on)
         elif verb == "raise":
@@ -1127,9 +1130,22 @@ class World:
             rewrote = copy.deepcopy(rewrite)  # what the timeline says it returned (never handed to the loop)
             # CONT-1: a continuation listener's vote to stop the turn (a plugin's force-stop)
             stops = event == "agent/turn-continuation" and any(a.verb == "stop" for a in listener.do)
+            # 0b: a tools/execute listener answering the call itself, never calling next(): the
+            # tool must not run (ANSWERED), and the result logged is its answer
+            answers = event == "tools/execute" and any(a.verb == "answer" for a in listener.do)
+            if answers and always and isinstance(where.get("name"), str):
+                # a plugin serving a tool nobody registered: every call of it must reach the
+                # listener (LOOP-5: each call goes through the waterfall; ANSWERED)
+                simulator.observe("waterfall/serves", on=event, listener=name, tool=where["name"])
 
             async def waterfall(*args: Any) -> Any:
                 fired = False if after else react(args[:-1])
+                if fired and answers:
+                    fields = self.fields(event, args[:-1])
+                    call_id = fields.get("call_id")
+                    simulator.observe("waterfall/answered", on=event, listener=name, call_id=call_id,
+                                      agent=fields.get("agent"))
+                    return {"call_id": f"answer:{call_id}", "content": [dict(ev.ANSWER)], "is_error": False}
                 if fired and event == "agent/step-result":
                     await asyncio.sleep(0)  # a moderating plugin yields before it passes the message on
                 value = await _as_coro(args[-1]())
@@ -1697,8 +1713,8 @@ _DYING = "interrupted"
 
 
 def _source(action: Action) -> Mapping[str, Any] | None:
-    """The source an ``inject`` passes: the action's, or, for a ``bad_source``, one carrying a set,
-    which JSON cannot encode."""
+    """The source an ``inject`` or a ``send`` passes: the action's, or, for a ``bad_source``, one
+    carrying a set, which JSON cannot encode."""
     if action.bad_source:
         return {"kind": "plugin", "name": action.text, "tags": {action.text}}
     return action.source

@@ -453,6 +453,7 @@ def _action(node: Node, agents: list[str], allowed: tuple[str, ...]) -> Action:
     if verb in ("send", "steer", "inject"):
         if arg.is_map():
             f = arg.keys(("text", "agent", "source", "blocks", "wait", "unserialisable", "bad_source") if verb == "inject"
+                         else ("text", "agent", "source", "blocks", "bad_source") if verb == "send"
                          else ("text", "agent", "source", "blocks"), required=("text",))
             wait = f["wait"].boolean() if "wait" in f else False
             if wait and "wait_idle" not in allowed:
@@ -490,6 +491,10 @@ def _action(node: Node, agents: list[str], allowed: tuple[str, ...]) -> Action:
     if verb == "stop":
         if arg.value() is not None:
             raise arg.error("stop takes no argument (the listener votes to stop the turn: {stop: null})")
+        return Action(verb)
+    if verb == "answer":
+        if arg.value() is not None:
+            raise arg.error("answer takes no argument (the listener answers the tool call itself: {answer: null})")
         return Action(verb)
     if verb == "when_idle":
         if arg.is_map():
@@ -557,6 +562,8 @@ def _listener(node: Node, agents: list[str]) -> Listener:
         do = _actions(f["do"], agents, LISTENER_VERBS)
         if any(a.verb == "stop" for a in do) and event != "agent/turn-continuation":
             raise f["do"].error("stop is a vote of an agent/turn-continuation listener (on: agent/turn-continuation)")
+        if any(a.verb == "answer" for a in do) and event != "tools/execute":
+            raise f["do"].error("answer is a tools/execute listener's own result (on: tools/execute)")
     elif (event == "session/flush" and hold) or rewrite:
         do = ()  # a slow flush or a rewriting plugin that does nothing else
     else:
@@ -942,7 +949,7 @@ def _action_out(a: Action) -> dict[str, Any]:
         if a.thrown:
             return {verb: {"message": a.message, "thrown": True}}
         return {verb: a.message} if a.code is None else {verb: {"message": a.message, "code": a.code}}
-    if verb in ("close", "reconfigure", "stop"):
+    if verb in ("close", "reconfigure", "stop", "answer"):
         return {verb: None}
     if verb == "when_idle":
         return {verb: a.name if a.agent is None else {"name": a.name, "agent": a.agent}}

@@ -252,6 +252,40 @@ def test_disposal_is_not_a_failure(run: Run, where: str) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("DISP-5", "DISP-4")
+@pytest.mark.parametrize("where", ["agent/turn-start", "agent/step-end", "session/event step/end"])
+def test_a_listener_throwing_after_it_disposed_the_agent_logs_no_error(run: Run, where: str) -> None:
+    # DISP-5: disposal is not a failure. A listener that disposes the agent and then throws (a
+    # plugin shutting the agent down, then failing) throws while the disposed turn closes: as
+    # ERR-10 and DISP-4 say of a turn-end listener's throw during disposal, no error event is
+    # logged for it, and the turn ends disposed.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.model.push(fakes.text("the reply"))
+
+        def dispose_then_throw(*_args: Any) -> None:
+            a.dispose()
+            raise RuntimeError("failed after disposing")
+
+        if where == "session/event step/end":
+            fired: list[bool] = []
+
+            def on_event(_session: Any, event: dict[str, Any]) -> None:
+                if event["type"] == "step/end" and not fired:
+                    fired.append(True)
+                    dispose_then_throw()
+
+            k.on("session/event", on_event)
+        else:
+            k.on(where, once(dispose_then_throw))
+        a.send("A")
+        await k.idle(a)
+        assert k.events(a, "error") == [], "an error event was logged for a throw made once the agent was disposed"
+        assert k.reasons(a) == [DISPOSED]
+
+    run(scenario)
+
+
 @pytest.mark.rule("DISP-1")
 def test_dispose_during_a_tool(run: Run) -> None:
     # Disposed from inside a tool call: the status event, the turn ends disposed, the open

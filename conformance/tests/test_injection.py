@@ -341,6 +341,47 @@ def test_idle_inject_failures_contained(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("INJ-2", "ERR-9")
+def test_an_inject_flush_failing_late_is_announced_with_its_own_turn(run: Run) -> None:
+    # INJ-2: the one-shot turn's failing flush is reported through agent/error with step 0, and
+    # ERR-9: announced as the failure of that turn, carrying its number, even when the flush
+    # fails once a prompt sent meanwhile has opened the next turn (whether a loop runs that
+    # flush before its next turn is open: INJ-4 does not say when it runs).
+    async def scenario(k: Kit) -> None:
+        k.record("agent/error")
+        a = k.agent()
+        hold, model = k.gate("flush"), k.gate("model")
+        first = [True]
+
+        async def flush(*_args: object) -> None:
+            if first:  # the one-shot turn's flush only
+                first.clear()
+                k.poke()
+                await hold.wait()
+                raise RuntimeError("flush failed")
+
+        k.on("session/flush", flush)
+        injecting = _inject_task(k, a, "ctx")
+        await k.until(lambda: not first, "the inject's flush")
+        k.model.push(fakes.text("A").gate(model))
+        a.send("A")
+        await k.settle(1.5)  # A's turn opens now, unless the loop runs the inject's flush first
+        hold.open()
+        await k.settle(1.5)
+        model.open()
+        await k.idle(a)
+        if injecting is not None:
+            await asyncio.wait_for(injecting, k.timeout)  # never raised into the caller (INJ-2)
+        one_shot = k.events(a, "turn/start")[0]["data"]["turn"]
+        errors = [(turn, step) for turn, step, error in k.noted("agent/error") if "flush failed" in str(error)]
+        assert errors == [(one_shot, 0)], (
+            f"the inject's failing flush was announced as {errors} (turn, step), not once for its one-shot turn "
+            f"{one_shot} with step 0 (INJ-2, ERR-9)")
+        assert k.prompts(a)[-1] == ["A"]
+
+    run(scenario)
+
+
 @pytest.mark.rule("INJ-2")
 def test_idle_inject_balanced_when_listener_throws(run: Run) -> None:
     async def scenario(k: Kit) -> None:

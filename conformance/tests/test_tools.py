@@ -259,6 +259,38 @@ def test_result_keyed_on_model_call_id_when_listener_short_circuits(run: Run) ->
     run(scenario)
 
 
+@pytest.mark.rule("TOOL-3", "LOOP-5")
+def test_a_listener_serves_a_tool_nobody_registered(run: Run) -> None:
+    # LOOP-5: every tool call goes through the tools/execute waterfall, and TOOL-3's unknown-tool
+    # error is where the chain ends: a listener answering a call itself serves a tool nobody
+    # registered (a loop failing unknown tools ahead of the waterfall never asks it). Observed
+    # through the listener's own calls, the log and the next request.
+    async def scenario(k: Kit) -> None:
+        served: list[str] = []
+
+        async def virtual(execution: dict, next: object) -> object:
+            if execution["name"] == "virtual":
+                served.append(execution["call_id"])
+                return {"call_id": execution["call_id"], "content": [v.text("served")], "is_error": False}
+            return await next()  # type: ignore[operator]
+
+        k.on("tools/execute", virtual)
+        a = k.agent()
+        k.model.push(fakes.tool_calls(("c1", "virtual", '{"q": 1}'), ("c2", "nowhere", "{}")))
+        a.send("hi")
+        await k.idle(a)
+        assert served == ["c1"], "the tools/execute listener was never asked for the unregistered tool's call"
+        results = {e["data"]["call_id"]: e["data"] for e in k.events(a, "tool/result")}
+        assert results["c1"]["is_error"] is False and results["c1"]["content"] == [v.text("served")]
+        assert results["c2"]["is_error"] is True and results["c2"]["error"]["code"] == "UNKNOWN_TOOL"
+        blocks = {b["tool_call_id"]: b for m in k.model.requests[1]["messages"] for b in m["content"]
+                  if b.get("type") == "tool-result"}
+        assert blocks["c1"]["is_error"] is False and blocks["c1"]["content"] == [v.text("served")]
+        assert k.reasons(a) == [COMPLETED]
+
+    run(scenario)
+
+
 @pytest.mark.rule("TOOL-5")
 def test_abort_during_a_tool_that_ignores_the_signal(run: Run) -> None:
     # The tool does not honour its abort signal (it finishes its work later anyway): the step

@@ -64,19 +64,20 @@ def test_sequences_are_every_product_up_to_the_depth_shortest_first() -> None:
     seqs = win.sequences(("send", "cancel"), 2)
     assert seqs == [("send",), ("cancel",), ("send", "send"), ("send", "cancel"), ("cancel", "send"),
                     ("cancel", "cancel")]
-    # 14 alone; 7 x 7 pairs of the rest; raise last after any of those 7; close last after send,
-    # steer, inject or when_idle; create, cancel_driver, reconfigure, reload and stop only alone;
-    # the three WITHDRAWN triples (a waiter taken for queued work, then the work withdrawn)
-    assert len(win.sequences(win.VERBS, 2)) == 14 + 7 * 7 + 7 + 4 + 3
+    # 15 alone; 7 x 7 pairs of the rest; raise last after any of those 7; close last after send,
+    # steer, inject or when_idle; create, cancel_driver, reconfigure, reload, stop and answer only
+    # alone; the three WITHDRAWN triples (a waiter taken for queued work, then the work withdrawn)
+    assert len(win.sequences(win.VERBS, 2)) == 15 + 7 * 7 + 7 + 4 + 3
     assert win.sequences(win.VERBS, 2)[-3:] == list(win.WITHDRAWN)
     assert ("send", "when_idle", "cancel") not in win.sequences(("send", "when_idle"), 2)  # its verbs only
     assert win.sequences(win.VERBS, 3).count(("send", "when_idle", "cancel")) == 1  # depth 3 has them anyway
-    for alone in ("create", "cancel_driver", "reconfigure", "reload", "stop"):
+    for alone in ("create", "cancel_driver", "reconfigure", "reload", "stop", "answer"):
         assert [seq for seq in win.sequences(win.VERBS, 2) if alone in seq] == [(alone,)]
     assert ("send", "raise") in win.sequences(win.VERBS, 2) and ("raise", "send") not in win.sequences(win.VERBS, 2)
     assert all("raise" not in seq for seq in win.sequences(win.VERBS, 2, "actor"))  # an actor cannot throw
     assert ("reload",) not in win.sequences(win.VERBS, 2, "actor")  # a reload is its own task already
     assert ("stop",) not in win.sequences(win.VERBS, 2, "actor")  # a vote is a listener's return value
+    assert ("answer",) not in win.sequences(win.VERBS, 2, "actor")  # so is an answer
     closes = [seq for seq in win.sequences(win.VERBS, 2, "actor") if "close" in seq]
     assert closes == [("close",), ("send", "close"), ("steer", "close"), ("inject", "close"), ("when_idle", "close")]
 
@@ -143,9 +144,13 @@ def test_the_plan_is_exhaustive_within_the_bounds() -> None:
     # a stop only where a continuation listener votes: before its next()
     voting = [p for p in pts if p.on == "agent/turn-continuation" and p.when == "before"]
     throwing = sum(1 for s in win.sequences(verbs, 2) if s[-1] == "raise")  # again by a plain flush listener
+    # an answer only where a tools/execute listener answers: before its next() (the reply has none)
+    answering = [p for p in pts if p.on == "tools/execute" and p.when == "before"]
     expected = sum(listener + (0 if p.actor_after is None else actor) - (created if p.on == "agent/created" else 0)
-                   - (0 if p in voting else 1) + (throwing if p.kind == "flush" else 0) for p in pts)
+                   - (0 if p in voting else 1) - (0 if p in answering else 1) + (throwing if p.kind == "flush" else 0)
+                   for p in pts)
     assert voting and sum(1 for w in wp.windows if w.actions == ("stop",)) == len(voting)
+    assert not answering and not any(w.actions == ("answer",) for w in wp.windows)
     assert len(wp.windows) == expected
     assert len({w.name for w in wp.windows}) == len(wp.windows)
 

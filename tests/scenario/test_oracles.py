@@ -1463,6 +1463,32 @@ def test_the_adapter_called_is_the_one_the_request_names() -> None:
     assert found is not None and found.rules == ("LOOP-10",) and "'fake-routed'" in found.message
 
 
+def test_a_call_a_tools_execute_listener_answered_runs_no_tool_and_logs_the_answer() -> None:
+    # 0b: a tools/execute listener that never calls next() short-circuits the chain: no tool of
+    # that call starts (a chain run ahead of the listener starts it first), and the call's result
+    # is the answer, under the model's call id (TOOL-4); a stop during the call excuses the result.
+    from conformance.scenario import events as ev
+
+    answered = {"kind": "waterfall/answered", "on": "tools/execute", "listener": "window", "call_id": "c1", "agent": "a"}
+    call = _log(3, "tool/call", turn=1, step=1, call_id="c1", name="lookup", arguments="{}")
+    result = _log(4, "tool/result", turn=1, step=1, call_id="c1", content=[ev.ANSWER], is_error=False)
+    start = {"kind": "tool/start", "tool": "lookup", "call_id": "c1", "index": 1}
+    assert _check("ANSWERED", [call, answered, result]) is None
+    ran = _check("ANSWERED", [call, start, answered, result])
+    assert ran is not None and ran.rules == ("LOOP-5", "TOOL-4") and "ran though" in ran.message and ran.at == 1
+    tool_said = {**result, "data": {**result["data"], "content": [{"type": "text", "text": "found"}]}}
+    found = _check("ANSWERED", [call, answered, tool_said])
+    assert found is not None and "'found'" in found.message and found.at == 2
+    aborted = [call, answered, _op("abort", status="running"), tool_said]
+    assert _check("ANSWERED", aborted) is None
+    # a plugin serving a tool nobody registered: every call of it reaches the plugin (LOOP-5)
+    serves = {"kind": "waterfall/serves", "on": "tools/execute", "listener": "virtual-tool", "tool": "lookup"}
+    assert _check("ANSWERED", [serves, call, answered, result]) is None
+    unasked = _check("ANSWERED", [serves, call, tool_said])
+    assert unasked is not None and unasked.rules == ("LOOP-5", "TOOL-3") and "never answered it" in unasked.message
+    assert _check("ANSWERED", [serves, call, _op("cancel", status="running"), tool_said]) is None
+
+
 def test_an_inject_raising_is_judged_only_when_no_turn_was_open() -> None:
     # INJ-2 says an inject() while no turn is open never raises into the caller; into an open turn
     # (INJ-1) the contract says nothing of a listener's throw reaching the caller (an independent
@@ -1749,7 +1775,7 @@ def test_an_inject_while_a_turn_is_open_appends_into_that_turn() -> None:
 def test_a_call_of_a_tool_nobody_registered_gets_an_unknown_tool_error_result() -> None:
     # TOOL-3: "an unknown tool has code UNKNOWN_TOOL"; a tools/execute plugin may answer it itself,
     # and a stop during the call makes its result the abort's
-    def timeline(error: Any, *extra: dict[str, Any]) -> list[dict[str, Any]]:
+    def timeline(error: Any, *extra: dict[str, Any], during: tuple[dict[str, Any], ...] = ()) -> list[dict[str, Any]]:
         call = {"type": "tool-call", "id": "c1", "name": "ghost", "arguments": "{}"}
         result: dict[str, Any] = {"turn": 1, "step": 1, "call_id": "c1", "is_error": True,
                                   "content": [{"type": "text", "text": "Error: unknown tool 'ghost'"}]}
@@ -1758,7 +1784,7 @@ def test_a_call_of_a_tool_nobody_registered_gets_an_unknown_tool_error_result() 
         return [{"kind": "agent/created", "agent": "a", "model": "fake", "tools": ["lookup"]}, *extra,
                 _log(0, "turn/start", turn=1, trigger={"kind": "message"}), _log(1, "step/start", turn=1, step=1),
                 _log(2, "assistant/message", turn=1, step=1, content=[call]),
-                _log(3, "tool/call", turn=1, step=1, call_id="c1", name="ghost", arguments="{}"),
+                _log(3, "tool/call", turn=1, step=1, call_id="c1", name="ghost", arguments="{}"), *during,
                 _log(4, "tool/result", **result), _log(5, "step/end", turn=1, step=1),
                 _log(6, "turn/end", turn=1, reason={"kind": "completed"})]
 
@@ -1766,7 +1792,8 @@ def test_a_call_of_a_tool_nobody_registered_gets_an_unknown_tool_error_result() 
     found = _check("TOOLS", timeline(None))
     assert found is not None and found.rules == ("TOOL-3",) and "'ghost', which no one registered" in found.message
     plugin = {"kind": "listener", "name": "router", "on": "tools/execute"}
-    assert _check("TOOLS", timeline(None, plugin)) is None
+    assert _check("TOOLS", timeline(None, during=(plugin,))) is None  # it acted during the call
+    assert _check("TOOLS", timeline(None, plugin)) is not None  # a plugin acting at another call excuses none
     registered = {"kind": "op", "op": "reconfigure", "by": "window", "agent": None, "tools": ["ghost", "lookup"]}
     assert _check("TOOLS", timeline(None, registered)) is None
 

@@ -79,6 +79,10 @@ BAD = [
     (GOOD + "listeners:\n  - on: agent/status\n    do: [{stop: null}]\n", 8,
      "stop is a vote of an agent/turn-continuation listener"),
     (GOOD + "listeners:\n  - on: agent/turn-continuation\n    do: [{stop: now}]\n", 8, "stop takes no argument"),
+    (GOOD.replace("{send: A}", "{answer: null}"), 5, "unknown action 'answer'"),
+    (GOOD + "listeners:\n  - on: agent/request\n    do: [{answer: null}]\n", 8,
+     "answer is a tools/execute listener's own result"),
+    (GOOD + "listeners:\n  - on: tools/execute\n    do: [{answer: yes}]\n", 8, "answer takes no argument"),
     (GOOD + "listeners:\n  - on: agent/status\n    rewrite: {call_id: x}\n", 8,
      "listeners[0].rewrite: rewrite (fields of the value next() returned) goes with a waterfall"),
     (GOOD + "listeners:\n  - on: tools/execute\n    rewrite: {}\n", 8, "rewrite needs at least one field"),
@@ -292,6 +296,36 @@ def test_a_raise_may_throw_a_value_that_is_no_error_object() -> None:
     assert [e["data"]["message"] for e in errors] == ["boom"] and "code" not in errors[0]["data"]
     with pytest.raises(ScenarioError, match="no error object: it has no code"):
         load_text(GOOD + "listeners:\n  - on: agent/request\n    do: [{raise: {message: b, code: E, thrown: true}}]\n")
+
+
+def test_a_tools_execute_listener_answers_a_call_and_no_tool_runs() -> None:
+    # 0b: `answer` makes a tools/execute listener return a result of its own without calling
+    # next(): the tool never runs, the answer is logged under the model's call id (TOOL-4); a
+    # loop running the chain ahead of the listener fails ANSWERED. It round-trips through YAML.
+    from conformance.impl import resolve
+    from conformance.scenario import engine
+    from conformance.scenario import events as ev
+    from conformance.scenario.yaml_format import dump
+
+    text = """\
+name: answered
+model: [{tool_call: {name: lookup, args: {q: x}}}, {text: done}]
+tools: {lookup: found}
+listeners:
+  - {on: tools/execute, do: [{answer: null}]}
+actors:
+  - {at: 0, do: [{send: A}, {when_idle: w}, {wait_idle: w}]}
+"""
+    sc = load_text(text)
+    assert load_text(dump(sc)).listeners == sc.listeners
+    report = engine.run_one(sc, resolve(None))
+    assert report.ok, report.trace.failure_messages()
+    timeline = report.trace.timeline
+    assert not [e for e in timeline if e["kind"] == "tool/start"], "the answered call never reached the tool"
+    results = [e["data"] for e in timeline if e["kind"] == "log" and e.get("type") == "tool/result"]
+    assert [(r["content"], r["is_error"]) for r in results] == [([ev.ANSWER], False)]
+    eager = engine.run_one(sc, resolve("mutant:waterfall-chain-eager"))
+    assert "ANSWERED" in {f["check"] for f in eager.trace.failures}
 
 
 def test_a_continuation_listener_votes_to_stop_and_the_turn_ends() -> None:
