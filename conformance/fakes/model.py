@@ -699,6 +699,8 @@ class FakeModel:
     ) -> AsyncIterator[v.Chunk]:
         outcome = "closed"
         i = 0
+        unread = 0  # chunks left when the loop closed the stream early (LOOP-5: each is logged)
+        chunks: list[v.Chunk] = []
         usage: Any = None  # the last usage chunk streamed (ASM-4: the step's usage)
         raised: BaseException | None = None  # the scripted raise, once made
         signalled = False  # the stream stopped at the step's abort signal
@@ -752,11 +754,17 @@ class FakeModel:
                     outcome = chunk["reason"]["kind"]
                 elif kind == "usage":
                     usage = chunk.get("usage")
-                yield chunk
+                try:
+                    yield chunk
+                except GeneratorExit:
+                    unread = len(chunks) - i  # the loop stopped reading here, and closed the stream
+                    raise
             if outcome == "closed":
                 outcome = "ended"
         except asyncio.CancelledError:
             outcome = "cancelled"
+            if not signalled and not (signal is not None and signal.aborted):
+                unread = len(chunks) - i  # cancelled by its reader (a bridge whose loop stopped reading)
             if fails_on_abort and signal is not None and signal.aborted:
                 # a client whose connection the abort closed turns the cancelled read into its own error
                 outcome, signalled = "aborted", True
@@ -772,7 +780,7 @@ class FakeModel:
                 # ``chunks``: how many the loop was given (LOG-3/LOOP-5: each is logged)
                 _observe(loop, "model/done", model=self.name, call=call, outcome=outcome, chunks=i,
                          **({} if usage is None else {"usage": copy.deepcopy(usage)}), **_raised_fields(raised),
-                         **({"signalled": True} if signalled else {}))
+                         **({"signalled": True} if signalled else {}), **({"unread": unread} if unread else {}))
 
 
 def _observe_abort(loop: Any, signal: Any, model: str, call: int) -> None:

@@ -166,11 +166,12 @@ def workloads() -> tuple[Workload, ...]:
             {"type": "text-delta", "index": 0, "text": "done"},
             {"type": "block-end", "index": 0, "block": {"type": "text", "text": "done"}},
             {"type": "usage", "usage": {"input_tokens": 10, "output_tokens": 1}},
-            # ASM-4: the last is the step's, every field of it (0b's optional ones too)
+            {"type": "finish", "reason": {"kind": "stop"}},
+            # ASM-4: the last is the step's, every field of it (0b's optional ones too); after the
+            # finish, as providers report it in a last chunk (LOOP-5: every chunk is logged)
             {"type": "usage", "usage": {"input_tokens": 12, "output_tokens": 3, "cache_read_tokens": 5,
-                                        "cache_write_tokens": 1, "reasoning_tokens": 2}},
-            {"type": "finish", "reason": {"kind": "stop"}})), tools=(TOOL, SPARE),
-            description="a tool call, the answer reporting its usage twice")),
+                                        "cache_write_tokens": 1, "reasoning_tokens": 2}})), tools=(TOOL, SPARE),
+            description="a tool call, the answer reporting its usage twice, the second after its finish")),
         Workload("two-step", _scenario("two-step", (two_calls, respond.text("done")), tools=(BLOCKS_TOOL,),
                                        system_prompt="Answer briefly.",
                                        sections=(("tools", "Look things up."), ("style", "Be kind.")),

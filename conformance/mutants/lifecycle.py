@@ -522,4 +522,19 @@ MUTANTS = [
               "test_releasing_a_registration_leaves_a_later_one_of_the_same_name; out of the hunt's reach (no "
               "window registers a tool twice).",
     ),
+    Mutant(
+        'session-id-per-agent-id',
+        "create() derives the session's uuid from the agent id (uuid5, for reproducible ids): an id created again "
+        "once its agent was disposed gets the disposed agent's session",
+        ('SVC-1',),
+        '11',
+        (
+            Patch('service', 'import os\n', 'import os\nimport uuid\n'),
+            Patch('service',
+                  'f"{agent_id}-session-{self.sources.uuid()}"',
+                  'f"{agent_id}-session-{uuid.uuid5(uuid.NAMESPACE_URL, agent_id)}"'),
+        ),
+        notes="Round 43 (session 42, written blind in altloop as session-uuid-per-service): the suite killed it; "
+              "the hunt missed it until session 43's dispose-then-create windows (RECREATE).",
+    ),
 ]

@@ -649,4 +649,46 @@ MUTANTS = [
               "until the two-step workload's first stream ended without a finish chunk (ASM-4: a stop) and TOOLS "
               "asked a turn that ended normally to have dispatched every call of its steps' messages.",
     ),
+    Mutant(
+        "stream-stops-at-finish",
+        "the loop stops reading the model's stream at its finish chunk: a usage (or any chunk) a provider sends "
+        "after the finish is never logged, and the step's usage is the one before it",
+        ("LOOP-5", "ASM-4"),
+        "3",
+        (
+            Patch(
+                "agent",
+                '                assembler.add(event["data"]["chunk"])\n        finally:',
+                '                assembler.add(event["data"]["chunk"])\n'
+                '                if chunk.get("type") == "finish":\n'
+                "                    break  # the model is done\n"
+                "        finally:",
+            ),
+        ),
+        notes="Round 47 (session 43, written blind in examples/js_loop): the suite and the hunt passed it until "
+              "test_chunks_after_the_finish_are_logged_and_a_usage_there_is_the_steps and the tool workload's usage "
+              "after its finish, which the fake model reports unread when the loop closes the stream early (CHUNKS).",
+    ),
+    Mutant(
+        "step-end-throw-skips-turn-end",
+        "a throwing agent/step-end listener is taken for a boundary failure: the turn ends error, but "
+        "agent/turn-end is never emitted for it",
+        ("LOOP-4",),
+        "3",
+        (
+            Patch(
+                "agent",
+                "            steered = self._drain_steering(turn)\n"
+                "            self._end_step(turn)  # ERR-3: a throw here ends the turn error, no further step\n",
+                "            steered = self._drain_steering(turn)\n"
+                "            try:\n"
+                "                self._end_step(turn)  # ERR-3: a throw here ends the turn error, no further step\n"
+                "            except Exception:\n"
+                "                turn.notify_end = False  # announced through agent/error already\n"
+                "                raise\n",
+            ),
+        ),
+        notes="Round 47 (session 43, written blind in examples/js_loop): the suite passed it until "
+              "test_turn_failed_by_another_listener_still_notifies_its_end.",
+    ),
 ]

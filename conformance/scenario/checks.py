@@ -2162,7 +2162,7 @@ def _chunks_check(view: TraceView) -> Violation | None:
     closed_at = next(iter(view.closings()), len(view.timeline))
     for done, agent, start, turn, step in _model_calls(view):
         given = done.get("chunks")
-        if not isinstance(given, int) or done.get("outcome") in _UNFINISHED:
+        if not isinstance(given, int) or (done.get("outcome") in _UNFINISHED and not done.get("unread")):
             continue
         events = _steps(turn).get(step, []) if isinstance(step, int) else []
         end = next((e["_i"] for e in events if e["type"] == "step/end"), turn["end_i"])
@@ -2172,6 +2172,10 @@ def _chunks_check(view: TraceView) -> Violation | None:
                 start < e["_i"] < end for e in view.of_kind("agent/error", agent=agent)):
             continue
         where = f"agent {agent}: turn {turn['turn']} step {step}"
+        if done.get("unread"):
+            return Violation(f"{where}: the loop stopped reading the model's stream with {done['unread']} chunk(s) "
+                             f"left after the {given} it read (LOOP-5: each chunk the model streams is appended; "
+                             "ASM-4: a usage after the finish is the step's last)", end, ("LOOP-5", "ASM-4"))
         logged = sum(1 for e in events if e["type"] == "assistant/chunk")
         if logged < given:
             return Violation(f"{where}: the model streamed {given} chunk(s) but the log has {logged} assistant/chunk "
@@ -2349,6 +2353,9 @@ def _notified_check(view: TraceView) -> Violation | None:
                 if found is not None:
                     return found
                 continue
+            found = _failed_turn_end(view, agent, t, notes, troubles, nxt)
+            if found is not None:
+                return found
             if any(start <= i < nxt for i in troubles) or any(e["type"] == "error" for e in t["events"]):
                 continue
             dropped = t["reason"] == "aborted" and any(start < c["_i"] < end for c in cancels)
@@ -2366,6 +2373,32 @@ def _notified_check(view: TraceView) -> Violation | None:
                         return Violation(f"agent {agent}: {where} logged {log_type} but {note} was never emitted "
                                          f"after it ({'the dropped step is opened and closed with their notifications' if dropped and step is not None else 'the turn and step shape of LOOP-4/LOOP-5'})",
                                          e["_i"], rules)
+    return None
+
+
+_NOTIFYING_FAILURES = frozenset(("agent/step-end", "agent/request", "agent/step-result", "agent/turn-continuation"))
+"""Listeners whose throw fails the turn (ERR-2) without closing it at a boundary: LOOP-4's
+exemption from ``agent/turn-end`` is not theirs."""
+
+
+def _failed_turn_end(view: TraceView, agent: str, t: dict[str, Any], notes: dict[tuple[str, Any, Any], list[int]],
+                     troubles: list[int], nxt: int) -> Violation | None:
+    """LOOP-4: a turn a throwing ``agent/step-end``, ``agent/request``, ``agent/step-result`` or
+    ``agent/turn-continuation`` listener failed is notified ended (the exemption names the
+    boundary listeners only). Judged where that throw is all that touched the turn."""
+    start, end = t["_i"], t["end_i"]
+    if t["reason"] != "error" or end is None:
+        return None
+    raises = [e for e in view.ops(agent, "raise") if start < e["_i"] < end]
+    if not raises or any(e.get("on") not in _NOTIFYING_FAILURES for e in raises):
+        return None
+    others = set(troubles) - {e["_i"] for e in raises}
+    if any(start <= i < nxt for i in others if view.timeline[i].get("kind") != "agent/error"):
+        return None  # a disposal or another failure: not this clause's
+    if not any(i > end for i in notes.get(("agent/turn-end", t["turn"], None), ())):
+        return Violation(f"agent {agent}: turn {t['turn']}, failed by a throwing {raises[0].get('on')} listener, logged "
+                         "turn/end but agent/turn-end was never emitted after it (LOOP-4: only a boundary listener's "
+                         "failure, agent/turn-start, agent/step-start or turn/start, goes without it)", end, ("LOOP-4",))
     return None
 
 
@@ -3086,8 +3119,8 @@ def _rejected_check(view: TraceView) -> Violation | None:
             nxt = following["_i"] if following is not None else len(view.timeline)
             if any(s["_i"] < i < nxt for i in view.stops(agent, close=False)):
                 continue
-            if following is not None and following["reason"] == "error":
-                continue  # drained behind another prompt: the turn it joined failed (ERR-9)
+            if following is not None and (following["reason"] == "error" or s.get("text") in following["prompts"]):
+                continue  # drained behind another prompt: the turn it joined failed (ERR-9); or it ran
             if following is None and not view.closings(caller=False):
                 continue  # the run ended before anything drained it
             announced = [e for e in view.of_kind("agent/error", agent=agent) if s["_i"] < e["_i"] < nxt]

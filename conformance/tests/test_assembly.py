@@ -152,6 +152,32 @@ def test_no_finish_is_stop_and_last_usage_wins(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("ASM-4", "LOOP-5")
+def test_chunks_after_the_finish_are_logged_and_a_usage_there_is_the_steps(run: Run) -> None:
+    # A provider may report usage after its finish (a last chunk of the stream): LOOP-5 appends
+    # each chunk the model streams, and ASM-4 makes the last usage the step's. A loop that stops
+    # reading at the finish loses both. Observed through the log and the stream-chunk notifications.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/stream-chunk")
+        a = k.agent()
+        await _answer(k, a,
+            v.block_start(0, "text"),
+            v.text_delta(0, "hi"),
+            v.block_end(0, v.text("hi")),
+            v.usage(1, 1),
+            v.finish("stop"),
+            v.usage(5, 7),
+        )
+        assert k.reasons(a) == [COMPLETED]
+        chunks = [e["data"]["chunk"]["type"] for e in k.events(a, "assistant/chunk")]
+        assert chunks[-2:] == ["finish", "usage"], f"the chunk after the finish was not logged: {chunks}"
+        assert [n[-1]["type"] for n in k.noted("agent/stream-chunk")][-1] == "usage"
+        usages = [e["data"]["usage"] for e in k.events(a, "usage")]
+        assert usages == [{"input_tokens": 5, "output_tokens": 7}], usages
+
+    run(scenario)
+
+
 @pytest.mark.rule("ASM-1")
 def test_block_end_wins_for_tool_calls_too(run: Run) -> None:
     # The block-end of a tool call is what runs and what the next request carries, not what

@@ -188,6 +188,37 @@ def test_turn_closed_by_boundary_failure_gets_no_turn_end_notification(run: Run,
     run(scenario)
 
 
+@pytest.mark.rule("LOOP-4", "ERR-2")
+@pytest.mark.parametrize("listener", ["agent/step-end", "agent/request", "agent/turn-continuation"])
+def test_turn_failed_by_another_listener_still_notifies_its_end(run: Run, listener: str) -> None:
+    # LOOP-4's turn shape ends turn/end, agent/turn-end; its exemption names the boundary listeners
+    # only (agent/turn-start, agent/step-start, session/event on turn/start). A turn another
+    # listener failed (ERR-2) is notified ended, with the reason turn/end logged.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/turn-end")
+        if listener == "agent/step-end":
+            k.on(listener, once(boom))
+        else:
+            thrown: list[int] = []
+
+            async def failing(*args: Any) -> Any:
+                if not thrown:
+                    thrown.append(1)
+                    raise RuntimeError(f"{listener} listener failed")
+                return await args[-1]()
+
+            k.on(listener, failing)
+        a = k.agent()
+        a.send("one")
+        await k.idle(a)
+        reasons = k.reasons(a)
+        assert [r["kind"] for r in reasons] == ["error"]
+        assert k.noted("agent/turn-end") == [(1, reasons[0])], (
+            f"a turn a throwing {listener} listener failed was not notified ended (LOOP-4): {k.noted('agent/turn-end')}")
+
+    run(scenario)
+
+
 @pytest.mark.rule("LOOP-5")
 def test_step_shape(run: Run) -> None:
     async def scenario(k: Kit) -> None:

@@ -1489,6 +1489,27 @@ def test_a_call_a_tools_execute_listener_answered_runs_no_tool_and_logs_the_answ
     assert _check("ANSWERED", [serves, call, _op("cancel", status="running"), tool_said]) is None
 
 
+def test_a_prompt_whose_turn_start_is_rejected_is_announced_with_step_zero() -> None:
+    # ERR-8: a queued prompt whose source cannot be logged fails before turn/start: announced
+    # through agent/error with step 0 while no turn is open. Not judged when the send raised,
+    # nor when the prompt joined a turn that failed (drained behind another prompt: ERR-9).
+    bad = _op("send", "X", bad_source=True, source={"kind": "plugin"})
+    closing = {"kind": "world/closing"}
+    announced = {"kind": "agent/error", "agent": "a", "turn": 1, "step": 0, "error": "ValueError: not JSON"}
+    assert _check("REJECTED", [bad, announced, closing]) is None
+    found = _check("REJECTED", [bad, closing])
+    assert found is not None and found.rules == ("ERR-8",) and "send('X')" in found.message and found.at == 0
+    stepped = _check("REJECTED", [bad, {**announced, "step": 1}, closing])
+    assert stepped is not None and "announced with step 1" in stepped.message
+    refused = {"kind": "op/error", "by": "caller", "op": "send", "agent": "a", "error": "ValueError: not JSON"}
+    assert _check("REJECTED", [bad, refused, closing]) is None
+    start, message, end = _turn(0, 1, "W1")
+    failed = {**end, "data": {"turn": 1, "reason": {"kind": "error", "message": "not JSON"}}}
+    assert _check("REJECTED", [bad, start, message, failed, closing]) is None
+    assert _check("REJECTED", [bad, start, message, end, closing]) is not None  # a turn that went on
+    assert _check("REJECTED", [bad, _op("cancel"), closing]) is None
+
+
 def test_an_inject_raising_is_judged_only_when_no_turn_was_open() -> None:
     # INJ-2 says an inject() while no turn is open never raises into the caller; into an open turn
     # (INJ-1) the contract says nothing of a listener's throw reaching the caller (an independent
