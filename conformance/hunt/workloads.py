@@ -55,11 +55,11 @@ def _caller(*prompts: str, agent: str | None = None, name: str = "caller", waite
 def _scenario(name: str, script: tuple[Response, ...], *, tools: tuple[ToolSpec, ...] = (),
               listeners: tuple[Listener, ...] = (), actors: tuple[Actor, ...] | None = None,
               description: str = "", system_prompt: str | None = None,
-              sections: tuple[tuple[str, str], ...] = ()) -> Scenario:
+              sections: tuple[tuple[str, str], ...] = (), configured: bool = False) -> Scenario:
     return Scenario(
         name=f"hunt-{name}",
         description=description,
-        agents=(AgentSpec("a", system_prompt=system_prompt),),
+        agents=(AgentSpec("a", system_prompt=system_prompt, configured=configured),),
         models=(_model("fake", script),),
         tools=tools,
         sections=sections,
@@ -173,18 +173,21 @@ def workloads() -> tuple[Workload, ...]:
                                         "cache_write_tokens": 1, "reasoning_tokens": 2}})), tools=(TOOL, SPARE),
             description="a tool call, the answer reporting its usage twice, the second after its finish")),
         Workload("two-step", _scenario("two-step", (two_calls, respond.text("done")), tools=(BLOCKS_TOOL,),
-                                       system_prompt="Answer briefly.",
+                                       system_prompt="Answer briefly.", configured=True,
                                        sections=(("tools", "Look things up."), ("style", "Be kind.")),
                                        description="a two-step tool turn, three tool calls in its first step (the "
                                                    "second's arguments not JSON, the third's the first's; no finish "
-                                                   "chunk, so a stop that still runs them), the agent with a system "
-                                                   "prompt after two sections")),
-        Workload("failing-tool", _scenario("failing-tool", (listed + ghost + virtual, respond.text("done")),
+                                                   "chunk, so a stop that still runs them), the agent created from "
+                                                   "configuration (where the implementation has the feature) with a "
+                                                   "system prompt after two sections")),
+        Workload("failing-tool", _scenario("failing-tool", (listed + ghost, virtual, respond.text("done")),
                                            tools=(FAILING_TOOL,), listeners=(VIRTUAL_TOOL,),
                                            description="a tool that fails (its arguments a JSON array: parsed, "
                                                        "TOOL-2), then one nobody registered (TOOL-3: an "
-                                                       "UNKNOWN_TOOL error result), then one nobody registered that "
-                                                       "a plugin's tools/execute listener serves itself")),
+                                                       "UNKNOWN_TOOL error result): a step whose calls all failed, "
+                                                       "which goes on (CONT-1); then, a step later, a call of one "
+                                                       "nobody registered that a plugin's tools/execute listener "
+                                                       "serves itself")),
         Workload("hang", _scenario("hang", (HANGING, HANGING),
                                    actors=(_caller("A"), Actor((Action("abort"), Action("send", text="B"),
                                                                 Action("sleep", seconds=1.0), Action("dispose")),

@@ -537,4 +537,17 @@ MUTANTS = [
         notes="Round 43 (session 42, written blind in altloop as session-uuid-per-service): the suite killed it; "
               "the hunt missed it until session 43's dispose-then-create windows (RECREATE).",
     ),
+    Mutant(
+        'config-system-prompt-camel',
+        "an agent created from configuration gets its system prompt under the key systemPrompt (the TypeScript "
+        "spelling): the configured prompt never reaches the model",
+        ('SVC-4', 'SVC-5'),
+        '11',
+        (
+            Patch('config', '            opts["system_prompt"] = self.system_prompt\n',
+                  '            opts["systemPrompt"] = self.system_prompt\n'),
+        ),
+        notes="Round 48 (session 43, written blind in the reference): the suite killed it; the hunt missed it until "
+              "the two-step workload's agent was created from configuration (REQUEST).",
+    ),
 ]

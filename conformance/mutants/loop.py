@@ -691,4 +691,23 @@ MUTANTS = [
         notes="Round 47 (session 43, written blind in examples/js_loop): the suite passed it until "
               "test_turn_failed_by_another_listener_still_notifies_its_end.",
     ),
+    Mutant(
+        "failed-tools-stop-turn",
+        "a step counts as having tool calls only when one of its calls succeeded: a step whose calls all failed "
+        "(a failing tool, an unknown one) stops its turn instead of sending the error results back",
+        ("CONT-1", "TOOL-3"),
+        "4",
+        (
+            Patch(
+                "agent",
+                "            return _StepOutcome(had_tool_calls=bool(calls))  # MAXTOK-5: none for max-tokens\n",
+                "            answered = any(e[\"type\"] == \"tool/result\" and e[\"data\"].get(\"turn\") == turn.number\n"
+                "                           and e[\"data\"].get(\"step\") == step and not e[\"data\"].get(\"is_error\")\n"
+                "                           for e in self._session.events)  # a result the model has to see\n"
+                "            return _StepOutcome(had_tool_calls=answered)  # MAXTOK-5: none for max-tokens\n",
+            ),
+        ),
+        notes="Round 48 (session 43, written blind in the reference): the suite killed it; the hunt found it through "
+              "CONTINUED once the failing-tool workload's all-failing step was kept apart from its plugin-served call.",
+    ),
 ]

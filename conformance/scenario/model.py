@@ -172,10 +172,16 @@ class AgentSpec:
     interrupted: bool = False
     """Whether the persisted run died inside one more turn, its model streaming (only with
     ``resume``): the loaded log ends inside a step, which the resume repairs (SVC-3, LOG-5)."""
+    configured: bool = False
+    """Whether the world creates it from configuration, ``service.load_config({agents: [{id,
+    model, system_prompt}]})`` (SVC-4: feature ``configuration``; a plain ``create`` where the
+    implementation lacks it), rather than with ``create``."""
 
     def __post_init__(self) -> None:
         if self.history and self.resume is None:
             raise ScenarioError(f"agent {self.id!r}: a history needs a session to resume (resume: SESSION)")
+        if self.configured and self.resume is not None:
+            raise ScenarioError(f"agent {self.id!r}: an agent is configured or resumed, not both")
 
 
 @dataclass(frozen=True)

@@ -296,14 +296,37 @@ class World:
         return self.gates[name]
 
     def agent(
-        self, agent_id: str = "a", *, model: str = "fake", system_prompt: str | None = None, **options: Any
+        self, agent_id: str = "a", *, model: str = "fake", system_prompt: str | None = None,
+        configured: bool = False, **options: Any
     ) -> AgentHandle:
-        """Create an agent (``service.create``) on ``model``."""
+        """Create an agent (``service.create``) on ``model``; ``configured``: from configuration
+        (``service.load_config``, SVC-4) where the implementation has the feature."""
+        if configured and "configuration" in getattr(self.impl, "features", ()):
+            return self._configured(agent_id, model, system_prompt)
         try:
             handle = self.service.create(agent_id, _options(model, system_prompt, **options))
         except Exception as exc:
             raise ScenarioSetupError(f"{self.impl.name}: create({agent_id!r}) raised {_describe(exc)}") from exc
         self._fresh_session(agent_id, handle)
+        self._created(agent_id, handle, model, system_prompt)
+        return handle
+
+    def _configured(self, agent_id: str, model: str, system_prompt: str | None) -> AgentHandle:
+        """An agent listed in configuration (SVC-4: ``agents: [{id, model?, system_prompt?}]``),
+        looked up by id once created (SVC-6); its requests must carry its system prompt (SVC-5,
+        REQUEST), whatever key a loop keeps it under."""
+        entry: dict[str, Any] = {"id": agent_id, "model": model}
+        if system_prompt is not None:
+            entry["system_prompt"] = system_prompt
+        try:
+            self.service.load_config({"agents": [entry]})
+            handle = self.service.get(agent_id)
+        except Exception as exc:
+            raise ScenarioSetupError(f"{self.impl.name}: load_config(agents: [{agent_id!r}]) raised "
+                                     f"{_describe(exc)}") from exc
+        if handle is None:
+            raise ScenarioSetupError(f"{self.impl.name}: load_config(agents: [{agent_id!r}]) created no agent "
+                                     f"{agent_id!r} (SVC-4, SVC-6: get() found none)")
         self._created(agent_id, handle, model, system_prompt)
         return handle
 
@@ -1340,7 +1363,7 @@ class World:
             self.install(listener, i)
         for agent in sc.agents:
             if agent.resume is None:
-                self.agent(agent.id, model=agent.model, system_prompt=agent.system_prompt)
+                self.agent(agent.id, model=agent.model, system_prompt=agent.system_prompt, configured=agent.configured)
             else:
                 await self.resume(agent)
         try:

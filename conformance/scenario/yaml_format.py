@@ -4,7 +4,7 @@ field), and written back from it. The full schema is in docs/scenarios.md; in sh
     name: window2                       # required
     description: a running-status listener cancels A and sends B
     limits: {max_time: 3600, idle_timeout: 600}      # virtual seconds
-    agents: [a]                         # ids, or {id, model, system_prompt, resume, history, interrupted}; default [a]
+    agents: [a]                         # ids, or {id, model, system_prompt, resume, history, interrupted, configured}; default [a]
     model:                              # the script of model "fake" (or models: {name: [...]})
       - "plain text reply"
       - {text: "slow reply", delay: 3}  # text|reasoning|tool_call|blocks|error|raises|hang|empty|aborted
@@ -213,11 +213,14 @@ def _agents(node: Node | None) -> tuple[tuple[AgentSpec, ...], list[Node]]:
         if item.is_scalar():
             out.append(AgentSpec(item.string()))
             continue
-        f = item.keys(("id", "model", "system_prompt", "resume", "history", "interrupted"), required=("id",))
+        f = item.keys(("id", "model", "system_prompt", "resume", "history", "interrupted", "configured"),
+                      required=("id",))
         for key in ("history", "interrupted"):
             if key in f and "resume" not in f:
                 raise f[key].error(f"{'a history' if key == 'history' else 'an interrupted run'} needs a session to "
                                    "resume (resume: SESSION)")
+        if "configured" in f and "resume" in f and f["configured"].boolean():
+            raise f["configured"].error("an agent is configured or resumed, not both")
         out.append(AgentSpec(
             f["id"].string(),
             f["model"].string() if "model" in f else "fake",
@@ -225,6 +228,7 @@ def _agents(node: Node | None) -> tuple[tuple[AgentSpec, ...], list[Node]]:
             f["resume"].string() if "resume" in f else None,
             tuple(h.string() for h in f["history"].items()) if "history" in f else (),
             f["interrupted"].boolean() if "interrupted" in f else False,
+            f["configured"].boolean() if "configured" in f else False,
         ))
     ids = [a.id for a in out]
     for i, agent_id in enumerate(ids):
@@ -760,6 +764,8 @@ def _agent_out(agent: AgentSpec) -> Any:
         out["history"] = list(agent.history)
     if agent.interrupted:
         out["interrupted"] = True
+    if agent.configured:
+        out["configured"] = True
     return out
 
 

@@ -856,6 +856,38 @@ class HeldLoads:
         return await result
 
 
+@pytest.mark.rule("CANCEL-W0", "IDLE-2")
+@pytest.mark.parametrize("cancels", [1, 2])
+def test_work_cancelled_right_after_a_resume_releases_its_waiter(run: Run, cancels: int) -> None:
+    # CANCEL-W0 right after resume() (SVC-3) rather than create(): send(A); w = when_idle();
+    # cancel() (and a second cancel(), with nothing left to cancel, CANCEL-3) before the resumed
+    # agent's driver first runs. A is dropped, w is released, the next prompt runs (an
+    # independent loop, 2026-12-05, left w hanging after two cancels of a resumed agent: the hunt's
+    # `resume: actor after creation of a: cancel; cancel`).
+    async def scenario(k: Kit) -> None:
+        _persistence_or_skip(k.impl)
+        store = k.impl.new_persistence()
+        await _persisted(k, store, "r", "sess-r")
+        second = k.impl.create_service(persistence=store)
+        second.register_model(MODEL, FakeModel(default=respond.text("ok")))
+        b = await second.resume("r", "sess-r", agent_options={"model": MODEL})
+        loaded = len(b.session.events)
+        b.send("A")
+        watch = Watch(k, b)
+        for _ in range(cancels):
+            b.cancel()
+        await watch.wait()
+        await k.settle()
+        assert len(b.session.events) == loaded, "the cancelled prompt opened a turn (CANCEL-W0)"
+        b.send("B")
+        await k.idle(b)
+        started = [e for e in b.session.events[loaded:] if e["type"] == "turn/start"]
+        assert len(started) == 1 and k.prompts(b)[-1] == ["B"], "B, sent after the dropped A, runs alone"
+        await second.close()
+
+    run(scenario)
+
+
 def _no_load(*_args: Any, **_kwargs: Any) -> Any:
     raise AssertionError("a hooked backend's loads happen where it lives")
 

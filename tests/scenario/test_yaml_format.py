@@ -88,6 +88,7 @@ BAD = [
     (GOOD + "listeners:\n  - on: tools/execute\n    rewrite: {}\n", 8, "rewrite needs at least one field"),
     (GOOD + "agents: [{id: a, history: [H1]}]\n", 6, "agents[0].history: a history needs a session to resume"),
     (GOOD + "agents: [{id: a, resume: [s]}]\n", 6, "agents[0].resume: expected a string"),
+    (GOOD + "agents: [{id: a, resume: s, configured: true}]\n", 6, "an agent is configured or resumed, not both"),
 ]
 
 
@@ -296,6 +297,24 @@ def test_a_raise_may_throw_a_value_that_is_no_error_object() -> None:
     assert [e["data"]["message"] for e in errors] == ["boom"] and "code" not in errors[0]["data"]
     with pytest.raises(ScenarioError, match="no error object: it has no code"):
         load_text(GOOD + "listeners:\n  - on: agent/request\n    do: [{raise: {message: b, code: E, thrown: true}}]\n")
+
+
+def test_a_configured_agent_is_created_from_configuration_and_keeps_its_prompt() -> None:
+    # SVC-4: `configured: true` creates the agent through load_config (feature configuration);
+    # its requests carry its system prompt (SVC-5, REQUEST); it round-trips through YAML
+    from conformance.impl import resolve
+    from conformance.scenario import engine
+    from conformance.scenario.yaml_format import dump
+
+    sc = load_text("name: configured\nagents: [{id: a, system_prompt: Be brief., configured: true}]\n"
+                   "model: [{text: hi}]\nactors:\n  - {at: 0, do: [{send: A}, {when_idle: w}, {wait_idle: w}]}\n")
+    assert sc.agents[0].configured and load_text(dump(sc)).agents == sc.agents
+    report = engine.run_one(sc, resolve(None))
+    assert report.ok, report.trace.failure_messages()
+    requests = [e for e in report.trace.timeline if e["kind"] == "model/request"]
+    assert [r.get("system") for r in requests] == ["Be brief."]
+    lost = engine.run_one(sc, resolve("mutant:config-system-prompt-camel"))
+    assert "REQUEST" in {f["check"] for f in lost.trace.failures}
 
 
 def test_a_tools_execute_listener_answers_a_call_and_no_tool_runs() -> None:
