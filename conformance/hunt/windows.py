@@ -37,7 +37,7 @@ from conformance.adapter import Implementation
 
 from ..scenario import events as ev
 from ..scenario.engine import main_of, run_kwargs, spun
-from ..scenario.model import Action, Actor, Listener, Scenario
+from ..scenario.model import RETURNED_VERBS, Action, Actor, Listener, Scenario
 from ..scenario.world import World
 from .config import MODES as MODES
 from .config import VERBS as VERBS  # re-exported: windows are made of these
@@ -217,7 +217,7 @@ def sequences(verbs: Sequence[str], depth: int, mode: str = "listener") -> list[
                 continue
             if n > 1 and any(v in seq for v in ALONE):
                 continue
-            if mode == "actor" and ("reload" in seq or "stop" in seq or "answer" in seq):
+            if mode == "actor" and ("reload" in seq or any(v in RETURNED_VERBS for v in seq)):
                 continue  # a reload is a task of its own already: an actor would only start it a step later;
                 # a stop is the vote a continuation listener returns, an answer a tools/execute listener's
             out.append(seq)
@@ -359,10 +359,10 @@ def enumerate_windows(workload: Workload, pts: list[Point], verbs: Sequence[str]
                     continue  # the world's own setup, not the implementation, would fail
                 if point.on == "persistence/load" and actions not in (("create",), ("close",)):
                     continue  # no agent yet: a caller can take its id (SVC-2) or close the service (SVC-7)
-                if "stop" in actions and not (point.on == "agent/turn-continuation" and point.when == "before"):
-                    continue  # the vote is a continuation listener's (once per call: before and after next() vote alike)
-                if "answer" in actions and not (point.on == "tools/execute" and point.when == "before"):
-                    continue  # a tools/execute listener's own result, in place of calling next()
+                returned = [RETURNED_VERBS[v] for v in actions if v in RETURNED_VERBS]
+                if returned and (point.when != "before" or any(on != point.on for on in returned)):
+                    continue  # a waterfall listener's own return value, at its waterfall, before next() (a stop
+                    # votes once per call: before and after next() vote alike; an answer replaces next())
                 yield Window(workload.name, point, actions, mode)
         if point.kind == "flush":
             for actions in throwing:

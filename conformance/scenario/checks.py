@@ -3133,13 +3133,19 @@ def _rejected_check(view: TraceView) -> Violation | None:
     return None
 
 
+def _call_stops(view: TraceView, agent: str) -> list[int]:
+    """What may cut a tool call of ``agent`` short: its cancels, aborts and disposals, and the
+    service's closings."""
+    return [e["_i"] for e in view.ops(agent, "cancel", "abort", *DISPOSERS)] + view.closings()
+
+
 def _served_unasked(view: TraceView, answered: list[Event]) -> Violation | None:
     """ANSWERED's first half: every call of a tool a ``tools/execute`` plugin serves (one nobody
     registered) reaches that plugin (LOOP-5), unless a stop came during the call."""
     served = {str(e.get("tool")) for e in view.of_kind("waterfall/serves")}
     for agent in view.agents if served else ():
         log = view.log(agent)
-        stops = [e["_i"] for e in view.ops(agent, "cancel", "abort", *DISPOSERS)] + view.closings()
+        stops = _call_stops(view, agent)
         for call in log:
             if call["type"] != "tool/call" or call["data"].get("name") not in served:
                 continue
@@ -3184,8 +3190,7 @@ def _answered_check(view: TraceView) -> Violation | None:
             return Violation(f"agent {agent}: the tool of call {call_id} ran though a tools/execute listener answered "
                              "the call itself without calling next() (0b: a listener short-circuits the chain by not "
                              "calling next(); LOOP-5)", ran["_i"], ("LOOP-5", "TOOL-4"))
-        stopped = [e["_i"] for e in view.ops(agent, "cancel", "abort", *DISPOSERS)] + view.closings()
-        if result is None or any(call["_i"] < i < end for i in stopped):
+        if result is None or any(call["_i"] < i < end for i in _call_stops(view, agent)):
             continue
         data = result["data"]
         if data.get("call_id") != call_id or data.get("content") != [ev.ANSWER] or data.get("is_error") is not False:

@@ -43,7 +43,12 @@ LISTENER_VERBS = ("send", "steer", "inject", "cancel", "abort", "dispose", "rais
 """What a listener may do: synchronous verbs only (it runs inside the emitter); ``stop`` only on
 ``agent/turn-continuation``, ``answer`` only on ``tools/execute``."""
 
-ACTOR_VERBS = (*(v for v in LISTENER_VERBS if v not in ("stop", "answer")), "sleep", "wait_idle", "wait_for")
+RETURNED_VERBS: dict[str, str] = {"stop": "agent/turn-continuation", "answer": "tools/execute"}
+"""The verbs that are a waterfall listener's own return value, and the one waterfall each belongs
+to: ``stop`` a continuation listener's vote (CONT-1), ``answer`` a ``tools/execute`` listener's
+result in place of ``next()`` (0b)."""
+
+ACTOR_VERBS = (*(v for v in LISTENER_VERBS if v not in RETURNED_VERBS), "sleep", "wait_idle", "wait_for")
 """What an actor may do: the listener verbs (but ``stop`` and ``answer``, a waterfall's own return)
 plus the awaiting ones."""
 

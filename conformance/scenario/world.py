@@ -769,7 +769,13 @@ class World:
         are kept: the close edits them, and the log must not change with them (LOG-1)."""
         args: tuple[Any, ...] = (text,) if source is None else (text, cast(Source, dict(source)))
         self._passed.extend(a for a in args if isinstance(a, (list, dict)))
-        return args, ({} if source is None else {"source": dict(source)})
+        if source is None:
+            return args, {}
+        if _unserialisable(source):
+            # a source JSON cannot encode (INJ-4's bad input; ERR-8's failure before turn/start):
+            # the timeline keeps JSON only, the source less what JSON cannot encode
+            return args, {"bad_source": True, "source": {k: v for k, v in source.items() if not _unserialisable(v)}}
+        return args, {"source": dict(source)}
 
     def _log_drift(self, logs: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
         """LOG-1, once the agents are done: the caller edits what it passed (prompts' blocks,
@@ -874,9 +880,6 @@ class World:
         """``agent.send(text[, source])``."""
         h = self.handle(agent)
         args, extra = self._sourced(text, source)
-        if source is not None and _unserialisable(source):
-            # ERR-8's failure before turn/start (the timeline keeps JSON only: the source less its set)
-            extra = {"bad_source": True, "source": {k: v for k, v in source.items() if not _unserialisable(v)}}
         self._op(by, "send", h, lambda: h.send(*args), on, text=ev.texts(text), **extra)
 
     def steer(self, agent: str | AgentHandle | None, text: Any, *, by: str = "caller", on: str | None = None,
@@ -904,10 +907,8 @@ class World:
                 return asyncio.ensure_future(_began(result, by, agent_id, ev.texts(text)))
             return asyncio.ensure_future(_as_coro(result))
 
-        if _unserialisable(text):
+        if "bad_source" not in extra and _unserialisable(text):
             extra["unserialisable"] = True  # INJ-4's bad input: it must raise (judged by INJ-2's oracle)
-        if source is not None and _unserialisable(source):
-            extra = {"bad_source": True}  # INJ-4's other bad input (the timeline keeps JSON only)
         task = self._op(by, "inject", h, start, on, text=ev.texts(text), **extra)
         # Which inject a later failure answers: others of the same caller may have come since.
         nth = self._op_counts[(by, "inject", agent_id)]

@@ -21,6 +21,11 @@ async def _answer(k: Kit, agent: AgentHandle, *chunks: Any) -> None:
     await k.idle(agent)
 
 
+def _hi_with_usage() -> tuple[Any, ...]:
+    """A text block ``hi``, opened, streamed and closed, then a first usage chunk (1, 1)."""
+    return (v.block_start(0, "text"), v.text_delta(0, "hi"), v.block_end(0, v.text("hi")), v.usage(1, 1))
+
+
 def _message(k: Kit, agent: object) -> list[dict]:
     msgs = k.events(agent, "assistant/message")  # type: ignore[arg-type]
     assert msgs, "no assistant/message was logged"
@@ -137,13 +142,7 @@ def test_index_order_is_numeric_past_ten_blocks(run: Run) -> None:
 def test_no_finish_is_stop_and_last_usage_wins(run: Run) -> None:
     async def scenario(k: Kit) -> None:
         a = k.agent()
-        await _answer(k, a,
-            v.block_start(0, "text"),
-            v.text_delta(0, "hi"),
-            v.block_end(0, v.text("hi")),
-            v.usage(1, 1),
-            v.usage(5, 7),
-        )
+        await _answer(k, a, *_hi_with_usage(), v.usage(5, 7))
         assert k.reasons(a) == [COMPLETED]
         usages = [e["data"]["usage"] for e in k.events(a, "usage")]
         assert usages == [{"input_tokens": 5, "output_tokens": 7}]
@@ -160,14 +159,7 @@ def test_chunks_after_the_finish_are_logged_and_a_usage_there_is_the_steps(run: 
     async def scenario(k: Kit) -> None:
         k.record("agent/stream-chunk")
         a = k.agent()
-        await _answer(k, a,
-            v.block_start(0, "text"),
-            v.text_delta(0, "hi"),
-            v.block_end(0, v.text("hi")),
-            v.usage(1, 1),
-            v.finish("stop"),
-            v.usage(5, 7),
-        )
+        await _answer(k, a, *_hi_with_usage(), v.finish("stop"), v.usage(5, 7))
         assert k.reasons(a) == [COMPLETED]
         chunks = [e["data"]["chunk"]["type"] for e in k.events(a, "assistant/chunk")]
         assert chunks[-2:] == ["finish", "usage"], f"the chunk after the finish was not logged: {chunks}"

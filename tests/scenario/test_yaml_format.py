@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from conformance.scenario import ScenarioError, load
+from conformance.scenario import Scenario, ScenarioError, load
 from conformance.scenario.yaml_format import load_text
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "conformance" / "scenario" / "examples").glob("*.yaml"))
@@ -120,6 +120,24 @@ def _run(text: str) -> list[dict[str, Any]]:
     report = engine.run_one(load_text(text), resolve(None))
     assert report.ok, report.trace.summary()
     return list(report.trace.timeline)
+
+
+def _read_back_and_run(text: str) -> tuple[Scenario, list[dict[str, Any]]]:
+    """The scenario ``text`` loads to, once its dump reads back to itself, and its timeline on
+    the reference (whose checks all hold)."""
+    from conformance.scenario.yaml_format import dump
+
+    sc = load_text(text)
+    assert load_text(dump(sc)) == sc
+    return sc, _run(text)
+
+
+def _failing_checks(sc: Scenario, impl: str) -> set[str]:
+    """The checks that fail when ``sc`` runs on ``impl``."""
+    from conformance.impl import resolve
+    from conformance.scenario import engine
+
+    return {f["check"] for f in engine.run_one(sc, resolve(impl)).trace.failures}
 
 
 FLUSH = """\
@@ -299,73 +317,48 @@ def test_a_raise_may_throw_a_value_that_is_no_error_object() -> None:
         load_text(GOOD + "listeners:\n  - on: agent/request\n    do: [{raise: {message: b, code: E, thrown: true}}]\n")
 
 
+_TOOL_TURN = """\
+name: {name}
+model: [{{tool_call: {{name: lookup, args: {{q: x}}}}}}, {{text: {second}}}]
+tools: {{lookup: found}}
+listeners:
+  - {listener}
+actors:
+  - {{at: 0, do: [{{send: A}}, {{when_idle: w}}, {{wait_idle: w}}]}}
+"""
+"""A turn with one tool call, then a text, and one listener (``str.format`` fields)."""
+
+
 def test_a_configured_agent_is_created_from_configuration_and_keeps_its_prompt() -> None:
     # SVC-4: `configured: true` creates the agent through load_config (feature configuration);
     # its requests carry its system prompt (SVC-5, REQUEST); it round-trips through YAML
-    from conformance.impl import resolve
-    from conformance.scenario import engine
-    from conformance.scenario.yaml_format import dump
-
-    sc = load_text("name: configured\nagents: [{id: a, system_prompt: Be brief., configured: true}]\n"
-                   "model: [{text: hi}]\nactors:\n  - {at: 0, do: [{send: A}, {when_idle: w}, {wait_idle: w}]}\n")
-    assert sc.agents[0].configured and load_text(dump(sc)).agents == sc.agents
-    report = engine.run_one(sc, resolve(None))
-    assert report.ok, report.trace.failure_messages()
-    requests = [e for e in report.trace.timeline if e["kind"] == "model/request"]
-    assert [r.get("system") for r in requests] == ["Be brief."]
-    lost = engine.run_one(sc, resolve("mutant:config-system-prompt-camel"))
-    assert "REQUEST" in {f["check"] for f in lost.trace.failures}
+    sc, timeline = _read_back_and_run(
+        "name: configured\nagents: [{id: a, system_prompt: Be brief., configured: true}]\n"
+        "model: [{text: hi}]\nactors:\n  - {at: 0, do: [{send: A}, {when_idle: w}, {wait_idle: w}]}\n")
+    assert sc.agents[0].configured
+    assert [r.get("system") for r in timeline if r["kind"] == "model/request"] == ["Be brief."]
+    assert "REQUEST" in _failing_checks(sc, "mutant:config-system-prompt-camel")
 
 
 def test_a_tools_execute_listener_answers_a_call_and_no_tool_runs() -> None:
     # 0b: `answer` makes a tools/execute listener return a result of its own without calling
     # next(): the tool never runs, the answer is logged under the model's call id (TOOL-4); a
     # loop running the chain ahead of the listener fails ANSWERED. It round-trips through YAML.
-    from conformance.impl import resolve
-    from conformance.scenario import engine
     from conformance.scenario import events as ev
-    from conformance.scenario.yaml_format import dump
 
-    text = """\
-name: answered
-model: [{tool_call: {name: lookup, args: {q: x}}}, {text: done}]
-tools: {lookup: found}
-listeners:
-  - {on: tools/execute, do: [{answer: null}]}
-actors:
-  - {at: 0, do: [{send: A}, {when_idle: w}, {wait_idle: w}]}
-"""
-    sc = load_text(text)
-    assert load_text(dump(sc)).listeners == sc.listeners
-    report = engine.run_one(sc, resolve(None))
-    assert report.ok, report.trace.failure_messages()
-    timeline = report.trace.timeline
+    sc, timeline = _read_back_and_run(_TOOL_TURN.format(name="answered", second="done",
+                                                         listener="{on: tools/execute, do: [{answer: null}]}"))
     assert not [e for e in timeline if e["kind"] == "tool/start"], "the answered call never reached the tool"
     results = [e["data"] for e in timeline if e["kind"] == "log" and e.get("type") == "tool/result"]
     assert [(r["content"], r["is_error"]) for r in results] == [([ev.ANSWER], False)]
-    eager = engine.run_one(sc, resolve("mutant:waterfall-chain-eager"))
-    assert "ANSWERED" in {f["check"] for f in eager.trace.failures}
+    assert "ANSWERED" in _failing_checks(sc, "mutant:waterfall-chain-eager")
+
 
 
 def test_a_continuation_listener_votes_to_stop_and_the_turn_ends() -> None:
     # CONT-1: `stop` makes an agent/turn-continuation listener return false, a forced stop even
     # though the step had a tool call: the turn ends after it; it round-trips through YAML
-    from conformance.impl import resolve
-    from conformance.scenario import engine
-    from conformance.scenario.yaml_format import dump
-
-    text = """\
-name: stopped
-model: [{tool_call: {name: lookup, args: {q: x}}}, {text: never}]
-tools: {lookup: found}
-listeners:
-  - {on: agent/turn-continuation, do: [{stop: null}]}
-actors:
-  - {at: 0, do: [{send: A}, {when_idle: w}, {wait_idle: w}]}
-"""
-    sc = load_text(text)
-    assert load_text(dump(sc)).listeners == sc.listeners
-    report = engine.run_one(sc, resolve(None))
-    assert report.ok, report.trace.failure_messages()
-    steps = [e for e in report.trace.timeline if e["kind"] == "log" and e.get("type") == "step/start"]
+    _sc, timeline = _read_back_and_run(_TOOL_TURN.format(
+        name="stopped", second="never", listener="{on: agent/turn-continuation, do: [{stop: null}]}"))
+    steps = [e for e in timeline if e["kind"] == "log" and e.get("type") == "step/start"]
     assert len(steps) == 1, "the forced stop ends the turn after its first step"
