@@ -887,8 +887,9 @@ def _request_extras(snapshot: Mapping[str, Any], name: str) -> dict[str, Any]:
     """What ``model/request`` records of a request besides its messages, when present: the
     system prompt and the names of the tools sent (SVC-5; the REQUEST oracle compares them with
     the agent's own prompt and the tools the world registered); the entries not of 0b's shape
-    (``tools_shape``); and the model the request names when it is not this fake's (``requested``:
-    the loop called another adapter than the request names, LOOP-10). Recorded only when off, so
+    (``tools_shape``); the model the request names when it is not this fake's (``requested``:
+    the loop called another adapter than the request names, LOOP-10); and the keys beyond 0b's
+    (``extra``: a plugin's provider options). Recorded only when off, so
     a sound run's timeline is what it always was."""
     out: dict[str, Any] = {}
     system = snapshot.get("system")
@@ -903,7 +904,14 @@ def _request_extras(snapshot: Mapping[str, Any], name: str) -> dict[str, Any]:
             out["tools_shape"] = [s for s in shapes if s]
     if snapshot.get("model") != name:
         out["requested"] = str(snapshot.get("model"))
+    extra = sorted(str(k) for k in snapshot if k not in _REQUEST_KEYS)
+    if extra:
+        out["extra"] = extra  # keys a plugin added (LOOP-10: the adapter receives them)
     return out
+
+
+_REQUEST_KEYS = frozenset(("model", "messages", "system", "tools", "signal"))
+"""0b's request keys; any other is one an ``agent/request`` listener added."""
 
 
 def _tool_shape(entry: Any) -> str | None:

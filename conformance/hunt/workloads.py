@@ -113,10 +113,12 @@ MARKER-1: never a later prompt). A loop that aborts the step before it clears it
 it (upstream's "replays replacement work queued synchronously by an abort observer")."""
 
 ROUTING_PLUGIN = Listener(on="agent/request", do=(), name="routing-plugin", where={"agent": "b"}, times="always",
-                          rewrite={"model": "fake-routed", "system": "b, routed"}, optional=True)
+                          rewrite={"model": "fake-routed", "system": "b, routed", "metadata": {"route": "b"}},
+                          optional=True)
 """A plugin's ``agent/request`` listener sending agent ``b``'s model calls to another model with a
-system prompt of its own (LOOP-10: the adapter the returned request names is called, with the
-request the waterfall returned; a loop attaching the prompt after the waterfall overwrites it)."""
+system prompt of its own and a provider option (LOOP-10: the adapter the returned request names is
+called, with the request the waterfall returned; a loop attaching the prompt after the waterfall
+overwrites it, one rebuilding the request from 0b's keys loses the option)."""
 
 # A tool takes time (two calls could overlap: TOOL-1) and empties the arguments it is given, as
 # one popping what it reads does: they are its own (TOOL-2; a loop sharing one parsed object
@@ -161,7 +163,7 @@ def workloads() -> tuple[Workload, ...]:
     pair = respond.tool_call("lookup", "{}", id="c1") + respond.tool_call("lookup", '{"all": true}', id="c2")
     out = [
         Workload("reply", _scenario("reply", (respond.text("the reply"),), description="a plain reply")),
-        Workload("tool", _scenario("tool", (call, respond.chunks(
+        Workload("tool", _scenario("tool", (call.usage(4, 2), respond.chunks(
             {"type": "block-start", "index": 0, "block_type": "text"},
             {"type": "text-delta", "index": 0, "text": "done"},
             {"type": "block-end", "index": 0, "block": {"type": "text", "text": "done"}},
@@ -171,7 +173,8 @@ def workloads() -> tuple[Workload, ...]:
             # finish, as providers report it in a last chunk (LOOP-5: every chunk is logged)
             {"type": "usage", "usage": {"input_tokens": 12, "output_tokens": 3, "cache_read_tokens": 5,
                                         "cache_write_tokens": 1, "reasoning_tokens": 2}})), tools=(TOOL, SPARE),
-            description="a tool call, the answer reporting its usage twice, the second after its finish")),
+            description="a tool call reporting its usage, the answer reporting its own twice, the second "
+                        "after its finish (ASM-4: each step's usage is its own)")),
         Workload("two-step", _scenario("two-step", (two_calls, respond.text("done")), tools=(BLOCKS_TOOL,),
                                        system_prompt="Answer briefly.", configured=True,
                                        sections=(("tools", "Look things up."), ("style", "Be kind.")),
@@ -217,8 +220,11 @@ def workloads() -> tuple[Workload, ...]:
                                              description="a step the model finishes aborted, nobody having aborted")),
         Workload("model-error", _scenario("model-error", (
             respond.error("overloaded", "OVERLOADED"),
-            respond.text("half an answer").raises("connection reset", code="ECONNRESET", before=-1)),
-            description="a model error (and, for a window's prompt, a stream that raises once its text is out)")),
+            # coded ABORTED with nobody aborting: a failure all the same (FINISH-2; only the step's
+            # own signal makes it an abort, FINISH-1)
+            respond.text("half an answer").raises("connection aborted by peer", code="ABORTED", before=-1)),
+            description="a model error (and, for a window's prompt, a stream that raises once its text is out, "
+                        "its error coded ABORTED with nobody aborting)")),
         Workload("turn-end-throws", _scenario("turn-end-throws", (respond.text("the reply"),),
                                              listeners=(FAILING_PLUGIN,),
                                              description="a plain reply, a plugin's agent/turn-end listener throwing")),

@@ -484,4 +484,35 @@ MUTANTS = [
               "(CANCEL-STEP's tests); the hunt missed it until the CANCEL-STEP oracle (a cancel from "
               "agent/turn-start before the first step leaves an empty step).",
     ),
+    Mutant(
+        'w1-flips-status',
+        "work queued and cancelled before the running flip (windows 0 and 1) is dropped through an empty running period: the agent emits running then idle for a turn that never starts",
+        ('CANCEL-W1', 'CANCEL-W0'),
+        '8',
+        (
+            Patch('agent',
+                  '                    if not self._inbox.has_queued:\n                        self._release_waiters()  # quiescent: not running, nothing queued\n                        continue\n                    # CANCEL-W1: a prompt queued after the cancel runs normally.\n',
+                  '                    # CANCEL-W1: with nothing queued the running period is empty and settles the waiters.\n'),
+        ),
+        notes="Round 48 (session 43, written blind in the reference): the suite killed it (CANCEL-W1's tests); "
+              "the hunt missed it until the CANCEL-W1 oracle (session 44: a cancel on an idle agent, then "
+              "`running` with no work given since).",
+    ),
+    Mutant(
+        'early-step-end-notified-first',
+        "a step closed early (dropped by a cancel before it, or aborted mid-stream) is notified ended before its step/end is appended",
+        ('LOOP-5', 'CANCEL-STEP', 'CANCEL-MID'),
+        '8',
+        (
+            Patch('agent',
+                  '                turn.aborted = self._marker\n                self._end_step(turn)\n                return\n',
+                  '                turn.aborted = self._marker\n                self._bus.emit("agent/step-end", self, turn.number, turn.step)\n                self._append_step_event(turn, "step/end")\n                return\n'),
+            Patch('agent',
+                  '                turn.aborted = outcome.aborted\n                self._end_step(turn)\n                return\n',
+                  '                turn.aborted = outcome.aborted\n                self._bus.emit("agent/step-end", self, turn.number, turn.step)\n                self._append_step_event(turn, "step/end")\n                return\n'),
+        ),
+        notes="Round 50 (session 44, written blind in examples/spec_loop as step-end-notified-before-log-on-close): "
+              "the suite passed it until test_a_step_ended_early_is_logged_closed_before_it_is_notified; the hunt "
+              "found it at once (SHAPE).",
+    ),
 ]

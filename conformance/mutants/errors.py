@@ -324,4 +324,18 @@ MUTANTS = [
               "passed it until test_a_listener_throwing_after_it_disposed_the_agent_logs_no_error; the hunt found it "
               "(MAXTOK's DISP-5 clause).",
     ),
+    Mutant(
+        'late-failure-silent-after-abort',
+        "a failure after turn/end (a throwing agent/turn-end listener, a failing flush) is not announced when the turn ended aborted, as if the abort were a failure that came first",
+        ('ERR-10', 'ERR-6'),
+        '7',
+        (
+            Patch('agent',
+                  '        if self._disposed or turn.failure is not None:\n            return\n        turn.failure = exc\n',
+                  '        if self._disposed or turn.failure is not None or turn.aborted is not None:\n            return\n        turn.failure = exc\n'),
+        ),
+        notes="indie49 (session 44, a seventh independent loop) had this bug: the default hunt found it (ANNOUNCED, "
+              "the hang workload's aborted turn and a window's throwing agent/turn-end listener), the suite missed it "
+              "until test_a_late_failure_after_an_aborted_turn_is_announced.",
+    ),
 ]

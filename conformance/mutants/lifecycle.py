@@ -550,4 +550,34 @@ MUTANTS = [
         notes="Round 48 (session 43, written blind in the reference): the suite killed it; the hunt missed it until "
               "the two-step workload's agent was created from configuration (REQUEST).",
     ),
+    Mutant(
+        'error-outranks-disposed',
+        "a turn that failed and is disposed before it closes (an agent/error listener disposing, say) ends error, not disposed",
+        ('DISP-1',),
+        '9',
+        (
+            Patch('agent',
+                  '        if self._disposed:\n            return v.turn_end_disposed()  # DISP-1 / DISP-4\n',
+                  '        if turn.failure is not None:  # the failure first\n'
+                  '            return v.turn_end_error(error_message(turn.failure), error_code(turn.failure))\n'
+                  '        if self._disposed:\n            return v.turn_end_disposed()  # DISP-1 / DISP-4\n'),
+        ),
+        notes="Round 49 (session 44, written blind in the reference): the suite killed it (DISP-1); the hunt missed it "
+              "while its MAXTOK oracle let a turn whose error was logged before the dispose keep `error`, a reading "
+              "the suite's DISP-1 tests do not take; found since (MAXTOK, DISP-1).",
+    ),
+    Mutant(
+        'repair-recloses-closed-step',
+        "the backend's repair of a turn left open forgets that step/end closes a step: a session whose writer died between two steps gets a second step/end",
+        ('LOG-5', 'SVC-3'),
+        '11',
+        (
+            Patch('persistence',
+                  '        elif kind == "step/end":\n            open_step = None\n',
+                  ''),
+        ),
+        notes="Round 52 (session 44, written blind in indie47): the suite killed it; the hunt found it once a "
+              "waterfall listener's reload held the chain until the second service had loaded (the load then sees "
+              "the log between two steps).",
+    ),
 ]

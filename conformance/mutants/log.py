@@ -341,4 +341,24 @@ MUTANTS = [
               "hunt passed it until the simulator pinned time.time() to an epoch of its own and a log mixing "
               "it with the sources' clock failed PY-3 (the resume tests; the world's end-of-run check).",
     ),
+    Mutant(
+        'usage-accumulated-across-steps',
+        "each step's usage event carries the turn's running total rather than the step's own usage",
+        ('ASM-4', 'LOOP-5'),
+        '1b',
+        (
+            Patch('agent', 'from dataclasses import dataclass\n', 'from dataclasses import dataclass, field\n'),
+            Patch('agent',
+                  '    max_tokens: bool = False  # MAXTOK-2: sticky for the turn; MAXTOK-4: a fresh _Turn per turn\n',
+                  '    max_tokens: bool = False  # MAXTOK-2: sticky for the turn; MAXTOK-4: a fresh _Turn per turn\n'
+                  '    usage: dict[str, Any] = field(default_factory=dict)  # the turn\'s usage so far\n'),
+            Patch('agent',
+                  '                self._session.append(\n                    "usage", {"turn": turn.number, "step": step, "usage": assembler.usage}\n                )\n',
+                  '                for key, count in assembler.usage.items():\n                    turn.usage[key] = turn.usage.get(key, 0) + count\n'
+                  '                self._session.append(\n                    "usage", {"turn": turn.number, "step": step, "usage": dict(turn.usage)}\n                )\n'),
+        ),
+        notes="Round 49 (session 44, written blind in the reference): the suite passed it until "
+              "test_each_step_logs_its_own_usage; the hunt found it once the tool workload's first step reported "
+              "usage too (CHUNKS).",
+    ),
 ]

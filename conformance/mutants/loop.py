@@ -710,4 +710,32 @@ MUTANTS = [
         notes="Round 48 (session 43, written blind in the reference): the suite killed it; the hunt found it through "
               "CONTINUED once the failing-tool workload's all-failing step was kept apart from its plugin-served call.",
     ),
+    Mutant(
+        'request-extra-keys-dropped',
+        "the request is rebuilt from 0b's keys after the agent/request waterfall: a key a listener added (a provider option) never reaches the adapter",
+        ('LOOP-10',),
+        '4',
+        (
+            Patch('agent',
+                  '            model = request.get("model")\n            if not model:  # LOOP-7\n',
+                  '            request = {k: request[k] for k in ("model", "messages", "system", "tools") if k in request}\n            request["signal"] = signal  # a clean request with the step\'s own signal\n            model = request.get("model")\n            if not model:  # LOOP-7\n'),
+        ),
+        notes="Round 49 (session 44, written blind in the reference): the suite passed it until "
+              "test_adapter_gets_rewritten_request asked for the keys a listener adds; the hunt found it once the "
+              "two-agents workload's routing plugin added one (ROUTED).",
+    ),
+    Mutant(
+        'continue-on-finish-kind',
+        "the default continuation follows the model's finish kind (tool-calls) rather than the tool calls the step's message had: a tool-call step finished stop, or with no finish, ends the turn with its results unseen",
+        ('CONT-1', 'LOOP-6'),
+        '4',
+        (
+            Patch('agent',
+                  '            return _StepOutcome(had_tool_calls=bool(calls))  # MAXTOK-5: none for max-tokens\n',
+                  '            return _StepOutcome(had_tool_calls=finish.get("kind") == "tool-calls")\n'),
+        ),
+        notes="Round 51 (session 44, written blind in indie49): the suite passed it until "
+              "test_the_default_continuation_follows_the_steps_tool_calls_not_its_finish; the hunt found it (the "
+              "two-step workload's tool-call step has no finish chunk).",
+    ),
 ]

@@ -153,4 +153,18 @@ MUTANTS = [
         ),
         notes='Round 15 (written blind): the suite passed it until test_an_unknown_finish_kind_counts_as_a_success.',
     ),
+    Mutant(
+        'aborted-code-taken-as-abort',
+        "an error coded ABORTED raised by the model adapter or a tool counts as an abort although the step's signal never fired: the turn ends aborted with no error event, the tool's result says aborted",
+        ('FINISH-2', 'ERR-7', 'TOOL-3'),
+        '6',
+        (
+            Patch('agent',
+                  '            if signal.aborted:\n                return False  # e.g. the adapter raised AbortError once the signal fired\n',
+                  '            if signal.aborted or error_code(exc) == "ABORTED":\n                return False  # e.g. the adapter raised AbortError once the signal fired\n'),
+        ),
+        notes="Round 49 (session 44, written blind in the reference): the suite passed it until "
+              "test_an_error_coded_aborted_with_no_abort_is_a_failure; the hunt found it once the model-error "
+              "workload's raising stream carried the code ABORTED.",
+    ),
 ]

@@ -719,6 +719,33 @@ def _cancel_check(view: TraceView) -> Violation | None:
     return None
 
 
+_NEW_WORK = ("send", "steer", "inject", "reload", "create")
+"""What gives an agent work to run (or a new run of its session) after a ``cancel()``."""
+
+
+def _idle_cancel_status_check(view: TraceView) -> Violation | None:
+    """CANCEL-W1 (and CANCEL-3): a ``cancel()`` made while the agent is idle either drops the
+    work queued before it, with no ``agent/status`` for that dropped turn, or finds nothing to
+    cancel. Either way the agent has nothing to run: it turns ``running`` again only for work
+    given after the cancel."""
+    for agent in view.agents:
+        runs = [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "running"]
+        if not runs:
+            continue
+        given = [e["_i"] for e in view.ops(agent, *_NEW_WORK)]
+        for c in view.ops(agent, "cancel"):
+            if c.get("status") != "idle":
+                continue
+            at = c["_i"]
+            flip = next((i for i in runs if i > at), None)
+            if flip is None or any(at < i < flip for i in given):
+                continue
+            return Violation(f"agent {agent}: a cancel() while idle dropped what was queued, yet the agent turned "
+                             "running with no work given since (CANCEL-W1: the dropped turn emits no "
+                             "agent/status)", flip, ("CANCEL-W1",))
+    return None
+
+
 def _aborted_turns_check(view: TraceView) -> Violation | None:
     for agent in view.agents:
         stops = [e["_i"] for e in view.ops(agent, "cancel", "abort")]
@@ -1003,12 +1030,10 @@ def _maxtok_check(view: TraceView) -> Violation | None:
             # An idle inject's one-shot turn is written whole by inject() itself, and INJ-2 gives
             # its shape (it ends completed): disposing while it is written may end it either way.
             allowed = ("disposed", "completed") if t["trigger"] == "injection" else ("disposed",)
-            # A turn whose failure was logged before the dispose may keep its `error` (ERR-2 and
-            # FINISH-1 say it ends error, DISP-1 that a turn disposed mid-turn ends disposed; the
-            # spec ranks neither: ERR-9's "first failure wins" or disposal winning, both readings).
-            failed = next((e["_i"] for e in t["events"] if e["type"] == "error"), None)
-            if reason == "error" and failed is not None and not any(i < failed for i in disposals):
-                allowed = (*allowed, "error")
+            # A turn failed before the dispose, its `error` event logged, is still open: it ends
+            # `disposed` too (DISP-1: "disposing mid-turn ... the turn ends disposed"; the suite's
+            # reading, test_disposed_while_a_stopped_step_closes_the_turn_ends_disposed, which every
+            # independent loop checked since passes).
             # A listener's throw made once dispose() was called, while the disposed turn closes: no
             # error event for it (DISP-5: disposal is not a failure; the suite's reading, as ERR-10
             # says of agent/turn-end's throw during disposal).
@@ -1368,7 +1393,10 @@ def _disposal_check(view: TraceView) -> Violation | None:
         log = view.log(agent)
         flipped = next((e["_i"] for e in statuses if e.get("status") == "disposed"), None)
         if flipped is not None:
-            late = next((e for e in log if e["type"] == "turn/start" and e["_i"] > flipped), None)
+            # a resumed log's own turns are loaded, not started: a close during the load may dispose
+            # the agent before the world reads them (indie49, session 44)
+            late = next((e for e in log if e["type"] == "turn/start" and e["_i"] > flipped and not e.get("loaded")),
+                        None)
             if late is not None:
                 return Violation(f"agent {agent}: turn {late['data'].get('turn')} started after the agent was disposed "
                                  "(DISP-2: disposal ends the driver)", late["_i"], ("DISP-2",))
@@ -3095,10 +3123,19 @@ def _routed_check(view: TraceView) -> Violation | None:
         if r.get("on") != "agent/request" or "system" not in fields or "model" not in fields:
             continue
         call = next((c for c in calls if c["_i"] > r["_i"] and c.get("model") == fields["model"]), None)
-        if call is not None and call.get("system") != fields["system"]:
+        if call is None:
+            continue
+        if call.get("system") != fields["system"]:
             return Violation(f"model {call.get('model')!r} was called (call #{call.get('call')}) with system prompt "
                              f"{call.get('system')!r}, not the {fields['system']!r} the agent/request waterfall "
                              "returned (LOOP-10: the adapter receives exactly the request the waterfall returned)",
+                             call["_i"], ("LOOP-10",))
+        added = sorted(k for k in fields if k not in ("model", "system", "messages", "tools"))
+        lost = [k for k in added if k not in (call.get("extra") or ())]
+        if lost:
+            return Violation(f"model {call.get('model')!r} was called (call #{call.get('call')}) without "
+                             f"{', '.join(map(repr, lost))}, which the agent/request waterfall added to the request "
+                             "(LOOP-10: the adapter receives exactly the request the waterfall returned)",
                              call["_i"], ("LOOP-10",))
     return None
 
@@ -3236,6 +3273,8 @@ ORACLES: tuple[LoopCheck, ...] = (
               ("MARKER-1", "LOOP-2", "LOOP-8", "ERR-1", "ERR-6", "ERR-11")),
     LoopCheck("IDLE-2", _idle_check, "when_idle() resolves only at quiescence", ("IDLE-2",)),
     LoopCheck("CANCEL-2", _cancel_check, "cancelled queued work never runs", ("CANCEL-2", "CANCEL-4")),
+    LoopCheck("CANCEL-W1", _idle_cancel_status_check, "a cancel on an idle agent drops its queued work with no "
+              "status change for it", ("CANCEL-W1",)),
     LoopCheck("MARKER-1", _aborted_turns_check, "a cancel governs exactly one turn", ("MARKER-1", "DISP-1")),
     LoopCheck("INJ-1", _injected_check, "an inject while a turn is open appends its context into that turn",
               ("INJ-1",)),

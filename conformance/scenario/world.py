@@ -168,6 +168,7 @@ class World:
         self._flush_recorded = False  # a flush listener records every flush (FLUSH reads world/closed)
         self._settles = 0
         self._injections: list[asyncio.Future[Any]] = []
+        self._reloading: asyncio.Future[Any] | None = None  # the latest reload's task (a waterfall listener waits)
         # Each injection's failure is recorded once, by its done callback or, for one a listener
         # started while the service closed, by the close itself (the run ends right after).
         self._retrievers: dict[asyncio.Future[Any], Callable[[asyncio.Future[Any]], None]] = {}  # not yet recorded
@@ -496,6 +497,19 @@ class World:
         self._reloads_of.add(session)
         task = asyncio.ensure_future(self._reload(agent_id, session, first, agent_id in self._flushed, by))
         self._injections.append(task)  # the run waits for it like an actor
+        self._reloading = task
+
+    async def _held_reload(self) -> None:
+        """Wait (a virtual second at most) for the reload a waterfall listener just started: a
+        backend that makes a second service's load wait for the writer's turn gets it later, as
+        an actor's reload would, and is judged the same."""
+        task = self._reloading
+        if task is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(task), 1.0)
+        except TimeoutError:
+            pass
 
     async def _reload(self, agent_id: str, session: str, first: bool, flushed: bool, by: str) -> None:
         _QUIET_LOADS.set(True)  # this task's own context: the check's load is no point of the run
@@ -1162,8 +1176,15 @@ class World:
                 # listener (LOOP-5: each call goes through the waterfall; ANSWERED)
                 simulator.observe("waterfall/serves", on=event, listener=name, tool=where["name"])
 
+            # a waterfall listener's reload holds the chain until the second service has loaded:
+            # the load sees the log exactly as the window left it (between two steps, say, where
+            # a backend's repair must not close a step again: LOG-5, SVC-3)
+            reloads = any(a.verb == "reload" for a in listener.do)
+
             async def waterfall(*args: Any) -> Any:
                 fired = False if after else react(args[:-1])
+                if fired and reloads:
+                    await self._held_reload()
                 if fired and answers:
                     fields = self.fields(event, args[:-1])
                     call_id = fields.get("call_id")
@@ -1175,6 +1196,8 @@ class World:
                 value = await _as_coro(args[-1]())
                 if after:
                     fired = react(args[:-1])
+                    if fired and reloads:
+                        await self._held_reload()
                 if fired and event == "agent/step-result":
                     # UNRETURNED: a message logged before this returns is not what the waterfall returned
                     simulator.observe("waterfall/returned", on=event, listener=name)

@@ -16,7 +16,7 @@ from conformance.adapter import AgentHandle, ThrownValue
 from conformance.fakes import respond
 from conformance.harness import Kit
 
-from ._support import COMPLETED, Run, boom, once, texts
+from ._support import COMPLETED, Run, aborted, boom, once, texts
 
 
 def _error_kinds(k: Kit, agent: object) -> list[str]:
@@ -697,6 +697,44 @@ def test_throwing_turn_end_listener(run: Run) -> None:
         assert k.reasons(a) == [{"kind": "max-tokens"}]
         assert k.events(a, "error") == []
         assert len(k.noted("agent/error")) == 1
+        a.send("two")
+        await k.idle(a)
+        assert k.reasons(a)[-1] == COMPLETED
+
+    run(scenario)
+
+
+@pytest.mark.rule("ERR-10", "ERR-6")
+@pytest.mark.parametrize("late", ["agent/turn-end", "session/flush"])
+@pytest.mark.parametrize("stop", ["abort", "cancel"])
+def test_a_late_failure_after_an_aborted_turn_is_announced(run: Run, stop: str, late: str) -> None:
+    # An aborted turn has an outcome but no failure: a throwing agent/turn-end listener after it
+    # (ERR-10) or a failing flush (ERR-6) is announced through agent/error like after a completed
+    # one (ERR-9 silences only a failure after a *failure*), the turn keeps aborted{reason}, no
+    # error event is logged, and the loop goes on.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/error")
+        a = k.agent()
+        failure = fakes.FakeError("late failure", "E_LATE")
+
+        def throwing(*_args: object) -> None:
+            raise failure
+
+        async def failing_flush(*_args: object) -> None:
+            raise failure
+
+        k.on(late, once(throwing if late == "agent/turn-end" else failing_flush))
+        k.model.push(respond.hang(), fakes.text("two"))
+        a.send("one")
+        await k.until(lambda: bool(k.model.requests), "the first turn's model call")
+        getattr(a, stop)("stop")
+        await k.idle(a)
+        assert k.reasons(a) == [aborted("stop")]
+        assert k.events(a, "error") == [], "a late failure logs no error event"
+        announced = k.noted("agent/error")
+        assert len(announced) == 1 and announced[0][-1] is failure, (
+            f"a {late} failure after an aborted turn is announced once, with its own error "
+            f"({'ERR-10' if late == 'agent/turn-end' else 'ERR-6'}): {announced}")
         a.send("two")
         await k.idle(a)
         assert k.reasons(a)[-1] == COMPLETED

@@ -412,6 +412,91 @@ def test_request_sees_injected_context(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("INJ-2", "DISP-2")
+@pytest.mark.parametrize("when", ["at once", "from its turn/end"])
+def test_an_idle_inject_disposed_before_its_flush_still_settles(run: Run, when: str) -> None:
+    # INJ-2 writes the one-shot turn and flushes it; an async inject's awaitable stands for that
+    # work. A dispose() right after it (in the same synchronous stretch, or from a session/event
+    # listener on its turn/end) must not leave that awaitable pending for ever: it resolves (or
+    # raises), and the disposed agent's when_idle() resolves too (DISP-2). A loop that settles it
+    # only from a flush its disposed driver never runs hangs its caller.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        await k.settle()
+        if when == "from its turn/end":
+            def dispose_at_end(_session: object, event: Any) -> None:
+                if isinstance(event, dict) and event.get("type") == "turn/end":
+                    a.dispose()
+
+            k.on("session/event", dispose_at_end)
+        injecting = _inject_task(k, a, "ctx")
+        if when == "at once":
+            a.dispose()
+        if injecting is not None:
+            try:
+                await asyncio.wait_for(injecting, k.timeout)
+            except TimeoutError:
+                raise AssertionError(f"inject() disposed {when} never settled (INJ-2, DISP-2){k.why()}") from None
+            except Exception:  # refusing it is the loop's choice; settling is not
+                pass
+        await k.idle(a, what="the disposed agent's driver to exit")
+        assert a.status == "disposed"
+        # an async inject whose body runs once the agent is disposed refuses it (DISP-3): nothing
+        # written; otherwise its one-shot turn is whole
+        assert k.types(a) in ([], ["turn/start", "context/message", "turn/end"]), k.types(a)
+
+    run(scenario)
+
+
+@pytest.mark.rule("INJ-4", "IDLE-2")
+def test_a_waiter_taken_while_a_bad_injects_flush_runs_waits_for_it(run: Run) -> None:
+    # INJ-4: a bad idle inject's flush "has run by the time when_idle() resolves"; a synchronous
+    # inject "may leave it scheduled", and its caller has only when_idle() to wait for it. So a
+    # when_idle() called after such an inject raised, once that flush has begun and while its
+    # listener still writes, waits for it: a loop counting the flush done when it starts it
+    # (rather than when it ends) releases the waiter mid-flush. (An async inject that awaits the
+    # flush before raising gives its caller that wait itself; a when_idle() taken elsewhere
+    # meanwhile is IDLE-1's, and the reference resolves it at once.)
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        hold = k.gate("flush")
+        flushing: list[str] = []
+
+        async def flush(*_args: object) -> None:
+            flushing.append("begun")
+            k.poke()
+            await hold.wait()
+            flushing.append("done")
+
+        k.on("session/flush", flush)
+        try:
+            injecting = _inject_task(k, a, [cyclic_block()])
+        except Exception:
+            injecting = None  # a synchronous inject raised at once, its flush left scheduled
+        await k.until(lambda: bool(flushing), "the bad inject's flush")
+        released: list[list[str]] = []
+
+        async def watch(waiter: Any) -> None:
+            await waiter
+            released.append(list(flushing))
+
+        watching = asyncio.ensure_future(watch(a.when_idle()))
+        await k.settle(1.5)
+        if injecting is None:
+            assert not released, (
+                f"when_idle() resolved while the flush a synchronous bad inject left scheduled was still running "
+                f"(INJ-4): {released}")
+        hold.open()
+        await asyncio.wait_for(watching, k.timeout)
+        if injecting is None:
+            assert released == [["begun", "done"]], released
+        if injecting is not None:
+            with pytest.raises(Exception):  # noqa: B017 - any error type: the content cannot be serialised
+                await asyncio.wait_for(injecting, k.timeout)
+
+    run(scenario)
+
+
 @pytest.mark.rule("INJ-4")
 @pytest.mark.parametrize("odd", ["object", "cycle"])
 def test_bad_inject_input(run: Run, odd: str) -> None:

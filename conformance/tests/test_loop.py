@@ -219,6 +219,79 @@ def test_turn_failed_by_another_listener_still_notifies_its_end(run: Run, listen
     run(scenario)
 
 
+@pytest.mark.rule("CONT-1", "LOOP-6")
+@pytest.mark.parametrize("case", ["calls finished stop", "calls with no finish", "calls removed by step-result"])
+def test_the_default_continuation_follows_the_steps_tool_calls_not_its_finish(run: Run, case: str) -> None:
+    # CONT-1: the default is "the step had tool calls (or steering was drained after it)", what
+    # the step's message holds (LOOP-6: the message agent/step-result returned), not the finish
+    # kind the model reported: providers finish a tool-call step `stop`, or with no finish at all
+    # (ASM-4), and a plugin may take the calls out of a `tool-calls` step.
+    async def scenario(k: Kit) -> None:
+        k.tool("echo")
+        a = k.agent()
+        call = fakes.tool_calls(("c1", "echo", "{}"))
+        if case == "calls finished stop":
+            call = call.finish("stop")
+        elif case == "calls with no finish":
+            call = call.finish(None)
+        else:
+            async def strip(*args: Any) -> Any:
+                message = dict(await args[-1]())
+                message["content"] = [b for b in message["content"] if b.get("type") != "tool-call"] or [v.text("none")]
+                return message
+
+            k.on("agent/step-result", strip)
+        k.model.push(call, fakes.text("after the tool"))
+        a.send("one")
+        await k.idle(a)
+        steps = len(k.events(a, "step/start"))
+        if case == "calls removed by step-result":
+            assert steps == 1 and len(k.model.requests) == 1, (
+                f"the returned message has no tool calls: the turn stops after its step (CONT-1, LOOP-6): {steps} steps")
+        else:
+            assert len(k.events(a, "tool/result")) == 1
+            assert steps == 2 and len(k.model.requests) == 2, (
+                f"a step whose message had tool calls ({case}) continues: the model must see their results "
+                f"(CONT-1): {steps} steps")
+        assert k.reasons(a) == [COMPLETED]
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOOP-5", "CANCEL-STEP", "CANCEL-MID")
+@pytest.mark.parametrize("how", ["cancel at agent/turn-start", "cancel at agent/step-start",
+                                 "cancel between chunks", "abort between chunks", "model raises"])
+def test_a_step_ended_early_is_logged_closed_before_it_is_notified(run: Run, how: str) -> None:
+    # LOOP-5's step shape ends with `step/end` appended, then `agent/step-end`, and a step closed
+    # early keeps that shape: a dropped step is "opened and closed empty (step/start, step/end and
+    # their notifications)" (CANCEL-STEP), an aborted or failed one is closed as any other. A loop
+    # with a second closing path for those must not notify the step ended while its log has it open.
+    async def scenario(k: Kit) -> None:
+        k.record("session/event", "agent/step-end")
+        a = k.agent()
+        verb, _, where = how.partition(" ")
+        if how == "model raises":
+            k.model.push(respond.raises("model failed"))
+        elif where.endswith("chunks"):
+            k.model.push(respond.text("partial").hang(after=1).on_abort("finish"))
+            k.on("agent/stream-chunk", once(lambda *_: getattr(a, verb)("stop")),
+                 needs="the stop lands between two chunks")
+        else:
+            k.on(where.removeprefix("at "), once(lambda *_: a.cancel("stop")))
+        a.send("A")
+        await k.idle(a)
+        order = [n[1] if n[0] == "session/event" else n[0] for n in k.notes]
+        order = [n for n in order if n in ("step/end", "agent/step-end")]
+        assert order and order[0] == "step/end", (
+            f"{how}: agent/step-end was emitted before step/end was appended (LOOP-5): {order}")
+        # A dropped step is notified closed (CANCEL-STEP); whether a failed or aborted one is, the
+        # rules leave open: when it is, once and after its step/end.
+        expected = {1} if where.startswith("at ") else {0, 1}
+        assert order.count("agent/step-end") in expected, f"{how}: the step is notified ended once: {order}"
+
+    run(scenario)
+
+
 @pytest.mark.rule("LOOP-5")
 def test_step_shape(run: Run) -> None:
     async def scenario(k: Kit) -> None:
@@ -433,7 +506,8 @@ def test_adapter_gets_rewritten_request(run: Run) -> None:
 
         async def reroute(agent: object, turn: int, step: int, request: dict, next: object) -> object:
             value = await next()  # type: ignore[operator]
-            return {**value, "model": "other", "system": "REWRITTEN"}
+            # provider options a plugin adds: "exactly the request the waterfall returned"
+            return {**value, "model": "other", "system": "REWRITTEN", "temperature": 0.25, "metadata": {"trace": "t1"}}
 
         k.on("agent/request", reroute)
         k.on("agent/request", passthrough)
@@ -443,6 +517,9 @@ def test_adapter_gets_rewritten_request(run: Run) -> None:
         assert len(other.requests) == 1
         assert other.requests[0]["model"] == "other" and other.requests[0]["system"] == "REWRITTEN"
         assert request_texts(other.requests[0]) == ["hi"]
+        extra = {key: other.requests[0].get(key) for key in ("temperature", "metadata")}
+        assert extra == {"temperature": 0.25, "metadata": {"trace": "t1"}}, (
+            f"keys the agent/request listener added did not reach the adapter (LOOP-10): {extra}")
 
     run(scenario)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conformance import fakes
@@ -160,6 +162,56 @@ def test_max_tokens_step_with_only_tool_calls_still_logs_its_usage(run: Run) -> 
         assert len(usage) == 1, "the step's usage was reported by the model: it is logged"
         assert usage[0]["data"]["usage"] == v.usage(7, 3)["usage"]
         assert usage[0]["data"]["turn"] == 1 and usage[0]["data"]["step"] == 1
+
+    run(scenario)
+
+
+@pytest.mark.rule("ASM-4", "LOOP-5")
+def test_each_step_logs_its_own_usage(run: Run) -> None:
+    # ASM-4: "the last usage chunk is the step's usage"; LOOP-5 appends it per step. In a turn of
+    # several steps each usage event is that step's, not the turn's running total.
+    async def scenario(k: Kit) -> None:
+        k.tool("echo")
+        a = k.agent()
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")).usage(10, 5), fakes.text("done").usage(20, 7))
+        a.send("one")
+        await k.idle(a)
+        got = [(e["data"]["step"], e["data"]["usage"]) for e in k.events(a, "usage")]
+        assert got == [(1, v.usage(10, 5)["usage"]), (2, v.usage(20, 7)["usage"])], (
+            f"each step's usage event carries that step's usage (ASM-4): {got}")
+        assert k.reasons(a) == [COMPLETED]
+
+    run(scenario)
+
+
+@pytest.mark.rule("FINISH-2", "ERR-7", "TOOL-3")
+@pytest.mark.parametrize("where", ["model", "tool"])
+def test_an_error_coded_aborted_with_no_abort_is_a_failure(run: Run, where: str) -> None:
+    # Only the step's own signal makes a failure an abort (FINISH-1: "unless the step's own abort
+    # signal fired"). An adapter or a tool raising an error whose code happens to be ABORTED (a
+    # provider's dropped connection, a tool's own timeout) with nobody aborting is a failure like
+    # any other: the model's ends the turn error with its message and code (FINISH-2, ERR-7), the
+    # tool's becomes an error result with its message and the turn goes on (TOOL-3).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        if where == "model":
+            k.model.push(respond.raises("connection aborted by peer", code="ABORTED"))
+        else:
+            k.tool("fetch", error="fetch timed out", code="ABORTED")
+            k.model.push(fakes.tool_calls(("c1", "fetch", "{}")), fakes.text("after"))
+        a.send("one")
+        await k.idle(a)
+        if where == "model":
+            assert k.reasons(a) == [{"kind": "error", "message": "connection aborted by peer", "code": "ABORTED"}], (
+                f"a raised error coded ABORTED with no abort ends the turn error (FINISH-2): {k.reasons(a)}")
+            assert len(k.events(a, "error")) == 1
+        else:
+            (result,) = k.events(a, "tool/result")
+            assert result["data"].get("is_error") is True
+            assert "fetch timed out" in json.dumps(result["data"].get("content")), (
+                f"the tool's error result carries its own message (TOOL-3): {result['data']}")
+            assert k.reasons(a) == [COMPLETED], f"a failing tool does not stop the turn (TOOL-3): {k.reasons(a)}"
+            assert len(k.model.requests) == 2
 
     run(scenario)
 

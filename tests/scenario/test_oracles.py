@@ -647,6 +647,52 @@ def test_only_dispose_disposes_directly_and_its_waiters_wait_for_the_driver() ->
     assert _check("DISPOSAL", closed) is None
 
 
+def test_a_close_during_a_resumes_load_may_dispose_before_the_loaded_log_is_read() -> None:
+    # indie49 (session 44): a close() inside the persisted log's load disposes the agent before
+    # the world reads the loaded log; its turns were loaded, not started after the disposal (DISP-2)
+    early = [{"kind": "op", "by": "world", "op": "resume", "agent": "a", "session": "sess-1"},
+             {"kind": "world/closing"}, _status("disposed"), *_loaded(_turn(0, 1, "H"))]
+    assert _check("DISPOSAL", early) is None
+    started = [*early, _log(3, "turn/start", turn=2, trigger={"kind": "message"})]
+    found = _check("DISPOSAL", started)
+    assert found is not None and found.rules == ("DISP-2",) and found.at == len(early)
+
+
+def test_a_cancel_on_an_idle_agent_leaves_it_nothing_to_run() -> None:
+    # CANCEL-W1: send(A); cancel() drops A with no agent/status for the dropped turn
+    dropped = [_op("send", "A"), _op("cancel"), _status("running"), _status("idle")]
+    found = _check("CANCEL-W1", dropped)
+    assert found is not None and found.rules == ("CANCEL-W1",) and found.at == 2
+    # work given after the cancel runs: send(A); cancel(); send(B)
+    replaced = [_op("send", "A"), _op("cancel"), _op("send", "B"), _status("running"), *_turn(0, 1, "B"), _status("idle")]
+    assert _check("CANCEL-W1", replaced) is None
+    # a cancel while running is another window's
+    running = [_op("send", "A"), _status("running"), _op("cancel", status="running"), _status("idle"),
+               _status("running")]
+    assert _check("CANCEL-W1", running) is None
+
+
+def test_a_turn_failed_then_disposed_while_open_ends_disposed() -> None:
+    # DISP-1: disposing mid-turn ends the turn disposed, also when its error event came first
+    failed = [_op("send", "A"), _status("running"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}),
+              _log(1, "user/message", content=[{"type": "text", "text": "A"}]),
+              _log(2, "error", turn=1, step=1, message="boom"), _op("dispose", status="running"), _status("disposed")]
+    found = _check("MAXTOK", [*failed, _log(3, "turn/end", turn=1, reason={"kind": "error", "message": "boom"})])
+    assert found is not None and "DISP-1" in found.rules
+    assert _check("MAXTOK", [*failed, _log(3, "turn/end", turn=1, reason={"kind": "disposed"})]) is None
+
+
+def test_the_adapter_receives_the_keys_a_request_listener_added() -> None:
+    # LOOP-10: exactly the request the agent/request waterfall returned, a provider option too
+    rewrote = {"kind": "waterfall/rewrote", "on": "agent/request", "listener": "routing",
+               "fields": {"model": "routed", "system": "S", "metadata": {"route": "b"}}}
+    kept = [rewrote, {"kind": "model/request", "model": "routed", "call": 1, "system": "S", "extra": ["metadata"]}]
+    assert _check("ROUTED", kept) is None
+    lost = [rewrote, {"kind": "model/request", "model": "routed", "call": 1, "system": "S"}]
+    found = _check("ROUTED", lost)
+    assert found is not None and found.rules == ("LOOP-10",) and "'metadata'" in found.message
+
+
 def _streamed_step(logged: int, *, done: dict[str, Any] | None = None, between: list[dict[str, Any]] | None = None,
                    usage: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """A one-step turn whose model call streamed three chunks (and ``usage``), ``logged`` of them logged."""
