@@ -883,6 +883,10 @@ _TOOL_ENTRY = ("description", "input_schema", "name")
 """The keys of a request's ``tools`` entry (0b, SVC-5)."""
 
 
+REQUEST_KEYS = frozenset(("model", "messages", "system", "tools", "signal"))
+"""0b's request keys; any other is one an ``agent/request`` listener added (ROUTED reads them)."""
+
+
 def _request_extras(snapshot: Mapping[str, Any], name: str) -> dict[str, Any]:
     """What ``model/request`` records of a request besides its messages, when present: the
     system prompt and the names of the tools sent (SVC-5; the REQUEST oracle compares them with
@@ -904,14 +908,10 @@ def _request_extras(snapshot: Mapping[str, Any], name: str) -> dict[str, Any]:
             out["tools_shape"] = [s for s in shapes if s]
     if snapshot.get("model") != name:
         out["requested"] = str(snapshot.get("model"))
-    extra = sorted(str(k) for k in snapshot if k not in _REQUEST_KEYS)
+    extra = sorted(str(k) for k in snapshot if k not in REQUEST_KEYS)
     if extra:
         out["extra"] = extra  # keys a plugin added (LOOP-10: the adapter receives them)
     return out
-
-
-_REQUEST_KEYS = frozenset(("model", "messages", "system", "tools", "signal"))
-"""0b's request keys; any other is one an ``agent/request`` listener added."""
 
 
 def _tool_shape(entry: Any) -> str | None:

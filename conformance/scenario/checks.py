@@ -95,7 +95,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 import simulator
-from conformance.fakes.model import history_digest
+from conformance.fakes.model import REQUEST_KEYS, history_digest
 from conformance.invariants import data_violations, log_violations
 
 from . import events as ev
@@ -3130,7 +3130,7 @@ def _routed_check(view: TraceView) -> Violation | None:
                              f"{call.get('system')!r}, not the {fields['system']!r} the agent/request waterfall "
                              "returned (LOOP-10: the adapter receives exactly the request the waterfall returned)",
                              call["_i"], ("LOOP-10",))
-        added = sorted(k for k in fields if k not in ("model", "system", "messages", "tools"))
+        added = sorted(k for k in fields if k not in REQUEST_KEYS)
         lost = [k for k in added if k not in (call.get("extra") or ())]
         if lost:
             return Violation(f"model {call.get('model')!r} was called (call #{call.get('call')}) without "

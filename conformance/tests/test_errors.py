@@ -631,6 +631,19 @@ def test_failed_turn_is_announced_with_its_original_error(run: Run, how: str) ->
     run(scenario)
 
 
+def _fail_late(k: Kit, where: str, error: Exception, *, needs: str | None = None) -> None:
+    """A failure after the turn's ``turn/end``, once: a throwing ``agent/turn-end`` listener
+    (ERR-10) or a failing ``session/flush`` listener (ERR-6)."""
+    if where == "agent/turn-end":
+        k.on(where, _throwing(where, error), needs=needs)
+        return
+
+    async def flush(*_args: object) -> None:
+        raise error
+
+    k.on("session/flush", once(flush), needs=needs)
+
+
 @pytest.mark.rule("ERR-9")
 @pytest.mark.parametrize("later", ["turn-end", "flush"])
 @pytest.mark.parametrize("first", ["stream", "step-result"])
@@ -648,15 +661,8 @@ def test_failure_after_turn_end_of_failed_turn_not_announced(run: Run, first: st
         else:
             first_failure = _throwing("agent/step-result", fakes.FakeError("first failure", "E_FIRST"))
             k.on("agent/step-result", first_failure, needs="the first failure is raised there")
-        if later == "turn-end":
-            late = _throwing("agent/turn-end", fakes.FakeError("late failure"))
-            k.on("agent/turn-end", late, needs="the late failure is raised there")
-        else:
-
-            async def flush(*_args: object) -> None:
-                raise fakes.FakeError("late failure")
-
-            k.on("session/flush", once(flush), needs="the late failure is a failing flush")
+        _fail_late(k, "agent/turn-end" if later == "turn-end" else "session/flush", fakes.FakeError("late failure"),
+                   needs="the late failure is raised there")
         a.send("one")
         await k.idle(a)
         # A model's failure is the reason's message (FINISH-2); a listener's is carried in it
@@ -716,14 +722,7 @@ def test_a_late_failure_after_an_aborted_turn_is_announced(run: Run, stop: str, 
         k.record("agent/error")
         a = k.agent()
         failure = fakes.FakeError("late failure", "E_LATE")
-
-        def throwing(*_args: object) -> None:
-            raise failure
-
-        async def failing_flush(*_args: object) -> None:
-            raise failure
-
-        k.on(late, once(throwing if late == "agent/turn-end" else failing_flush))
+        _fail_late(k, late, failure)
         k.model.push(respond.hang(), fakes.text("two"))
         a.send("one")
         await k.until(lambda: bool(k.model.requests), "the first turn's model call")
