@@ -146,7 +146,9 @@ def test_hunt_interrupted_writes_an_incomplete_report_and_leaves_no_worker(
     # and a terminal's Ctrl-C send it: the workers leave the decision to the parent.
     proc = _start("hunt", "--workers", "2", "--out", str(tmp_path / "h"), cwd=tmp_path)
     workers = _wait_for_workers(proc, 2)
-    time.sleep(1)
+    # past the workers' start-up (each plans the workloads, ~1 s alone) into its first runs: a
+    # second was too little with the suite's other worker on the second core of a slow machine
+    time.sleep(3)
     sent = time.monotonic()
     if group:
         os.killpg(proc.pid, signum)
