@@ -64,12 +64,13 @@ def _plain_unit(unit: tuple[int, int, int]) -> list[search.Plain | None]:
     return search.plain(_CTX.plans[p], start, end, _CTX.impl, _CTX.against, skip_twins=_CTX.against is None)
 
 
-def _explore_unit(unit: tuple[int, tuple[int, ...]]) -> list[tuple[int, dict[str, Any] | None]]:
+def _explore_unit(unit: tuple[int, tuple[int, ...], tuple[tuple[int, ...] | None, ...]]
+                  ) -> list[tuple[int, dict[str, Any] | None]]:
     assert _CTX is not None
-    p, indices = unit
+    p, indices, widths = unit
     out = []
-    for i in indices:
-        out.append(search.explore(_CTX.plans[p], i, _CTX.impl, _CTX.config))
+    for i, w in zip(indices, widths, strict=True):
+        out.append(search.explore(_CTX.plans[p], i, _CTX.impl, _CTX.config, w))
         if search.hung(out[-1][1]):
             break  # the hunt stops: the unit's other windows may spin as long
     return out
@@ -101,6 +102,10 @@ def _describe(plans: list[search.WorkloadPlan]) -> Callable[[Any], str]:
         indices = unit[1] if isinstance(unit[1], tuple) else (unit[1],)
         return f"window {wp.windows[indices[0]].name!r}"
     return describe
+
+
+def _widths(result: search.Plain | None) -> tuple[int, ...] | None:
+    return None if result is None else result.widths
 
 
 def _slug(name: str) -> str:
@@ -212,7 +217,8 @@ def _hunt(impl: Implementation, impl_spec: str, config: search.Config, against: 
         explored: list[dict[int, tuple[int, dict[str, Any] | None]]] = [{} for _ in plans]
         if not stopped:
             picks = [search.distinct(results, config.explore_all) for results in plain]
-            units2 = [(p, tuple(ix[k:k + CHUNK])) for p, ix in enumerate(picks) for k in range(0, len(ix), CHUNK)]
+            units2 = [(p, tuple(ix[k:k + CHUNK]), tuple(_widths(plain[p][i]) for i in ix[k:k + CHUNK]))
+                      for p, ix in enumerate(picks) for k in range(0, len(ix), CHUNK)]
             total2 = sum(len(ix) for ix in picks)
             done2 = [0]
 
@@ -226,7 +232,7 @@ def _hunt(impl: Implementation, impl_spec: str, config: search.Config, against: 
             got2 = pool.run(_explore_unit, units2, workers=workers, isolate=True, done=tick2, should_stop=stop,
                             describe=describe)
             stopped = spun[0] or any(r is None for r in got2)
-            for (p, indices), outcomes in zip(units2, got2, strict=True):
+            for (p, indices, _w), outcomes in zip(units2, got2, strict=True):
                 for i, outcome in zip(indices, outcomes or [], strict=False):
                     explored[p][i] = outcome
         sections = [_section(wp, plain[p], explored[p], order[wp.workload.name], against is not None)

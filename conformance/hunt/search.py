@@ -30,7 +30,13 @@ from conformance.adapter import Implementation
 from conformance.catalogue import PYTHON, runtime_of
 from simulator.errors import SimulationError
 from simulator.schedule import Schedule
-from simulator.strategies import AnchoredStrategy, PCTStrategy, RandomStrategy
+from simulator.strategies import (
+    AnchoredProbe,
+    AnchoredStrategy,
+    PCTStrategy,
+    RandomStrategy,
+    reaching_runs,
+)
 from simulator.strategies.base import Strategy
 
 from ..scenario import engine, race
@@ -165,7 +171,7 @@ def failure_of(report: engine.RunReport) -> dict[str, Any]:
     else:
         checks = sorted({f["check"] for f in t.failures}) or [f"outcome:{t.outcome}"]
         rules = sorted({r for f in t.failures for r in f.get("rules", [])})
-        message = t.failures[0]["message"] if t.failures else str(t.error)
+        message = t.failures[0]["message"] if t.failures else t.outcome_message()
     return {
         "checks": checks,
         "rules": rules,
@@ -204,6 +210,9 @@ class Plain:
     twin: int | None = None
     """The earlier window whose run this window's is (:attr:`WorkloadPlan.twins`), when it was
     not run itself."""
+    widths: tuple[int, ...] | None = None
+    """The options at each choice point phase 2's bounded search counts, in this run
+    (:class:`~simulator.strategies.AnchoredProbe`): how many of its schedules reach a deviation."""
 
 
 def plain(wp: WorkloadPlan, start: int, end: int, impl: Implementation,
@@ -217,8 +226,10 @@ def plain(wp: WorkloadPlan, start: int, end: int, impl: Implementation,
             out.append(None)
             continue
         sc = wp.scenario(index)
-        rep = confirmed(sc, impl)
-        result = Plain(reached(rep.trace), signature(rep.trace), None if rep.ok else failure_of(rep))
+        probe = AnchoredProbe(event=window_acted, task=anchor_task(wp, index))
+        rep = confirmed(sc, impl, probe)
+        result = Plain(reached(rep.trace), signature(rep.trace), None if rep.ok else failure_of(rep),
+                       widths=tuple(probe.widths))
         if against is not None:
             other = confirmed(sc, against)
             if engine.spun(other.trace.result):
@@ -278,17 +289,27 @@ def window_acted(event: dict[str, Any]) -> bool:
     return (kind == "listener" and event.get("name") == win.NAME) or (kind == "actor/run" and event.get("actor") == win.NAME)
 
 
-def explore(wp: WorkloadPlan, index: int, impl: Implementation, config: Config) -> tuple[int, dict[str, Any] | None]:
+def anchor_task(wp: WorkloadPlan, index: int) -> str | None:
+    """The task whose readiness anchors the window's bounded search beside its acting event
+    (:func:`window_acted`): its actor's; a listener acts in place (``None``)."""
+    return f"actor:{win.NAME}" if wp.windows[index].mode == "actor" else None
+
+
+def explore(wp: WorkloadPlan, index: int, impl: Implementation, config: Config,
+            widths: tuple[int, ...] | None = None) -> tuple[int, dict[str, Any] | None]:
     """Phase 2 of one window: ``(schedules run, first failure or None)``. The bounded search
     deviates once per schedule, at the choice points right after the window acted, nearest first
-    (an actor's from when its task is ready): phase 1 ran the FIFO schedule already."""
+    (an actor's from when its task is ready): phase 1 ran the FIFO schedule already. With the
+    ``widths`` phase 1 measured (:attr:`Plain.widths`) it makes only the runs that reach a
+    deviation; without, it learns the search is exhausted from a run that reached none (a FIFO
+    run again)."""
     sc = wp.scenario(index)
     memo = VerdictMemo()  # most of a window's schedules give a timeline one of them gave
     runs = 0
-    if config.dfs:
-        actor = f"actor:{win.NAME}" if wp.windows[index].mode == "actor" else None  # a listener acts in place
-        anchored = AnchoredStrategy(event=window_acted, task=actor)
-        for _ in range(config.dfs):
+    dfs = config.dfs if widths is None else min(config.dfs, reaching_runs(widths))
+    if dfs:
+        anchored = AnchoredStrategy(event=window_acted, task=anchor_task(wp, index))
+        for _ in range(dfs):
             if anchored.exhausted:
                 break
             rep = confirmed(sc, impl, anchored, 0, memo)
@@ -329,6 +350,6 @@ def signature_of(failure: dict[str, Any]) -> str:
     return f"{'+'.join(failure['checks'])} [{', '.join(failure['rules'])}]"
 
 
-__all__ = ["Config", "Plain", "WorkloadPlan", "cassette", "confirmed", "distinct", "explore", "failure_of", "hung", "plain", "plan",
+__all__ = ["Config", "Plain", "WorkloadPlan", "anchor_task", "cassette", "confirmed", "distinct", "explore", "failure_of", "hung", "plain", "plan",
            "reached", "signature", "signature_of", "signatures", "verbs_for", "window_acted", "window_seed",
            "with_twins"]

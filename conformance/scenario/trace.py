@@ -103,6 +103,14 @@ class Trace:
         """Completed, and no check failed."""
         return self.outcome == "completed" and not self.failures
 
+    def outcome_message(self) -> str:
+        """One line on a run that did not complete: its error, or (a deadlock, a budget) the
+        tasks still pending, each with its coroutine."""
+        if self.error:
+            return self.error
+        waiting = ", ".join(f"{p['task']} ({p['coro']})" for p in self.pending)
+        return f"the run ended {self.outcome}" + (f" with {len(self.pending)} task(s) pending: {waiting}" if waiting else "")
+
     def failure_messages(self) -> list[str]:
         return [f"{f['check']}: {f['message']}" for f in self.failures]
 

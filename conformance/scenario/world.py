@@ -172,6 +172,9 @@ class World:
         # Each injection's failure is recorded once, by its done callback or, for one a listener
         # started while the service closed, by the close itself (the run ends right after).
         self._retrievers: dict[asyncio.Future[Any], Callable[[asyncio.Future[Any]], None]] = {}  # not yet recorded
+        # Each inject's awaitable, with what the report of one that never settles says of it.
+        self._inject_calls: dict[asyncio.Future[Any], tuple[str, str, str]] = {}  # task -> (by, agent, text)
+        self._stuck: set[asyncio.Future[Any]] = set()  # injections still pending a bounded wait after the actors
         self._op_counts: dict[tuple[str, str, str], int] = {}  # ops per (actor, kind, agent)
         self._warnings = _WarningRecorder()
         self._closing: asyncio.Future[None] | None = None  # a close an actor or a listener started
@@ -938,14 +941,17 @@ class World:
 
             task.add_done_callback(retrieve)
             self._retrievers[task] = retrieve
+            self._inject_calls[task] = (by, agent_id, ev.texts(text))
         return task
 
     async def inject_wait(self, agent: str | AgentHandle | None, text: Any, *, by: str = "caller",
                           source: Mapping[str, Any] | None = None) -> None:
-        """``await agent.inject(text)``: returns once the injection was taken or refused."""
+        """``await agent.inject(text)``: returns once the injection was taken or refused, or
+        after the world's idle timeout (virtual): one that never settles is reported when the
+        run ends (:meth:`_settle_injections`), and the actor goes on meanwhile."""
         task = self.inject(agent, text, by=by, source=source)
         if task is not None:
-            await asyncio.wait({task})
+            await asyncio.wait({task}, timeout=self.idle_timeout)
 
     def cancel(self, agent: str | AgentHandle | None = None, reason: str | None = None, *, by: str = "caller",
                on: str | None = None) -> None:
@@ -1413,14 +1419,14 @@ class World:
         """Wait for the actors, settle every agent (when the scenario says so), judge liveness,
         then close the service, so every log is closed when the checks read it."""
         for _ in range(1000):
-            pending = self.pending_actors()
+            pending = [t for t in self.pending_actors() if t not in self._stuck]
             if pending:
-                await asyncio.gather(*pending, return_exceptions=True)
+                await self._await_actors(pending)
             if self._cancelled_drivers:
                 await self._drivers_cancelled()
             if self.scenario.settle and not self.closed:
                 await self._settle_all()
-            if not self.pending_actors():
+            if not [t for t in self.pending_actors() if t not in self._stuck]:
                 break
         if not self.closed:
             if self.scenario.settle:
@@ -1442,6 +1448,20 @@ class World:
         for task in self._tasks:
             if not task.done():
                 task.cancel()
+
+    async def _await_actors(self, pending: list[asyncio.Future[Any]]) -> None:
+        """The actors' tasks to their end (each of their own waits is bounded), and the world's
+        injections for at most the idle timeout (virtual): an injection still pending then may
+        never settle (INJ-2), and the run goes on to settle and close the agents, which may
+        settle it yet; one that outlives the close too is reported (:meth:`_settle_injections`)."""
+        injections = set(self._injections)
+        actors = [t for t in pending if t not in injections]
+        if actors:
+            await asyncio.gather(*actors, return_exceptions=True)
+        late = [t for t in pending if t in injections and not t.done()]
+        if late:
+            _, still = await asyncio.wait(late, timeout=self.idle_timeout)
+            self._stuck.update(still)
 
     def _late_agents(self) -> None:
         """SVC-7: an agent a ``resume()`` returned after ``close()`` was called must be disposed
@@ -1604,6 +1624,21 @@ class World:
         for task, retrieve in list(self._retrievers.items()):
             if task.done():
                 retrieve(task)
+            elif task in self._inject_calls:
+                self._unsettled(task)
+
+    def _unsettled(self, task: asyncio.Future[Any]) -> None:
+        """An ``inject()`` whose awaitable is still pending once the service was closed: it was
+        neither taken (INJ-1, INJ-2: it resolves once its context is written, a one-shot turn's
+        once flushed) nor refused (DISP-3), and even the agent's disposal left it so (DISP-2)."""
+        by, agent_id, text = self._inject_calls.pop(task)
+        self._retrievers.pop(task, None)
+        h = self.agents.get(agent_id)
+        self.problem("INJ-2", f"inject({text!r}) by {by} on agent {agent_id!r} never settled: its awaitable was "
+                     f"still pending after the agent settled and the service closed (status "
+                     f"{_status_of(h) if h is not None else '?'}); an inject resolves once its context is "
+                     "written (INJ-1, INJ-2) or raises (DISP-3), and disposal ends the driver's work (DISP-2)",
+                     rules=("INJ-1", "INJ-2", "DISP-2"))
 
     def _registered(self, agent_id: str) -> bool:
         try:

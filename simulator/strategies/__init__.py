@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from simulator.strategies.anchored import AnchoredStrategy
+from simulator.strategies.anchored import AnchoredProbe, AnchoredStrategy, reaching_runs
 from simulator.strategies.base import Strategy
 from simulator.strategies.dfs import DFSStrategy
 from simulator.strategies.dpor import DPORStrategy
@@ -14,6 +14,7 @@ from simulator.strategies.random import RandomStrategy
 from simulator.strategies.replay import ReplayStrategy
 
 __all__ = [
+    "AnchoredProbe",
     "AnchoredStrategy",
     "DFSStrategy",
     "DPORStrategy",
@@ -22,4 +23,5 @@ __all__ = [
     "RandomStrategy",
     "ReplayStrategy",
     "Strategy",
+    "reaching_runs",
 ]

@@ -120,3 +120,34 @@ class SupervisedDriver(ReferenceImplementation):
 
     def create_service(self, *, persistence: object | None = None) -> Any:
         return _SupervisedService(super().create_service(persistence=persistence), self.hops)
+
+
+class _StrandingAgent(_Wrapped):
+    """An agent whose ``inject()`` writes nothing and returns an awaitable that never settles,
+    as a loop whose inject waits on a driver that disposal ended may leave it."""
+
+    def inject(self, content: Any, source: Any = None) -> Any:
+        return asyncio.get_running_loop().create_future()
+
+
+class _StrandingService(_Wrapped):
+    def __init__(self, service: Any) -> None:
+        super().__init__(service)
+        self._agents: dict[str, _StrandingAgent] = {}
+
+    def create(self, agent_id: str, options: Any = None) -> Any:
+        self._agents[agent_id] = _StrandingAgent(self._service.create(agent_id, options))
+        return self._agents[agent_id]
+
+    def get(self, agent_id: str) -> Any:
+        return self._agents.get(agent_id) if self._service.get(agent_id) is not None else None
+
+
+class StrandedInject(ReferenceImplementation):
+    """The reference, its ``inject()`` awaitable pending for ever (INJ-2)."""
+
+    def __init__(self) -> None:
+        super().__init__(name="stranded-inject")
+
+    def create_service(self, *, persistence: object | None = None) -> Any:
+        return _StrandingService(super().create_service(persistence=persistence))

@@ -370,6 +370,35 @@ def test_explore_deviates_once_per_schedule_right_after_the_window_acted() -> No
     assert modes == {"listener", "actor"}
 
 
+@pytest.mark.parametrize("impl", ["reference", "inject-check-then-yield"])
+def test_explore_with_phase_1s_widths_makes_only_the_runs_that_deviate_and_finds_the_same(impl: str) -> None:
+    """Phase 1's plain run measures the choice points phase 2's bounded search would deviate at
+    (``Plain.widths``): given them, phase 2 skips the one FIFO run that told it it was done, and
+    nothing else changes: same failures, same schedules."""
+    from conformance import mutants
+    from conformance.hunt.workloads import by_name
+
+    subject = REF if impl == "reference" else mutants.get(impl)
+    cfg = search.Config(workloads=("two-prompts",), depth=1, nth=1, dfs=3, random=1, pct=0)
+    wp = search.plan(by_name(["two-prompts"]), subject, cfg)[0]
+    results = search.plain(wp, 0, len(wp.windows), subject)
+    picks = search.distinct(results)
+    assert picks
+    saved = 0
+    for index in picks:
+        widths = results[index].widths  # type: ignore[union-attr]
+        assert widths is not None
+        blind, measured = search.explore(wp, index, subject, cfg), search.explore(wp, index, subject, cfg, widths)
+        assert measured[1] == blind[1], wp.windows[index].name
+        if measured[1] is None:
+            assert measured[0] == min(cfg.dfs, sum(w - 1 for w in widths)) + cfg.random + cfg.pct
+        saved += blind[0] - measured[0]
+        assert 0 <= blind[0] - measured[0] <= 1
+    assert saved > 0
+    if impl != "reference":
+        assert any(search.explore(wp, i, subject, cfg, results[i].widths)[1] for i in picks)  # type: ignore[union-attr]
+
+
 class _NoBackend:
     """The reference, but its persistence backend cannot be made: the ``resume`` workload's own
     run fails while the world sets it up; every other workload runs as on the reference."""

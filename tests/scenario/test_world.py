@@ -24,7 +24,7 @@ from conformance.scenario.world import ScenarioSetupError
 from conformance.scenario.yaml_format import dump, load_text
 from simulator.strategies import RandomStrategy
 
-from ..conformance_meta.broken_adapters import OwnBackendsOnly, SupervisedDriver
+from ..conformance_meta.broken_adapters import OwnBackendsOnly, StrandedInject, SupervisedDriver
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "cassettes" / "llm"
@@ -167,6 +167,35 @@ def test_a_waiter_that_never_resolves_is_a_liveness_problem() -> None:
     report = engine.run_one(stuck, REFERENCE)
     problems = [f["message"] for f in report.trace.failures]
     assert any("'w'" in m and "never resolved although the agent settled" in m for m in problems), problems
+
+
+def test_an_inject_that_never_settles_is_a_named_problem_not_a_deadlock() -> None:
+    sc = load_text(textwrap.dedent("""\
+        name: stranded-inject
+        model: {script: ["one"], default: ok}
+        actors:
+          - {name: injector, at: 0, do: [{inject: {text: C, wait: true}}, {dispose: a}]}
+        """))
+    report = engine.run_one(sc, StrandedInject())
+    assert report.trace.outcome == "completed", report.trace.summary()
+    [failure] = report.trace.failures
+    assert failure["check"] == "problems" and failure["rules"] == ["INJ-1", "INJ-2", "DISP-2"], failure
+    assert "inject('C') by injector on agent 'a' never settled" in failure["message"]
+    assert any(e["kind"] == "op" and e["op"] == "dispose" for e in report.trace.timeline), "the actor went on"
+    assert engine.run_one(sc, REFERENCE).ok
+
+
+def test_a_deadlocked_run_says_what_was_left_waiting() -> None:
+    @loop_scenario(agents=(), models=())
+    async def stuck(w: World) -> None:
+        w.model(["fine"])
+        w.agent("a")
+        await asyncio.get_running_loop().create_future()  # nothing will ever resolve it
+
+    trace = engine.run_one(stuck, REFERENCE).trace
+    assert trace.outcome == "deadlock"
+    message = trace.outcome_message()
+    assert message.startswith("the run ended deadlock with 2 task(s) pending: ") and "main (scenario:stuck)" in message
 
 
 def test_the_settle_aborts_a_hung_step_and_drops_no_prompt() -> None:

@@ -11,12 +11,14 @@ from hypothesis import strategies as st
 
 import simulator
 from simulator.strategies import (
+    AnchoredProbe,
     AnchoredStrategy,
     DFSStrategy,
     DPORStrategy,
     PCTStrategy,
     RandomStrategy,
     Strategy,
+    reaching_runs,
 )
 from simulator.strategies.hypothesis import HypothesisStrategy
 
@@ -270,6 +272,24 @@ def test_anchored_finds_a_race_after_its_anchor_before_dfs_does() -> None:
     assert anchored.first_failure is not None and anchored.first_failure_run is not None
     assert anchored.first_failure_run <= 2
     assert dfs.first_failure_run is None or dfs.first_failure_run > anchored.first_failure_run
+
+
+@pytest.mark.parametrize("tail", [0, 3, 6])
+@pytest.mark.parametrize("anchor", ["event", "task"])
+def test_the_anchored_probe_is_the_fifo_run_and_counts_the_searchs_reaching_runs(tail: int, anchor: str) -> None:
+    main = _race_then_tail(tail)
+    kw: dict[str, Any] = {"event": lambda e: e["kind"] == "go"} if anchor == "event" else {"task": "main.8"}
+    probe = AnchoredProbe(**kw)
+    probed = simulator.run(main, strategy=probe)
+    assert probed.strategy == "fifo" and probed.timeline == simulator.run(main).timeline
+    assert all(c.pick == 0 for c in probed.schedule.choices)
+    s = AnchoredStrategy(**kw)
+    reaching = 0
+    while not s.exhausted:
+        res = simulator.run(main, strategy=s)
+        reaching += bool(_deviations(res))
+    assert reaching == reaching_runs(probe.widths) and reaching > 0
+    assert s.runs == reaching + 1, "the search learns it is exhausted from one run more, a FIFO one"
 
 
 def test_anchored_by_task_and_exhaustion() -> None:
