@@ -324,8 +324,11 @@ class ReactLoopAgent:
                 return  # DISP-1: the turn closes as disposed
             turn.step += 1
             step = turn.step
-            # LOOP-5 / STEER-2 / CONT-2: steering queued since the last request joins this one.
-            self._drain_steering(turn)
+            # LOOP-5 / STEER-2 / CONT-2: steering queued since the last request joins this one,
+            # unless a turn-start listener cancelled the turn: steering given after that cancel
+            # is late for the dropped step and is re-queued after the turn (CANCEL-4, LOOP-8).
+            if self._marker is None:
+                self._drain_steering(turn)
             # LOOP-5: step/start is appended before agent/step-start is emitted.
             try:
                 self._append_step_event(turn, "step/start")
@@ -588,15 +591,23 @@ class ReactLoopAgent:
         return True
 
     def _drain_steering(self, turn: _Turn) -> bool:
-        """steering/message + agent/steering for each waiting steering message (LOOP-9)."""
-        drained = self._inbox.drain_steering()
-        for item in drained:
+        """steering/message + agent/steering for each message waiting now (LOOP-9), taken one
+        at a time: when a listener throws (the turn fails, ERR-1), the ones not yet logged are
+        still waiting, ahead of any a listener added, and become the next prompts (LOOP-8);
+        a ``cancel()`` a listener made dropped them, and steering given after it is late for this
+        turn (CANCEL-4)."""
+        waiting = self._inbox.steering_count
+        clears = self._inbox.clears
+        for _ in range(waiting):
+            if self._inbox.clears != clears:
+                break  # a listener's cancel() cleared the FIFO
+            item = self._inbox.take_steering()
             self._session.append(
                 "steering/message",
                 {"turn": turn.number, "content": item.content, "source": item.source},
             )
             self._bus.emit("agent/steering", self, turn.number, item.content, item.source)
-        return bool(drained)
+        return bool(waiting)
 
     def _append_step_event(self, turn: _Turn, kind: str) -> None:
         """Append step/start or step/end, tracking whether the step is open (the event is in

@@ -25,6 +25,7 @@ class Inbox:
         self._queued: deque[InboxMessage] = deque()
         self._steering: deque[InboxMessage] = deque()
         self._waker: asyncio.Future[None] | None = None
+        self.clears = 0  # how many times clear() ran: a drain in progress stops at a cancel
 
     def enqueue(self, message: InboxMessage) -> None:
         """Queue a prompt for the next turn and wake the driver."""
@@ -47,10 +48,19 @@ class Inbox:
         self._steering.clear()
         return drained
 
+    def take_steering(self) -> InboxMessage:
+        """Take the oldest steering message (the FIFO must not be empty)."""
+        return self._steering.popleft()
+
+    @property
+    def steering_count(self) -> int:
+        return len(self._steering)
+
     def clear(self) -> None:
         """Drop both FIFOs (``cancel()``, CANCEL-1)."""
         self._queued.clear()
         self._steering.clear()
+        self.clears += 1
 
     @property
     def has_queued(self) -> bool:

@@ -159,7 +159,9 @@ def workloads() -> tuple[Workload, ...]:
     bare = respond.tool_call("lookup", "", id="c1")  # empty: the tool receives {} (TOOL-2)
     listed = respond.tool_call("lookup", '["x", 2]', id="c1")  # JSON, not an object: parsed all the same
     ghost = respond.tool_call("ghost", "{}", id="c2")  # a tool nobody registered: UNKNOWN_TOOL (TOOL-3)
-    virtual = respond.tool_call("virtual", '{"q": "v"}', id="c3")  # one nobody registered that a plugin serves
+    # one nobody registered that a plugin serves, in the next step under the id the first step's first call
+    # had, as a provider numbering calls per response does: it still runs (TOOL-1)
+    virtual = respond.tool_call("virtual", '{"q": "v"}', id="c1")
     pair = respond.tool_call("lookup", "{}", id="c1") + respond.tool_call("lookup", '{"all": true}', id="c2")
     out = [
         Workload("reply", _scenario("reply", (respond.text("the reply"),), description="a plain reply")),
@@ -244,10 +246,12 @@ def workloads() -> tuple[Workload, ...]:
             # its adapter fails the pending read once the step's signal fires, as an HTTP client
             # does (ABORT-1: still `aborted{reason}`, not a failure)
             "steer", (respond.text("thinking").timing(first=1.0).on_abort("raise"), respond.text("steered")),
-            actors=(_caller("A"), Actor((Action("steer", text="S"),), name="steerer", after="model/request",
-                                        where={"call": 1})),
+            # two steering messages: both wait at the next drain, where a window throwing in the
+            # first one's agent/steering listener shows what becomes of the second (LOOP-8)
+            actors=(_caller("A"), Actor((Action("steer", text="S"), Action("steer", text="S2")), name="steerer",
+                                        after="model/request", where={"call": 1})),
             listeners=(ABORT_OBSERVER,),
-            description="a steer during a step (its adapter raising once the step's signal fires; a plugin "
+            description="two steers during a step (its adapter raising once the step's signal fires; a plugin "
                         "listening on the signal queues a follow-up prompt as it fires, CANCEL-1, MARKER-1)")),
         Workload("two-agents", Scenario(
             name="hunt-two-agents", description="two agents on one service, a plugin routing b's model calls",

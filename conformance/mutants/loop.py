@@ -193,20 +193,21 @@ MUTANTS = [
         "listener during the drain is cleared without ever being logged",
         ("STEER-2", "LOOP-8"), "4",
         (Patch("agent",
-               "        drained = self._inbox.drain_steering()\n"
-               "        for item in drained:\n"
-               "            self._session.append(\n"
-               "                \"steering/message\",\n",
+               "        waiting = self._inbox.steering_count\n"
+               "        clears = self._inbox.clears\n"
+               "        for _ in range(waiting):\n"
+               "            if self._inbox.clears != clears:\n"
+               "                break  # a listener's cancel() cleared the FIFO\n"
+               "            item = self._inbox.take_steering()\n",
                "        drained = list(self._inbox._steering)  # peek: pop only once logged, so a failed append loses nothing\n"
-               "        for item in drained:\n"
-               "            self._session.append(\n"
-               "                \"steering/message\",\n"),
+               "        waiting = len(drained)\n"
+               "        for item in drained:\n"),
          Patch("agent",
                "            self._bus.emit(\"agent/steering\", self, turn.number, item.content, item.source)\n"
-               "        return bool(drained)\n",
+               "        return bool(waiting)\n",
                "            self._bus.emit(\"agent/steering\", self, turn.number, item.content, item.source)\n"
                "        self._inbox.drain_steering()  # now logged: consume it\n"
-               "        return bool(drained)\n"),),
+               "        return bool(waiting)\n"),),
         interleaving=True,
     ),
     Mutant(
@@ -440,16 +441,49 @@ MUTANTS = [
         (
             Patch(
                 "agent",
-                "            # LOOP-5 / STEER-2 / CONT-2: steering queued since the last request joins this one.\n"
-                "            self._drain_steering(turn)",
-                "            # LOOP-5 / STEER-2 / CONT-2: steering queued since the last request joins this one.\n"
-                "            if step > 1:\n"
-                "                self._drain_steering(turn)",
+                "            if self._marker is None:\n"
+                "                self._drain_steering(turn)\n",
+                "            if self._marker is None and step > 1:\n"
+                "                self._drain_steering(turn)\n",
             ),
         ),
         notes="Blind check of 2026-12-03 (seventh round): both passed it until "
               "`test_steering_waiting_when_the_first_step_opens_joins_its_request` and STEP-ORDER's "
               "clause that steering waiting when a step opens is drained before its step/start.",
+    ),
+    Mutant(
+        "steering-drain-outlives-cancel",
+        "the steering drain takes as many messages as were waiting when it began, whatever a listener "
+        "did meanwhile: after a listener's cancel() and steer(), it logs the late steering into the "
+        "cancelled turn",
+        ("CANCEL-4", "LOOP-8"),
+        "8",
+        (
+            Patch(
+                "agent",
+                "            if self._inbox.clears != clears:\n",
+                "            if not self._inbox.has_steering:\n",
+            ),
+        ),
+        notes="Written in session 45 (2026-12-06) beside the reference's drain of one message at a time: "
+              "the count it drains must stop at a cancel.",
+    ),
+    Mutant(
+        "cancelled-step-drains-late-steering",
+        "the step drain runs even when an agent/turn-start listener has cancelled the turn: steering that "
+        "listener gives after its cancel is logged into the dropped step and never reaches a model",
+        ("CANCEL-4", "LOOP-8"),
+        "8",
+        (
+            Patch(
+                "agent",
+                "            if self._marker is None:\n"
+                "                self._drain_steering(turn)\n",
+                "            self._drain_steering(turn)\n",
+            ),
+        ),
+        notes="The reference's own code until session 45 (2026-12-06), left alone in earlier sessions and "
+              "seen again by blind round 53's helper: an agent/turn-start listener's cancel() then steer().",
     ),
     Mutant(
         "steering-drained-lifo",
@@ -460,18 +494,44 @@ MUTANTS = [
         (
             Patch(
                 "agent",
-                "        drained = self._inbox.drain_steering()\n"
-                "        for item in drained:\n"
-                "            self._session.append(\n"
-                '                "steering/message",',
+               "        waiting = self._inbox.steering_count\n"
+               "        clears = self._inbox.clears\n"
+               "        for _ in range(waiting):\n"
+               "            if self._inbox.clears != clears:\n"
+               "                break  # a listener's cancel() cleared the FIFO\n"
+               "            item = self._inbox.take_steering()\n",
                 "        drained = self._inbox.drain_steering()[::-1]\n"
-                "        for item in drained:\n"
-                "            self._session.append(\n"
-                '                "steering/message",',
+                "        waiting = len(drained)\n"
+                "        for item in drained:\n",
             ),
         ),
         notes="Blind check of 2026-12-03 (ninth round): the suite killed it; the hunt missed it until "
               "FIFO compared the order a turn logs its prompts and steering with the order given.",
+    ),
+    Mutant(
+        "steering-taken-whole-before-notify",
+        "the steering drain takes every waiting message off the FIFO before it logs and notifies the "
+        "first: when an agent/steering listener throws on the first (the turn fails), the others are "
+        "neither logged nor waiting any more, and are lost",
+        ("LOOP-8", "ERR-1"),
+        "4",
+        (
+            Patch(
+                "agent",
+               "        waiting = self._inbox.steering_count\n"
+               "        clears = self._inbox.clears\n"
+               "        for _ in range(waiting):\n"
+               "            if self._inbox.clears != clears:\n"
+               "                break  # a listener's cancel() cleared the FIFO\n"
+               "            item = self._inbox.take_steering()\n",
+                "        drained = self._inbox.drain_steering()\n"
+                "        waiting = len(drained)\n"
+                "        for item in drained:\n",
+            ),
+        ),
+        notes="The reference's own code until session 45 (2026-12-06): blind round 53's helper saw it while "
+              "reading the reference. The suite's LOOP-8 test of a throwing agent/steering listener kills it; "
+              "the hunt reaches it through the steer workload's second steering message.",
     ),
     Mutant(
         'usage-only-with-message',

@@ -13,6 +13,33 @@ _RELEASE_FIRST = """\
 
 MUTANTS = [
     Mutant(
+        "waiter-exit-read-before-await",
+        "a when_idle() waiter reads the driver's exit it must also wait for (IDLE-4) before it awaits "
+        "its release, and trusts that stale read after: an await begun while the agent ran returns at "
+        "dispose(), before the driver has exited",
+        ("IDLE-4",),
+        "2",
+        (
+            Patch(
+                "agent",
+                "    async def _wait(self) -> None:\n"
+                "        if not self._done:\n",
+                "    async def _wait(self) -> None:\n"
+                "        after = self._after  # IDLE-4: the driver's exit, when released by disposal\n"
+                "        if not self._done:\n",
+            ),
+            Patch(
+                "agent",
+                "        if self._after is not None and not self._after.done():\n"
+                "            await asyncio.shield(self._after)\n",
+                "        if after is not None and not after.done():\n"
+                "            await asyncio.shield(after)\n",
+            ),
+        ),
+        notes="Blind round 53 (session 45, 2026-12-06): the suite missed it until "
+              "`test_when_idle_on_disposal_waits_for_driver_exit` also awaited the waiter before dispose().",
+    ),
+    Mutant(
         "waiters-after-status",
         "when_idle() waiters are released after the agent/status event instead of before, so a "
         "throwing idle listener leaves them hanging",

@@ -13,6 +13,35 @@ _TOOL_LOOP = """\
 
 MUTANTS = [
     Mutant(
+        "tool-calls-deduped-by-id",
+        "each tool-call id is dispatched once per turn, as a guard against a provider replaying a call: "
+        "a later step's call under an id an earlier step used (a provider numbering calls per "
+        "response) never runs, and the step counts as having no tool calls",
+        ("TOOL-1", "LOOP-5", "CONT-1"),
+        "5",
+        (
+            Patch(
+                "agent",
+                "            calls = [\n"
+                "                b\n"
+                "                for b in message[\"content\"]\n"
+                "                if isinstance(b, dict) and b.get(\"type\") == \"tool-call\"\n"
+                "            ]\n",
+                "            seen = turn.__dict__.setdefault(\"dispatched\", set())  # the ids this turn has run\n"
+                "            calls = [\n"
+                "                b\n"
+                "                for b in message[\"content\"]\n"
+                "                if isinstance(b, dict) and b.get(\"type\") == \"tool-call\"\n"
+                "                and str(b.get(\"id\", \"\")) not in seen\n"
+                "            ]\n"
+                "            seen.update(str(b.get(\"id\", \"\")) for b in calls)\n",
+            ),
+        ),
+        notes="Blind round 53 (session 45, 2026-12-06): the suite and the hunt missed it until "
+              "`test_a_call_id_an_earlier_step_used_still_runs` and `failing-tool`'s second step, whose "
+              "call reuses the first step's first id (TOOLS).",
+    ),
+    Mutant(
         "tool-result-listener-id",
         "tool/result is keyed on the call id a tools/execute listener returned instead of the "
         "model's call id",

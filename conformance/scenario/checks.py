@@ -75,7 +75,9 @@ and none when nothing remains, MAXTOK-5; a model's ``finish{error}`` message and
 into the error event, FINISH-1, ERR-7), ``CONTINUED`` (every step of a turn that ended completed or max-tokens
 ends with one ``agent/turn-continuation`` call, told CONT-1's default: LOOP-5, CONT-1; the world
 records each call), ``RAISED`` (a model stream that raised: no message
-for its step, its turn ended with the raised message and code, FINISH-1/2), ``HISTORY`` (LOG-7), ``CHUNKS`` (every chunk a
+for its step, its turn ended with the raised message and code, FINISH-1/2), ``UNCAUSED`` (a turn
+ends ``error`` only when something it was given failed since the turn before: a model stream, a
+throwing listener, a tool, a call's bad input; section 6, FINISH-1/2, ERR-2), ``HISTORY`` (LOG-7), ``CHUNKS`` (every chunk a
 fake model streamed to its end is logged, and its usage: LOG-3, LOOP-5, ASM-4), ``ARGS`` (a
 tool receives its raw arguments parsed as TOOL-2 says) and ``DATA`` (every session event's data
 has spec 0's keys and 0b's shapes: sources, triggers, reasons, blocks, tool calls and results,
@@ -923,6 +925,12 @@ def _boundary_failure_check(view: TraceView) -> Violation | None:
     return None
 
 
+def _dropped_step(events: list[Event], k: int) -> bool:
+    """Whether the ``step/start`` at ``events[k]`` opens a step closed empty (its ``step/end``
+    next): the step a cancel from ``agent/turn-start`` drops (CANCEL-STEP)."""
+    return k + 1 < len(events) and events[k + 1]["type"] == "step/end"
+
+
 def _steering_after_stop_check(view: TraceView) -> Violation | None:
     """STEER-3/CANCEL-4: no steering is drained into a turn after the ``abort()`` or ``cancel()``
     that ended it: steering waiting at an abort becomes a queued prompt of a new turn, at a
@@ -939,8 +947,8 @@ def _steering_after_stop_check(view: TraceView) -> Violation | None:
                 continue
             stop = governing[-1]
             after = [e for e in t["events"] if e["_i"] > stop["_i"]]
-            if any(e["type"] == "step/start" for e in after):
-                continue  # a step opened after it: this stop did not end the step (other oracles judge)
+            if any(e["type"] == "step/start" and not _dropped_step(after, k) for k, e in enumerate(after)):
+                continue  # a step ran after it: this stop did not end the step (other oracles judge)
             late = {op.get("text") for op in view.ops(agent, "steer") if op["_i"] > stop["_i"]}
             in_drain = stop.get("on") == "agent/steering" or (
                 stop.get("on") == "session/event" and _last_log_type(view.log(agent), stop["_i"]) == "steering/message")
@@ -2257,6 +2265,58 @@ def _finished_check(view: TraceView) -> Violation | None:
     return None
 
 
+_PERTURBING = frozenset(("cancel_driver", "reload", "close", "reconfigure"))
+"""Ops after which the UNCAUSED oracle does not judge: they end drivers, resume sessions on a
+second service, close the service under a step or change what a step may call, and what a loop
+makes of that is judged by the oracles of those rules."""
+
+
+def _uncaused_failure_check(view: TraceView) -> Violation | None:
+    """Section 6's turn-end reasons, FINISH-1/FINISH-2 and ERR-2: a turn ends ``error`` because
+    something failed. Judged in runs where the world can name every failure it made: a turn that
+    ends ``error`` needs, between the agent's previous turn end and its own, a model stream that
+    did not finish successfully, a listener that threw (``raise``), a tool that failed, a call
+    given bad input, or the world's own problem; an agent created without a model (LOOP-7) is not
+    judged, nor a run whose driver was cancelled, service closed or reconfigured, or session
+    reloaded (:data:`_PERTURBING`). What it finds: a loop failing a turn for a failure of its own
+    (an exception of its bookkeeping caught as the turn's failure, a state checked before an
+    await and trusted after it), where nothing the turn was given failed."""
+    if not view.of_kind("log") or any(e.get("model") is None for e in view.of_kind("agent/created")):
+        return None
+    causes: list[int] = []
+    given = len(view.timeline)
+    for i, e in enumerate(view.timeline):
+        kind = e.get("kind")
+        if kind == "op":
+            op = e.get("op")
+            if op in _PERTURBING:
+                return None
+            if op == "raise":
+                causes.append(i)
+            elif e.get("unserialisable") or e.get("bad_source"):
+                given = min(given, i)  # bad input queued now may fail any later turn
+        elif kind == "model/done":
+            if e.get("outcome") in _NOT_SUCCESS:
+                causes.append(i)
+        elif (kind == "tool/done" and e.get("outcome") != "ok") or kind in ("problem", "actor/error", "op/error"):
+            causes.append(i)
+    for agent in view.agents:
+        previous = -1
+        for t in view.turns(agent):
+            end = t["end_i"]
+            if end is None:
+                break
+            if t["reason"] == "error" and given > end and not any(previous < c <= end for c in causes):
+                failed = next((e for e in t["events"] if e["type"] == "error"), None)
+                message = None if failed is None else failed["data"].get("message")
+                return Violation(f"agent {agent}: turn {t['turn']} ended error ({message!r}) although nothing it was "
+                                 "given failed since the turn before: no model stream failed, no listener threw, no "
+                                 "tool failed, no call was given bad input (section 6, FINISH-1, FINISH-2, ERR-2: "
+                                 "a turn ends error for a failure)", end, ("FINISH-1", "FINISH-2", "ERR-2"))
+            previous = end
+    return None
+
+
 def _raised_check(view: TraceView) -> Violation | None:
     """FINISH-1/FINISH-2/ERR-7: a step whose model stream raised (the fake model's scripted
     raise, its message and code in ``model/done``) logs no ``assistant/message``, and a turn it
@@ -3346,6 +3406,8 @@ PLAIN_ORACLES: tuple[LoopCheck, ...] = (
               ("FINISH-1", "FINISH-2", "ERR-7")),
     LoopCheck("FINISHED", _finished_check, "a stream that finished successfully (any kind but error or "
               "aborted) fails no turn", ("FINISH-1",)),
+    LoopCheck("UNCAUSED", _uncaused_failure_check, "a turn ends error only when something it was given failed",
+              ("FINISH-1", "FINISH-2", "ERR-2")),
     LoopCheck("HISTORY", _history_check, "a model request carries the derived history",
               ("LOG-7", "INJ-3", "STEER-2")),
     LoopCheck("CHUNKS", _chunks_check, "every chunk a model streamed is logged, and its usage",

@@ -12,7 +12,7 @@ from conformance.adapter import AgentHandle
 from conformance.fakes import respond
 from conformance.harness import Kit
 
-from ._support import COMPLETED, Run, Watch, aborted, once, texts
+from ._support import COMPLETED, Run, Watch, aborted, once, request_texts, texts
 
 
 async def _parked(k: Kit) -> AgentHandle:
@@ -869,8 +869,36 @@ def test_steering_pending_in_a_tool_dropped_steering_after_cancel_requeued(run: 
     run(scenario)
 
 
+@pytest.mark.rule("CANCEL-4", "CANCEL-STEP", "LOOP-8")
+def test_steering_added_after_a_cancel_from_turn_start_runs_as_the_next_prompt(run: Run) -> None:
+    # An agent/turn-start listener cancels the turn and then steers: the step is dropped
+    # (CANCEL-STEP: opened and closed empty), and the steering, given after the cancel while the
+    # cancelled turn closes, is late steering: re-queued as the next turn's prompt (CANCEL-4,
+    # LOOP-8), not logged into the dropped step, where no model ever reads it.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+
+        def cancel_then_steer(*_args: object) -> None:
+            a.cancel("stop")
+            a.steer("late")
+
+        k.on("agent/turn-start", once(cancel_then_steer), needs="a cancel and a steer from inside agent/turn-start")
+        k.model.push(fakes.text("for late"))
+        a.send("A")
+        await k.idle(a)
+        await k.until(lambda: len(k.reasons(a)) == 2, "the late steering's turn to end")
+        steering = [texts(e["data"]["content"]) for e in k.events(a, "steering/message")]
+        assert steering == [], f"steering given after the cancel was logged into the cancelled turn: {steering}"
+        assert k.prompts(a) == [["A"], ["late"]], f"the late steering runs as the next prompt: {k.prompts(a)}"
+        assert k.reasons(a) == [aborted("stop"), COMPLETED], k.reasons(a)
+        assert len(k.model.requests) == 1 and "late" in request_texts(k.model.requests[0])
+
+    run(scenario)
+
+
 @pytest.mark.rule("CANCEL-4")  # as its sibling above: the re-queue is CANCEL-4's own sentence
-def test_steering_added_after_a_cancel_made_while_steering_is_logged_is_requeued(run: Run) -> None:
+@pytest.mark.parametrize("waiting", [1, 2])
+def test_steering_added_after_a_cancel_made_while_steering_is_logged_is_requeued(run: Run, waiting: int) -> None:
     # The cancel comes from a session/event listener on the first steering/message a step's
     # drain logs, and the listener steers again right after it: that steering came after the
     # cancel, while the cancelled turn closes, so it is late steering, re-queued as the next
@@ -893,6 +921,8 @@ def test_steering_added_after_a_cancel_made_while_steering_is_logged_is_requeued
         a.send("A")
         await k.until(lambda: bool(tool.calls), "the tool call")
         a.steer("before")
+        if waiting == 2:  # a drain that goes on after the cancel must not take what came after it
+            a.steer("before too")
         gate.open()
         await k.idle(a)  # the re-queued steering runs before the agent goes idle (LOOP-8)
         steering = [texts(e["data"]["content"]) for e in k.events(a, "steering/message")]

@@ -328,10 +328,13 @@ FLUSH_DONE: tuple[list[str], ...] = ([], ["start", "end"], ["start", "cancelled"
 
 
 @pytest.mark.rule("IDLE-4")
-def test_when_idle_on_disposal_waits_for_driver_exit(run: Run) -> None:
+@pytest.mark.parametrize("awaited", ["after dispose", "before dispose"])
+def test_when_idle_on_disposal_waits_for_driver_exit(run: Run, awaited: str) -> None:
     # A waiter registered while running and released by disposal: the driver still closes the
     # turn and may flush it (slowly); the waiter resolves only once the driver has exited,
-    # seen through the driver task (when the adapter exposes it) and through the flush.
+    # seen through the driver task (when the adapter exposes it) and through the flush. Awaited
+    # once disposed, or already awaited by a task when dispose() comes (what that task resumes
+    # to is the same: the driver gone, IDLE-4's "also waits for that exit").
     async def scenario(k: Kit) -> None:
         a = k.agent()
         flush: list[str] = []
@@ -341,8 +344,15 @@ def test_when_idle_on_disposal_waits_for_driver_exit(run: Run) -> None:
         await k.until(lambda: bool(k.model.requests), "A's model call")
         task = k.service.driver_task(a)
         waiter = a.when_idle()
-        a.dispose()
-        seen = await _released_with(k, waiter, lambda: (list(flush), task is None or task.done()))
+        if awaited == "before dispose":
+            watcher = asyncio.ensure_future(_released_with(k, waiter, lambda: (list(flush), task is None or task.done())))
+            await k.settle()  # the watcher is inside its await of the waiter
+            assert not watcher.done(), "when_idle() resolved while the turn was still running"
+            a.dispose()
+            seen = await watcher
+        else:
+            a.dispose()
+            seen = await _released_with(k, waiter, lambda: (list(flush), task is None or task.done()))
         assert seen[0] in FLUSH_DONE, f"released while the driver was still flushing: {seen[0]}"
         assert seen[1], "released before the driver task exited"
         late = a.when_idle()

@@ -461,6 +461,40 @@ def test_steering_added_during_the_drain_reaches_the_model_once(run: Run, hook: 
 
 
 @pytest.mark.rule("LOOP-8", "ERR-1")
+def test_steering_waiting_behind_one_whose_listener_threw_still_runs(run: Run) -> None:
+    # Two steering messages wait at a drain and an agent/steering listener throws on the first:
+    # the throw ends the turn (ERR-1), and the second, not yet delivered, is steering too late
+    # for it: it runs in a turn after it (LOOP-8: "never stranded, never silently dropped").
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        thrown: list[bool] = []
+
+        def throw_once(*_args: object) -> None:
+            if not thrown:
+                thrown.append(True)
+                raise RuntimeError("steering listener failed")
+
+        k.on("agent/steering", throw_once, needs="a throwing agent/steering listener")
+
+        def steer_both() -> None:
+            a.steer("S1")
+            a.steer("S2")
+
+        k.model.push(fakes.text("first").hook(steer_both), fakes.text("second"), fakes.text("third"))
+        a.send("hi")
+        await k.idle(a)
+        await k.settle()
+        await k.idle(a)
+        assert thrown, "agent/steering was never told of the steering"
+        assert k.reasons(a)[0]["kind"] == "error", k.reasons(a)
+        assert any("S2" in request_texts(r) for r in k.model.requests), (
+            "the steering behind the one whose listener threw never reached the model (LOOP-8: never silently "
+            f"dropped): {[request_texts(r) for r in k.model.requests]}")
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOOP-8", "ERR-1")
 @pytest.mark.parametrize("failure", ["finish-error", "raises"])
 def test_steering_given_during_a_step_that_fails_still_runs(run: Run, failure: str) -> None:
     # LOOP-8: steering that arrived too late for its turn is re-queued as prompts for a next turn,

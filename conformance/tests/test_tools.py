@@ -38,6 +38,27 @@ def test_tools_run_in_order_one_at_a_time(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("TOOL-1", "LOOP-5", "CONT-1")
+def test_a_call_id_an_earlier_step_used_still_runs(run: Run) -> None:
+    # Some providers number tool calls per response (`call_0` in every step): nothing in the
+    # contract makes a call's id unique across a turn, so each step's calls all run, and each step
+    # with tool calls continues the turn (CONT-1).
+    async def scenario(k: Kit) -> None:
+        echo = k.tool("echo")
+        a = k.agent()
+        k.model.push(fakes.tool_calls(("call_0", "echo", '{"n": 1}')), fakes.tool_calls(("call_0", "echo", '{"n": 2}')),
+                     fakes.text("done"))
+        a.send("hi")
+        await k.idle(a)
+        assert [c.arguments for c in echo.calls] == [{"n": 1}, {"n": 2}], \
+            f"a call whose id an earlier step used did not run: {[c.arguments for c in echo.calls]}"
+        assert len(k.model.requests) == 3, "each step with a tool call continues the turn"
+        assert [e["data"]["call_id"] for e in k.events(a, "tool/result")] == ["call_0", "call_0"]
+        assert k.reasons(a) == [COMPLETED]
+
+    run(scenario)
+
+
 @pytest.mark.rule("TOOL-2")
 def test_argument_parsing(run: Run) -> None:
     async def scenario(k: Kit) -> None:

@@ -563,7 +563,9 @@ export class Agent {
     for (;;) {
       if (this.#disposed) return;
       turn.step += 1;
-      this.#drainSteering(turn); // LOOP-5 / STEER-2: steering joins this step's request
+      // LOOP-5 / STEER-2: steering joins this step's request, unless an agent/turn-start listener
+      // cancelled the turn: steering given after that is late, re-queued after it (CANCEL-4, LOOP-8)
+      if (this.#marker === undefined) this.#drainSteering(turn);
       this.#stepEvent(turn, 'step/start');
       try {
         this.#bus.emit('agent/step-start', this, turn.number, turn.step);
@@ -707,13 +709,18 @@ export class Agent {
     }
   }
 
+  /** The steering waiting now, one message at a time: a throwing listener ends the turn with the
+   * rest still waiting, re-queued after it (LOOP-8); a cancel() (a fresh FIFO) dropped them, and
+   * what came after it is late for this turn (CANCEL-4). */
   #drainSteering(turn) {
-    const drained = this.#steering.splice(0);
-    for (const item of drained) {
+    const fifo = this.#steering;
+    const waiting = fifo.length;
+    for (let i = 0; i < waiting && this.#steering === fifo; i++) {
+      const item = fifo.shift();
       this.session.append('steering/message', { turn: turn.number, content: item.content, source: item.source });
       this.#bus.emit('agent/steering', this, turn.number, item.content, item.source);
     }
-    return drained.length > 0;
+    return waiting > 0;
   }
 
   /** step/start or step/end, tracking whether the step is open (the event stays logged when a

@@ -313,6 +313,11 @@ def test_a_trace_signature_ignores_times_and_the_windows_own_calls_only() -> Non
     # round 36: a forced stop at the continuation gate ignored after drained steering
     ("drained-steering-overrides-stop", "steer", "stop", "CONT-1", "CONT-1"),
     ("cancelled-turn-skips-empty-step", "reply", "cancel", "CANCEL-STEP", "CANCEL-STEP"),
+    # round 53: a throwing agent/steering listener, and the steering waiting behind its message
+    ("steering-taken-whole-before-notify", "steer", "raise", "prompts", "LOOP-8"),
+    ("cancelled-step-drains-late-steering", "reply", "cancel;steer", "STEER-3", "CANCEL-4"),
+    ("steering-drain-outlives-cancel", "steer", "cancel;steer", "STEER-3", "CANCEL-4"),
+    ("tool-calls-deduped-by-id", "failing-tool", "send", "TOOLS", "LOOP-5"),
 ])
 def test_the_hunt_reaches_what_its_later_workloads_and_verbs_are_for(
         mutant: str, workload: str, verb: str, check: str, rule: str) -> None:

@@ -1894,3 +1894,48 @@ def test_a_cancel_from_turn_start_still_opens_and_closes_the_dropped_step() -> N
     assert _check("CANCEL-STEP", [start, message, cancel, *empty, dict(aborted, seq=4)]) is None
     # a turn a disposal ended is DISP-1's
     assert _check("CANCEL-STEP", [start, message, cancel, dict(aborted, data={"turn": 1, "reason": {"kind": "disposed"}})]) is None
+
+
+def test_a_turn_ends_error_only_when_something_it_was_given_failed() -> None:
+    created = {"kind": "agent/created", "agent": "a", "model": "fake"}
+
+    def failed_turn(n: int, seq: int) -> list[dict[str, Any]]:
+        return [_log(seq, "turn/start", turn=n, trigger={"kind": "message"}),
+                _log(seq + 1, "error", turn=n, step=1, message="'NoneType' object has no attribute 'abort'"),
+                _log(seq + 2, "turn/end", turn=n, reason={"kind": "error", "message": "'NoneType' object ..."})]
+
+    tl = [created, _op("send", "A"), *failed_turn(1, 0)]
+    found = _plain("UNCAUSED", tl)
+    assert found is not None and found.rules == ("FINISH-1", "FINISH-2", "ERR-2") and "turn 1 ended error" in found.message
+    stream_failed = {"kind": "model/done", "model": "fake", "call": 1, "outcome": "raised"}
+    assert _plain("UNCAUSED", [created, _op("send", "A"), stream_failed, *failed_turn(1, 0)]) is None
+    assert _plain("UNCAUSED", [created, _op("send", "A"), _op("raise", by="window"), *failed_turn(1, 0)]) is None
+    # a cause counts for the turn it falls in, not for the next one
+    tl = [created, _op("send", "A"), stream_failed, *failed_turn(1, 0), *failed_turn(2, 3)]
+    found = _plain("UNCAUSED", tl)
+    assert found is not None and "turn 2" in found.message
+    # an agent without a model of its own fails its steps by LOOP-7; a cancelled driver is PY-1's
+    assert _plain("UNCAUSED", [{**created, "model": None}, *failed_turn(1, 0)]) is None
+    assert _plain("UNCAUSED", [created, _op("cancel_driver", status="running"), *failed_turn(1, 0)]) is None
+    # bad input given to a call fails the turn that takes it, however many turns ran between
+    bad = _op("send", "X", bad_source=True)
+    assert _plain("UNCAUSED", [created, bad, _op("inject", "W"), *_turn(0, 1, "W"), *failed_turn(2, 3)]) is None
+    # a turn that succeeded is no question
+    assert _plain("UNCAUSED", [created, _op("send", "A"), *_turn(0, 1, "A")]) is None
+
+
+def test_steering_drained_into_a_step_a_turn_start_cancel_dropped_is_late() -> None:
+    # CANCEL-STEP opens and closes the dropped step empty after the cancel: steering given after
+    # that cancel and logged into the turn (before the empty step) never reaches a model (CANCEL-4)
+    cancel = _op("cancel", status="running", on="agent/turn-start", reason="stop")
+    steer = _op("steer", "late", status="running", on="agent/turn-start")
+    tl = [_op("send", "A"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}),
+          _log(1, "user/message", content=[{"type": "text", "text": "A"}]), cancel, steer,
+          _log(2, "steering/message", turn=1, content=[{"type": "text", "text": "late"}]),
+          _log(3, "step/start", turn=1, step=1), _log(4, "step/end", turn=1, step=1),
+          _log(5, "turn/end", turn=1, reason={"kind": "aborted", "reason": "stop"})]
+    found = _check("STEER-3", tl)
+    assert found is not None and found.rules == ("CANCEL-4",) and "'late'" in found.message
+    # the same steering re-queued as the next turn's prompt is what CANCEL-4 asks
+    fine = [e for e in tl if not (e.get("type") == "steering/message")]
+    assert _check("STEER-3", fine) is None

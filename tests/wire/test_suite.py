@@ -52,9 +52,9 @@ def test_python_specifics_are_not_applicable_and_the_report_says_what_ran() -> N
 
 @pytest.mark.parametrize(("variant", "rule", "others"), [
     (W2_SETTLE_EARLY, "CANCEL-W2", ["CANCEL-W1", "MARKER-1"]),
-    # CANCEL-4 also fails this one, rightly: steering re-queued after the cancel runs as a turn the
-    # stale marker aborts (a cancel governs one turn).
-    (MARKER_NOT_RESET, "MARKER-1", ["CANCEL-W2", "LOOP-8"]),
+    # CANCEL-4 and LOOP-8 also fail this one, rightly: steering re-queued after the cancel runs as a
+    # turn the stale marker aborts (a cancel governs one turn).
+    (MARKER_NOT_RESET, "MARKER-1", ["CANCEL-W2", "STEER-2"]),
     # a listener's TypeError reaches the child as a TypeError (§6.3), which this variant takes for
     # "the result was no JSON"
     (RESULT_RETRIED_ON_TYPE_ERROR, "LOOP-5", ["LOG-1", "TOOL-3"]),
