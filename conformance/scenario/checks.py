@@ -699,10 +699,33 @@ def _idle_check(view: TraceView) -> Violation | None:
     return None
 
 
+def _in_drain(view: TraceView, agent: str, op: Event) -> bool:
+    """Whether ``op`` was made inside a steering drain: by an ``agent/steering`` listener, or by a
+    ``session/event`` listener on a ``steering/message``."""
+    if op.get("on") == "agent/steering":
+        return True
+    # the event the listener acts on: the last logged before it but what the listener itself
+    # injected (INJ-1 appends at once)
+    return op.get("on") == "session/event" and next(
+        (e["type"] for e in reversed(view.log(agent)) if e["_i"] < op["_i"] and e["type"] != "context/message"),
+        None) == "steering/message"
+
+
+_IN_DRAIN = frozenset(("steering/message", "context/message"))
+"""What a drain's listener may have logged between two of its steering messages: steering, and an
+injection's context (INJ-1 appends into the open turn at once)."""
+
+
+def _same_drain(view: TraceView, agent: str, start: int, logged: int) -> bool:
+    """Whether the agent logged nothing but steering (and injected context) between timeline
+    indices ``start`` and ``logged``: the drain under way at ``start`` logged it."""
+    return all(e["type"] in _IN_DRAIN for e in view.log(agent) if start < e["_i"] < logged)
+
+
 def _cancel_check(view: TraceView) -> Violation | None:
     for agent in view.agents:
         # a cancel() on a disposed agent is a no-op (0b): it drops nothing
-        cancels = [e["_i"] for e in view.ops(agent, "cancel") if e.get("status") != "disposed"]
+        cancels = [e for e in view.ops(agent, "cancel") if e.get("status") != "disposed"]
         if not cancels:
             continue
         for s in view.ops(agent, "send", "steer"):
@@ -711,9 +734,14 @@ def _cancel_check(view: TraceView) -> Violation | None:
             started = view.first_run(agent, s.get("text"))
             if started is None:
                 continue
-            cancel = next((c for c in cancels if s["_i"] < c < started), None)
-            if cancel is not None:
+            op = next((c for c in cancels if s["_i"] < c["_i"] < started), None)
+            if op is not None:
                 what = "steering" if s.get("op") == "steer" and s.get("status") == "running" else "prompt"
+                # A cancel made inside a drain may find the rest of it taken from the FIFO already
+                # (a batch drain logs it after): that steering is delivered, not run after the cancel
+                # (STEER-3's oracle reads drains alike; what comes after the cancel is judged there).
+                if what == "steering" and _in_drain(view, agent, op) and _same_drain(view, agent, op["_i"], started):
+                    continue
                 return Violation(
                     f"agent {agent}: {what} {s.get('text')!r} ran although a cancel() came after it was "
                     f"given and before it started (CANCEL-2)", started,
@@ -950,8 +978,7 @@ def _steering_after_stop_check(view: TraceView) -> Violation | None:
             if any(e["type"] == "step/start" and not _dropped_step(after, k) for k, e in enumerate(after)):
                 continue  # a step ran after it: this stop did not end the step (other oracles judge)
             late = {op.get("text") for op in view.ops(agent, "steer") if op["_i"] > stop["_i"]}
-            in_drain = stop.get("on") == "agent/steering" or (
-                stop.get("on") == "session/event" and _last_log_type(view.log(agent), stop["_i"]) == "steering/message")
+            in_drain = _in_drain(view, agent, stop)
             # A stop made inside a drain may find the rest of that drain already taken from the FIFO
             # (a batch drain logs it after): only steering given after the stop is judged there.
             drained = next((e for e in after if e["type"] == "steering/message"

@@ -1939,3 +1939,21 @@ def test_steering_drained_into_a_step_a_turn_start_cancel_dropped_is_late() -> N
     # the same steering re-queued as the next turn's prompt is what CANCEL-4 asks
     fine = [e for e in tl if not (e.get("type") == "steering/message")]
     assert _check("STEER-3", fine) is None
+
+
+def test_steering_a_batch_drain_had_taken_when_a_listener_cancelled_is_delivered_not_run_after() -> None:
+    # Two steering messages wait; a session/event listener on the first one's steering/message
+    # cancels. A drain that took both off the FIFO logs the second right after: delivered by the
+    # drain under way, not run after the cancel (as STEER-3's oracle reads it). Logged by a later
+    # drain, it ran after the cancel (CANCEL-4).
+    steers = [_op("steer", "S1", status="running"), _op("steer", "S2", status="running")]
+    cancel = _op("cancel", status="running", on="session/event", reason="stop")
+    head = [_op("send", "A"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}),
+            _log(1, "user/message", content=[{"type": "text", "text": "A"}]), *steers,
+            _log(2, "steering/message", turn=1, content=[{"type": "text", "text": "S1"}]), cancel]
+    batch = [*head, _log(3, "steering/message", turn=1, content=[{"type": "text", "text": "S2"}])]
+    assert _check("CANCEL-2", batch) is None
+    later = [*head, _log(3, "step/start", turn=1, step=1),
+             _log(4, "steering/message", turn=1, content=[{"type": "text", "text": "S2"}])]
+    found = _check("CANCEL-2", later)
+    assert found is not None and found.rules == ("CANCEL-4",) and "'S2'" in found.message
