@@ -2667,18 +2667,22 @@ def _flush_check(view: TraceView) -> Violation | None:
 def _tool_arguments_check(view: TraceView) -> Violation | None:
     """TOOL-2: the tool receives its call's raw arguments parsed as JSON; an empty string becomes
     ``{}``; a string that is not JSON is passed through as the raw string."""
-    raw: dict[Any, Any] = {}
+    # A call id may come again in a later step (a provider numbering calls per response): a
+    # tool's start is the call of its id and name logged last before it.
+    raw: dict[Any, list[tuple[str, int]]] = {}
     for agent in view.agents:
         for e in view.log(agent):
             if e["type"] == "tool/call" and isinstance(e["data"].get("arguments"), str):
-                raw[e["data"].get("call_id")] = (e["data"]["arguments"], e["_i"])
+                key = (e["data"].get("call_id"), e["data"].get("name"))
+                raw.setdefault(key, []).append((e["data"]["arguments"], e["_i"]))
     if not raw:
         return None
     for e in view.of_kind("tool/start"):
-        if "arguments" not in e or e.get("call_id") not in raw:
+        calls = raw.get((e.get("call_id"), e.get("tool")))
+        if "arguments" not in e or not calls:
             continue
-        given, at = raw[e["call_id"]]
-        if at > e["_i"]:
+        given = next((g for g, i in reversed(calls) if i < e["_i"]), None)
+        if given is None:
             continue
         expected = _parsed_arguments(given)
         if expected is _UNJUDGED or e["arguments"] == expected:
@@ -3309,7 +3313,8 @@ def _answered_check(view: TraceView) -> Violation | None:
         others = [e for other in view.agents if other != agent for e in view.log(other)
                   if call["_i"] < e["_i"] < end and e["type"] == "tool/call" and e["data"].get("call_id") == call_id]
         ran = next((e for e in view.of_kind("tool/start")
-                    if call["_i"] < e["_i"] < end and e.get("call_id") == call_id), None)
+                    if call["_i"] < e["_i"] < end and e.get("call_id") == call_id
+                    and e.get("tool") == call["data"].get("name")), None)
         if ran is not None and not others:
             return Violation(f"agent {agent}: the tool of call {call_id} ran though a tools/execute listener answered "
                              "the call itself without calling next() (0b: a listener short-circuits the chain by not "

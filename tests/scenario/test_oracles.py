@@ -894,6 +894,12 @@ def test_a_tool_receives_its_raw_arguments_parsed_as_tool_2_says() -> None:
     for raw, received in (('{"q": ', {}), ("", ""), ('{"q": "x"}', '{"q": "x"}')):
         found = _plain("ARGS", call(raw, received))
         assert found is not None and found.rules == ("TOOL-2",), (raw, received)
+    # a later step's call under the same id (a provider numbering calls per response), of another
+    # tool, logged before this tool's late start: the start is its own call's
+    first = call('["x", 2]', ["x", 2])
+    later = _log(3, "tool/call", turn=1, step=2, call_id="c1", name="virtual", arguments='{"q": "v"}')
+    assert _plain("ARGS", [*first[:-1], later, first[-1]]) is None
+    assert _plain("ARGS", [*first[:-1], later, {**first[-1], "arguments": {"q": "v"}}]) is not None
 
 
 def test_a_throwing_notification_listener_is_warned_about() -> None:
