@@ -2310,6 +2310,8 @@ def _uncaused_failure_check(view: TraceView) -> Violation | None:
     await and trusted after it), where nothing the turn was given failed."""
     if not view.of_kind("log") or any(e.get("model") is None for e in view.of_kind("agent/created")):
         return None
+    if not any(t["reason"] == "error" for agent in view.agents for t in view.turns(agent)):
+        return None  # most runs: nothing to explain
     causes: list[int] = []
     given = len(view.timeline)
     for i, e in enumerate(view.timeline):
