@@ -311,8 +311,14 @@ class ReactLoopAgent:
             turn.opened = len(self._session) > before
             raise
         turn.opened = True
-        for item in drained:  # LOOP-2: one user/message per send, in order
-            self._session.append("user/message", {"content": item.content, "source": item.source})
+        try:
+            for item in drained:  # LOOP-2: one user/message per send, in order
+                self._session.append("user/message", {"content": item.content, "source": item.source})
+        except Exception:
+            # LOOP-4: a session/event listener on user/message is no boundary listener: the
+            # turn it fails (ERR-1) is notified ended
+            turn.notify_end = True
+            raise
         self._bus.emit("agent/turn-start", self, turn.number)  # a throw: LOOP-4 boundary failure
         turn.notify_end = True
         await self._steps(turn)
@@ -329,9 +335,11 @@ class ReactLoopAgent:
             # is late for the dropped step and is re-queued after the turn (CANCEL-4, LOOP-8).
             if self._marker is None:
                 self._drain_steering(turn)
-            # LOOP-5: step/start is appended before agent/step-start is emitted.
+            # LOOP-5: step/start is appended before agent/step-start is emitted. A session/event
+            # listener throwing on step/start fails the turn (ERR-1) but is no boundary listener:
+            # its end is still notified (LOOP-4).
+            self._append_step_event(turn, "step/start")
             try:
-                self._append_step_event(turn, "step/start")
                 self._bus.emit("agent/step-start", self, turn.number, step)
             except Exception:
                 turn.notify_end = False  # LOOP-4: boundary failure, announced via agent/error

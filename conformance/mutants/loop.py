@@ -5,7 +5,8 @@ from __future__ import annotations
 from ._build import Mutant, Patch
 
 _STEP_START = """\
-                self._append_step_event(turn, "step/start")
+            self._append_step_event(turn, "step/start")
+            try:
                 self._bus.emit("agent/step-start", self, turn.number, step)
 """
 
@@ -87,6 +88,7 @@ MUTANTS = [
                 "agent",
                 _STEP_START,
                 """\
+            try:
                 self._bus.emit("agent/step-start", self, turn.number, step)
                 self._append_step_event(turn, "step/start")
 """,
@@ -237,12 +239,19 @@ MUTANTS = [
         (
             Patch(
                 "agent",
-                "        for item in drained:  # LOOP-2: one user/message per send, in order\n"
-                '            self._session.append("user/message", {"content": item.content, "source": item.source})\n'
-                '        self._bus.emit("agent/turn-start", self, turn.number)  # a throw: LOOP-4 boundary failure\n',
+                "        try:\n"
+                "            for item in drained:  # LOOP-2: one user/message per send, in order\n",
+                '        self._bus.emit("agent/turn-start", self, turn.number)  # moved before the prompts\n'
+                "        try:\n"
+                "            for item in drained:  # LOOP-2: one user/message per send, in order\n",
+            ),
+            Patch(
+                "agent",
+                "            raise\n"
                 '        self._bus.emit("agent/turn-start", self, turn.number)  # a throw: LOOP-4 boundary failure\n'
-                "        for item in drained:  # LOOP-2: one user/message per send, in order\n"
-                '            self._session.append("user/message", {"content": item.content, "source": item.source})\n',
+                "        turn.notify_end = True\n",
+                "            raise\n"
+                "        turn.notify_end = True\n",
             ),
         ),
         notes="Found by the blind check of 2026-12-03: the hunt missed it until SHAPE checked the "
@@ -450,6 +459,44 @@ MUTANTS = [
         notes="Blind check of 2026-12-03 (seventh round): both passed it until "
               "`test_steering_waiting_when_the_first_step_opens_joins_its_request` and STEP-ORDER's "
               "clause that steering waiting when a step opens is drained before its step/start.",
+    ),
+    Mutant(
+        "prompt-throw-silences-turn-end",
+        "a session/event listener throwing on a prompt's user/message is taken for a boundary failure: "
+        "the turn it fails is never notified ended (agent/turn-end)",
+        ("LOOP-4", "ERR-1"),
+        "3",
+        (
+            Patch(
+                "agent",
+                "            # LOOP-4: a session/event listener on user/message is no boundary listener: the\n"
+                "            # turn it fails (ERR-1) is notified ended\n"
+                "            turn.notify_end = True\n",
+                "",
+            ),
+        ),
+        notes="The reference's own code until session 45 (2026-12-06), found through blind round 54's "
+              "`prompt-append-in-boundary-try` (a variant of examples/spec_loop that the suite passed).",
+    ),
+    Mutant(
+        "step-start-event-throw-silences-turn-end",
+        "a session/event listener throwing on step/start is taken for a boundary failure like a throwing "
+        "agent/step-start listener: the turn it fails is never notified ended",
+        ("LOOP-4", "ERR-1"),
+        "3",
+        (
+            Patch(
+                "agent",
+                '            self._append_step_event(turn, "step/start")\n'
+                "            try:\n"
+                '                self._bus.emit("agent/step-start", self, turn.number, step)\n',
+                "            try:\n"
+                '                self._append_step_event(turn, "step/start")\n'
+                '                self._bus.emit("agent/step-start", self, turn.number, step)\n',
+            ),
+        ),
+        notes="The reference's own code until session 45 (2026-12-06): LOOP-4 exempts a session/event "
+              "listener on turn/start only; every other loop we have notified the turn's end.",
     ),
     Mutant(
         "steering-drain-outlives-cancel",

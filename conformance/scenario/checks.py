@@ -702,13 +702,7 @@ def _idle_check(view: TraceView) -> Violation | None:
 def _in_drain(view: TraceView, agent: str, op: Event) -> bool:
     """Whether ``op`` was made inside a steering drain: by an ``agent/steering`` listener, or by a
     ``session/event`` listener on a ``steering/message``."""
-    if op.get("on") == "agent/steering":
-        return True
-    # the event the listener acts on: the last logged before it but what the listener itself
-    # injected (INJ-1 appends at once)
-    return op.get("on") == "session/event" and next(
-        (e["type"] for e in reversed(view.log(agent)) if e["_i"] < op["_i"] and e["type"] != "context/message"),
-        None) == "steering/message"
+    return op.get("on") == "agent/steering" or _acted_on(view, agent, op) == "steering/message"
 
 
 _IN_DRAIN = frozenset(("steering/message", "context/message"))
@@ -2498,6 +2492,20 @@ _NOTIFYING_FAILURES = frozenset(("agent/step-end", "agent/request", "agent/step-
 exemption from ``agent/turn-end`` is not theirs."""
 
 
+_NOTIFYING_EVENTS = frozenset(("user/message", "step/start"))
+"""Session events a throwing ``session/event`` listener fails the turn on (ERR-1) without being a
+boundary listener: LOOP-4 names only ``turn/start`` among them."""
+
+
+def _acted_on(view: TraceView, agent: str, op: Event) -> Any:
+    """The session event a ``session/event`` listener's op was made on: the last the agent logged
+    before it, but what the listener itself injected (INJ-1 appends at once)."""
+    if op.get("on") != "session/event":
+        return None
+    return next((e["type"] for e in reversed(view.log(agent)) if e["_i"] < op["_i"] and e["type"] != "context/message"),
+                None)
+
+
 def _failed_turn_end(view: TraceView, agent: str, t: dict[str, Any], notes: dict[tuple[str, Any, Any], list[int]],
                      troubles: list[int], nxt: int) -> Violation | None:
     """LOOP-4: a turn a throwing ``agent/step-end``, ``agent/request``, ``agent/step-result`` or
@@ -2507,10 +2515,14 @@ def _failed_turn_end(view: TraceView, agent: str, t: dict[str, Any], notes: dict
     if t["reason"] != "error" or end is None:
         return None
     raises = [e for e in view.ops(agent, "raise") if start < e["_i"] < end]
-    if not raises or any(e.get("on") not in _NOTIFYING_FAILURES for e in raises):
+    if not raises or not all(e.get("on") in _NOTIFYING_FAILURES or _acted_on(view, agent, e) in _NOTIFYING_EVENTS
+                             for e in raises):
         return None
     others = set(troubles) - {e["_i"] for e in raises}
-    if any(start <= i < nxt for i in others if view.timeline[i].get("kind") != "agent/error"):
+    # what came once the agent settled after the turn (the world's close, say) is not the turn's
+    settled = next((e["_i"] for e in view.of_kind("agent/status", agent=agent)
+                    if e["_i"] > end and e.get("status") == "idle"), nxt)
+    if any(start <= i < min(nxt, settled) for i in others if view.timeline[i].get("kind") != "agent/error"):
         return None  # a disposal or another failure: not this clause's
     if not any(i > end for i in notes.get(("agent/turn-end", t["turn"], None), ())):
         return Violation(f"agent {agent}: turn {t['turn']}, failed by a throwing {raises[0].get('on')} listener, logged "

@@ -189,15 +189,27 @@ def test_turn_closed_by_boundary_failure_gets_no_turn_end_notification(run: Run,
 
 
 @pytest.mark.rule("LOOP-4", "ERR-2")
-@pytest.mark.parametrize("listener", ["agent/step-end", "agent/request", "agent/turn-continuation"])
+@pytest.mark.parametrize("listener", ["agent/step-end", "agent/request", "agent/turn-continuation",
+                                      "session/event on user/message", "session/event on step/start"])
 def test_turn_failed_by_another_listener_still_notifies_its_end(run: Run, listener: str) -> None:
     # LOOP-4's turn shape ends turn/end, agent/turn-end; its exemption names the boundary listeners
     # only (agent/turn-start, agent/step-start, session/event on turn/start). A turn another
-    # listener failed (ERR-2) is notified ended, with the reason turn/end logged.
+    # listener failed (ERR-2; a session/event listener on the prompt's user/message, ERR-4) is
+    # notified ended, with the reason turn/end logged.
     async def scenario(k: Kit) -> None:
         k.record("agent/turn-end")
         if listener == "agent/step-end":
             k.on(listener, once(boom))
+        elif listener.startswith("session/event on "):
+            kind = listener.removeprefix("session/event on ")
+            fired: list[bool] = []
+
+            def on_event(_session: object, event: dict[str, Any]) -> None:
+                if event.get("type") == kind and not fired:
+                    fired.append(True)
+                    raise RuntimeError(f"session/event listener failed on {kind}")
+
+            k.on("session/event", on_event)
         else:
             thrown: list[int] = []
 

@@ -318,6 +318,9 @@ def test_a_trace_signature_ignores_times_and_the_windows_own_calls_only() -> Non
     ("cancelled-step-drains-late-steering", "reply", "cancel;steer", "STEER-3", "CANCEL-4"),
     ("steering-drain-outlives-cancel", "steer", "cancel;steer", "STEER-3", "CANCEL-4"),
     ("tool-calls-deduped-by-id", "failing-tool", "send", "TOOLS", "LOOP-5"),
+    # round 54: a throwing session/event listener on a prompt or a step/start is no boundary listener
+    ("prompt-throw-silences-turn-end", "reply", "raise", "NOTIFIED", "LOOP-4"),
+    ("step-start-event-throw-silences-turn-end", "reply", "raise", "NOTIFIED", "LOOP-4"),
 ])
 def test_the_hunt_reaches_what_its_later_workloads_and_verbs_are_for(
         mutant: str, workload: str, verb: str, check: str, rule: str) -> None:
