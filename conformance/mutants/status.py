@@ -13,6 +13,33 @@ _RELEASE_FIRST = """\
 
 MUTANTS = [
     Mutant(
+        "waiter-release-ignores-cancelled",
+        "a when_idle() waiter awaits its future unshielded and is released by set_result() without "
+        "looking: a waiter whose awaiter gave up (wait_for timing out cancels the future) raises "
+        "InvalidStateError inside the idle transition, which kills the driver",
+        ("IDLE-2", "LOOP-1"),
+        "2",
+        (
+            Patch(
+                "agent",
+                "        if self._future is not None and not self._future.done():\n"
+                "            self._future.set_result(None)\n",
+                "        if self._future is not None:\n"
+                "            self._future.set_result(None)\n",
+            ),
+            Patch(
+                "agent",
+                "            # Shielded: one cancelled awaiter must not cancel the shared future.\n"
+                "            await asyncio.shield(self._future)\n",
+                "            await self._future\n",
+            ),
+        ),
+        notes="Blind round 54 (session 45, 2026-12-06), `cancelled-waiter-crashes-driver` in the "
+              "reference's form: the suite and the hunt missed it until "
+              "`test_a_waiter_whose_awaiter_gave_up_harms_neither_the_other_waiters_nor_the_driver`; "
+              "no window gives up on a waiter, so the hunt still does not reach it.",
+    ),
+    Mutant(
         "waiter-exit-read-before-await",
         "a when_idle() waiter reads the driver's exit it must also wait for (IDLE-4) before it awaits "
         "its release, and trusts that stale read after: an await begun while the agent ran returns at "

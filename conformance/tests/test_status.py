@@ -386,6 +386,28 @@ def test_when_idle_called_after_dispose_waits_for_driver_exit(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("IDLE-2", "LOOP-1")
+def test_a_waiter_whose_awaiter_gave_up_harms_neither_the_other_waiters_nor_the_driver(run: Run) -> None:
+    # A caller that stops waiting (asyncio.wait_for timing out: the awaitable, or the task around
+    # it, is cancelled) is ordinary use: the turn still ends, the other waiters are released at
+    # quiescence (IDLE-2), and the driver goes on running prompts for the agent's lifetime (LOOP-1).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.model.push(fakes.text("A").timing(first=1.0), fakes.text("B"))
+        a.send("A")
+        impatient = a.when_idle()
+        patient = a.when_idle()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(_awaited(impatient), 0.1)
+        await k.idle(a, patient)
+        a.send("B")
+        await k.idle(a)
+        assert k.prompts(a) == [["A"], ["B"]], f"the driver stopped running prompts: {k.prompts(a)}"
+        assert a.status == "idle"
+
+    run(scenario)
+
+
 @pytest.mark.rule("IDLE-1", "IDLE-2")
 def test_waiter_registered_at_call(run: Run) -> None:
     async def scenario(k: Kit) -> None:
