@@ -145,6 +145,43 @@ def test_an_event_appended_by_a_session_event_listener_is_persisted_after_the_ev
     run(scenario)
 
 
+@pytest.mark.rule("SVC-3", "LOG-1", "LOG-3")
+def test_an_event_the_log_rejects_is_not_persisted_either(run: Run, impl: Implementation) -> None:
+    # An idle inject() of content that cannot be serialised raises (INJ-4): the live log rejects
+    # its context/message. SVC-3 resumes "a persisted session", the log the loop wrote: the
+    # rejected event is not in the store either, nor does a later event reuse its seq (LOG-3).
+    _persistence_or_skip(impl)
+    if "injection" not in impl.features:
+        pytest.skip("not-applicable: feature injection not supported")
+
+    async def scenario(k: Kit) -> None:
+        store = k.impl.new_persistence()
+        first = k.impl.create_service(persistence=store)
+        first.register_model(MODEL, FakeModel([fakes.text("one-reply")], default=respond.text("ok")))
+        a = first.create_agent("epsilon", "sess-3", agent_options={"model": MODEL})
+        try:
+            result = a.inject([{"type": "text", "text": object()}])
+            if inspect.isawaitable(result):
+                await result
+        except Exception:
+            pass  # INJ-4: it raises; what matters here is what was stored
+        a.send("one")
+        await k.idle(a)
+        logged = [dict(e) for e in a.session.events]
+        await first.close()
+
+        second = k.impl.create_service(persistence=store)
+        second.register_model(MODEL, FakeModel(default=respond.text("ok")))
+        b = await second.resume("epsilon", "sess-3", agent_options={"model": MODEL})
+        loaded = [dict(e) for e in b.session.events]
+        assert [(e["seq"], e["type"]) for e in loaded] == [(e["seq"], e["type"]) for e in logged], (
+            "the persisted log is not the live one: "
+            f"{[(e['seq'], e['type']) for e in loaded]} against {[(e['seq'], e['type']) for e in logged]}")
+        await second.close()
+
+    run(scenario)
+
+
 @pytest.mark.rule("SVC-3")
 def test_resume_continues_session(run: Run) -> None:
     async def scenario(k: Kit) -> None:
