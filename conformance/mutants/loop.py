@@ -10,6 +10,17 @@ _STEP_START = """\
                 self._bus.emit("agent/step-start", self, turn.number, step)
 """
 
+_DRAIN_HEAD = (
+    "        waiting = self._inbox.steering_count\n"
+    "        clears = self._inbox.clears\n"
+    "        for _ in range(waiting):\n"
+    "            if self._inbox.clears != clears:\n"
+    "                break  # a listener's cancel() cleared the FIFO\n"
+    "            item = self._inbox.take_steering()\n"
+)
+"""The head of the reference's steering drain (one message at a time, stopping at a cancel), which
+the drain's mutants replace."""
+
 MUTANTS = [
     Mutant(
         "turn-per-send",
@@ -195,12 +206,7 @@ MUTANTS = [
         "listener during the drain is cleared without ever being logged",
         ("STEER-2", "LOOP-8"), "4",
         (Patch("agent",
-               "        waiting = self._inbox.steering_count\n"
-               "        clears = self._inbox.clears\n"
-               "        for _ in range(waiting):\n"
-               "            if self._inbox.clears != clears:\n"
-               "                break  # a listener's cancel() cleared the FIFO\n"
-               "            item = self._inbox.take_steering()\n",
+               _DRAIN_HEAD,
                "        drained = list(self._inbox._steering)  # peek: pop only once logged, so a failed append loses nothing\n"
                "        waiting = len(drained)\n"
                "        for item in drained:\n"),
@@ -541,12 +547,7 @@ MUTANTS = [
         (
             Patch(
                 "agent",
-               "        waiting = self._inbox.steering_count\n"
-               "        clears = self._inbox.clears\n"
-               "        for _ in range(waiting):\n"
-               "            if self._inbox.clears != clears:\n"
-               "                break  # a listener's cancel() cleared the FIFO\n"
-               "            item = self._inbox.take_steering()\n",
+               _DRAIN_HEAD,
                 "        drained = self._inbox.drain_steering()[::-1]\n"
                 "        waiting = len(drained)\n"
                 "        for item in drained:\n",
@@ -565,12 +566,7 @@ MUTANTS = [
         (
             Patch(
                 "agent",
-               "        waiting = self._inbox.steering_count\n"
-               "        clears = self._inbox.clears\n"
-               "        for _ in range(waiting):\n"
-               "            if self._inbox.clears != clears:\n"
-               "                break  # a listener's cancel() cleared the FIFO\n"
-               "            item = self._inbox.take_steering()\n",
+               _DRAIN_HEAD,
                 "        drained = self._inbox.drain_steering()\n"
                 "        waiting = len(drained)\n"
                 "        for item in drained:\n",

@@ -58,6 +58,17 @@ def test_programmatic_create_and_duplicates(run: Run) -> None:
     run(scenario)
 
 
+async def _resumed_log(k: Kit, store: object, agent_id: str, session_id: str) -> list[dict[str, Any]]:
+    """The log ``resume(agent_id, session_id)`` loads on a second service over ``store`` (SVC-3),
+    that service closed again."""
+    second = k.impl.create_service(persistence=store)
+    second.register_model(MODEL, FakeModel(default=respond.text("ok")))
+    b = await second.resume(agent_id, session_id, agent_options={"model": MODEL})
+    loaded = [dict(e) for e in b.session.events]
+    await second.close()
+    return loaded
+
+
 @pytest.mark.rule("SVC-3", "LOG-2")
 @pytest.mark.parametrize("boundary", ["turn/end", "user/message"])
 def test_a_throwing_session_event_listener_does_not_keep_an_event_from_the_persisted_log(
@@ -86,15 +97,11 @@ def test_a_throwing_session_event_listener_does_not_keep_an_event_from_the_persi
         logged = [dict(e) for e in a.session.events]
         await first.close()
 
-        second = k.impl.create_service(persistence=store)
-        second.register_model(MODEL, FakeModel(default=respond.text("ok")))
-        b = await second.resume("gamma", "sess-1", agent_options={"model": MODEL})
-        loaded = [dict(e) for e in b.session.events]
+        loaded = await _resumed_log(k, store, "gamma", "sess-1")
         assert [e["type"] for e in loaded] == [e["type"] for e in logged], (
             f"the persisted log differs from the live one after a throwing {boundary} listener: "
             f"{[e['type'] for e in loaded]} against {[e['type'] for e in logged]}")
         assert loaded == logged
-        await second.close()
 
     run(scenario)
 
@@ -133,14 +140,10 @@ def test_an_event_appended_by_a_session_event_listener_is_persisted_after_the_ev
         assert "context/message" in [e["type"] for e in logged], "the listener's inject was not logged"
         await first.close()
 
-        second = k.impl.create_service(persistence=store)
-        second.register_model(MODEL, FakeModel(default=respond.text("ok")))
-        b = await second.resume("delta", "sess-2", agent_options={"model": MODEL})
-        loaded = [dict(e) for e in b.session.events]
+        loaded = await _resumed_log(k, store, "delta", "sess-2")
         assert [(e["seq"], e["type"]) for e in loaded] == [(e["seq"], e["type"]) for e in logged], (
             "the persisted log is not the live one, in order: "
             f"{[e['type'] for e in loaded]} against {[e['type'] for e in logged]}")
-        await second.close()
 
     run(scenario)
 
@@ -170,14 +173,10 @@ def test_an_event_the_log_rejects_is_not_persisted_either(run: Run, impl: Implem
         logged = [dict(e) for e in a.session.events]
         await first.close()
 
-        second = k.impl.create_service(persistence=store)
-        second.register_model(MODEL, FakeModel(default=respond.text("ok")))
-        b = await second.resume("epsilon", "sess-3", agent_options={"model": MODEL})
-        loaded = [dict(e) for e in b.session.events]
+        loaded = await _resumed_log(k, store, "epsilon", "sess-3")
         assert [(e["seq"], e["type"]) for e in loaded] == [(e["seq"], e["type"]) for e in logged], (
             "the persisted log is not the live one: "
             f"{[(e['seq'], e['type']) for e in loaded]} against {[(e['seq'], e['type']) for e in logged]}")
-        await second.close()
 
     run(scenario)
 
