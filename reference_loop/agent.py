@@ -145,6 +145,11 @@ class ReactLoopAgent:
         self._inbox = Inbox()  # INBOX-1
         self._marker: str | None = None  # CANCEL-1: the turn-scoped cancel marker (its reason)
         self._step_abort: AbortController | None = None  # the in-flight step's abort handle
+        # DISP-2: while the driver awaits a waterfall outside a step's signal (system-prompt,
+        # agent/turn-continuation), dispose() cancels it there, so a listener that never returns
+        # cannot keep the driver alive (see _agent_waterfall)
+        self._in_plugin = False
+        self._plugin_cut = False
         self._waiters: list[IdleWaiter] = []
         self._disposed = False
         self._turn: _Turn | None = None
@@ -366,8 +371,8 @@ class ReactLoopAgent:
                 return
             # CONT-1: continue when the step had tool calls or steering was drained after it.
             default = outcome.had_tool_calls or steered
-            decision = await self._bus.waterfall(
-                "agent/turn-continuation", self, turn.number, value=default, default=_identity
+            decision = await self._agent_waterfall(
+                "agent/turn-continuation", default, self, turn.number
             )
             # CANCEL-CONT: a cancel during the continuation waterfall wins over "continue".
             if self._marker is not None:
@@ -383,14 +388,13 @@ class ReactLoopAgent:
 
     async def _run_step(self, turn: _Turn, step: int) -> _StepOutcome:
         """Request, stream, step result, usage, tools (LOOP-5); failures raise."""
-        assembly = await self._bus.waterfall(
+        assembly = await self._agent_waterfall(
             "system-prompt",
-            self,
-            value={
+            {
                 "system": join_prompt(*(s["text"] for s in self._service.prompts.sections())),
                 "tools": self._service.tools.schemas(),
             },
-            default=_identity,
+            self,
         )
         controller = AbortController()
         self._step_abort = controller  # from here on abort()/cancel() abort this step
@@ -487,6 +491,40 @@ class ReactLoopAgent:
 
         completed = await self._in_subtask(run(), signal, name.removeprefix("agent/"))
         return box["value"] if completed else value
+
+    async def _agent_waterfall(self, name: str, value: Any, *args: Any) -> Any:
+        """A waterfall awaited where no step's signal exists, which dispose() cuts short (DISP-2:
+        disposal ends the driver though a listener never returns): ``value`` then, and the caller
+        sees ``_disposed`` and closes the turn. dispose() cancels the driver's task while it waits
+        here (:meth:`_cut_plugin`), and that one cancellation is taken back here; not a task per
+        waterfall, which every step would pay for."""
+        self._in_plugin = True
+        try:
+            return await self._bus.waterfall(name, *args, value=value, default=_identity)
+        except asyncio.CancelledError:
+            if not self._plugin_cut:
+                raise  # PY-1: the driver's task itself was cancelled
+            return value
+        finally:
+            self._in_plugin = False
+            if self._plugin_cut:  # also when a listener swallowed the cancellation
+                self._plugin_cut = False
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+
+    def _cut_plugin(self) -> None:
+        """dispose() while the driver awaits a plugin outside a step: cancel it there (a dispose
+        from the driver's own task, a listener's, cannot: the listener returns to the driver)."""
+        task = self._task
+        if self._in_plugin and not self._plugin_cut and task is not None and not task.done():
+            try:
+                current = asyncio.current_task()
+            except RuntimeError:
+                current = None
+            if current is not task:
+                self._plugin_cut = True
+                task.cancel()
 
     def _build_request(self, assembly: Any, signal: AbortSignal) -> dict[str, Any]:
         """``{"model"?, "messages", "system"?, "tools"?, "signal"}`` (SVC-5)."""
@@ -590,7 +628,8 @@ class ReactLoopAgent:
         if task.cancelled():
             if signal.aborted:
                 return False
-            raise LoopError(f"{label} task was cancelled", "CANCELLED")
+            # PY-1: a CancelledError raised in it (a listener's) is never a plugin error
+            raise asyncio.CancelledError(f"{label} task was cancelled")
         exc = task.exception()
         if exc is not None:
             if signal.aborted:
@@ -871,6 +910,7 @@ class ReactLoopAgent:
             controller = self._step_abort
             if controller is not None:
                 _fire(controller, "disposed", self)
+            self._cut_plugin()
             self._inbox.wake()
             self._status = "disposed"
             try:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 VERBS = ("send", "steer", "inject", "cancel", "abort", "dispose", "when_idle", "raise", "close", "create",
-         "cancel_driver", "reconfigure", "reload", "stop", "answer")
+         "cancel_driver", "reconfigure", "reload", "stop", "answer", "stall")
 """The actions a window may do: a caller's, ``raise`` (the listener throws, as a plugin might:
 last in a sequence, and only where a listener acts) and ``close`` (the service's ``close()``,
 SVC-7: last in a sequence, after nothing or after the work or waiter it must deal with) and
@@ -23,7 +23,11 @@ the ``persistence`` feature) and ``stop`` (an ``agent/turn-continuation`` listen
 the turn, as a plugin's force-stop, CONT-1: alone, by a listener, at that waterfall only) and
 ``answer`` (a ``tools/execute`` listener answering the call itself, never calling ``next()``, as
 a caching or guarding plugin does: the tool must not run, and the call's result is the answer, 0b:
-alone, by a listener, before that waterfall's ``next()`` only)."""
+alone, by a listener, before that waterfall's ``next()`` only) and ``stall`` (a waterfall listener
+that never returns, deaf to the step's signal, as a plugin's network call without a timeout: last
+in a sequence, after nothing or a ``cancel`` or ``abort``, by a listener, before a
+waterfall's ``next()`` only; the world disposes the agent when it does not settle, and disposal
+must end the driver all the same, DISP-2)."""
 
 MODES = ("listener", "actor")
 """How a window acts: synchronously in a listener at its point, or by an actor started there."""

@@ -27,6 +27,7 @@ named ``window``, so a failing window is a race cassette like any other.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import product
@@ -126,11 +127,13 @@ class Window:
     def scenario(self, base: Scenario) -> Scenario:
         """The workload's scenario with this window's listener or actor (named :data:`NAME`) added."""
         agent = dict(self.point.where).get("agent")
-        actions = tuple(_action(verb, i + 1, agent, self.mode) for i, verb in enumerate(self.actions))
+        actions = tuple(_action(verb, i + 1, agent, self.mode) for i, verb in enumerate(self.actions)
+                        if verb != "stall")
         if self.mode in ("listener", "plain"):
+            # a stall is the listener's own wait, for ever (``hold``), after what it did
             element = Listener(on=self.point.on, do=actions, name=NAME, where=dict(self.point.where),
                                nth=self.point.nth, when=self.point.when,  # type: ignore[arg-type]
-                               plain=self.mode == "plain")
+                               plain=self.mode == "plain", hold=math.inf if "stall" in self.actions else 0.0)
             return replace(base, description=self.name, listeners=(*base.listeners, element))
         after = self.point.actor_after
         assert after is not None
@@ -195,6 +198,13 @@ may have released its waiters only before the status event it is in (upstream's 
 ALONE = ("create", "cancel_driver", "reconfigure", "reload", "stop", "answer")
 """The verbs a window does alone (see :func:`sequences`)."""
 
+STALL_AFTER = frozenset(("cancel", "abort"))
+"""What may come before a window's ``stall``: the stops that leave the stalled turn to a later
+``dispose()`` from outside (the world's, :meth:`~conformance.scenario.world.World._settle`). Not
+a ``dispose`` by the stalling listener itself: ending the driver then means the driver's own
+task abandoning the listener it runs, which the contract does not plainly ask; after other work
+the stall only shows what the stall alone does."""
+
 
 def sequences(verbs: Sequence[str], depth: int, mode: str = "listener") -> list[tuple[str, ...]]:
     """Every sequence of 1..``depth`` verbs, shortest first (``raise`` ends a listener's
@@ -215,6 +225,9 @@ def sequences(verbs: Sequence[str], depth: int, mode: str = "listener") -> list[
                 continue
             if "close" in seq and (seq.index("close") != n - 1 or not CLOSE_AFTER.issuperset(seq[:-1])):
                 continue
+            if "stall" in seq and (mode != "listener" or seq.index("stall") != n - 1
+                                   or not STALL_AFTER.issuperset(seq[:-1])):
+                continue  # a listener's own await: it ends its sequence (nothing after it runs)
             if n > 1 and any(v in seq for v in ALONE):
                 continue
             if mode == "actor" and ("reload" in seq or any(v in RETURNED_VERBS for v in seq)):
@@ -359,6 +372,8 @@ def enumerate_windows(workload: Workload, pts: list[Point], verbs: Sequence[str]
                     continue  # the world's own setup, not the implementation, would fail
                 if point.on == "persistence/load" and actions not in (("create",), ("close",)):
                     continue  # no agent yet: a caller can take its id (SVC-2) or close the service (SVC-7)
+                if "stall" in actions and (point.on not in ev.WATERFALLS or point.when != "before"):
+                    continue  # a plugin awaiting inside a waterfall, before it passes the value on
                 returned = [RETURNED_VERBS[v] for v in actions if v in RETURNED_VERBS]
                 if returned and (point.when != "before" or any(on != point.on for on in returned)):
                     continue  # a waterfall listener's own return value, at its waterfall, before next() (a stop

@@ -204,9 +204,9 @@ MUTANTS = [
         (
             Patch(
                 "agent",
-                '                _fire(controller, "disposed", self)\n'
+                "            self._cut_plugin()\n"
                 "            self._inbox.wake()\n",
-                '                _fire(controller, "disposed", self)\n',
+                "            self._cut_plugin()\n",
             ),
         ),
         notes="Found by the blind check of 2026-12-03: the hunt found it in every workload but stopped "
@@ -337,8 +337,8 @@ MUTANTS = [
         '10',
         (
             Patch('agent',
-                  '        assembly = await self._bus.waterfall(\n            "system-prompt",',
-                  '        history = self._session.derive_messages()  # derived while the prompt is assembled\n        assembly = await self._bus.waterfall(\n            "system-prompt",'),
+                  '        assembly = await self._agent_waterfall(\n            "system-prompt",',
+                  '        history = self._session.derive_messages()  # derived while the prompt is assembled\n        assembly = await self._agent_waterfall(\n            "system-prompt",'),
             Patch('agent',
                   '            request = self._build_request(assembly, signal)\n',
                   '            request = self._build_request(assembly, signal, history)\n'),
@@ -422,8 +422,8 @@ MUTANTS = [
                   '    max_tokens: bool = False  # MAXTOK-2: sticky for the turn; MAXTOK-4: a fresh _Turn per turn\n',
                   '    max_tokens: bool = False  # MAXTOK-2: sticky for the turn; MAXTOK-4: a fresh _Turn per turn\n    assembly: Any = None  # the system prompt + tools, assembled once per turn\n'),
             Patch('agent',
-                  '        assembly = await self._bus.waterfall(\n            "system-prompt",\n            self,\n            value={\n                "system": join_prompt(*(s["text"] for s in self._service.prompts.sections())),\n                "tools": self._service.tools.schemas(),\n            },\n            default=_identity,\n        )\n',
-                  '        if turn.assembly is None:  # sections and tools do not change within a turn\n            turn.assembly = await self._bus.waterfall(\n                "system-prompt",\n                self,\n                value={\n                    "system": join_prompt(*(s["text"] for s in self._service.prompts.sections())),\n                    "tools": self._service.tools.schemas(),\n                },\n                default=_identity,\n            )\n        assembly = turn.assembly\n'),
+                  '        assembly = await self._agent_waterfall(\n            "system-prompt",\n            {\n                "system": join_prompt(*(s["text"] for s in self._service.prompts.sections())),\n                "tools": self._service.tools.schemas(),\n            },\n            self,\n        )\n',
+                  '        if turn.assembly is None:  # sections and tools do not change within a turn\n            turn.assembly = await self._agent_waterfall(\n                "system-prompt",\n                {\n                    "system": join_prompt(*(s["text"] for s in self._service.prompts.sections())),\n                    "tools": self._service.tools.schemas(),\n                },\n                self,\n            )\n        assembly = turn.assembly\n'),
         ),
         interleaving=True,
         notes="Round 14 (written blind by a helper): the suite killed it (LOOP-5, SVC-5); out of the hunt's reach until session 33's reconfigure verb (no window changed sections or tools while a turn ran).",
@@ -579,5 +579,39 @@ MUTANTS = [
         notes="Round 52 (session 44, written blind in indie47): the suite killed it; the hunt found it once a "
               "waterfall listener's reload held the chain until the second service had loaded (the load then sees "
               "the log between two steps).",
+    ),
+    Mutant(
+        "dispose-deaf-between-step-signals",
+        "dispose() does not cut short the system-prompt and agent/turn-continuation waterfalls, awaited "
+        "where no step's abort signal exists: a plugin listener there that never returns keeps a "
+        "disposed agent's driver (and its when_idle()) waiting for ever",
+        ("DISP-2", "IDLE-4"),
+        "9",
+        (
+            Patch("agent",
+                  "            self._cut_plugin()\n",
+                  ""),
+        ),
+        notes="The reference's own bug until session 46, found by blind round 54's dispose-trusts-step-signal "
+              "(in examples/spec_loop's form, the step's waterfalls): the suite kills it since "
+              "`test_dispose_while_a_waterfall_listener_never_returns_still_ends_the_driver`, the hunt since its "
+              "`stall` windows.",
+    ),
+    Mutant(
+        "dispose-deaf-in-step-waterfalls",
+        "the step's agent/request and agent/step-result waterfalls are awaited directly, trusting the step's "
+        "abort signal to stop the step: a plugin listener there that never returns keeps a disposed agent's "
+        "driver waiting for ever",
+        ("DISP-2", "IDLE-4"),
+        "9",
+        (
+            Patch("agent",
+                  '        completed = await self._in_subtask(run(), signal, name.removeprefix("agent/"))\n'
+                  '        return box["value"] if completed else value\n',
+                  "        await run()\n"
+                  '        return box["value"]\n'),
+        ),
+        notes="Blind round 54's dispose-trusts-step-signal (session 45, in examples/spec_loop) in the reference's "
+              "form: both the suite and the hunt missed it then.",
     ),
 ]

@@ -595,8 +595,8 @@ MUTANTS = [
         '4',
         (
             Patch('agent',
-                  '            decision = await self._bus.waterfall(\n                "agent/turn-continuation", self, turn.number, value=default, default=_identity\n            )\n',
-                  '            decision = False\n            if default:  # at a stop there is nothing to decide: only a continuation can be vetoed\n                decision = await self._bus.waterfall(\n                    "agent/turn-continuation", self, turn.number, value=default, default=_identity\n                )\n'),
+                  '            decision = await self._agent_waterfall(\n                "agent/turn-continuation", default, self, turn.number\n            )\n',
+                  '            decision = False\n            if default:  # at a stop there is nothing to decide: only a continuation can be vetoed\n                decision = await self._agent_waterfall(\n                    "agent/turn-continuation", default, self, turn.number\n                )\n'),
         ),
         notes='Round 12: the suite killed it; the hunt found it once the world recorded every continuation call (CONTINUED).',
     ),

@@ -901,15 +901,16 @@ def _boundary_failure_check(view: TraceView) -> Violation | None:
     gates, or a ``session/event`` listener on ``turn/start``) ends that turn ``error`` with exactly
     one ``error`` event and no further step; one on ``agent/turn-start``, ``agent/step-start`` or
     ``turn/start`` gets no ``agent/turn-end``, and one on ``turn/start`` consumes the prompt (no
-    ``user/message``). Judged where nothing else ends the turn: no cancel, abort or dispose in it."""
+    ``user/message``). Judged where nothing else ends the turn: no cancel, abort, dispose or close in it."""
     notified = bool(view.of_kind("agent/status"))  # notifications observed at all
     for agent in view.agents:
         raises = view.ops(agent, "raise")
         if not raises:
             continue
         log = view.log(agent)
+        # a close() disposes every agent (SVC-7), as a dispose() does
         stops = [op["_i"] for op in view.ops(agent, "cancel", "abort", *DISPOSERS)] + \
-                [op["_i"] for a in view.agents for op in view.ops(a, *DISPOSERS) if a != agent]
+                [op["_i"] for a in view.agents for op in view.ops(a, *DISPOSERS) if a != agent] + view.closings()
         for r in raises:
             on, at = r.get("on"), r["_i"]
             at_turn_start = on == "session/event" and _last_log_type(log, at) == "turn/start"

@@ -127,7 +127,8 @@ class Listener:
     ``next()``, and ``rewrite`` (fields) makes it return what ``next()`` returned with those
     fields replaced, as a plugin rewriting the value does (e.g. a ``tools/execute`` result under
     another ``call_id``, TOOL-4); ``hold`` is how long (virtual seconds) a ``session/flush``
-    listener takes, and ``plain`` makes a ``session/flush`` listener a plain function rather than
+    listener takes, or a waterfall listener waits on each call it acts on before ``next()``
+    (after, with ``when="after"``; ``math.inf``: for ever, a plugin that never returns), and ``plain`` makes a ``session/flush`` listener a plain function rather than
     a coroutine function (PY-2 allows both where the event is awaited: a plain one's throw comes
     at the call, not when the loop awaits it).
     ``optional`` marks a listener that may legitimately never fire (otherwise a listener that

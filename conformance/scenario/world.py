@@ -35,6 +35,7 @@ import copy
 import inspect
 import json
 import logging
+import math
 import weakref
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -105,6 +106,15 @@ def _status_of(agent: AgentHandle) -> str:
         return str(agent.status)
     except Exception:
         return "?"
+
+
+async def _held(seconds: float) -> None:
+    """A slow plugin's wait: ``seconds`` of virtual time, or for ever (``math.inf``: a network
+    call without a timeout, which only a cancellation of its task ends)."""
+    if math.isinf(seconds):
+        await asyncio.get_running_loop().create_future()
+    else:
+        await asyncio.sleep(seconds)
 
 
 async def _as_coro(awaitable: Any) -> Any:
@@ -181,6 +191,7 @@ class World:
         self._models_of: dict[str, str] = {}  # agent id -> the model it was created on
         self._cancelled_drivers: dict[str, asyncio.Task[Any]] = {}  # agent id -> its driver task a caller cancelled
         self._driverless: set[str] = set()  # agents whose cancelled driver was judged (PY-1): not settled
+        self._stalled: set[str] = set()  # agents a waterfall listener stalled for ever: disposed if they hang
         # Per agent, the current step's chunks logged and notified, and the first notification
         # that came after a later chunk was logged or ahead of an earlier one's append (judged
         # when the step ends: _judge_chunks)
@@ -1187,10 +1198,14 @@ class World:
             # a backend's repair must not close a step again: LOG-5, SVC-3)
             reloads = any(a.verb == "reload" for a in listener.do)
 
+            hold = listener.hold
+
             async def waterfall(*args: Any) -> Any:
                 fired = False if after else react(args[:-1])
                 if fired and reloads:
                     await self._held_reload()
+                if fired and hold:
+                    await self._hold(hold, event, args[:-1])
                 if fired and answers:
                     fields = self.fields(event, args[:-1])
                     call_id = fields.get("call_id")
@@ -1204,6 +1219,8 @@ class World:
                     fired = react(args[:-1])
                     if fired and reloads:
                         await self._held_reload()
+                    if fired and hold:
+                        await self._hold(hold, event, args[:-1])
                 if fired and event == "agent/step-result":
                     # UNRETURNED: a message logged before this returns is not what the waterfall returned
                     simulator.observe("waterfall/returned", on=event, listener=name)
@@ -1256,6 +1273,15 @@ class World:
             self.listen(event, notified)
         else:
             self._one_shot(name, event, react)
+
+    async def _hold(self, seconds: float, event: str, args: tuple[Any, ...]) -> None:
+        """A slow plugin's wait inside a waterfall; one for ever (a stalled plugin) marks its
+        agent, which the world then disposes when it does not settle (:meth:`_settle`)."""
+        if math.isinf(seconds):
+            agent = self.fields(event, args).get("agent")
+            if isinstance(agent, str):
+                self._stalled.add(agent)
+        await _held(seconds)
 
     def _one_shot(self, name: str, event: str, react: Callable[[tuple[Any, ...]], bool]) -> None:
         """A listener that acts once on a notification removes itself as it acts, as a one-shot
@@ -1585,7 +1611,12 @@ class World:
             try:
                 await asyncio.wait_for(asyncio.shield(waiter.released), self.idle_timeout)
             except TimeoutError:
-                self.abort(h, by="world")
+                if self._id_of(h) in self._stalled:
+                    # a plugin stalled for ever: no abort need stop it (CANCEL-MID names the model
+                    # and the tools), a dispose() must (DISP-2: disposal ends the driver)
+                    self.dispose(h, by="world")
+                else:
+                    self.abort(h, by="world")
                 continue
             await asyncio.sleep(0)
             later = simulator.current_timeline()[ops:]
@@ -1607,11 +1638,17 @@ class World:
                 h = self.agents.get(waiter.agent)
                 # after a caller's close, SVC-7: closing releases every pending waiter
                 closed = self._closing is not None
+                status = _status_of(h) if h is not None else "?"
+                rules: tuple[str, ...] = ("SVC-7", "IDLE-2") if closed else ("IDLE-2",)
+                why = ""
+                if status == "disposed":  # its driver never exited: something it awaits outlived the disposal
+                    rules += ("IDLE-4", "DISP-2")
+                    why = ("; a disposed agent's when_idle() waits for its driver to exit (IDLE-4), which disposal "
+                           "ends (DISP-2)")
                 self.problem("SVC-7" if closed else "IDLE-2",
                              f"when_idle() {waiter.name!r} of agent {waiter.agent!r} never resolved although "
-                             f"{'the service was closed' if closed else 'the agent settled'} "
-                             f"(status {h.status if h is not None else '?'})",
-                             rules=("SVC-7", "IDLE-2") if closed else ("IDLE-2",))
+                             f"{'the service was closed' if closed else 'the agent settled'} (status {status}){why}",
+                             rules=rules)
 
     async def _settle_injections(self) -> None:
         """Injections a listener started while the service closed (on a ``disposed`` status,

@@ -540,9 +540,17 @@ def _listener(node: Node, agents: list[str]) -> Listener:
         raise f["where"].error(f"unknown status {where['status']!r} (expected one of: {', '.join(STATUSES)})")
     hold = 0.0
     if "hold" in f:
-        if event != "session/flush":
-            raise f["hold"].error("hold goes with on: session/flush (a slow flush)")
-        hold = _seconds(f["hold"])
+        if event != "session/flush" and event not in ev.WATERFALLS:
+            raise f["hold"].error("hold goes with on: session/flush (a slow flush) or a waterfall (a slow plugin: "
+                                  f"{', '.join(ev.WATERFALLS)})")
+        # forever: a plugin awaiting what never comes (a network call without a timeout)
+        if f["hold"].value() == "forever":
+            if event not in ev.WATERFALLS:
+                raise f["hold"].error("hold: forever goes with a waterfall (a plugin that never returns); a flush "
+                                      "takes SECONDS")
+            hold = math.inf
+        else:
+            hold = _seconds(f["hold"])
     plain = False
     if "plain" in f:
         if event != "session/flush" or hold:
@@ -568,11 +576,11 @@ def _listener(node: Node, agents: list[str]) -> Listener:
             raise f["do"].error("stop is a vote of an agent/turn-continuation listener (on: agent/turn-continuation)")
         if any(a.verb == "answer" for a in do) and event != "tools/execute":
             raise f["do"].error("answer is a tools/execute listener's own result (on: tools/execute)")
-    elif (event == "session/flush" and hold) or rewrite:
-        do = ()  # a slow flush or a rewriting plugin that does nothing else
+    elif hold or rewrite:
+        do = ()  # a slow flush or plugin, or a rewriting plugin, that does nothing else
     else:
-        raise node.error("missing required field 'do' (only a slow flush, on: session/flush with hold, or a "
-                         "waterfall listener with rewrite may do nothing)")
+        raise node.error("missing required field 'do' (only a listener with hold (a slow flush or plugin), or a "
+                         "waterfall listener with rewrite, may do nothing)")
     return Listener(
         on=event,
         do=do,
@@ -980,14 +988,14 @@ def _listener_out(lst: Listener) -> dict[str, Any]:
     if lst.when != "before":
         out["when"] = lst.when
     if lst.hold:
-        out["hold"] = lst.hold
+        out["hold"] = "forever" if math.isinf(lst.hold) else lst.hold
     if lst.plain:
         out["plain"] = True
     if lst.rewrite:
         out["rewrite"] = dict(lst.rewrite)
     if lst.optional:
         out["optional"] = True
-    if lst.do or not ((lst.on == "session/flush" and lst.hold) or lst.rewrite):
+    if lst.do or not (lst.hold or lst.rewrite):
         out["do"] = [_action_out(a) for a in lst.do]
     return out
 

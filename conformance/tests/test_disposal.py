@@ -636,3 +636,47 @@ def test_disposed_while_the_system_prompt_is_assembled_no_model_call_is_left_wai
         assert k.reasons(a) == [DISPOSED], f"the turn must end disposed: {k.types(a)}"
 
     run(scenario)
+
+
+HELD_WATERFALLS = ["system-prompt", "agent/request", "agent/step-result", "tools/execute", "agent/turn-continuation"]
+"""The waterfalls awaited inside a turn, where a plugin's listener may wait on what never comes."""
+
+
+@pytest.mark.rule("DISP-2", "DISP-1", "IDLE-4")
+@pytest.mark.parametrize("waterfall", HELD_WATERFALLS)
+def test_dispose_while_a_waterfall_listener_never_returns_still_ends_the_driver(run: Run, waterfall: str) -> None:
+    # A plugin's waterfall listener awaits what never comes (a network call without a timeout)
+    # and does not watch the step's abort signal. dispose() "ends the driver" (DISP-2): a loop
+    # that trusts the step's signal to stop the step, and so waits on the plugin, never ends it.
+    # The turn ends disposed, balanced (DISP-1), and when_idle() on the disposed agent resolves
+    # once its driver exited (IDLE-4).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        if waterfall == "tools/execute":
+            k.tool("look", result="found")
+            k.model.push(fakes.tool_calls(("c1", "look", "{}")))
+        held: list[bool] = []
+
+        async def plugin(*args: Any) -> Any:
+            if not held:
+                held.append(True)
+                k.poke()
+                await asyncio.get_running_loop().create_future()  # never set
+            return await _as_awaitable(args[-1]())
+
+        k.on(waterfall, plugin, needs=f"the agent is disposed while a {waterfall} listener waits")
+        a.send("A")
+        await k.until(lambda: bool(held), f"the {waterfall} listener")
+        a.dispose()
+        await k.idle(a, what=f"dispose() must end the driver though a {waterfall} listener never returns (DISP-2)")
+        assert a.status == "disposed"
+        task = k.service.driver_task(a)
+        assert task is None or task.done(), "disposal ends the driver (DISP-2)"
+        assert k.reasons(a) == [DISPOSED], f"the turn must end disposed: {k.types(a)} (DISP-1)"
+
+    run(scenario)
+
+
+async def _as_awaitable(value: Any) -> Any:
+    """``value``, awaited when it is awaitable (``next()`` of a waterfall may return either)."""
+    return await value if inspect.isawaitable(value) else value

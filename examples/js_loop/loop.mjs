@@ -314,6 +314,9 @@ export class Agent {
   /** CANCEL-1: the turn-scoped cancel marker: the reason, or undefined when not armed. */
   #marker = undefined;
   /** @type {AbortController | undefined} */ #step = undefined;
+  // DISP-2: aborted by dispose(), so a waterfall awaited outside a step (the continuation) whose
+  // listener never returns cannot keep the driver alive
+  #lifetime = new AbortController();
   /** @type {Turn | undefined} */ #turn = undefined;
   /** @type {(() => void)[]} */ #waiters = [];
   #wake = undefined;
@@ -433,6 +436,7 @@ export class Agent {
       this.#service.forget(this); // SVC-6: before the status, which a listener may break
       this.#setStatus('disposed');
       this.#step?.abort('disposed');
+      this.#lifetime.abort('disposed');
       this.#wakeDriver();
     } catch (error) {
       this.#warn(this.session.lastTurn(), 'disposal', error);
@@ -592,12 +596,13 @@ export class Agent {
       this.#endStep(turn); // ERR-3: a throw here ends the turn error
       if (this.#disposed) return;
       const fallback = outcome.hadToolCalls || steered; // CONT-1
-      let decision = await this.#bus.waterfall('agent/turn-continuation', [this, turn.number], fallback, (v) => v);
+      let decision = await abortable(
+        this.#bus.waterfall('agent/turn-continuation', [this, turn.number], fallback, (v) => v), this.#lifetime.signal);
       if (this.#marker !== undefined) { // CANCEL-CONT: the cancel wins over "continue"
         turn.aborted = this.#marker;
         return;
       }
-      if (this.#disposed) return;
+      if (this.#disposed || decision === ABORTED) return;
       if (!decision && this.#steering.length) decision = true; // CONT-2
       if (!decision) return;
     }

@@ -64,10 +64,11 @@ def test_sequences_are_every_product_up_to_the_depth_shortest_first() -> None:
     seqs = win.sequences(("send", "cancel"), 2)
     assert seqs == [("send",), ("cancel",), ("send", "send"), ("send", "cancel"), ("cancel", "send"),
                     ("cancel", "cancel")]
-    # 15 alone; 7 x 7 pairs of the rest; raise last after any of those 7; close last after send,
-    # steer, inject or when_idle; create, cancel_driver, reconfigure, reload, stop and answer only
-    # alone; the three WITHDRAWN triples (a waiter taken for queued work, then the work withdrawn)
-    assert len(win.sequences(win.VERBS, 2)) == 15 + 7 * 7 + 7 + 4 + 3
+    # 16 alone; 7 x 7 pairs of the rest; raise last after any of those 7; close last after send,
+    # steer, inject or when_idle; stall last after cancel or abort; create, cancel_driver,
+    # reconfigure, reload, stop and answer only alone; the three WITHDRAWN triples (a waiter taken
+    # for queued work, then the work withdrawn)
+    assert len(win.sequences(win.VERBS, 2)) == 16 + 7 * 7 + 7 + 4 + 2 + 3
     assert win.sequences(win.VERBS, 2)[-3:] == list(win.WITHDRAWN)
     assert ("send", "when_idle", "cancel") not in win.sequences(("send", "when_idle"), 2)  # its verbs only
     assert win.sequences(win.VERBS, 3).count(("send", "when_idle", "cancel")) == 1  # depth 3 has them anyway
@@ -78,6 +79,9 @@ def test_sequences_are_every_product_up_to_the_depth_shortest_first() -> None:
     assert ("reload",) not in win.sequences(win.VERBS, 2, "actor")  # a reload is its own task already
     assert ("stop",) not in win.sequences(win.VERBS, 2, "actor")  # a vote is a listener's return value
     assert ("answer",) not in win.sequences(win.VERBS, 2, "actor")  # so is an answer
+    stalls = [seq for seq in win.sequences(win.VERBS, 2) if "stall" in seq]
+    assert stalls == [("stall",), ("cancel", "stall"), ("abort", "stall")]  # a listener's own wait, last
+    assert not [seq for seq in win.sequences(win.VERBS, 2, "actor") if "stall" in seq]
     closes = [seq for seq in win.sequences(win.VERBS, 2, "actor") if "close" in seq]
     assert closes == [("close",), ("send", "close"), ("steer", "close"), ("inject", "close"), ("when_idle", "close")]
 
@@ -146,11 +150,16 @@ def test_the_plan_is_exhaustive_within_the_bounds() -> None:
     throwing = sum(1 for s in win.sequences(verbs, 2) if s[-1] == "raise")  # again by a plain flush listener
     # an answer only where a tools/execute listener answers: before its next() (the reply has none)
     answering = [p for p in pts if p.on == "tools/execute" and p.when == "before"]
+    # a stall only where a waterfall listener awaits: before its next()
+    stalling = [p for p in pts if p.kind == "waterfall" and p.when == "before"]
+    stalls = sum(1 for s in win.sequences(verbs, 2) if "stall" in s)
     expected = sum(listener + (0 if p.actor_after is None else actor) - (created if p.on == "agent/created" else 0)
                    - (0 if p in voting else 1) - (0 if p in answering else 1) + (throwing if p.kind == "flush" else 0)
+                   - (0 if p in stalling else stalls)
                    for p in pts)
     assert voting and sum(1 for w in wp.windows if w.actions == ("stop",)) == len(voting)
     assert not answering and not any(w.actions == ("answer",) for w in wp.windows)
+    assert stalling and sum(1 for w in wp.windows if w.actions == ("stall",)) == len(stalling)
     assert len(wp.windows) == expected
     assert len({w.name for w in wp.windows}) == len(wp.windows)
 

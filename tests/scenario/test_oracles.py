@@ -464,6 +464,10 @@ def test_a_plugin_failing_at_a_boundary_ends_the_turn_error() -> None:
     # A cancel in the turn may end it first; an agent/turn-end listener is ERR-10's, not judged here.
     assert _check("BOUNDARY", turn("agent/step-end", "aborted", _op("cancel", status="running"))) is None
     assert _check("BOUNDARY", turn("agent/turn-end", "completed")) is None
+    # So may a caller's close() (SVC-7: it disposes every agent), which names no agent: a hunt's
+    # random run of hang-close had the listener's failure come first, the disposal win (session 46)
+    closing = {"kind": "world/closing", "by": "closer"}
+    assert _check("BOUNDARY", turn("agent/request", "disposed", closing, _status("disposed"))) is None
 
 
 def test_an_error_tool_result_is_one_error_text_block() -> None:

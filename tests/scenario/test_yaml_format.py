@@ -56,7 +56,9 @@ BAD = [
     (GOOD + "listeners:\n  - on: agent/status\n    nth: two\n    do: [{cancel: x}]\n", 8,
      "listeners[0].nth: expected an integer"),
     (GOOD + "listeners:\n  - on: agent/status\n    hold: 1\n    do: [{cancel: x}]\n", 8,
-     "listeners[0].hold: hold goes with on: session/flush"),
+     "listeners[0].hold: hold goes with on: session/flush (a slow flush) or a waterfall"),
+    (GOOD + "listeners:\n  - on: session/flush\n    hold: forever\n", 8,
+     "listeners[0].hold: hold: forever goes with a waterfall"),
     (GOOD + "listeners:\n  - on: session/flush\n    hold: soon\n    do: [{cancel: x}]\n", 8,
      "listeners[0].hold: expected a number"),
     (GOOD + "listeners:\n  - on: session/flush\n    where: {turn: 1}\n    do: [{cancel: x}]\n", 8,
@@ -73,7 +75,7 @@ BAD = [
     (GOOD.replace("{send: A}", "{send: {text: A, source: {kind: robot}}}"), 5, "a source has kind user, plugin or agent"),
     (GOOD.replace("{send: A}", "{send: {text: A, source: {kind: plugin}}}"), 5, "a source of kind plugin needs 'plugin'"),
     (GOOD + "listeners:\n  - on: agent/status\n    times: always\n", 7, "missing required field 'do'"),
-    (GOOD + "listeners:\n  - on: session/flush\n    times: always\n", 7, "only a slow flush"),
+    (GOOD + "listeners:\n  - on: session/flush\n    times: always\n", 7, "only a listener with hold"),
     (GOOD.replace("{send: A}", "{close: now}"), 5, "do[0].close: close takes no argument"),
     (GOOD.replace("{send: A}", "{stop: null}"), 5, "unknown action 'stop'"),
     (GOOD + "listeners:\n  - on: agent/status\n    do: [{stop: null}]\n", 8,
@@ -362,3 +364,21 @@ def test_a_continuation_listener_votes_to_stop_and_the_turn_ends() -> None:
         name="stopped", second="never", listener="{on: agent/turn-continuation, do: [{stop: null}]}"))
     steps = [e for e in timeline if e["kind"] == "log" and e.get("type") == "step/start"]
     assert len(steps) == 1, "the forced stop ends the turn after its first step"
+
+
+def test_a_plugin_that_never_returns_is_ended_by_a_dispose() -> None:
+    # `hold: forever` on a waterfall: a plugin's listener awaiting what never comes (DISP-2). The
+    # turn's first step ran; its continuation waits for ever, so the caller's waiter times out and
+    # the world disposes the stalled agent: disposal ends the driver, the turn ends disposed. A
+    # loop whose disposal waits on the plugin leaves the waiter pending: a problem naming DISP-2.
+    # It round-trips through YAML.
+    sc, timeline = _read_back_and_run(_TOOL_TURN.format(
+        name="stalled", second="never", listener="{on: agent/turn-continuation, hold: forever}"))
+    assert [e["by"] for e in timeline if e["kind"] == "op" and e["op"] == "dispose"] == ["world"]
+    ends = [e["data"]["reason"] for e in timeline if e["kind"] == "log" and e.get("type") == "turn/end"]
+    assert ends == [{"kind": "disposed"}]
+    from conformance.impl import resolve
+    from conformance.scenario import engine
+
+    failures = engine.run_one(sc, resolve("mutant:dispose-deaf-between-step-signals")).trace.failures
+    assert any(f["check"] == "problems" and "DISP-2" in f.get("rules", ()) for f in failures), failures
