@@ -1708,10 +1708,10 @@ def _announced_check(view: TraceView) -> Violation | None:
             # Flush listeners run concurrently (0a) and an idle inject's flush may be left
             # scheduled (INJ-4): a listener of an earlier inject's flush may act only after a
             # later flush started, so the failure may be that one-shot turn's, announced as such
-            # (naming its turn) by the world's close.
+            # (naming its turn) by the world's close; so may a failed one-shot turn's flush.
             if op["on"] == "session/flush":
                 injected = {u["turn"] for u in turns if u["trigger"] == "injection" and u["end_i"] is not None
-                            and u["end_i"] < at and u["reason"] == "completed"}
+                            and u["end_i"] < at}
                 if any(at < e["_i"] < final and e.get("turn") in injected for e in said):
                     continue
             what = ("an agent/turn-end listener threw" if op["on"] == "agent/turn-end"

@@ -1176,6 +1176,11 @@ def test_a_flush_failure_that_may_be_a_pending_inject_flushs_is_owed_by_the_clos
     assert _check("ANNOUNCED", [*one, *driver, flush, nxt, closing]) is not None
     # no inject turn before it: the driver turn's deadline alone
     assert _check("ANNOUNCED", [*driver, flush, nxt, error(1), closing]) is not None
+    # a one-shot turn that failed (an inject of content the log refused) has its flush too: a
+    # failure announced naming it is that flush's (a pct run of examples/spec_loop, session 46)
+    failed = [*one[:2], _log(2, "error", turn=1, step=0, message="not JSON"),
+              _log(3, "turn/end", turn=1, reason={"kind": "error", "message": "not JSON"})]
+    assert _check("ANNOUNCED", [*failed, *driver, flush, nxt, error(1), closing]) is None
 
 
 def test_creating_an_agent_under_a_live_agents_id_is_rejected() -> None:
