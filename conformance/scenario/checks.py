@@ -20,7 +20,8 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
 * ``CANCEL-2`` — a prompt still queued (or steering still waiting) when ``cancel()`` comes never
   runs; ``MARKER-1`` — a turn ends ``aborted`` only if an ``abort()`` or ``cancel()`` came during
   it (a cancel never governs a later turn);
-* ``LOOP-2`` — a turn drains every prompt queued before it started;
+* ``LOOP-2`` — a turn drains every prompt queued before its driver woke (its ``running`` status
+  or the previous turn's flush ending; else before its ``turn/start``);
 * ``MAXTOK`` — a ``max-tokens`` step makes the turn end ``max-tokens`` unless disposed, aborted or
   failed; ``max-tokens`` never appears without such a step; a ``max-tokens`` step dispatches no
   tool call; a turn with an ``error`` event ends ``error`` (or is aborted or disposed); a turn
@@ -445,6 +446,40 @@ class TraceView:
         out += self.closings() if close else self.closings(caller=True)
         return sorted(out)
 
+    def woken(self, agent: str) -> dict[int, int]:
+        """Per turn of ``agent`` a message opened (by its ``turn/start`` index): where its driver
+        had woken for it, its ``running`` status or the previous turn's flush ending, the latest
+        after the previous turn's end (the ``turn/start`` itself when neither is observed). A loop
+        may take its batch there and log ``turn/start`` a task later (LOOP-2 says a turn drains
+        what is queued, not that the drain and ``turn/start`` are one step): what another task
+        queues in between may wait for the next turn."""
+        key = ("woken", agent)
+        cached: dict[int, int] | None = self._cache.get(key)
+        if cached is None:
+            marks = sorted([e["_i"] for e in self.of_kind("agent/status", agent=agent) if e.get("status") == "running"]
+                           + [e["_i"] for e in self.of_kind("flush", agent=agent) if e.get("phase") == "end"])
+            cached, after = {}, -1
+            for t in self.turns(agent):
+                begin = t["_i"]
+                if t["trigger"] == "message":
+                    cached[begin] = max((i for i in marks if after < i < begin), default=begin)
+                after = t["end_i"] if t["end_i"] is not None else len(self.timeline)
+            self._cache[key] = cached
+        return cached
+
+    def drainers(self, agent: str, at: int) -> tuple[list[dict[str, Any]], bool]:
+        """The turns a message opened that may have drained a prompt queued at ``at``: each one
+        opening after it, up to the first whose driver woke after it (:meth:`woken`), which must
+        have (LOOP-2); and whether that one came (``False``: none had to)."""
+        woken = self.woken(agent)
+        out: list[dict[str, Any]] = []
+        for t in self.turns(agent):
+            if t["_i"] > at and t["trigger"] == "message":
+                out.append(t)
+                if woken[t["_i"]] > at:
+                    return out, True
+        return out, False
+
     def excused(self, agent: str, after: int, before: int | None = None, *, close: bool = True) -> bool:
         """Whether a cancel, a disposal or a contained failure between ``after`` and ``before``
         may have dropped a queued prompt (``close``: see ``stops``): a failure only where no turn
@@ -466,14 +501,16 @@ class TraceView:
         turns: dict[Any, dict[str, Any]] | None = self._cache.get(("turn_numbers", agent))
         if turns is None:  # asked once per prompt given: the map is built once per view
             turns = self._cache[("turn_numbers", agent)] = {t["turn"]: t for t in self.turns(agent)}
-        first = next((t for t in self.turns(agent) if t["_i"] > after and t["trigger"] != "injection"), None)
+        # (The turns that may have drained it: :meth:`drainers`; the last one must have.)
+        drainers, must = self.drainers(agent, after)
+        bound = drainers[-1]["_i"] if must else len(self.timeline)
         for e in failures:
             t = turns.get(e.get("turn"))
-            if t is not None and t is first:
+            if t is not None and any(t is d for d in drainers):
                 return True
             no_turn = t is None or t["_i"] > e["_i"] or (
                 e.get("step") == 0 and _turn_around(self, agent, e["_i"]) is None)
-            if no_turn and (first is None or first["_i"] > e["_i"]):
+            if no_turn and bound > e["_i"]:
                 return True
         return False
 
@@ -993,6 +1030,7 @@ def _batching_check(view: TraceView) -> Violation | None:
         turns = view.turns(agent)
         queued = view.sends(agent)
         stops = view.stops(agent)
+        woken = view.woken(agent)
         for t in turns:
             if t["trigger"] != "message":
                 continue  # an idle inject's one-shot turn drains nothing
@@ -1002,9 +1040,12 @@ def _batching_check(view: TraceView) -> Violation | None:
                 # dispose() there (DISP-1 ends the turn at once), consumes what was not written yet.
                 continue
             begin = t["_i"]
+            woke = woken[begin]
             for s in queued:
                 if s["_i"] > begin:
                     break
+                if s["_i"] > woke:
+                    continue  # queued once the driver had woken: the drain may come before turn/start
                 if any(s["_i"] < i < begin for i in stops):
                     continue
                 if view.excused(agent, s["_i"], begin):
@@ -3257,15 +3298,16 @@ def _rejected_check(view: TraceView) -> Violation | None:
         for s in view.ops(agent, "send"):  # the calls that did not raise
             if not s.get("bad_source") or s.get("status") == "disposed":
                 continue
-            # the next turn a message opened (an idle inject's one-shot turn drains nothing)
-            following = next((t for t in view.turns(agent) if t["_i"] > s["_i"] and t["trigger"] != "injection"), None)
-            nxt = following["_i"] if following is not None else len(view.timeline)
+            # the turns a message opened that may have drained it (an idle inject's one-shot turn
+            # drains nothing; one whose driver had woken before the send may leave it for the next)
+            drainers, must = view.drainers(agent, s["_i"])
+            nxt = drainers[-1]["_i"] if must else len(view.timeline)
             if any(s["_i"] < i < nxt for i in view.stops(agent, close=False)):
                 continue
-            if following is not None and (following["reason"] == "error" or s.get("text") in following["prompts"]):
+            if any(t["reason"] == "error" or s.get("text") in t["prompts"] for t in drainers):
                 continue  # drained behind another prompt: the turn it joined failed (ERR-9); or it ran
-            if following is None and not view.closings(caller=False):
-                continue  # the run ended before anything drained it
+            if not must and not view.closings(caller=False):
+                continue  # the run ended before anything had to drain it
             announced = [e for e in view.of_kind("agent/error", agent=agent) if s["_i"] < e["_i"] < nxt]
             if not any(e.get("step") == 0 and _turn_around(view, agent, e["_i"]) is None for e in announced):
                 said = f" (announced with step {announced[0].get('step')})" if announced else ""

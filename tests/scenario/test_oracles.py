@@ -529,6 +529,13 @@ def test_a_turn_takes_every_prompt_queued_before_it() -> None:
     assert found is not None and "did not take prompt 'B'" in found.message and found.rules == ("LOOP-2",)
     # A cancel between the send and the turn excuses it (it was dropped).
     assert _check("LOOP-2", [_op("send", "A"), _op("cancel"), _op("send", "B"), *_turn(0, 1, "B")]) is None
+    # A loop may take its batch as its driver wakes (its running status) and log turn/start a task
+    # later: what another task queued in between may wait for the next turn (indie56, session 46);
+    # what was queued before the wake may not.
+    woke = [_op("send", "A"), _status("running"), _op("send", "B", status="running"), *_turn(0, 1, "A"),
+            *_turn(3, 2, "B")]
+    assert _check("LOOP-2", woke) is None
+    assert _check("LOOP-2", [woke[0], woke[2], woke[1], *woke[3:]]) is not None
 
 
 def test_max_tokens_precedence() -> None:
@@ -1569,6 +1576,10 @@ def test_a_prompt_whose_turn_start_is_rejected_is_announced_with_step_zero() -> 
     assert _check("REJECTED", [bad, start, message, failed, closing]) is None
     assert _check("REJECTED", [bad, start, message, end, closing]) is not None  # a turn that went on
     assert _check("REJECTED", [bad, _op("cancel"), closing]) is None
+    # queued once the driver had woken for a turn that then went on: the next drain may reject it
+    woke = [_op("send", "W1"), _status("running"), {**bad, "status": "running"}, start, message, end]
+    assert _check("REJECTED", [*woke, {**announced, "turn": 2}, closing]) is None
+    assert _check("REJECTED", [*woke, closing]) is not None
 
 
 def test_an_inject_raising_is_judged_only_when_no_turn_was_open() -> None:
