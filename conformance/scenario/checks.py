@@ -449,7 +449,8 @@ class TraceView:
     def woken(self, agent: str) -> dict[int, int]:
         """Per turn of ``agent`` a message opened (by its ``turn/start`` index): where its driver
         had woken for it, its ``running`` status or the previous turn's flush ending, the latest
-        after the previous turn's end (the ``turn/start`` itself when neither is observed). A loop
+        after the previous driver turn's end (an idle inject's one-shot turn may come in between;
+        the ``turn/start`` itself when neither is observed). A loop
         may take its batch there and log ``turn/start`` a task later (LOOP-2 says a turn drains
         what is queued, not that the drain and ``turn/start`` are one step): what another task
         queues in between may wait for the next turn."""
@@ -461,6 +462,8 @@ class TraceView:
             cached, after = {}, -1
             for t in self.turns(agent):
                 begin = t["_i"]
+                if t["trigger"] == "injection":
+                    continue  # an idle inject's one-shot turn is no driver's: it may come in between
                 if t["trigger"] == "message":
                     cached[begin] = max((i for i in marks if after < i < begin), default=begin)
                 after = t["end_i"] if t["end_i"] is not None else len(self.timeline)

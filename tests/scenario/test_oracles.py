@@ -536,6 +536,10 @@ def test_a_turn_takes_every_prompt_queued_before_it() -> None:
             *_turn(3, 2, "B")]
     assert _check("LOOP-2", woke) is None
     assert _check("LOOP-2", [woke[0], woke[2], woke[1], *woke[3:]]) is not None
+    # an idle inject's one-shot turn written in between is no driver's turn: the wake still counts
+    one_shot = [_log(0, "turn/start", turn=1, trigger={"kind": "injection"}), _log(1, "context/message", content="C"),
+                _log(2, "turn/end", turn=1, reason={"kind": "completed"})]
+    assert _check("LOOP-2", [*woke[:3], *one_shot, *_turn(3, 2, "A"), *_turn(6, 3, "B")]) is None
 
 
 def test_max_tokens_precedence() -> None:
