@@ -20,8 +20,8 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
 * ``CANCEL-2`` — a prompt still queued (or steering still waiting) when ``cancel()`` comes never
   runs; ``MARKER-1`` — a turn ends ``aborted`` only if an ``abort()`` or ``cancel()`` came during
   it (a cancel never governs a later turn);
-* ``LOOP-2`` — a turn drains every prompt queued before its driver woke (its ``running`` status
-  or the previous turn's flush ending; else before its ``turn/start``);
+* ``LOOP-2`` — a turn drains every prompt queued before its driver woke for it (its ``running``
+  status, or the end of the driver turn before it; else its ``turn/start``);
 * ``MAXTOK`` — a ``max-tokens`` step makes the turn end ``max-tokens`` unless disposed, aborted or
   failed; ``max-tokens`` never appears without such a step; a ``max-tokens`` step dispatches no
   tool call; a turn with an ``error`` event ends ``error`` (or is aborted or disposed); a turn
@@ -447,25 +447,26 @@ class TraceView:
         return sorted(out)
 
     def woken(self, agent: str) -> dict[int, int]:
-        """Per turn of ``agent`` a message opened (by its ``turn/start`` index): where its driver
-        had woken for it, its ``running`` status or the previous turn's flush ending, the latest
-        after the previous driver turn's end (an idle inject's one-shot turn may come in between;
-        the ``turn/start`` itself when neither is observed). A loop
-        may take its batch there and log ``turn/start`` a task later (LOOP-2 says a turn drains
-        what is queued, not that the drain and ``turn/start`` are one step): what another task
-        queues in between may wait for the next turn."""
+        """Per turn of ``agent`` a message opened (by its ``turn/start`` index): the earliest point
+        its driver may have taken its batch at. For the first turn after idle, the driver's wake
+        (its ``running`` status); for a turn back to back with the previous driver turn, that
+        turn's end (whether a loop drains before or after awaiting its flush is its own); the
+        ``turn/start`` itself when neither is observed. A loop may take its batch there and log
+        ``turn/start`` a task later (LOOP-2 says a turn drains what is queued, not that the drain
+        and ``turn/start`` are one step): what another task queues in between may wait for the
+        next turn. An idle inject's one-shot turn is no driver's turn: it may come in between."""
         key = ("woken", agent)
         cached: dict[int, int] | None = self._cache.get(key)
         if cached is None:
-            marks = sorted([e["_i"] for e in self.of_kind("agent/status", agent=agent) if e.get("status") == "running"]
-                           + [e["_i"] for e in self.of_kind("flush", agent=agent) if e.get("phase") == "end"])
+            running = [e["_i"] for e in self.of_kind("agent/status", agent=agent) if e.get("status") == "running"]
             cached, after = {}, -1
             for t in self.turns(agent):
                 begin = t["_i"]
                 if t["trigger"] == "injection":
-                    continue  # an idle inject's one-shot turn is no driver's: it may come in between
+                    continue
                 if t["trigger"] == "message":
-                    cached[begin] = max((i for i in marks if after < i < begin), default=begin)
+                    wake = next((i for i in running if after < i < begin), None)
+                    cached[begin] = wake if wake is not None else after if after >= 0 else begin
                 after = t["end_i"] if t["end_i"] is not None else len(self.timeline)
             self._cache[key] = cached
         return cached

@@ -540,6 +540,12 @@ def test_a_turn_takes_every_prompt_queued_before_it() -> None:
     one_shot = [_log(0, "turn/start", turn=1, trigger={"kind": "injection"}), _log(1, "context/message", content="C"),
                 _log(2, "turn/end", turn=1, reason={"kind": "completed"})]
     assert _check("LOOP-2", [*woke[:3], *one_shot, *_turn(3, 2, "A"), *_turn(6, 3, "B")]) is None
+    # back to back: the next batch may be taken as the turn before ends (before its flush or after)
+    back = [_op("send", "A"), _status("running"), *_turn(0, 1, "A"), _op("send", "B", status="running"),
+            _op("send", "C", status="running"), *_turn(3, 2, "B"), *_turn(6, 3, "C")]
+    assert _check("LOOP-2", back) is None
+    during = [*back[:3], back[5], back[3], back[6], *back[7:]]  # C queued while turn 1 ran: turn 2's
+    assert _check("LOOP-2", during) is not None
 
 
 def test_max_tokens_precedence() -> None:
