@@ -897,15 +897,23 @@ def test_steering_added_after_a_cancel_from_turn_start_runs_as_the_next_prompt(r
 
 
 @pytest.mark.rule("CANCEL-4")  # as its sibling above: the re-queue is CANCEL-4's own sentence
-@pytest.mark.parametrize("waiting", [1, 2])
-def test_steering_added_after_a_cancel_made_while_steering_is_logged_is_requeued(run: Run, waiting: int) -> None:
+@pytest.mark.parametrize(("waiting", "earlier"), [(1, False), (2, False), (2, True)],
+                         ids=["one-waiting", "two-waiting", "two-waiting-after-an-earlier-cancel"])
+def test_steering_added_after_a_cancel_made_while_steering_is_logged_is_requeued(run: Run, waiting: int,
+                                                                                 earlier: bool) -> None:
     # The cancel comes from a session/event listener on the first steering/message a step's
     # drain logs, and the listener steers again right after it: that steering came after the
     # cancel, while the cancelled turn closes, so it is late steering, re-queued as the next
     # turn's prompt (CANCEL-4, LOOP-8), not logged into the cancelled turn by a drain that reads
-    # the steering queue again (indie43, session 42: found by the hunt, `steer` workload).
+    # the steering queue again (indie43, session 42: found by the hunt, `steer` workload). Also
+    # after a cancel earlier in the agent's life: a drain that tells this cancel by a count of
+    # cancels must not take that one for it (a mutmut survivor, session 46).
     async def scenario(k: Kit) -> None:
         a = await _parked(k)
+        if earlier:
+            a.send("dropped")
+            a.cancel("earlier")  # before the driver took it: dropped, no turn (CANCEL-W1, MARKER-1)
+            await k.settle()
         gate = k.gate()
         tool = k.tool("held", gate=gate)
         k.model.push(fakes.tool_calls(("c1", "held", "{}")), fakes.text("never"), fakes.text("late reply"))
