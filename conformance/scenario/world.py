@@ -108,15 +108,6 @@ def _status_of(agent: AgentHandle) -> str:
         return "?"
 
 
-async def _held(seconds: float) -> None:
-    """A slow plugin's wait: ``seconds`` of virtual time, or for ever (``math.inf``: a network
-    call without a timeout, which only a cancellation of its task ends)."""
-    if math.isinf(seconds):
-        await asyncio.get_running_loop().create_future()
-    else:
-        await asyncio.sleep(seconds)
-
-
 async def _as_coro(awaitable: Any) -> Any:
     if inspect.isawaitable(awaitable):
         return await awaitable
@@ -1275,13 +1266,17 @@ class World:
             self._one_shot(name, event, react)
 
     async def _hold(self, seconds: float, event: str, args: tuple[Any, ...]) -> None:
-        """A slow plugin's wait inside a waterfall; one for ever (a stalled plugin) marks its
-        agent, which the world then disposes when it does not settle (:meth:`_settle`)."""
-        if math.isinf(seconds):
-            agent = self.fields(event, args).get("agent")
-            if isinstance(agent, str):
-                self._stalled.add(agent)
-        await _held(seconds)
+        """A slow plugin's wait inside a waterfall: ``seconds`` of virtual time, or for ever
+        (``math.inf``: a network call without a timeout, which only a cancellation of its task
+        ends). A stalled plugin marks its agent, which the world then disposes when it does not
+        settle (:meth:`_settle`)."""
+        if not math.isinf(seconds):
+            await asyncio.sleep(seconds)
+            return
+        agent = self.fields(event, args).get("agent")
+        if isinstance(agent, str):
+            self._stalled.add(agent)
+        await asyncio.get_running_loop().create_future()
 
     def _one_shot(self, name: str, event: str, react: Callable[[tuple[Any, ...]], bool]) -> None:
         """A listener that acts once on a notification removes itself as it acts, as a one-shot

@@ -82,6 +82,18 @@ def once_on(status: str, action: Callable[[], object]) -> Callable[..., None]:
     return listener
 
 
+def throws_on(kind: str, fired: list[str]) -> Callable[[object, dict[str, Any]], None]:
+    """A ``session/event`` listener that throws at the first event of type ``kind``, once, and
+    notes ``kind`` in ``fired`` as it does."""
+
+    def listener(_session: object, event: dict[str, Any]) -> None:
+        if event.get("type") == kind and not fired:
+            fired.append(kind)
+            raise RuntimeError(f"a session/event listener failed on {kind}")
+
+    return listener
+
+
 def boom(*_args: Any) -> Any:
     """A listener that throws."""
     raise RuntimeError("boom")

@@ -15,7 +15,7 @@ from conformance.adapter import AgentHandle
 from conformance.fakes import Gate, respond
 from conformance.harness import Kit
 
-from ._support import DISPOSED, Run, Watch, boom, once, once_on, texts
+from ._support import DISPOSED, Run, Watch, boom, once, once_on, passthrough, texts
 
 
 async def _mid_turn(k: Kit) -> AgentHandle:
@@ -662,7 +662,7 @@ def test_dispose_while_a_waterfall_listener_never_returns_still_ends_the_driver(
                 held.append(True)
                 k.poke()
                 await asyncio.get_running_loop().create_future()  # never set
-            return await _as_awaitable(args[-1]())
+            return await passthrough(*args)
 
         k.on(waterfall, plugin, needs=f"the agent is disposed while a {waterfall} listener waits")
         a.send("A")
@@ -676,7 +676,3 @@ def test_dispose_while_a_waterfall_listener_never_returns_still_ends_the_driver(
 
     run(scenario)
 
-
-async def _as_awaitable(value: Any) -> Any:
-    """``value``, awaited when it is awaitable (``next()`` of a waterfall may return either)."""
-    return await value if inspect.isawaitable(value) else value

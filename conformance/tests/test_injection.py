@@ -17,7 +17,7 @@ from conformance.invariants import log_violations
 from conformance.plugin import NOT_APPLICABLE
 from reference_loop import vocabulary as v
 
-from ._support import COMPLETED, USER, Run, cyclic_block, request_texts, texts
+from ._support import COMPLETED, USER, Run, cyclic_block, request_texts, texts, throws_on
 
 
 @pytest.mark.rule("INJ-1")
@@ -775,13 +775,7 @@ def test_an_idle_inject_after_a_throwing_boundary_listener_opens_its_own_turn(ru
     async def scenario(k: Kit) -> None:
         a = k.agent()
         thrown: list[str] = []
-
-        def listener(_session: object, event: dict[str, Any]) -> None:
-            if event.get("type") == boundary and not thrown:
-                thrown.append(boundary)
-                raise RuntimeError(f"a {boundary} listener failed")
-
-        k.on("session/event", listener)
+        k.on("session/event", throws_on(boundary, thrown))
         a.send("hi")
         await k.idle(a)
         assert thrown, f"the {boundary} listener never ran"

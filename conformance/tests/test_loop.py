@@ -15,7 +15,18 @@ from conformance.fakes import FakeModel, respond
 from conformance.harness import MODEL, Kit
 from reference_loop import vocabulary as v
 
-from ._support import COMPLETED, USER, Run, aborted, boom, once, passthrough, request_texts, texts
+from ._support import (
+    COMPLETED,
+    USER,
+    Run,
+    aborted,
+    boom,
+    once,
+    passthrough,
+    request_texts,
+    texts,
+    throws_on,
+)
 
 
 @pytest.mark.rule("INBOX-1")
@@ -201,15 +212,7 @@ def test_turn_failed_by_another_listener_still_notifies_its_end(run: Run, listen
         if listener == "agent/step-end":
             k.on(listener, once(boom))
         elif listener.startswith("session/event on "):
-            kind = listener.removeprefix("session/event on ")
-            fired: list[bool] = []
-
-            def on_event(_session: object, event: dict[str, Any]) -> None:
-                if event.get("type") == kind and not fired:
-                    fired.append(True)
-                    raise RuntimeError(f"session/event listener failed on {kind}")
-
-            k.on("session/event", on_event)
+            k.on("session/event", throws_on(listener.removeprefix("session/event on "), []))
         else:
             thrown: list[int] = []
 

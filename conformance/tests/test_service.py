@@ -17,7 +17,7 @@ from conformance.harness import MODEL, Kit
 from conformance.invariants import clock_violations, log_violations
 from simulator.sources import EPOCH_MS
 
-from ._support import COMPLETED, Run, Watch, boom, request_texts
+from ._support import COMPLETED, Run, Watch, boom, request_texts, throws_on
 
 
 def _log_problems(events: list[dict[str, Any]]) -> list[str]:
@@ -58,6 +58,15 @@ def test_programmatic_create_and_duplicates(run: Run) -> None:
     run(scenario)
 
 
+def _writer(k: Kit) -> tuple[Any, Any]:
+    """A fresh backend and a first service writing to it, its model answering ``one-reply``
+    once, then ``ok``."""
+    store = k.impl.new_persistence()
+    first = k.impl.create_service(persistence=store)
+    first.register_model(MODEL, FakeModel([fakes.text("one-reply")], default=respond.text("ok")))
+    return store, first
+
+
 async def _resumed_log(k: Kit, store: object, agent_id: str, session_id: str) -> list[dict[str, Any]]:
     """The log ``resume(agent_id, session_id)`` loads on a second service over ``store`` (SVC-3),
     that service closed again."""
@@ -79,17 +88,9 @@ def test_a_throwing_session_event_listener_does_not_keep_an_event_from_the_persi
     _persistence_or_skip(impl)
 
     async def scenario(k: Kit) -> None:
-        store = k.impl.new_persistence()
-        first = k.impl.create_service(persistence=store)
-        first.register_model(MODEL, FakeModel([fakes.text("one-reply")], default=respond.text("ok")))
+        store, first = _writer(k)
         thrown: list[str] = []
-
-        def listener(_session: object, event: dict[str, Any]) -> None:
-            if event.get("type") == boundary and not thrown:
-                thrown.append(boundary)
-                raise RuntimeError(f"a {boundary} listener failed")
-
-        first.on("session/event", listener)
+        first.on("session/event", throws_on(boundary, thrown))
         a = first.create_agent("gamma", "sess-1", agent_options={"model": MODEL})
         a.send("one")
         await k.idle(a)
@@ -118,9 +119,7 @@ def test_an_event_appended_by_a_session_event_listener_is_persisted_after_the_ev
         pytest.skip("not-applicable: feature injection not supported")
 
     async def scenario(k: Kit) -> None:
-        store = k.impl.new_persistence()
-        first = k.impl.create_service(persistence=store)
-        first.register_model(MODEL, FakeModel([fakes.text("one-reply")], default=respond.text("ok")))
+        store, first = _writer(k)
         agents: list[Any] = []
         pending: list[Any] = []
 
@@ -158,9 +157,7 @@ def test_an_event_the_log_rejects_is_not_persisted_either(run: Run, impl: Implem
         pytest.skip("not-applicable: feature injection not supported")
 
     async def scenario(k: Kit) -> None:
-        store = k.impl.new_persistence()
-        first = k.impl.create_service(persistence=store)
-        first.register_model(MODEL, FakeModel([fakes.text("one-reply")], default=respond.text("ok")))
+        store, first = _writer(k)
         a = first.create_agent("epsilon", "sess-3", agent_options={"model": MODEL})
         try:
             result = a.inject([{"type": "text", "text": object()}])
@@ -184,9 +181,7 @@ def test_an_event_the_log_rejects_is_not_persisted_either(run: Run, impl: Implem
 @pytest.mark.rule("SVC-3")
 def test_resume_continues_session(run: Run) -> None:
     async def scenario(k: Kit) -> None:
-        store = k.impl.new_persistence()
-        first = k.impl.create_service(persistence=store)
-        first.register_model(MODEL, FakeModel([fakes.text("one-reply")], default=respond.text("ok")))
+        store, first = _writer(k)
         a = first.create_agent("gamma", "sess-1", agent_options={"model": MODEL})
         a.send("one")
         await k.idle(a)
