@@ -46,16 +46,21 @@ class CassetteModel:
         self.name = name or Path(path).stem
         self.strict = strict
         self._problems: list[str] = []
-        first = self.cassette.interactions[0]
+        # The first interaction an adapter speaks: a recording may open with calls that are no
+        # model call (token counting, a tracing upload, a connection warm-up); they never match.
+        spoken = [(i, found) for i in self.cassette.interactions if (found := adapter_for_url(i.uri, i.request_json))]
+        first = spoken[0][0] if spoken else self.cassette.interactions[0]
         if adapter is not None:
             if adapter not in ADAPTERS:
                 raise CassetteError(path, f"unknown adapter {adapter!r} (known: {', '.join(ADAPTERS)})")
             cls = ADAPTERS[adapter]
+        elif spoken:
+            cls = spoken[0][1]
         else:
-            found = adapter_for_url(first.uri, first.request_json)
-            if found is None:
-                raise CassetteError(path, f"no adapter speaks {first.uri}; pass adapter=")
-            cls = found
+            raise CassetteError(path, f"no interaction is an API loopkit's adapters speak (interaction 1: {first.method} "
+                                      f"{first.uri}); pass adapter=")
+        self._unspoken = set() if adapter is not None else {
+            n for n, i in enumerate(self.cassette.interactions) if adapter_for_url(i.uri, i.request_json) is None}
         self.transport = ReplayTransport(self.cassette, allow_playback_repeats=allow_playback_repeats, pace=pace)
         settings = replay_settings(first.uri, cls, first.request_json, first.is_stream)
         self.adapter = cls(**settings, transport=self.transport)
@@ -81,15 +86,16 @@ class CassetteModel:
         The same duck type as the fake LLM's ``problems()``, so a scenario runner can report both.
         """
         found = list(self._problems)
-        if self.strict and self.transport.unplayed():
+        if self.strict:
             try:
-                self.transport.assert_all_played()
+                self.assert_all_played()
             except CassetteError as exc:
                 found.append(str(exc))
         return found
 
     def assert_all_played(self) -> None:
-        """Raise ``CassetteError`` if some recorded interaction was never requested."""
-        self.transport.assert_all_played()
+        """Raise ``CassetteError`` if some recorded model call was never requested (the
+        interactions no adapter speaks are no model call: a loop never makes them)."""
+        self.transport.assert_all_played(ignore=self._unspoken)
 
     assert_all_used = assert_all_played  # the fake LLM's name for the same check

@@ -64,6 +64,7 @@ from .base import (
     finish_from,
     parse_arguments,
     provider_data,
+    shape_of,
     text_of,
     truncated,
     usage_chunk,
@@ -505,6 +506,7 @@ class AnthropicMessagesAdapter(ProviderAdapter):
         return InvokeStreamTranslator() if self.bedrock else MessagesStreamTranslator()
 
     def translate_response(self, data: Any, skipped: Skipped) -> list[Chunk]:
-        if self.bedrock and not (isinstance(data, dict) and data.get("type") == "message"):
-            raise ValueError(_not_messages(data))  # InvokeModel: only the messages API is this adapter's
+        if not (isinstance(data, dict) and (data.get("type") == "message" or "content" in data)):
+            # InvokeModel also serves the legacy Text Completions; anything else is no message at all
+            raise ValueError(_not_messages(data) if self.bedrock or (isinstance(data, dict) and "completion" in data) else f"not a messages API response (no 'content'; {shape_of(data)})")
         return translate_message(data, skipped)

@@ -342,6 +342,9 @@ class ProviderAdapter:
     path: ClassVar[str]
     default_base_url: ClassVar[str]
     api_key_env: ClassVar[str]
+    response_keys: ClassVar[tuple[str, ...]] = ()
+    """Fields a whole response of this API always has (one of them at least): a 200 body with
+    none of them is some other document (``{"x": 42}``), unreadable rather than an empty answer."""
 
     def __init__(
         self,
@@ -486,8 +489,14 @@ class ProviderAdapter:
                 raise ProviderError(f"response is not JSON: {exc}", status=response.status_code, code="BAD_RESPONSE") from exc
             if isinstance(data, dict) and isinstance(data.get("error"), dict):
                 raise self.http_error(response, raw.decode("utf-8", "replace"))
+            if self.response_keys and not (isinstance(data, dict) and any(k in data for k in self.response_keys)):
+                raise ProviderError(f"malformed response: no {' or '.join(map(repr, self.response_keys))} ({shape_of(data)}): "
+                                    f"not an answer of the {self.name} API", status=response.status_code, code="BAD_RESPONSE")
             try:
                 chunks = self.translate_response(data, self.skipped)
+            except ProviderError as exc:  # the translator's own verdict on a readable response
+                exc.status = response.status_code
+                raise
             except Exception as exc:  # any payload that is not the provider's shape: one error, never a traceback
                 raise ProviderError(f"malformed response: {type(exc).__name__}: {exc}", status=response.status_code, code="BAD_RESPONSE") from exc
             for chunk in chunks:
@@ -535,6 +544,13 @@ async def _next(iterator: AsyncIterator[bytes]) -> bytes | None:
         return await iterator.__anext__()
     except StopAsyncIteration:
         return None
+
+
+def shape_of(data: Any) -> str:
+    """A few words on what a JSON document is, for an error saying it is not the answer expected."""
+    if isinstance(data, dict):
+        return f"keys {', '.join(map(repr, list(data)[:5]))}" if data else "an empty object"
+    return f"a JSON {type(data).__name__}"
 
 
 def truncated(what: str) -> StreamTruncatedError:

@@ -353,6 +353,7 @@ class BedrockConverseAdapter(ProviderAdapter):
 
     name: ClassVar[str] = NAME
     path: ClassVar[str] = "/converse"
+    response_keys: ClassVar[tuple[str, ...]] = ("output",)
     default_base_url: ClassVar[str] = "https://bedrock-runtime.us-east-1.amazonaws.com"
     api_key_env: ClassVar[str] = "AWS_BEARER_TOKEN_BEDROCK"
 

@@ -259,9 +259,14 @@ def translate_response(data: Any, skipped: Skipped | None = None) -> list[Chunk]
     """A whole ``generateContent`` response to the chunks its stream would have given."""
     translator = GeminiStreamTranslator(skipped)
     # streamGenerateContent without alt=sse answers with one JSON array of responses.
-    out = [chunk for item in (data if isinstance(data, list) else [data]) for chunk in translator.response(item)]
+    items = data if isinstance(data, list) else [data]
+    out = [chunk for item in items for chunk in translator.response(item)]
     if translator.finish_reason is None and translator.block_reason is None and translator.error is None:
-        raise ValueError("a response with no finishReason, block reason or error")
+        if not any(isinstance(item, dict) and item.get("candidates") for item in items):
+            raise ValueError("a response with no candidate, finishReason, block reason or error")
+        # A whole body is complete (a cut one is not JSON): a candidate without a finishReason
+        # simply ended (older models, some proxies), it was not truncated.
+        translator.finish_reason = "STOP"
     return out + translator.end()
 
 

@@ -75,7 +75,8 @@ PLAIN_FINISH = frozenset({"stop", "tool_calls", "function_call", "length"})
 # Chunk, choice and delta fields that carry no model output (ids, timings, padding): not reported.
 CHUNK_KEYS = frozenset({"id", "object", "created", "model", "system_fingerprint", "service_tier", "provider", "obfuscation",
                         "prompt_filter_results", "choices", "usage", "x_groq", "error", "native_finish_reason", "request_id",
-                        "kv_transfer_params", "prompt_logprobs", "nvext", "metadata", "seed"})
+                        "kv_transfer_params", "prompt_logprobs", "nvext", "metadata", "seed",
+                        "time_info", "moderation"})  # Cerebras' timings; OpenAI's moderation verdict on the output
 CHOICE_KEYS = frozenset({"index", "delta", "message", "finish_reason", "native_finish_reason", "logprobs", "stop_reason",
                          "matched_stop", "content_filter_results", "error", "text_offset", "seed", "token_ids", "usage", "text",
                          "obfuscation"})  # Bedrock's OpenAI-compatible endpoint pads each choice
@@ -400,6 +401,7 @@ class OpenAIChatAdapter(ProviderAdapter):
 
     name: ClassVar[str] = NAME
     path: ClassVar[str] = "/chat/completions"
+    response_keys: ClassVar[tuple[str, ...]] = ("choices",)
     default_base_url: ClassVar[str] = "https://api.openai.com/v1"
     api_key_env: ClassVar[str] = "OPENAI_API_KEY"
 

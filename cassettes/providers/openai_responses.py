@@ -33,6 +33,7 @@ from reference_loop.vocabulary import (
     tool_call_delta,
 )
 
+from ..errors import ProviderError
 from ..sse import SSEEvent
 from .base import (
     BlockBuilder,
@@ -259,6 +260,10 @@ class ResponsesStreamTranslator:
         return self.blocks.close_all() + terminal_chunks(self.terminal, self.blocks.tool_calls > 0, self.refusal)
 
 
+UNFINISHED = frozenset({"queued", "in_progress"})
+"""Statuses of a whole response that holds no answer yet (background mode)."""
+
+
 def terminal_chunks(data: dict[str, Any], had_calls: bool, refusal: str = "") -> list[Chunk]:
     """Usage and finish from a terminal event (or a whole response object)."""
     kind = data.get("type", "")
@@ -273,6 +278,8 @@ def terminal_chunks(data: dict[str, Any], had_calls: bool, refusal: str = "") ->
     if kind == "response.failed" or status == "failed":
         err = response.get("error") or {}
         out.append(finish("error", str(err.get("message") or "response failed"), str(err.get("code") or "response_failed")))
+    elif status == "cancelled":  # a background response cancelled before it finished
+        out.append(finish("error", "the response was cancelled", "cancelled"))
     elif kind == "response.incomplete" or status == "incomplete":
         reason = (response.get("incomplete_details") or {}).get("reason") or "incomplete"
         out.append(finish_from(INCOMPLETE_REASONS, PLAIN_INCOMPLETE, reason))
@@ -285,6 +292,10 @@ def terminal_chunks(data: dict[str, Any], had_calls: bool, refusal: str = "") ->
 
 def translate_response(data: dict[str, Any], skipped: Skipped | None = None) -> list[Chunk]:
     """A whole (non-streaming) response object to the chunks its stream would have given."""
+    if data.get("status") in UNFINISHED:
+        # background mode: the answer comes later, from polling GET /responses/{id}
+        raise ProviderError(f"the response is still {data['status']}: a background response, whose result loopkit does not poll "
+                            "for (GET /responses/{id})", code="BACKGROUND_RESPONSE")
     translator = ResponsesStreamTranslator(skipped)
     out: list[Chunk] = []
     for position, item in enumerate(data.get("output") or []):
@@ -325,6 +336,7 @@ class OpenAIResponsesAdapter(ProviderAdapter):
 
     name: ClassVar[str] = NAME
     path: ClassVar[str] = "/responses"
+    response_keys: ClassVar[tuple[str, ...]] = ("output",)
     default_base_url: ClassVar[str] = "https://api.openai.com/v1"
     api_key_env: ClassVar[str] = "OPENAI_API_KEY"
 

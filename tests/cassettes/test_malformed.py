@@ -285,3 +285,87 @@ def test_anthropic_on_vertex_ai_replays_through_the_anthropic_adapter(tmp_casset
     body = adapter.build_body(request)  # type: ignore[arg-type]
     assert "model" not in body and body["anthropic_version"] == "vertex-2023-10-16"
     assert adapter.auth_headers() == {"authorization": "Bearer token"}
+
+
+def _whole(uri: str, body: object, *, status: str = "{code: 200, message: OK}", request: str = '{"model": "m"}') -> str:
+    """One whole-response interaction (the body a JSON document) as cassette text."""
+    return (f"- request:\n    method: POST\n    uri: {uri}\n    body: {json.dumps(request)}\n"
+            f"  response:\n    status: {status}\n    headers: {{content-type: [application/json]}}\n"
+            f"    body: {{string: {json.dumps(json.dumps(body))}}}\n")
+
+
+CHAT = "https://api.openai.com/v1/chat/completions"
+MESSAGES = "https://api.anthropic.com/v1/messages"
+RESPONSES = "https://api.openai.com/v1/responses"
+ANSWER = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]}
+
+
+def test_vcrpys_older_httpx_form_is_read(tmp_cassette: Writer) -> None:
+    # vcrpy before 4.3 stored an httpx response as {status_code, http_version, headers, content}
+    # (dd-trace-py's 2023 cassettes); vcrpy itself still reads it, and so does the kit
+    text = ("interactions:\n- request:\n    method: POST\n    uri: https://api.openai.com/v1/chat/completions\n"
+            "    body: '{\"model\": \"m\"}'\n  response:\n    headers: {Content-Type: [application/json]}\n"
+            f"    http_version: HTTP/1.1\n    status_code: 200\n    content: {json.dumps(json.dumps(ANSWER))}\nversion: 1\n")
+    (one,) = _show_json(tmp_cassette(text))["interactions"]
+    assert one["status"] == 200 and one["adapter"] == "openai-chat" and one["error"] is None
+    assert one["report"]["stream_chars"] == 2 and one["report"]["finish"] == {"kind": "stop"}
+
+
+@pytest.mark.parametrize("uri", [CHAT, MESSAGES, RESPONSES, "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse"])
+def test_a_200_body_that_is_not_the_apis_answer_is_unreadable_not_an_empty_answer(uri: str, tmp_cassette: Writer) -> None:
+    # pydantic-ai's test_invalid_response: a chat endpoint answered {"x": 42}; read leniently it was
+    # a clean, empty `stop`, which a loop would take for the model's answer
+    path = tmp_cassette("interactions:\n" + _whole(uri, {"x": 42}) + "version: 1\n")
+    line = _one_line_exit_2(["cassette", "show", str(path)], path)
+    assert "interaction 1: unreadable response" in line and "'x'" in line
+
+
+def test_calls_that_are_no_model_call_are_passed_over(tmp_cassette: Writer) -> None:
+    # a recording opening with a token count (pydantic-ai's usage limits) replays its model call:
+    # the model is picked from the first interaction an adapter speaks, and strict mode does not
+    # ask for the count, which no loop makes
+    count = _whole(MESSAGES + "/count_tokens?beta=true", {"input_tokens": 12})
+    answer = _whole(MESSAGES + "?beta=true", {"type": "message", "role": "assistant", "content": [{"type": "text", "text": "ok"}],
+                                              "stop_reason": "end_turn", "usage": {"input_tokens": 12, "output_tokens": 1}})
+    path = tmp_cassette("interactions:\n" + count + answer + "version: 1\n")
+    model = CassetteModel(path, pace=False, strict=True)
+    assert model.adapter.name == "anthropic"
+
+    async def ask() -> list[dict]:
+        return [dict(c) async for c in model.stream({"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]})]
+
+    chunks = asyncio.run(ask())
+    assert chunks[-1] == {"type": "finish", "reason": {"kind": "stop"}} and model.problems() == []
+    shown = _show_json(path)["interactions"]
+    assert [i["adapter"] for i in shown] == ["", "anthropic"]  # the count is shown as no adapter's, not misread
+    only = tmp_cassette("interactions:\n" + count + "version: 1\n", "only.yaml")
+    with pytest.raises(CassetteError, match="no interaction is an API loopkit's adapters speak"):
+        CassetteModel(only)
+
+
+def test_a_background_response_still_queued_is_an_error_not_an_empty_answer(tmp_cassette: Writer) -> None:
+    queued = {"id": "resp_1", "object": "response", "status": "queued", "background": True, "output": []}
+    path = tmp_cassette("interactions:\n" + _whole(RESPONSES, queued) + "version: 1\n")
+    (one,) = _show_json(path)["interactions"]
+    assert one["chunks"] == [] and "still queued" in one["error"] and "BACKGROUND_RESPONSE" in one["error"]
+    cancelled = {**queued, "status": "cancelled"}
+    (one,) = _show_json(tmp_cassette("interactions:\n" + _whole(RESPONSES, cancelled) + "version: 1\n", "c.yaml"))["interactions"]
+    assert one["report"]["finish"]["kind"] == "error" and one["report"]["finish"]["code"] == "cancelled"
+
+
+def test_a_whole_gemini_answer_without_a_finish_reason_ended(tmp_cassette: Writer) -> None:
+    # a complete body (a cut one is no JSON) whose candidate carries no finishReason: it stopped;
+    # a body with no candidate at all is no answer
+    uri = "https://generativelanguage.googleapis.com/v1beta/models/gemini-1.5-flash:generateContent"
+    answer = {"candidates": [{"content": {"parts": [{"text": "Hello"}], "role": "model"}}], "usageMetadata": {"promptTokenCount": 2}}
+    (one,) = _show_json(tmp_cassette("interactions:\n" + _whole(uri, answer) + "version: 1\n"))["interactions"]
+    assert one["error"] is None and one["report"]["finish"] == {"kind": "stop"} and one["report"]["stream_chars"] == 5
+    path = tmp_cassette("interactions:\n" + _whole(uri, {"modelVersion": "x"}) + "version: 1\n", "none.yaml")
+    assert "unreadable response" in _one_line_exit_2(["cassette", "show", str(path)], path)
+
+
+def test_timing_and_moderation_metadata_are_no_warning(tmp_cassette: Writer) -> None:
+    # Cerebras' time_info and OpenAI's moderation verdicts ride beside the answer: no model output lost
+    body = {**ANSWER, "time_info": {"queue_time": 0.1}, "moderation": {"input": {"results": [{"flagged": False}]}}}
+    (one,) = _show_json(tmp_cassette("interactions:\n" + _whole(CHAT, body) + "version: 1\n"))["interactions"]
+    assert one["report"]["warnings"] == [] and one["report"]["stream_chars"] == 2
