@@ -63,7 +63,7 @@ from vcr.serialize import serialize as vcr_serialize
 
 from .errors import CassetteError
 from .eventstream import EVENTSTREAM_CONTENT_TYPE, split_frames
-from .llm_cassette import FORMAT_KEY, SAFE_LOADER, Cassette
+from .llm_cassette import FORMAT_KEY, SAFE_LOADER, Cassette, decoded_path
 from .scrub import (
     FILTERED,
     Secrets,
@@ -620,6 +620,9 @@ class LoopkitVCR(vcr.VCR):
         super().__init__(record_mode=record_mode or "none", filter_headers=pairs, **options)
         self.register_serializer(SERIALIZER_NAME, SERIALIZER)
         self.register_persister(LoopkitPersister)  # a marker: each cassette gets its own instance
+        # paths compared percent-decoded: a scrubbed placeholder (`projects/<project-id>/...`) is
+        # stored as typed and sent encoded
+        self.register_matcher("path", decoded_path)
         self.sensitive = SENSITIVE_HEADERS | {h.lower() for h in headers if isinstance(h, str)}
 
     def _use_cassette(self, with_current_defaults: bool = False, **kwargs: Any) -> _LoopkitCassetteContext:

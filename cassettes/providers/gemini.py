@@ -73,6 +73,10 @@ FINISH_REASONS: dict[str, str] = {
     "MALFORMED_RESPONSE": "error",
     # OTHER, IMAGE_OTHER, NO_IMAGE, FINISH_REASON_UNSPECIFIED and unknown ones: stop, raw kept.
 }
+FINISH_NUMBERS = ("FINISH_REASON_UNSPECIFIED", "STOP", "MAX_TOKENS", "SAFETY", "RECITATION", "OTHER", "BLOCKLIST",
+                  "PROHIBITED_CONTENT", "SPII", "MALFORMED_FUNCTION_CALL")
+"""The enum's names by number, as Vertex AI sends them under ``$alt=json;enum-encoding=int`` (the
+google-cloud-aiplatform client's wire form); the numbers past these differ between API versions."""
 PLAIN_FINISH = frozenset({"STOP", "MAX_TOKENS"})
 RESPONSE_KEYS = frozenset({"candidates", "usageMetadata", "modelVersion", "responseId", "promptFeedback", "createTime", "modelStatus", "sdkHttpResponse"})
 CANDIDATE_KEYS = frozenset({"content", "finishReason", "finishMessage", "index", "safetyRatings", "citationMetadata", "groundingMetadata",
@@ -158,7 +162,9 @@ class GeminiStreamTranslator:
                 if candidate.get(key):
                     self.metadata[key] = candidate[key]
             if candidate.get("finishReason"):
-                self.finish_reason = str(candidate["finishReason"])
+                number = candidate["finishReason"]
+                known = isinstance(number, int) and not isinstance(number, bool) and 0 <= number < len(FINISH_NUMBERS)
+                self.finish_reason = FINISH_NUMBERS[number] if known else str(number)
         return out
 
     def part(self, part: dict[str, Any]) -> list[Chunk]:

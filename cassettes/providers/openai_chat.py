@@ -76,7 +76,8 @@ PLAIN_FINISH = frozenset({"stop", "tool_calls", "function_call", "length"})
 CHUNK_KEYS = frozenset({"id", "object", "created", "model", "system_fingerprint", "service_tier", "provider", "obfuscation",
                         "prompt_filter_results", "choices", "usage", "x_groq", "error", "native_finish_reason", "request_id",
                         "kv_transfer_params", "prompt_logprobs", "nvext", "metadata", "seed",
-                        "time_info", "moderation"})  # Cerebras' timings; OpenAI's moderation verdict on the output
+                        "time_info", "moderation", "latency_checkpoint", "usage_breakdown"})
+# (Cerebras' timings, OpenAI's moderation verdicts, Azure's latency marks, Groq's usage split)
 CHOICE_KEYS = frozenset({"index", "delta", "message", "finish_reason", "native_finish_reason", "logprobs", "stop_reason",
                          "matched_stop", "content_filter_results", "error", "text_offset", "seed", "token_ids", "usage", "text",
                          "obfuscation"})  # Bedrock's OpenAI-compatible endpoint pads each choice
@@ -150,6 +151,8 @@ def _assistant(blocks: list[Any]) -> dict[str, Any]:
     if refusal:
         entry["refusal"] = refusal
     calls = [
+        {"id": b["id"], "type": "custom", "custom": {"name": b["name"], "input": b["arguments"]}}
+        if provider_data(b, NAME).get("custom") else
         {"id": b["id"], "type": "function", "function": {"name": b["name"], "arguments": b["arguments"]}}
         for b in blocks
         if b["type"] == "tool-call"
@@ -343,7 +346,9 @@ class ChatStreamTranslator:
 
     def _tool_call(self, key: Any, call: dict[str, Any]) -> list[Chunk]:
         out: list[Chunk] = []
-        function = call.get("function") or {}
+        custom = call.get("custom") if isinstance(call.get("custom"), dict) else None
+        # a custom tool's call (GPT-5's free-form tools) carries its name and raw input text
+        function = {"name": custom.get("name"), "arguments": custom.get("input")} if custom is not None else call.get("function") or {}
         fragment = function.get("arguments") or ""
         if not isinstance(fragment, str):  # some servers send the arguments whole, as an object
             fragment = json.dumps(fragment, separators=(",", ":"))
@@ -354,6 +359,8 @@ class ChatStreamTranslator:
                     out.extend(self.blocks.close(index))
             call_id, name = call.get("id") or f"call_{key}", function.get("name") or ""
             index, started = self.blocks.start("tool-call", id=call_id, name=name)
+            if custom is not None or call.get("type") == "custom":
+                self.blocks.data(index)["custom"] = True  # sent back as a custom call
             self.calls[key] = (index, call_id)
             self.blocks.open[index]["arguments"] += fragment
             out.extend(started)
@@ -368,6 +375,8 @@ class ChatStreamTranslator:
     def finish(self) -> FinishChunk:
         if self.error is not None:
             return self.error
+        if self.finish_reason is None and self.calls:
+            return finish("tool-calls")  # a host that ends with [DONE] and no finish_reason after calls
         reason = finish_from(FINISH_REASONS, PLAIN_FINISH, self.finish_reason)
         if self.refusal and reason["reason"]["kind"] == "stop":
             return refusal_finish(self.refusal, raw=self.finish_reason if self.finish_reason not in (None, "stop") else None)

@@ -50,8 +50,9 @@ PLAIN = frozenset({"stop", "end_turn", "stop_sequence", "STOP", "tool_calls", "f
 
 
 def finish_of(raw: str) -> dict[str, Any]:
-    """The finish a provider's string must give: its kind, and ``raw`` unless it is plain."""
-    return {"kind": EXPECTED_KIND.get(raw, "stop"), "raw": None if raw in PLAIN else raw}
+    """The finish a provider's string must give: its kind, and ``raw`` unless it is plain (or
+    there was none)."""
+    return {"kind": EXPECTED_KIND.get(raw, "stop"), "raw": None if raw in PLAIN or not raw else raw}
 
 
 def _frames(interaction: Interaction) -> list[dict[str, Any]]:
@@ -61,10 +62,16 @@ def _frames(interaction: Interaction) -> list[dict[str, Any]]:
     return [{"event": m.headers[":event-type"], **json.loads(m.payload)} for m in buffer]
 
 
+# Gemini's finish enum by number (Vertex AI's `$alt=json;enum-encoding=int` wire form).
+GEMINI_NUMBERS = ["FINISH_REASON_UNSPECIFIED", "STOP", "MAX_TOKENS", "SAFETY", "RECITATION", "OTHER", "BLOCKLIST",
+                  "PROHIBITED_CONTENT", "SPII", "MALFORMED_FUNCTION_CALL"]
+
+
 def _gemini_expected(responses: list[dict[str, Any]], whole: bool = False) -> tuple[Any, list[Any], bool, str, str]:
-    finish, calls, usage, text, thought = "", [], False, "", ""
+    finish, calls, usage, text, thought, blocked = "", [], False, "", "", ""
     for response in responses:
-        usage = usage or "usageMetadata" in response
+        usage = usage or any(k.endswith("TokenCount") for k in response.get("usageMetadata") or {})
+        blocked = (response.get("promptFeedback") or {}).get("blockReason") or blocked
         for candidate in response.get("candidates", [])[:1]:
             for part in candidate.get("content", {}).get("parts", []):
                 if "functionCall" in part:
@@ -73,7 +80,10 @@ def _gemini_expected(responses: list[dict[str, Any]], whole: bool = False) -> tu
                     thought += part.get("text", "")
                 else:
                     text += part.get("text", "")
-            finish = candidate.get("finishReason") or finish
+            raw = candidate.get("finishReason")
+            finish = (GEMINI_NUMBERS[raw] if isinstance(raw, int) and raw < len(GEMINI_NUMBERS) else raw) or finish
+    if not finish and blocked:
+        return {"kind": "content-filter", "raw": blocked}, calls, usage, text, thought
     if whole and not finish:
         finish = "STOP"  # a whole body is complete: a candidate without a finishReason simply ended
     kind = finish_of(finish)
@@ -203,26 +213,38 @@ def _chat_expected(interaction: Interaction) -> tuple[Any, list[Any], bool, str,
     if not interaction.is_sse:
         data = json.loads(interaction.body)
         message = data["choices"][0]["message"]
-        calls = [_args(c["function"]["arguments"]) for c in message.get("tool_calls") or []]
+        calls = [_args(_call_fragment(c)) for c in message.get("tool_calls") or []]
         finish = data["choices"][0]["finish_reason"]
         refused = bool(message.get("refusal")) and finish == "stop"
         text, thought = _chat_parts(message)
         return (finish_of("refusal") if refused else finish_of(finish)), calls, "usage" in data, text, thought
     fragments: dict[int, str] = {}
-    finish, usage, refused, text, thought = "", False, False, "", ""
+    finish, usage, refused, text, thought, failed = "", False, False, "", "", False
     for ev in _events(interaction):
         usage = usage or bool(ev.get("usage")) or bool((ev.get("x_groq") or {}).get("usage"))
+        failed = failed or isinstance(ev.get("error"), dict)  # an error object inside a chunk ends the stream failed
         for choice in ev.get("choices") or []:
             delta = choice.get("delta") or {}
-            for call in delta.get("tool_calls") or []:
-                fragments[call["index"]] = fragments.get(call["index"], "") + (call.get("function", {}).get("arguments") or "")
+            for position, call in enumerate(delta.get("tool_calls") or []):
+                key = call.get("index", position)
+                fragments[key] = fragments.get(key, "") + (_call_fragment(call) or "")
             refused = refused or bool(delta.get("refusal"))
             finish = choice.get("finish_reason") or finish
             if choice.get("index", 0) == 0:
                 more_text, more_thought = _chat_parts(delta)
                 text, thought = text + more_text, thought + more_thought
     refusal = refused and finish == "stop"  # a refusal is not an empty stop
-    return (finish_of("refusal") if refusal else finish_of(finish)), [_args(fragments[k]) for k in sorted(fragments)], usage, text, thought
+    kind = finish_of("refusal") if refusal else finish_of("tool_calls") if fragments and not finish else finish_of(finish)
+    if failed:
+        kind = {"kind": "error", "raw": None}
+    return kind, [_args(fragments[k]) for k in sorted(fragments)], usage, text, thought
+
+
+def _call_fragment(call: dict[str, Any]) -> Any:
+    """A chat tool call's arguments text: a function's, or a custom tool's free-form input."""
+    if isinstance(call.get("custom"), dict):
+        return call["custom"].get("input")
+    return (call.get("function") or {}).get("arguments")
 
 
 def _expected_all(interaction: Interaction) -> tuple[Any, list[Any], bool, str, str]:
@@ -276,7 +298,20 @@ def _chat_parts(part: dict[str, Any]) -> tuple[str, str]:
 
 # Calls a recording may hold beside its model calls, named by their endpoints: token counting,
 # model lists, embeddings, files, a client library's telemetry upload, a connection warm-up.
-NOT_GENERATION = re.compile(r"count_tokens|:countTokens|/models/?$|/embeddings|/files\b|/batches|tcp_warming|/moderations")
+NOT_GENERATION = re.compile(r"count_tokens|:countTokens|/models/?$|/embeddings|/files\b|/batches|tcp_warming|/moderations|^/token$")
+# APIs the kit does not speak, on purpose: Bedrock's InvokeModel of another vendor's model (each
+# vendor's own format; Anthropic's is spoken), and Anthropic's legacy Text Completions.
+INVOKE = re.compile(r"/model/[^/]+/invoke(-with-response-stream)?$")
+
+
+def unspoken(interaction: Interaction) -> str | None:
+    """What the kit must say of a generation call in an API it does not speak (``None``: it speaks it)."""
+    if adapter_for_url(interaction.uri, interaction.request_json) is None and INVOKE.search(urlsplit(interaction.uri).path):
+        return ""  # no adapter: `show` lists it as no adapter's
+    request = interaction.request_json or {}
+    if "prompt" in request and "messages" not in request and INVOKE.search(urlsplit(interaction.uri).path):
+        return "legacy Text Completions"
+    return None
 
 
 def model_call(interaction: Interaction) -> bool:
@@ -311,7 +346,9 @@ def expected_code(interaction: Interaction) -> str:
     body = json.loads(interaction.body)
     if isinstance(body.get("error"), dict):
         err = body["error"]
-        return str(err.get("status") if isinstance(err.get("code"), int) else err.get("code") or err.get("type"))
+        if isinstance(err.get("code"), int):  # an HTTP-like number: Google names it by its status
+            return str(err.get("status") or err["code"])
+        return str(err.get("code") or err.get("type"))
     aws = interaction.header("x-amzn-errortype").split(":", 1)[0] or str(body.get("__type") or "").rsplit("#", 1)[-1]
     return aws or f"HTTP_{interaction.status}"
 
@@ -337,8 +374,11 @@ def _model_results(path: Path) -> list[tuple[Interaction, ReplayResult]]:
     cassette, results = _replay_all(path)
     out = []
     for interaction, result in zip(cassette.interactions, results, strict=True):
-        if not model_call(interaction):
-            assert not isinstance(result, CassetteError) and not result.adapter, f"{interaction.uri} is no model call"
+        refusal = unspoken(interaction) if model_call(interaction) else None
+        if not model_call(interaction) or refusal == "":
+            assert not isinstance(result, CassetteError) and not result.adapter, f"no adapter speaks {interaction.uri}"
+        elif refusal:
+            assert isinstance(result, CassetteError) and refusal in str(result), result
         elif unreadable(interaction):
             assert isinstance(result, CassetteError) and "unreadable response" in str(result), result
         else:
@@ -400,7 +440,7 @@ def test_every_external_cassette_is_supported() -> None:
     unsupported = []
     for path in files:
         cassette = Cassette.load(path)
-        if any(adapter_for_url(i.uri, i.request_json) is None for i in cassette.interactions if model_call(i)):
+        if any(adapter_for_url(i.uri, i.request_json) is None for i in cassette.interactions if model_call(i) and unspoken(i) is None):
             unsupported.append(path.name)
     assert unsupported == []
     names = {cls.name for p in files for i in Cassette.load(p).interactions if (cls := adapter_for_url(i.uri, i.request_json))}

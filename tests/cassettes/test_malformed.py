@@ -365,7 +365,64 @@ def test_a_whole_gemini_answer_without_a_finish_reason_ended(tmp_cassette: Write
 
 
 def test_timing_and_moderation_metadata_are_no_warning(tmp_cassette: Writer) -> None:
-    # Cerebras' time_info and OpenAI's moderation verdicts ride beside the answer: no model output lost
-    body = {**ANSWER, "time_info": {"queue_time": 0.1}, "moderation": {"input": {"results": [{"flagged": False}]}}}
+    # Cerebras' time_info, OpenAI's moderation verdicts, Azure's latency marks and Groq's usage
+    # split ride beside the answer: no model output lost
+    body = {**ANSWER, "time_info": {"queue_time": 0.1}, "moderation": {"input": {"results": [{"flagged": False}]}},
+            "latency_checkpoint": {"t": 1}, "usage_breakdown": {"models": []}}
     (one,) = _show_json(tmp_cassette("interactions:\n" + _whole(CHAT, body) + "version: 1\n"))["interactions"]
     assert one["report"]["warnings"] == [] and one["report"]["stream_chars"] == 2
+
+
+def _sse_text(uri: str, events: list[dict], done: bool = True) -> str:
+    """One streamed chat interaction (``data:`` events, then ``[DONE]``) as cassette text."""
+    stream = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + ("data: [DONE]\n\n" if done else "")
+    return (f"interactions:\n- request:\n    method: POST\n    uri: {uri}\n    body: '{{\"model\": \"m\", \"stream\": true}}'\n"
+            f"  response:\n    status: {{code: 200, message: OK}}\n    headers: {{content-type: [text/event-stream]}}\n"
+            f"    body: {{string: {json.dumps(stream)}}}\nversion: 1\n")
+
+
+def test_a_chat_custom_tool_call_keeps_its_name_and_input_and_goes_back_custom(tmp_cassette: Writer) -> None:
+    # GPT-5's free-form tools on chat completions: {"type": "custom", "custom": {name, input}} (dd-trace-py)
+    call = {"id": "call_1", "type": "custom", "custom": {"name": "math_exp", "input": "4 + 4"}}
+    whole = {"choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+                          "finish_reason": "tool_calls"}]}
+    (one,) = _show_json(tmp_cassette("interactions:\n" + _whole(CHAT, whole) + "version: 1\n"))["interactions"]
+    block = next(c["block"] for c in one["chunks"] if c["type"] == "block-end")
+    assert (block["name"], block["arguments"]) == ("math_exp", "4 + 4") and one["report"]["finish"] == {"kind": "tool-calls"}
+    from cassettes.providers import OpenAIChatAdapter
+
+    body = OpenAIChatAdapter(api_key="k").build_body({"model": "m", "messages": [{"role": "assistant", "content": [block]}]})
+    assert body["messages"][0]["tool_calls"] == [call]  # the loop's next request sends it back as the API gave it
+
+
+def test_a_chat_stream_ending_with_calls_and_no_finish_reason_finishes_tool_calls(tmp_cassette: Writer) -> None:
+    # a host (Novita through OpenRouter) that streams a tool call and [DONE] with no finish_reason
+    delta = {"tool_calls": [{"index": 0, "id": "0", "type": "function", "function": {"name": "llm_version", "arguments": "{}"}}]}
+    path = tmp_cassette(_sse_text(CHAT, [{"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}]))
+    (one,) = _show_json(path)["interactions"]
+    assert one["report"]["finish"] == {"kind": "tool-calls"} and one["report"]["warnings"] == []
+
+
+def test_vertex_ais_numbered_finish_reasons_are_named(tmp_cassette: Writer) -> None:
+    # the google-cloud-aiplatform client asks `$alt=json;enum-encoding=int`: finishReason 1 is STOP
+    uri = ("https://us-central1-aiplatform.googleapis.com/v1/projects/p/locations/us-central1/publishers/google/models/"
+           "gemini-1.5-flash-002:generateContent")
+    answer = {"candidates": [{"content": {"parts": [{"functionCall": {"name": "f", "args": {}}}], "role": "model"}, "finishReason": 1}]}
+    (one,) = _show_json(tmp_cassette("interactions:\n" + _whole(uri, answer) + "version: 1\n"))["interactions"]
+    assert one["report"]["finish"] == {"kind": "tool-calls"}  # STOP after a call
+    answer["candidates"][0]["finishReason"] = 2
+    (one,) = _show_json(tmp_cassette("interactions:\n" + _whole(uri, answer) + "version: 1\n", "m.yaml"))["interactions"]
+    assert one["report"]["finish"]["kind"] == "max-tokens"
+
+
+def test_a_scrubbed_placeholder_in_a_recorded_path_still_matches(tmp_cassette: Writer) -> None:
+    # dd-trace-py scrubs the project into `<project-id>`, stored as typed; the adapter sends it encoded
+    uri = ("https://us-central1-aiplatform.googleapis.com/v1beta1/projects/<project-id>/locations/us-central1/publishers/google/"
+           "models/gemini-2.0-flash-001:generateContent")
+    answer = {"candidates": [{"content": {"parts": [{"text": "blue"}], "role": "model"}, "finishReason": "STOP"}]}
+    model = CassetteModel(tmp_cassette("interactions:\n" + _whole(uri, answer) + "version: 1\n"), pace=False, strict=True)
+
+    async def ask() -> list[dict]:
+        return [dict(c) async for c in model.stream({"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "why"}]}]})]
+
+    assert asyncio.run(ask())[-1] == {"type": "finish", "reason": {"kind": "stop"}} and model.problems() == []
