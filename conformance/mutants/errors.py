@@ -60,6 +60,17 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "flush-failure-announced-at-step-zero",
+        "a failing session/flush listener is warned and announced at step 0 directly, as an idle "
+        "inject's flush is (INJ-2), not as the turn's late failure: a driver turn that had failed is "
+        "announced twice (blind round 59b, in a structured-concurrency loop)",
+        ("ERR-9",), "7",
+        (Patch("agent",
+               '            self._late_failure(turn, exc, "a session/flush listener")\n',
+               '            self._warn(turn.number, "a session/flush listener failed", exc)\n'
+               "            self._announce(turn.number, 0, exc)\n"),),
+    ),
+    Mutant(
         "late-failure-not-recorded",
         "a failure after turn/end (a throwing agent/turn-end listener, a failing flush, a throwing "
         "session/event listener in an idle inject's one-shot turn) is announced but not recorded as the "

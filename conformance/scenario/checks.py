@@ -1559,6 +1559,8 @@ def _one_failure_check(view: TraceView) -> Violation | None:
                                  + " (ERR-9: every failed turn is announced through agent/error(agent, turn, step, "
                                  "error))", errors[0]["_i"], ("ERR-9",))
             said = announced.get(t["turn"], [])
+            if errors:
+                said = sorted(said + _late_step0(view, agent, t), key=lambda e: e["_i"])
             # A late failure (ERR-10: after turn/end) is announced and logs nothing: the turn failed all the same.
             if len(said) > 1:
                 return Violation(f"agent {agent}: failed turn {t['turn']} was announced {len(said)} times through "
@@ -1576,6 +1578,25 @@ def _one_failure_check(view: TraceView) -> Violation | None:
                                  f"agent/error announced {said[0].get('error')} with code {carried!r}: the "
                                  "announcement carries the original error (ERR-9)", said[0]["_i"], ("ERR-9",))
     return None
+
+
+def _late_step0(view: TraceView, agent: str, turn: dict[str, Any]) -> list[Event]:
+    """The step-0 ``agent/error`` announcements naming ``turn`` that are a late failure of it: each
+    after the turn ended, following a throw the world made in an ``agent/turn-end`` or
+    ``session/flush`` listener of that turn, with no ``agent/status`` listener's throw since the
+    turn began (ERR-8 lets that one be announced at step 0, under any number). An idle inject's
+    one-shot turn has none: INJ-2 reports its failing flush at step 0, failed turn or not."""
+    if turn["end_i"] is None or turn["trigger"] == "injection":
+        return []
+    raises = view.ops(agent, "raise")
+    late = [r["_i"] for r in raises if r.get("on") in ("agent/turn-end", "session/flush") and r["_i"] > turn["end_i"]
+            and _late_turn(view, agent, r) is turn]
+    if not late:
+        return []
+    status = [r["_i"] for r in raises if r.get("on") == "agent/status" and r["_i"] > turn["_i"]]
+    return [e for e in view.of_kind("agent/error", agent=agent)
+            if e.get("step") == 0 and e.get("turn") == turn["turn"] and e["_i"] > late[0]
+            and not any(i < e["_i"] for i in status)]
 
 
 def _late_turn(view: TraceView, agent: str, op: Event) -> dict[str, Any] | None:

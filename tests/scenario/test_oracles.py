@@ -1053,6 +1053,29 @@ def test_a_turn_with_a_late_failure_is_announced_once() -> None:
     assert "announced 2 times" in found.message
 
 
+def test_a_failed_turns_late_failure_announced_at_step_zero_is_a_second_announcement() -> None:
+    # ERR-9: a turn that failed (its error event, announced) whose flush then fails: the flush's
+    # failure is a later one of the same turn (LOOP-4: the flush closes the turn), not announced,
+    # at step 0 either (blind round 59b: a loop that reported it as an idle inject's flush is)
+    start, message, _end = _turn(0, 1, "A")
+    failed = [_log(2, "error", turn=1, step=1, message="boom", code="BOOM"),
+              {"kind": "agent/error", "agent": "a", "turn": 1, "step": 1, "error": "Boom: boom", "code": "BOOM"},
+              _log(3, "turn/end", turn=1, reason={"kind": "error", "message": "boom", "code": "BOOM"})]
+    began = {"kind": "flush", "phase": "start", "agent": "a", "listener": "persist"}
+    flush = _op("raise", by="window", status="running", on="session/flush")
+    late = {"kind": "agent/error", "agent": "a", "turn": 1, "step": 0, "error": "RuntimeError: flush"}
+    tl = [_op("send", "A"), start, message, *failed, began, flush]
+    assert _check("ERR-9", tl) is None
+    found = _check("ERR-9", [*tl, late])
+    assert found is not None and found.rules == ("ERR-9",) and "announced 2 times" in found.message
+    # a throwing status listener may be announced at step 0 under any number (ERR-8): not judged
+    status = _op("raise", by="window", status="running", on="agent/status")
+    assert _check("ERR-9", [*tl, status, late]) is None
+    # an idle inject's one-shot turn that failed: INJ-2 reports its failing flush at step 0
+    injected = [_log(0, "turn/start", turn=1, trigger={"kind": "injection"}), *failed, began, flush, late]
+    assert _check("ERR-9", injected) is None
+
+
 def test_a_failed_turn_is_announced_at_the_step_its_error_event_names() -> None:
     # ERR-9: agent/error(agent, turn, step, error) names the failure's turn and step, the ones its
     # error event logged; a throwing status listener's step-0 announcement (ERR-8) is another
