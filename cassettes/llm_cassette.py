@@ -4,7 +4,7 @@ Accepted on load (all safely, with PyYAML's safe loader):
 
 - stock vcrpy: ``interactions: [{request, response}]``, request ``body`` a string, response
   ``body: {string: ...}`` holding the whole event stream as one string (literal or folded scalar);
-- bodies stored as ``!!binary`` (base64 of gzip or deflate data) with ``content-encoding: gzip``;
+- bodies stored as ``!!binary`` (base64 of gzip, deflate or brotli data) with their ``content-encoding``;
 - bodies stored as parsed JSON mappings under ``parsed_body`` (pydantic-ai's serializer);
 - several interactions per file, identical repeats included;
 - our own format, which adds to the response an ``events`` list, one record per server-sent event
@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+import brotli
 import httpx
 import yaml
 from vcr import matchers
@@ -280,7 +281,9 @@ def _body(path: Path, n: int, raw: Any, encoding: str) -> tuple[str, bytes | Non
             data = gzip.decompress(data)
         elif "deflate" in encoding:
             data = zlib.decompress(data)
-    except (OSError, EOFError, zlib.error) as exc:
+        elif "br" in encoding.replace(" ", "").split(","):
+            data = brotli.decompress(data)  # what httpx asks for when brotli is installed (weave's files)
+    except (OSError, EOFError, zlib.error, brotli.error) as exc:
         raise _fail(path, n, f"body says content-encoding {encoding or 'gzip'} but does not decompress: {exc}") from exc
     try:
         return data.decode("utf-8"), None

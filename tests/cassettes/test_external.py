@@ -213,19 +213,21 @@ def _chat_expected(interaction: Interaction) -> tuple[Any, list[Any], bool, str,
     if not interaction.is_sse:
         data = json.loads(interaction.body)
         message = data["choices"][0]["message"]
-        calls = [_args(_call_fragment(c)) for c in message.get("tool_calls") or []]
+        legacy = [{"function": message["function_call"]}] if isinstance(message.get("function_call"), dict) else []
+        calls = [_args(_call_fragment(c)) for c in (message.get("tool_calls") or []) + legacy]
         finish = data["choices"][0]["finish_reason"]
         refused = bool(message.get("refusal")) and finish == "stop"
         text, thought = _chat_parts(message)
         return (finish_of("refusal") if refused else finish_of(finish)), calls, "usage" in data, text, thought
-    fragments: dict[int, str] = {}
+    fragments: dict[Any, str] = {}
     finish, usage, refused, text, thought, failed = "", False, False, "", "", False
     for ev in _events(interaction):
         usage = usage or bool(ev.get("usage")) or bool((ev.get("x_groq") or {}).get("usage"))
         failed = failed or isinstance(ev.get("error"), dict)  # an error object inside a chunk ends the stream failed
         for choice in ev.get("choices") or []:
             delta = choice.get("delta") or {}
-            for position, call in enumerate(delta.get("tool_calls") or []):
+            legacy = [{"index": "function_call", "function": delta["function_call"]}] if isinstance(delta.get("function_call"), dict) else []
+            for position, call in enumerate((delta.get("tool_calls") or []) + legacy):
                 key = call.get("index", position)
                 fragments[key] = fragments.get(key, "") + (_call_fragment(call) or "")
             refused = refused or bool(delta.get("refusal"))
@@ -237,7 +239,7 @@ def _chat_expected(interaction: Interaction) -> tuple[Any, list[Any], bool, str,
     kind = finish_of("refusal") if refusal else finish_of("tool_calls") if fragments and not finish else finish_of(finish)
     if failed:
         kind = {"kind": "error", "raw": None}
-    return kind, [_args(fragments[k]) for k in sorted(fragments)], usage, text, thought
+    return kind, [_args(fragments[k]) for k in sorted(fragments, key=lambda k: (isinstance(k, str), k if isinstance(k, int) else 0))], usage, text, thought
 
 
 def _call_fragment(call: dict[str, Any]) -> Any:

@@ -426,3 +426,18 @@ def test_a_scrubbed_placeholder_in_a_recorded_path_still_matches(tmp_cassette: W
         return [dict(c) async for c in model.stream({"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "why"}]}]})]
 
     assert asyncio.run(ask())[-1] == {"type": "finish", "reason": {"kind": "stop"}} and model.problems() == []
+
+
+def test_a_brotli_encoded_body_is_read(tmp_cassette: Writer) -> None:
+    # weave's recordings keep OpenAI's `content-encoding: br` body as it came (!!binary)
+    import brotli
+
+    packed = base64.b64encode(brotli.compress(json.dumps(ANSWER).encode())).decode()
+    text = (f"interactions:\n- request:\n    method: POST\n    uri: {CHAT}\n    body: '{{\"model\": \"m\"}}'\n"
+            "  response:\n    status: {code: 200, message: OK}\n"
+            "    headers: {content-type: [application/json], content-encoding: [br]}\n"
+            f"    body: {{string: !!binary '{packed}'}}\nversion: 1\n")
+    (one,) = _show_json(tmp_cassette(text))["interactions"]
+    assert one["error"] is None and one["report"]["stream_chars"] == 2
+    broken = tmp_cassette(text.replace(packed, base64.b64encode(b"not brotli").decode()), "bad.yaml")
+    assert "content-encoding br but does not decompress" in _one_line_exit_2(["cassette", "show", str(broken)], broken)
