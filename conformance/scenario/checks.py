@@ -1112,9 +1112,14 @@ def _maxtok_check(view: TraceView) -> Violation | None:
             # A listener's throw made once dispose() was called, while the disposed turn closes: no
             # error event for it (DISP-5: disposal is not a failure; the suite's reading, as ERR-10
             # says of agent/turn-end's throw during disposal).
+            # Only that throw's error event: a failure from before the dispose (a model's) may be
+            # logged after it, where the open step's step/end comes before the error event (ERR-2
+            # reads either way) and a step/end listener disposed.
             disposed = next((o["_i"] for o in view.ops(agent, "dispose") if t["_i"] < o["_i"] < t["end_i"]), t["end_i"])
-            thrown = next((o["_i"] for o in view.ops(agent, "raise") if disposed < o["_i"] < t["end_i"]), t["end_i"])
-            logged = next((e for e in t["events"] if e["type"] == "error" and e["_i"] > thrown), None)
+            throw = next((o for o in view.ops(agent, "raise") if disposed < o["_i"] < t["end_i"]), None)
+            logged = None if throw is None else next(
+                (e for e in t["events"] if e["type"] == "error" and e["_i"] > throw["_i"]
+                 and str(throw.get("message", "")) in str(e["data"].get("message", ""))), None)
             if logged is not None:
                 return Violation(f"{where} logged an error event for a listener's throw made after dispose() (DISP-5: "
                                  "disposal is not a failure; a throw while the disposed turn closes is not logged)",

@@ -1121,6 +1121,23 @@ def test_a_turn_end_listeners_throw_during_disposal_is_swallowed() -> None:
     assert _check("ERR-10", later) is None
 
 
+def test_only_the_error_event_of_a_throw_made_after_dispose_breaks_disp_5() -> None:
+    # DISP-5: a listener's throw made once dispose() was called, while the disposed turn closes,
+    # logs no error event. A failure from before the dispose (the model's) may still be logged
+    # after it: where the open step's step/end precedes the error event (ERR-2 reads either way),
+    # a step/end listener can dispose before the model's failure is logged.
+    start, message, _end = _turn(0, 1, "A")
+    closing = [_op("send", "A"), start, message, _log(2, "step/start", turn=1, step=1), _log(3, "step/end", turn=1, step=1),
+               _op("dispose", status="running", on="session/event"),
+               _op("raise", by="window", status="running", on="session/event", message="window listener failed")]
+    ended = _log(5, "turn/end", turn=1, reason={"kind": "disposed"})
+    model = _log(4, "error", turn=1, step=1, message="overloaded", code="OVERLOADED")
+    assert _check("MAXTOK", [*closing, model, ended]) is None
+    throw = _log(4, "error", turn=1, step=1, message="ThrownValue: window listener failed")
+    found = _check("MAXTOK", [*closing, throw, ended])
+    assert found is not None and found.rules == ("DISP-5", "DISP-4")
+
+
 def _queued(text: str, *, steering: bool = False, source: str = "user") -> dict[str, Any]:
     return {"kind": "agent/queued", "agent": "a", "text": text, "steering": steering, "source": source}
 
