@@ -48,19 +48,20 @@ class CassetteModel:
         self._problems: list[str] = []
         # The first interaction an adapter speaks: a recording may open with calls that are no
         # model call (token counting, a tracing upload, a connection warm-up); they never match.
-        spoken = [(i, found) for i in self.cassette.interactions if (found := adapter_for_url(i.uri, i.request_json))]
-        first = spoken[0][0] if spoken else self.cassette.interactions[0]
+        interactions = self.cassette.interactions
+        speakers = [adapter_for_url(i.uri, i.request_json) for i in interactions]
+        spoken = [n for n, found in enumerate(speakers) if found is not None]
+        first = interactions[spoken[0]] if spoken else interactions[0]
         if adapter is not None:
             if adapter not in ADAPTERS:
                 raise CassetteError(path, f"unknown adapter {adapter!r} (known: {', '.join(ADAPTERS)})")
             cls = ADAPTERS[adapter]
         elif spoken:
-            cls = spoken[0][1]
+            cls = speakers[spoken[0]]  # type: ignore[assignment]  # not None: spoken
         else:
             raise CassetteError(path, f"no interaction is an API loopkit's adapters speak (interaction 1: {first.method} "
                                       f"{first.uri}); pass adapter=")
-        self._unspoken = set() if adapter is not None else {
-            n for n, i in enumerate(self.cassette.interactions) if adapter_for_url(i.uri, i.request_json) is None}
+        self._unspoken = set() if adapter is not None else {n for n, found in enumerate(speakers) if found is None}
         self.transport = ReplayTransport(self.cassette, allow_playback_repeats=allow_playback_repeats, pace=pace)
         settings = replay_settings(first.uri, cls, first.request_json, first.is_stream)
         self.adapter = cls(**settings, transport=self.transport)

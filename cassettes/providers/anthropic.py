@@ -508,5 +508,6 @@ class AnthropicMessagesAdapter(ProviderAdapter):
     def translate_response(self, data: Any, skipped: Skipped) -> list[Chunk]:
         if not (isinstance(data, dict) and (data.get("type") == "message" or "content" in data)):
             # InvokeModel also serves the legacy Text Completions; anything else is no message at all
-            raise ValueError(_not_messages(data) if self.bedrock or (isinstance(data, dict) and "completion" in data) else f"not a messages API response (no 'content'; {shape_of(data)})")
+            legacy = self.bedrock or (isinstance(data, dict) and "completion" in data)
+            raise ValueError(_not_messages(data) if legacy else f"not a messages API response (no 'content'; {shape_of(data)})")
         return translate_message(data, skipped)
