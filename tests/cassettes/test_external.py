@@ -199,7 +199,7 @@ def _messages_expected(interaction: Interaction) -> tuple[Any, list[Any], bool, 
         if ev["type"] == "content_block_start" and ev["content_block"]["type"] == "tool_use":
             parts[ev["index"]] = ""
         if ev["type"] == "content_block_delta":
-            if ev["delta"]["type"] == "input_json_delta":
+            if ev["delta"]["type"] == "input_json_delta" and ev["index"] in parts:  # a server tool's input is no call of ours
                 parts[ev["index"]] += ev["delta"]["partial_json"]
             text += ev["delta"].get("text", "")
             thought += ev["delta"].get("thinking", "")
