@@ -299,8 +299,10 @@ def _chat_parts(part: dict[str, Any]) -> tuple[str, str]:
 
 
 # Calls a recording may hold beside its model calls, named by their endpoints: token counting,
-# model lists, embeddings, files, a client library's telemetry upload, a connection warm-up.
-NOT_GENERATION = re.compile(r"count_tokens|:countTokens|/models/?$|/embeddings|/files\b|/batches|tcp_warming|/moderations|^/token$")
+# context compaction, model lists, embeddings, files, a client library's telemetry upload, a
+# connection warm-up, an OAuth token.
+NOT_GENERATION = re.compile(r"count_tokens|count-tokens|:countTokens|/input_tokens$|/responses/compact$|/models/?$|/embeddings|"
+                            r"/files\b|/batches|tcp_warming|/moderations|^/token$")
 # APIs the kit does not speak, on purpose: Bedrock's InvokeModel of another vendor's model (each
 # vendor's own format; Anthropic's is spoken), and Anthropic's legacy Text Completions.
 INVOKE = re.compile(r"/model/[^/]+/invoke(-with-response-stream)?$")
