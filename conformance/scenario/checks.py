@@ -1594,14 +1594,13 @@ def _late_step0(view: TraceView, agent: str, turn: dict[str, Any]) -> list[Event
     if turn["end_i"] is None or turn["trigger"] == "injection":
         return []
     raises = view.ops(agent, "raise")
-    late = [r["_i"] for r in raises if r.get("on") in ("agent/turn-end", "session/flush") and r["_i"] > turn["end_i"]
-            and _late_turn(view, agent, r) is turn]
-    if not late:
+    late = next((r["_i"] for r in raises if r.get("on") in ("agent/turn-end", "session/flush") and r["_i"] > turn["end_i"]
+                 and _late_turn(view, agent, r) is turn), None)
+    if late is None:
         return []
-    status = [r["_i"] for r in raises if r.get("on") == "agent/status" and r["_i"] > turn["_i"]]
+    status = next((r["_i"] for r in raises if r.get("on") == "agent/status" and r["_i"] > turn["_i"]), len(view.timeline))
     return [e for e in view.of_kind("agent/error", agent=agent)
-            if e.get("step") == 0 and e.get("turn") == turn["turn"] and e["_i"] > late[0]
-            and not any(i < e["_i"] for i in status)]
+            if e.get("step") == 0 and e.get("turn") == turn["turn"] and late < e["_i"] < status]
 
 
 def _late_turn(view: TraceView, agent: str, op: Event) -> dict[str, Any] | None:

@@ -59,7 +59,7 @@ def _frames(interaction: Interaction) -> list[dict[str, Any]]:
     """Bedrock's event-stream frames as ``{"event": name, **payload}``."""
     buffer = EventStreamBuffer()
     buffer.add_data(interaction.body_bytes)
-    return [{"event": m.headers[":event-type"], **json.loads(m.payload)} for m in buffer]
+    return [{"event": m.headers.get(":event-type"), **json.loads(m.payload)} for m in buffer]
 
 
 # Gemini's finish enum by number (Vertex AI's `$alt=json;enum-encoding=int` wire form).
@@ -120,10 +120,7 @@ def _events(interaction: Interaction) -> list[dict[str, Any]]:
     """The JSON events of a stream: SSE ``data:`` lines, or (Anthropic on Bedrock's InvokeModel)
     event-stream frames each carrying one base64 event."""
     if interaction.is_eventstream:
-        buffer = EventStreamBuffer()
-        buffer.add_data(interaction.body_bytes)
-        return [json.loads(base64.b64decode(json.loads(m.payload)["bytes"])) for m in buffer
-                if m.headers.get(":message-type") == "event"]
+        return [json.loads(base64.b64decode(f["bytes"])) for f in _frames(interaction) if f["event"] == "chunk"]
     raw, _ = split_events(interaction.body)
     out = []
     for text in raw:
@@ -249,7 +246,7 @@ def _call_fragment(call: dict[str, Any]) -> Any:
     return (call.get("function") or {}).get("arguments")
 
 
-def _expected_all(interaction: Interaction) -> tuple[Any, list[Any], bool, str, str]:
+def expected(interaction: Interaction) -> tuple[Any, list[Any], bool, str, str]:
     """(finish, tool-call arguments, usage reported, visible text, reasoning text), read from the
     recorded payloads by the API the request went to."""
     cls = adapter_for_url(interaction.uri, interaction.request_json)
@@ -267,18 +264,6 @@ def _expected_all(interaction: Interaction) -> tuple[Any, list[Any], bool, str, 
             return _responses_expected(_events(interaction), None)
         return _responses_expected(None, json.loads(interaction.body))
     raise AssertionError(f"no expectation for {interaction.uri} ({name or 'no adapter'})")
-
-
-def expected(interaction: Interaction) -> tuple[Any, list[Any], bool]:
-    """(finish kind, tool-call arguments in order, whether usage was reported)."""
-    kind, calls, usage, _, _ = _expected_all(interaction)
-    return kind, calls, usage
-
-
-def expected_text(interaction: Interaction) -> tuple[str, str]:
-    """(visible text, reasoning text) of a response, read straight from the recorded payloads."""
-    _, _, _, text, thought = _expected_all(interaction)
-    return text, thought
 
 
 def _chat_parts(part: dict[str, Any]) -> tuple[str, str]:
@@ -406,12 +391,11 @@ def test_external_cassette_replays_to_a_well_formed_stream(path: Path) -> None:
             continue
         assert result.error is None
         assert stream_problems(result.chunks) == []
-        kind, calls, has_usage = expected(interaction)
+        kind, calls, has_usage, text, thought = expected(interaction)
         reason = dict(result.chunks[-1])["reason"]
         assert reason["kind"] == kind["kind"] and reason.get("raw") == kind["raw"]
         blocks = [c["block"] for c in result.chunks if c["type"] == "block-end"]
         assert [_args(b["arguments"]) for b in blocks if b["type"] == "tool-call"] == calls
-        text, thought = expected_text(interaction)
         assert "".join(b["text"] for b in blocks if b["type"] == "text") == text
         assert "".join(b["text"] for b in blocks if b["type"] == "reasoning") == thought
         usage = [n for n, c in enumerate(result.chunks) if c["type"] == "usage"]
@@ -430,9 +414,9 @@ def test_the_show_report_says_nothing_was_lost(path: Path) -> None:
         if interaction.status >= 400 or unfinished(interaction):
             assert report["finish"] is None
             continue
-        text, thought = expected_text(interaction)
+        _, _, has_usage, text, thought = expected(interaction)
         assert report["recorded_chars"] == report["stream_chars"] == len(text) + len(thought)
-        assert (report["usage"] is not None) == expected(interaction)[2]
+        assert (report["usage"] is not None) == has_usage
         assert report["finish"]["kind"] in FINISH_VOCABULARY
 
 
