@@ -515,4 +515,20 @@ MUTANTS = [
               "the suite passed it until test_a_step_ended_early_is_logged_closed_before_it_is_notified; the hunt "
               "found it at once (SHAPE).",
     ),
+    Mutant(
+        "abort-after-message-unseen-without-tools",
+        "the step reads its abort signal after the tools only when it had tool calls: a cancel from a listener of "
+        "a text-only step's assistant/message is seen at the continuation gate, after the step's drain has logged "
+        "steering given after the cancel into the cancelled turn",
+        ("CANCEL-4", "LOOP-8"),
+        "8",
+        (
+            Patch("agent",
+                  "            if signal.aborted:  # TOOL-5: an abort during a tool ends the step\n",
+                  "            if calls and signal.aborted:  # TOOL-5: an abort during a tool ends the step\n"),
+        ),
+        notes="Session 48's actor loop (indie60a), written from the spec alone, in the reference's form: the suite "
+              "missed it until `test_steering_added_after_a_cancel_as_the_steps_message_is_logged_runs_as_the_next_"
+              "prompt`; the hunt found it first (`reply: after session/event(assistant/message)#1: cancel; steer`).",
+    ),
 ]

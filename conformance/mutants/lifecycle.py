@@ -614,4 +614,27 @@ MUTANTS = [
         notes="Blind round 54's dispose-trusts-step-signal (session 45, in examples/spec_loop) in the reference's "
               "form: both the suite and the hunt missed it then.",
     ),
+    Mutant(
+        "disposed-at-turn-start-left-open",
+        "a dispose() from a session/event listener on turn/start stops the driver before the turn counts as "
+        "opened: its turn/start is never closed (no turn/end{disposed}, no flush)",
+        ("DISP-1", "LOG-4"),
+        "9",
+        (
+            Patch("agent",
+                  "            raise\n"
+                  "        turn.opened = True\n"
+                  "        try:\n"
+                  "            for item in drained:",
+                  "            raise\n"
+                  "        if self._disposed:\n"
+                  "            return  # disposed as the turn opened: nothing more to run\n"
+                  "        turn.opened = True\n"
+                  "        try:\n"
+                  "            for item in drained:"),
+        ),
+        notes="Blind session 48's sans-IO loop (indie60b), written from the spec alone, in the reference's form: "
+              "the suite missed it until `DISPOSED_DURING` disposed from a turn/start log listener; the hunt found "
+              "it first (`reply: after session/event(turn/start)#1: dispose`).",
+    ),
 ]

@@ -2822,7 +2822,8 @@ def _warned_check(view: TraceView) -> Violation | None:
     """ERR-12: a throwing listener of a notification the contract contains is a contained
     failure, logged as a warning under the implementation's logger; one thrown while a turn is
     open is named by a warning holding the agent id and the turn number (as a word of its own, as
-    the rule tests read it). Judged where the world recorded that logger's warnings (its
+    the rule tests read it), but for an ``agent/queued`` listener: the prompt it tells of belongs
+    to no turn yet, so any turn, or none, may be named beside the agent. Judged where the world recorded that logger's warnings (its
     ``world/closed`` counts them); a throw once the agent is being disposed is not (ERR-10:
     during disposal it is swallowed)."""
     closed = view.of_kind("world/closed")
@@ -2842,6 +2843,14 @@ def _warned_check(view: TraceView) -> Violation | None:
                 return Violation(f"agent {agent}: an {on} listener threw and no warning was logged under the "
                                  "implementation's logger (ERR-12: every contained failure is logged as a warning "
                                  "naming the agent and the turn)", r["_i"], ("ERR-12",))
+            if on == "agent/queued":
+                # a queued prompt belongs to no turn yet (the notification names none): which turn
+                # its listener's failure names, the running one, the next or none, is open
+                if not any(re.search(rf"(?<!\w){re.escape(agent)}(?!\w)", str(e.get("message"))) for e in after):
+                    return Violation(f"agent {agent}: an {on} listener threw, but no warning names the agent "
+                                     f"({str(after[0].get('message'))!r}; ERR-12: a contained failure is logged "
+                                     "naming the agent)", r["_i"], ("ERR-12",))
+                continue
             around = _turn_around(view, agent, r["_i"])
             turn = around["turn"] if around is not None else None
             if isinstance(turn, int) and not any(

@@ -896,6 +896,37 @@ def test_steering_added_after_a_cancel_from_turn_start_runs_as_the_next_prompt(r
     run(scenario)
 
 
+@pytest.mark.rule("CANCEL-4", "LOOP-8")
+def test_steering_added_after_a_cancel_as_the_steps_message_is_logged_runs_as_the_next_prompt(run: Run) -> None:
+    # A session/event listener on the step's assistant/message cancels the turn and steers. The
+    # step is still in flight (its tools and its steering drain are ahead), and the steering came
+    # after the cancel while the cancelled turn closes: late steering, re-queued as the next
+    # turn's prompt (CANCEL-4, LOOP-8), not drained into the cancelled step (indie60a, an
+    # independent loop of session 48: found by the hunt, `reply: after
+    # session/event(assistant/message)#1: cancel; steer`).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        acted: list[bool] = []
+
+        def listener(_session: object, event: dict) -> None:
+            if event.get("type") == "assistant/message" and not acted:
+                acted.append(True)
+                a.cancel("stop")
+                a.steer("late")
+
+        k.on("session/event", listener)
+        k.model.push(fakes.text("first"), fakes.text("for late"))
+        a.send("A")
+        await k.idle(a)
+        await k.until(lambda: len(k.reasons(a)) == 2, "the late steering's turn to end")
+        steering = [texts(e["data"]["content"]) for e in k.events(a, "steering/message")]
+        assert steering == [], f"steering given after the cancel was logged into the cancelled turn: {steering}"
+        assert k.prompts(a) == [["A"], ["late"]], f"the late steering runs as the next prompt: {k.prompts(a)}"
+        assert k.reasons(a) == [aborted("stop"), COMPLETED], k.reasons(a)
+
+    run(scenario)
+
+
 @pytest.mark.rule("CANCEL-4")  # as its sibling above: the re-queue is CANCEL-4's own sentence
 @pytest.mark.parametrize(("waiting", "earlier"), [(1, False), (2, False), (2, True)],
                          ids=["one-waiting", "two-waiting", "two-waiting-after-an-earlier-cancel"])

@@ -40,10 +40,12 @@ def test_dispose_mid_turn(run: Run) -> None:
     run(scenario)
 
 
-DISPOSED_DURING = ["model call", "tool call", "agent/turn-start listener"]
+DISPOSED_DURING = ["model call", "tool call", "agent/turn-start listener", "turn/start event listener"]
 """Where ``_disposed_during`` disposes: from outside, during the model call or the tool call, or
-from a listener of the turn's own ``agent/turn-start`` (inside the driver: a ``dispose()`` that
-cancels the driver's task leaves a cancellation pending there, and it lands in what follows)."""
+from a listener of the turn's own ``agent/turn-start`` notification or of its ``turn/start``
+session event (inside the driver: a ``dispose()`` that cancels the driver's task leaves a
+cancellation pending there, and it lands in what follows; one that only flags the driver must
+still close the turn it has just opened)."""
 
 
 async def _disposed_during(k: Kit, where: str) -> AgentHandle:
@@ -55,12 +57,16 @@ async def _disposed_during(k: Kit, where: str) -> AgentHandle:
     elif where == "tool call":
         k.tool("slow", gate=k.gate())
         k.model.push(fakes.tool_calls(("c1", "slow", "{}")))
-    else:
+    elif where == "agent/turn-start listener":
         k.model.push(respond.hang())
         k.on("agent/turn-start", once(lambda *_args: a.dispose()),
              needs="a dispose() from inside the driver, as the turn starts")
+    else:
+        k.model.push(respond.hang())
+        k.on("session/event", lambda _session, event: a.dispose() if event["type"] == "turn/start" else None,
+             needs="a dispose() from inside the driver, as turn/start is logged")
     a.send("A")
-    if where != "agent/turn-start listener":
+    if not where.endswith("listener"):
         await k.until(lambda: "tool/call" in k.types(a) if where == "tool call" else bool(k.model.requests), where)
         a.dispose()
     else:

@@ -1014,6 +1014,24 @@ def test_a_warning_for_a_throw_during_a_turn_names_the_agent_and_the_turn() -> N
     assert _check("WARNED", warned("agent a turn 12: listener failed")) is not None  # 12 is not turn 2
 
 
+def test_a_warning_for_a_queued_listeners_throw_during_a_turn_may_name_any_turn() -> None:
+    # a send while turn 2 runs queues a prompt for a later turn: its agent/queued listener's
+    # failure belongs to no turn yet, so the warning must name the agent, not turn 2 (ERR-12)
+    closed = {"kind": "world/closed", "agents": {"a": "idle"}, "logs": {}, "registered": [], "warnings": 1}
+    opened = [_status("running"), _log(0, "turn/start", turn=2, trigger={"kind": "message"})]
+    raised = _op("raise", status="running", by="window", on="agent/queued")
+
+    def warned(message: str) -> list[dict[str, Any]]:
+        return [*opened, _op("send", "B", status="running"), raised,
+                {"kind": "warning", "logger": "impl", "message": message},
+                _log(1, "turn/end", turn=2, reason={"kind": "completed"}), closed]
+
+    assert _check("WARNED", warned("agent a turn 0: a listener of agent/queued failed: boom")) is None
+    assert _check("WARNED", warned("agent a turn 2: agent/queued listener failed")) is None
+    found = _check("WARNED", warned("listener of agent/queued failed: boom"))
+    assert found is not None and found.rules == ("ERR-12",) and "names the agent" in found.message
+
+
 def test_a_turns_trigger_carries_the_source_of_what_started_it() -> None:
     user, plugin = {"kind": "user"}, {"kind": "plugin", "plugin": "window"}
 
