@@ -927,6 +927,45 @@ def test_steering_added_after_a_cancel_as_the_steps_message_is_logged_runs_as_th
     run(scenario)
 
 
+@pytest.mark.rule("CANCEL-4", "ERR-1")
+def test_steering_a_cancel_dropped_stays_dropped_when_the_cancelling_listener_throws(run: Run) -> None:
+    # Two steering messages wait while a tool runs; a session/event listener on the first
+    # steering/message the step's drain logs cancels, then throws. The second was waiting when
+    # cancel() was called: dropped (CANCEL-4), not made a prompt because the listener's throw
+    # failed the turn (ERR-1 ends the turn, it does not undo the cancel's clearing). The loop goes
+    # on (indie60d, an independent loop of session 48: found by the hunt, `steer: after
+    # session/event(steering/message)#1: cancel; raise`).
+    async def scenario(k: Kit) -> None:
+        a = await _parked(k)
+        gate = k.gate()
+        tool = k.tool("held", gate=gate)
+        k.model.push(fakes.tool_calls(("c1", "held", "{}")), fakes.text("never"), fakes.text("next"))
+        acted: list[bool] = []
+
+        def listener(_session: object, event: dict) -> None:
+            if event.get("type") == "steering/message" and not acted:
+                acted.append(True)
+                a.cancel("stop")
+                raise RuntimeError("listener failed after its cancel")
+
+        k.on("session/event", listener)
+        a.send("A")
+        await k.until(lambda: bool(tool.calls), "the tool call")
+        a.steer("first")
+        a.steer("second")
+        gate.open()
+        await k.idle(a)
+        a.send("B")
+        await k.idle(a)
+        ran = [p for turn in k.prompts(a) for p in turn] + [
+            t for e in k.events(a, "steering/message") for t in texts(e["data"]["content"])]
+        assert "second" not in ran, (f"steering waiting when cancel() was called ran after the cancelling listener "
+                                     f"threw: turns' prompts {k.prompts(a)}, log {k.types(a)}")
+        assert k.prompts(a) == [["A"], ["B"]], f"the loop goes on with the next prompt: {k.prompts(a)}"
+
+    run(scenario)
+
+
 @pytest.mark.rule("CANCEL-4")  # as its sibling above: the re-queue is CANCEL-4's own sentence
 @pytest.mark.parametrize(("waiting", "earlier"), [(1, False), (2, False), (2, True)],
                          ids=["one-waiting", "two-waiting", "two-waiting-after-an-earlier-cancel"])
