@@ -1455,9 +1455,13 @@ def _disposal_check(view: TraceView) -> Violation | None:
     # A caller's close() disposes its agents when it gets to each (SVC-7 says no more): when an
     # agent it found running was disposed, and what it went through first, DISP-5 cannot say.
     final = view.closings(caller=False)
+    # An inject started once the world had closed (an actor a schedule held back that long) is
+    # never awaited: whether its awaitable raised, the run does not see.
+    closed = view.of_kind("world/closed")
+    unawaited = closed[-1]["_i"] if closed else len(view.timeline)
     for agent in view.agents:
         for e in view.ops(agent, "send", "steer", "inject"):  # the calls that did not raise
-            if e.get("status") == "disposed":
+            if e.get("status") == "disposed" and not (e.get("op") == "inject" and e["_i"] > unawaited):
                 return Violation(f"agent {agent}: {e.get('op')}() on the disposed agent returned without raising "
                                  "(DISP-3)", e["_i"], ("DISP-3",))
         disposes = sorted([e["_i"] for e in view.ops(agent, *DISPOSERS)] + closing)
@@ -1810,8 +1814,10 @@ def _inject_check(view: TraceView) -> Violation | None:
         if found is not None:
             return found
         for err in view.of_kind("op/error", agent=agent):
-            if err.get("op") != "inject" or str(err.get("error", "")).startswith(("NotImplementedError", "AgentDisposed")):
+            if err.get("op") != "inject" or str(err.get("error", "")).startswith("NotImplementedError"):
                 continue
+            if view.disposed_at(agent) < err["_i"]:
+                continue  # disposed before the inject's body ran: DISP-3's clear error, no failing flush
             op = view.answered(err)
             if op is None or op.get("status") == "disposed" or op.get("unserialisable") or op.get("bad_source") or _turn_around(
                     view, agent, op["_i"]) is not None:

@@ -587,6 +587,28 @@ def test_failure_before_turn_start_between_turns(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("LOOP-8", "ERR-8")
+def test_steering_given_as_a_failure_before_turn_start_is_announced_still_runs(run: Run) -> None:
+    # A failure before turn/start (ERR-8's example) is announced while the agent is running, and
+    # a listener of that agent/error steers. No turn is open to take the steering: it is too late
+    # for one and runs as a prompt (LOOP-8: never stranded, never silently dropped), before the
+    # waiter resolves (IDLE-2) (indie60f, an independent loop of session 48, stranded it: found by
+    # the hunt, `bad-source: after agent/error#1: steer`).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.on("agent/error", once(lambda *_args: a.steer("late")), needs="a steer from the failure's announcement")
+        k.model.push(fakes.text("for late"))
+        if not _queue_unserialisable(a, "bad"):
+            return  # refused by send(): no failure before turn/start, no announcement to steer from
+        await k.idle(a)
+        ran = [t for turn in k.prompts(a) for t in turn] + [
+            t for e in k.events(a, "steering/message") for t in texts(e["data"]["content"])]
+        assert "late" in ran, (f"steering given as a failure before turn/start was announced never ran before the "
+                               f"agent went idle: turns' prompts {k.prompts(a)}, log {k.types(a)}")
+
+    run(scenario)
+
+
 @pytest.mark.rule("ERR-9")
 def test_first_failure_wins(run: Run) -> None:
     async def scenario(k: Kit) -> None:

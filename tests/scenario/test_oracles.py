@@ -655,6 +655,19 @@ def test_every_oracle_names_rule_ids_of_the_catalogue() -> None:
         assert all(r in RULES_BY_ID for r in oracle.rules), oracle.name
 
 
+def test_an_input_call_on_a_disposed_agent_must_raise_unless_nobody_awaits_it() -> None:
+    # DISP-3: send(), steer() and inject() on a disposed agent raise. An async inject's raise
+    # comes when its task runs (op/error); one started once the world had closed (an actor a pct
+    # schedule held back that long) is never awaited, so its outcome is unseen (indie60e, session 48)
+    closed = {"kind": "world/closed", "agents": {"a": "disposed"}, "logs": {}, "registered": []}
+    gone = [_op("dispose"), _status("disposed")]
+    late = _op("inject", "W2", by="window", status="disposed")
+    found = _check("DISPOSAL", [*gone, late, closed])
+    assert found is not None and found.rules == ("DISP-3",)
+    assert _check("DISPOSAL", [*gone, closed, late]) is None
+    assert _check("DISPOSAL", [*gone, closed, _op("send", "B", by="window", status="disposed")]) is not None
+
+
 def test_only_dispose_disposes_directly_and_its_waiters_wait_for_the_driver() -> None:
     failed = [_op("send", "A"), _status("running"), _log(0, "turn/start", turn=1, trigger={"kind": "message"}),
               {"kind": "agent/error", "agent": "a", "turn": 1, "step": 0, "error": "boom"}, _status("disposed"),
@@ -1697,6 +1710,13 @@ def test_an_inject_raising_is_judged_only_when_no_turn_was_open() -> None:
     thrown = {"kind": "op", "op": "raise", "by": "window", "agent": "a", "on": "session/event"}
     assert _check("INJ-2", [*idle[:-1], thrown, error]) is None
     assert _check("INJ-2", [*idle[:-1], dict(thrown, on="session/flush"), error]) is not None
+    # disposed before an async inject's body ran: the error it raises is DISP-3's, whatever its
+    # class is called (indie60e, session 48: RuntimeError: agent 'a' is disposed)
+    disposed = {"kind": "op/error", "op": "inject", "by": "window", "agent": "a",
+                "error": "RuntimeError: agent 'a' is disposed"}
+    gone = [*idle[:-1], _op("dispose", by="window"), _status("disposed"), disposed]
+    assert _check("INJ-2", gone) is None
+    assert _check("INJ-2", [*idle[:-1], disposed]) is not None  # not disposed: a raise INJ-2 forbids
 
 
 def _two_tool_turn(order: list[str]) -> list[dict[str, Any]]:
