@@ -1805,9 +1805,11 @@ def _inject_check(view: TraceView) -> Violation | None:
     """INJ-2: an ``inject()`` of plain text on a live agent with no turn open never raises a
     failing flush into the caller. Judged only where the inject wrote its own one-shot turn: no
     turn open at the call by the log (INJ-1 decides from it), and none but an injection's opened
-    before the error (an async inject may find a turn open when its body runs); and only where no
+    before the error (an async inject may find a turn open when its body runs); only where no
     listener but a ``session/flush`` one threw meanwhile (of other listeners' throws INJ-2 says
-    the turn stays balanced, not that they never reach the caller)."""
+    the turn stays balanced, not that they never reach the caller); and only while the agent was
+    not disposed yet (an inject whose body runs after a dispose raises DISP-3's error, whatever
+    its class is called)."""
     raises = view.of_kind("op", op="raise")
     for agent in view.agents:
         found = _bad_inject_check(view, agent)
@@ -2848,9 +2850,9 @@ def _warned_check(view: TraceView) -> Violation | None:
     failure, logged as a warning under the implementation's logger; one thrown while a turn is
     open is named by a warning holding the agent id and the turn number (as a word of its own, as
     the rule tests read it), but for an ``agent/queued`` listener: the prompt it tells of belongs
-    to no turn yet, so any turn, or none, may be named beside the agent. Judged where the world recorded that logger's warnings (its
-    ``world/closed`` counts them); a throw once the agent is being disposed is not (ERR-10:
-    during disposal it is swallowed)."""
+    to no turn yet, so any turn, or none, may be named beside the agent. Judged where the world
+    recorded that logger's warnings (its ``world/closed`` counts them); a throw once the agent is
+    being disposed is not (ERR-10: during disposal it is swallowed)."""
     closed = view.of_kind("world/closed")
     if not closed or "warnings" not in closed[-1]:
         return None
@@ -3355,9 +3357,8 @@ def _rejected_check(view: TraceView) -> Violation | None:
     written: its ``turn/start`` rejected before anything opened (announced through
     ``agent/error`` with step 0, while no turn is open), or, drained behind another prompt, the
     turn it joined (which ends ``error``, or ``disposed`` when a disposal came meanwhile: ERR-9
-    judges its announcement). Not judged when the
-    call raised (a loop may refuse the source at once) or a stop came before its batch was
-    written."""
+    judges its announcement). Not judged when the call raised (a loop may refuse the source at
+    once) or a stop came before its batch was written."""
     for agent in view.agents:
         for s in view.ops(agent, "send"):  # the calls that did not raise
             if not s.get("bad_source") or s.get("status") == "disposed":
