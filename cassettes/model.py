@@ -50,14 +50,14 @@ class CassetteModel:
         # model call (token counting, a tracing upload, a connection warm-up); they never match.
         interactions = self.cassette.interactions
         speakers = [adapter_for_url(i.uri, i.request_json) for i in interactions]
-        spoken = [n for n, found in enumerate(speakers) if found is not None]
-        first = interactions[spoken[0]] if spoken else interactions[0]
+        spoken = [(n, found) for n, found in enumerate(speakers) if found is not None]
+        first = interactions[spoken[0][0]] if spoken else interactions[0]
         if adapter is not None:
             if adapter not in ADAPTERS:
                 raise CassetteError(path, f"unknown adapter {adapter!r} (known: {', '.join(ADAPTERS)})")
             cls = ADAPTERS[adapter]
         elif spoken:
-            cls = speakers[spoken[0]]  # type: ignore[assignment]  # not None: spoken
+            cls = spoken[0][1]
         else:
             raise CassetteError(path, f"no interaction is an API loopkit's adapters speak (interaction 1: {first.method} "
                                       f"{first.uri}); pass adapter=")

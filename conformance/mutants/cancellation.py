@@ -540,8 +540,31 @@ MUTANTS = [
         "8",
         (
             Patch("agent",
-                  '        waiting = self._inbox.steering_count\n        clears = self._inbox.clears\n        for _ in range(waiting):\n            if self._inbox.clears != clears:\n                break  # a listener\'s cancel() cleared the FIFO\n            item = self._inbox.take_steering()\n            self._session.append(\n                "steering/message",\n                {"turn": turn.number, "content": item.content, "source": item.source},\n            )\n            self._bus.emit("agent/steering", self, turn.number, item.content, item.source)\n        return bool(waiting)\n',
-                  '        taken = self._inbox.drain_steering()\n        for k, item in enumerate(taken):\n            try:\n                self._session.append(\n                    "steering/message",\n                    {"turn": turn.number, "content": item.content, "source": item.source},\n                )\n                self._bus.emit("agent/steering", self, turn.number, item.content, item.source)\n            except Exception:\n                for rest in taken[k + 1:]:\n                    self._inbox.steer(rest)  # the ones not yet logged wait again (LOOP-8)\n                raise\n        return bool(taken)\n'),
+                  '        waiting = self._inbox.steering_count\n'
+                  '        clears = self._inbox.clears\n'
+                  '        for _ in range(waiting):\n'
+                  '            if self._inbox.clears != clears:\n'
+                  "                break  # a listener's cancel() cleared the FIFO\n"
+                  '            item = self._inbox.take_steering()\n'
+                  '            self._session.append(\n'
+                  '                "steering/message",\n'
+                  '                {"turn": turn.number, "content": item.content, "source": item.source},\n'
+                  '            )\n'
+                  '            self._bus.emit("agent/steering", self, turn.number, item.content, item.source)\n'
+                  '        return bool(waiting)\n',
+                  '        taken = self._inbox.drain_steering()\n'
+                  '        for k, item in enumerate(taken):\n'
+                  '            try:\n'
+                  '                self._session.append(\n'
+                  '                    "steering/message",\n'
+                  '                    {"turn": turn.number, "content": item.content, "source": item.source},\n'
+                  '                )\n'
+                  '                self._bus.emit("agent/steering", self, turn.number, item.content, item.source)\n'
+                  '            except Exception:\n'
+                  '                for rest in taken[k + 1:]:\n'
+                  '                    self._inbox.steer(rest)  # the ones not yet logged wait again (LOOP-8)\n'
+                  '                raise\n'
+                  '        return bool(taken)\n'),
         ),
         notes="Session 48's phase-per-task loop (indie60d), written from the spec alone, in the reference's form: the "
               "suite missed it until `test_steering_a_cancel_dropped_stays_dropped_when_the_cancelling_listener_throws`; "

@@ -848,8 +848,19 @@ MUTANTS = [
         ("LOOP-8", "IDLE-2"),
         "3",
         (
-            Patch("agent", '                    # LOOP-8: steering that arrived too late for the turn becomes the next prompt.\n                    for late in self._inbox.drain_steering():\n                        self._inbox.enqueue(late)\n                    if self._disposed or not self._inbox.has_queued:\n', '                    if self._disposed or not self._inbox.has_queued:\n'),
-            Patch("agent", '            await self._flush(turn)  # LOOP-4: the awaited session/flush comes last\n        self._turn = None\n', '            await self._flush(turn)  # LOOP-4: the awaited session/flush comes last\n            for late in self._inbox.drain_steering():  # LOOP-8: late steering, the next prompt\n                self._inbox.enqueue(late)\n        self._turn = None\n'),
+            Patch("agent",
+                  '                    # LOOP-8: steering that arrived too late for the turn becomes the next prompt.\n'
+                  '                    for late in self._inbox.drain_steering():\n'
+                  '                        self._inbox.enqueue(late)\n'
+                  '                    if self._disposed or not self._inbox.has_queued:\n',
+                  '                    if self._disposed or not self._inbox.has_queued:\n'),
+            Patch("agent",
+                  '            await self._flush(turn)  # LOOP-4: the awaited session/flush comes last\n'
+                  '        self._turn = None\n',
+                  '            await self._flush(turn)  # LOOP-4: the awaited session/flush comes last\n'
+                  '            for late in self._inbox.drain_steering():  # LOOP-8: late steering, the next prompt\n'
+                  '                self._inbox.enqueue(late)\n'
+                  '        self._turn = None\n'),
         ),
         notes="Session 48's seed-faithful loop (indie60f), written from the spec alone, in the reference's form: the "
               "suite missed it until `test_steering_given_as_a_failure_before_turn_start_is_announced_still_runs`; "

@@ -82,6 +82,25 @@ def once_on(status: str, action: Callable[[], object]) -> Callable[..., None]:
     return listener
 
 
+def once_on_event(kind: str, action: Callable[[], object]) -> Callable[[object, dict[str, Any]], None]:
+    """A ``session/event`` listener that calls ``action()`` at the first event of type ``kind``
+    (what ``action`` raises, the listener raises)."""
+    fired = [False]
+
+    def listener(_session: object, event: dict[str, Any]) -> None:
+        if event.get("type") == kind and not fired[0]:
+            fired[0] = True
+            action()
+
+    return listener
+
+
+def delivered(k: Kit, agent: AgentHandle) -> list[str]:
+    """Every text that reached one of the agent's turns: its prompts, then its logged steering."""
+    prompts = [t for turn in k.prompts(agent) for t in turn]
+    return prompts + [t for e in k.events(agent, "steering/message") for t in texts(e["data"]["content"])]
+
+
 def throws_on(kind: str, fired: list[str]) -> Callable[[object, dict[str, Any]], None]:
     """A ``session/event`` listener that throws at the first event of type ``kind``, once, and
     notes ``kind`` in ``fired`` as it does."""

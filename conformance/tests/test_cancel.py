@@ -12,7 +12,17 @@ from conformance.adapter import AgentHandle
 from conformance.fakes import respond
 from conformance.harness import Kit
 
-from ._support import COMPLETED, Run, Watch, aborted, once, request_texts, texts
+from ._support import (
+    COMPLETED,
+    Run,
+    Watch,
+    aborted,
+    delivered,
+    once,
+    once_on_event,
+    request_texts,
+    texts,
+)
 
 
 async def _parked(k: Kit) -> AgentHandle:
@@ -906,15 +916,12 @@ def test_steering_added_after_a_cancel_as_the_steps_message_is_logged_runs_as_th
     # session/event(assistant/message)#1: cancel; steer`).
     async def scenario(k: Kit) -> None:
         a = k.agent()
-        acted: list[bool] = []
 
-        def listener(_session: object, event: dict) -> None:
-            if event.get("type") == "assistant/message" and not acted:
-                acted.append(True)
-                a.cancel("stop")
-                a.steer("late")
+        def cancel_then_steer() -> None:
+            a.cancel("stop")
+            a.steer("late")
 
-        k.on("session/event", listener)
+        k.on("session/event", once_on_event("assistant/message", cancel_then_steer))
         k.model.push(fakes.text("first"), fakes.text("for late"))
         a.send("A")
         await k.idle(a)
@@ -940,15 +947,12 @@ def test_steering_a_cancel_dropped_stays_dropped_when_the_cancelling_listener_th
         gate = k.gate()
         tool = k.tool("held", gate=gate)
         k.model.push(fakes.tool_calls(("c1", "held", "{}")), fakes.text("never"), fakes.text("next"))
-        acted: list[bool] = []
 
-        def listener(_session: object, event: dict) -> None:
-            if event.get("type") == "steering/message" and not acted:
-                acted.append(True)
-                a.cancel("stop")
-                raise RuntimeError("listener failed after its cancel")
+        def cancel_then_throw() -> None:
+            a.cancel("stop")
+            raise RuntimeError("listener failed after its cancel")
 
-        k.on("session/event", listener)
+        k.on("session/event", once_on_event("steering/message", cancel_then_throw))
         a.send("A")
         await k.until(lambda: bool(tool.calls), "the tool call")
         a.steer("first")
@@ -957,9 +961,7 @@ def test_steering_a_cancel_dropped_stays_dropped_when_the_cancelling_listener_th
         await k.idle(a)
         a.send("B")
         await k.idle(a)
-        ran = [p for turn in k.prompts(a) for p in turn] + [
-            t for e in k.events(a, "steering/message") for t in texts(e["data"]["content"])]
-        assert "second" not in ran, (f"steering waiting when cancel() was called ran after the cancelling listener "
+        assert "second" not in delivered(k, a), (f"steering waiting when cancel() was called ran after the cancelling listener "
                                      f"threw: turns' prompts {k.prompts(a)}, log {k.types(a)}")
         assert k.prompts(a) == [["A"], ["B"]], f"the loop goes on with the next prompt: {k.prompts(a)}"
 
@@ -987,15 +989,12 @@ def test_steering_added_after_a_cancel_made_while_steering_is_logged_is_requeued
         gate = k.gate()
         tool = k.tool("held", gate=gate)
         k.model.push(fakes.tool_calls(("c1", "held", "{}")), fakes.text("never"), fakes.text("late reply"))
-        acted: list[bool] = []
 
-        def listener(_session: object, event: dict) -> None:
-            if event.get("type") == "steering/message" and not acted:
-                acted.append(True)
-                a.cancel("stop")
-                a.steer("after")
+        def cancel_then_steer() -> None:
+            a.cancel("stop")
+            a.steer("after")
 
-        k.on("session/event", listener)
+        k.on("session/event", once_on_event("steering/message", cancel_then_steer))
         a.send("A")
         await k.until(lambda: bool(tool.calls), "the tool call")
         a.steer("before")

@@ -15,7 +15,7 @@ from conformance.adapter import AgentHandle
 from conformance.fakes import Gate, respond
 from conformance.harness import Kit
 
-from ._support import DISPOSED, Run, Watch, boom, once, once_on, passthrough, texts
+from ._support import DISPOSED, Run, Watch, boom, once, once_on, once_on_event, passthrough, texts
 
 
 async def _mid_turn(k: Kit) -> AgentHandle:
@@ -63,7 +63,7 @@ async def _disposed_during(k: Kit, where: str) -> AgentHandle:
              needs="a dispose() from inside the driver, as the turn starts")
     else:
         k.model.push(respond.hang())
-        k.on("session/event", lambda _session, event: a.dispose() if event["type"] == "turn/start" else None,
+        k.on("session/event", once_on_event("turn/start", a.dispose),
              needs="a dispose() from inside the driver, as turn/start is logged")
     a.send("A")
     if not where.endswith("listener"):

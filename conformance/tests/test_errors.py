@@ -16,7 +16,7 @@ from conformance.adapter import AgentHandle, ThrownValue
 from conformance.fakes import respond
 from conformance.harness import Kit
 
-from ._support import COMPLETED, Run, aborted, boom, once, texts
+from ._support import COMPLETED, Run, aborted, boom, delivered, once, texts
 
 
 def _error_kinds(k: Kit, agent: object) -> list[str]:
@@ -601,9 +601,7 @@ def test_steering_given_as_a_failure_before_turn_start_is_announced_still_runs(r
         if not _queue_unserialisable(a, "bad"):
             return  # refused by send(): no failure before turn/start, no announcement to steer from
         await k.idle(a)
-        ran = [t for turn in k.prompts(a) for t in turn] + [
-            t for e in k.events(a, "steering/message") for t in texts(e["data"]["content"])]
-        assert "late" in ran, (f"steering given as a failure before turn/start was announced never ran before the "
+        assert "late" in delivered(k, a), (f"steering given as a failure before turn/start was announced never ran before the "
                                f"agent went idle: turns' prompts {k.prompts(a)}, log {k.types(a)}")
 
     run(scenario)

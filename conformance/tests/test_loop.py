@@ -58,15 +58,18 @@ def test_one_driver_for_life(run: Run) -> None:
     # the adapter names is not done), and each prompt runs as its own turn, in order.
     async def scenario(k: Kit) -> None:
         a = k.agent()
-        await k.settle()
-        for prompt in ("one", "two", "three"):
+
+        def assert_driver_lives() -> None:
             task = k.service.driver_task(a)
             assert task is None or not task.done(), "the driver must keep running while the agent lives"
+
+        await k.settle()
+        assert_driver_lives()
+        for prompt in ("one", "two", "three"):
             a.send(prompt)
             await k.idle(a)
+            assert_driver_lives()
         assert k.prompts(a) == [["one"], ["two"], ["three"]]
-        task = k.service.driver_task(a)
-        assert task is None or not task.done(), "the driver must keep running while the agent lives"
 
     run(scenario)
 
