@@ -77,6 +77,8 @@ def parse_arguments(raw: str) -> Any:
         return {}
     try:
         return json.loads(raw)
+    except RecursionError:  # nested past the parser's depth: not JSON to it (nothing crashes)
+        return raw
     except ValueError:
         return raw
 

@@ -40,12 +40,22 @@ clock or randomness: the same script streams the same chunks.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import copy
 import hashlib
 import inspect
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias, cast
 
@@ -57,7 +67,21 @@ from reference_loop.protocols import ModelRequest
 from .errors import FakeError, ScriptExhausted, UnusedResponses
 from .gate import wait_abortable
 
-__all__ = ["FakeModel", "Response", "ScriptEntry", "respond"]
+__all__ = ["FakeModel", "Response", "ScriptEntry", "relayed", "respond"]
+
+_RELAYED: contextvars.ContextVar[bool] = contextvars.ContextVar("loopkit_relayed_stream", default=False)
+
+
+@contextlib.contextmanager
+def relayed() -> Iterator[None]:
+    """Streams opened inside are read by a relay (the wire connection, which forwards each chunk
+    to a loop in another process at once), not by the loop: a chunk they yield may still be in
+    flight when the step's signal fires, so ``model/aborted`` says nothing of what was handed over."""
+    token = _RELAYED.set(True)
+    try:
+        yield
+    finally:
+        _RELAYED.reset(token)
 
 OnAbort: TypeAlias = Literal["finish", "return", "raise", "fail", "ignore"]
 
@@ -663,6 +687,8 @@ class FakeModel:
             self.exhausted.append(error)
         self._next += 1
         loop = simulator.current_loop()
+        # chunks yielded to the loop so far (``model/aborted`` says how many, LOG-3), unless relayed
+        handed: list[int] | None = None if _RELAYED.get() else [0]
         if self.observe:
             _observe(
                 loop,
@@ -673,7 +699,7 @@ class FakeModel:
                 history=history_digest(snapshot.get("messages", ())),
                 **_request_extras(snapshot, self.name),
             )
-            _observe_abort(loop, request.get("signal"), self.name, call)
+            _observe_abort(loop, request.get("signal"), self.name, call, handed)
         if self.on_request is not None:
             self.on_request()
         if isinstance(entry, Response) and entry.abort_mode in ("raise", "fail"):
@@ -681,13 +707,13 @@ class FakeModel:
             if early is not None:  # the stream's waits hear the abort before the loop does
                 request = cast(ModelRequest, {**request, "signal": early})
         if not self.edits_requests:
-            return self._play(request, call, entry, error, loop)
+            return self._play(request, call, entry, error, loop, handed)
         # The adapter owns the request now and edits its messages in place, as an adapter
         # converting them to a provider's format may: the loop's log and the next step's history
         # must not change with them (LOG-1, LOG-7). Responses are resolved on the snapshot.
         played = cast(ModelRequest, {**snapshot, "signal": request.get("signal")})  # the early signal, if any
         _edit_messages(request)
-        return self._play(played, call, entry, error, loop)
+        return self._play(played, call, entry, error, loop, handed)
 
     async def _play(
         self,
@@ -696,6 +722,7 @@ class FakeModel:
         entry: ScriptEntry | None,
         error: ScriptExhausted | None,
         loop: Any,
+        handed: list[int] | None,
     ) -> AsyncIterator[v.Chunk]:
         outcome = "closed"
         i = 0
@@ -754,6 +781,8 @@ class FakeModel:
                     outcome = chunk["reason"]["kind"]
                 elif kind == "usage":
                     usage = chunk.get("usage")
+                if handed is not None:
+                    handed[0] = i
                 try:
                     yield chunk
                 except GeneratorExit:
@@ -783,14 +812,16 @@ class FakeModel:
                          **({"signalled": True} if signalled else {}), **({"unread": unread} if unread else {}))
 
 
-def _observe_abort(loop: Any, signal: Any, model: str, call: int) -> None:
+def _observe_abort(loop: Any, signal: Any, model: str, call: int, handed: list[int] | None) -> None:
     """Record ``model/aborted`` when the request's signal fires, synchronously, inside the loop's
     ``abort()`` / ``cancel()`` / ``dispose()`` as an adapter's own listener on the signal runs:
     a listener on that world point acts there (an abort observer queueing work while the loop
-    cancels, which a loop clearing its queues after the abort drops, CANCEL-1/MARKER-1)."""
+    cancels, which a loop clearing its queues after the abort drops, CANCEL-1/MARKER-1). It says
+    how many chunks the stream had yielded to the loop by then (``handed``: each is logged, LOG-3)."""
     add = getattr(signal, "add_listener", None)
     if callable(add) and not getattr(signal, "aborted", False):
-        add(lambda _reason=None: _observe(loop, "model/aborted", model=model, call=call))
+        add(lambda _reason=None: _observe(loop, "model/aborted", model=model, call=call,
+                                          **({} if handed is None else {"handed": handed[0]})))
 
 
 def _early_signal(signal: Any) -> AbortSignal | None:

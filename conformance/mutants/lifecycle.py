@@ -637,4 +637,21 @@ MUTANTS = [
               "the suite missed it until `DISPOSED_DURING` disposed from a turn/start log listener; the hunt found "
               "it first (`reply: after session/event(turn/start)#1: dispose`).",
     ),
+    Mutant(
+        "flush-cancelled-listener-dropped",
+        "a session/flush listener that raises CancelledError is dropped from the gathered outcomes "
+        "(a return_exceptions result filtered on Exception): the driver goes on, where PY-1 never "
+        "swallows a CancelledError",
+        ("PY-1",),
+        "12",
+        (
+            Patch("bus",
+                  "                    raise outcome  # CancelledError & co. are never contained (PY-1)\n",
+                  "                    continue  # a cancelled listener has nothing to report\n"),
+        ),
+        notes="Session 49 (a reviewer's finding: six independent loops and examples/spec_loop dropped it, or "
+              "reported it as the listener's failure): the suite passed it until "
+              "test_a_plugin_raising_cancelled_error_in_a_task_of_its_own_is_not_swallowed; out of the hunt's "
+              "reach (no window makes a plugin raise CancelledError).",
+    ),
 ]

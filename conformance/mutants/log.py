@@ -361,4 +361,25 @@ MUTANTS = [
               "test_each_step_logs_its_own_usage; the hunt found it once the tool workload's first step reported "
               "usage too (CHUNKS).",
     ),
+    Mutant(
+        "chunk-read-dropped-at-abort",
+        "the stream's reader takes each chunk a beat after the stream yielded it, and drops it when the "
+        "step's signal fired meanwhile (a read raced against the signal, both done at once): a chunk the "
+        "model had handed over is never logged",
+        ("LOG-3", "LOOP-5"),
+        "1",
+        (
+            Patch("agent",
+                  "            async for chunk in stream:\n"
+                  "                if signal.aborted:\n",
+                  "            async for chunk in stream:\n"
+                  "                await asyncio.sleep(0)  # the read is handed on a beat later\n"
+                  "                if signal.aborted:\n"),
+        ),
+        interleaving=True,
+        notes="Session 49 (a reviewer's finding in indie61e): the hunt's CHUNKS oracle finds it in plain order "
+              "through the fake model's count of the chunks handed over when the signal fired (model/aborted); "
+              "the suite kills it only by the way, through a resume test whose persisted log the beat shifts "
+              "(SVC-3, LOG-5): no rule test lands an abort between a chunk's yield and its read.",
+    ),
 ]

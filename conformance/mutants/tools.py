@@ -184,8 +184,9 @@ MUTANTS = [
         '5',
         (
             Patch('tools',
-                  '    try:\n        return json.loads(raw)\n    except ValueError:\n        return raw\n',
-                  '    try:\n        parsed = json.loads(raw)\n    except ValueError:\n        return raw\n    return parsed if isinstance(parsed, dict) else raw  # tool inputs are JSON objects\n'),
+                  '        return json.loads(raw)\n',
+                  '        parsed = json.loads(raw)\n'
+                  '        return parsed if isinstance(parsed, dict) else raw  # tool inputs are JSON objects\n'),
         ),
         notes="Round 12: the suite killed it; the hunt found it once failing-tool's arguments were a JSON array (ARGS).",
     ),
@@ -240,5 +241,22 @@ MUTANTS = [
         notes="Round 45 (session 43, written blind in the reference): the suite passed it until "
               "test_a_listener_serves_a_tool_nobody_registered; the hunt found it once the failing-tool workload "
               "had a plugin serving a tool nobody registered (ANSWERED).",
+    ),
+    Mutant(
+        "tool-args-too-deep-crash",
+        "arguments nested past the JSON parser's depth raise RecursionError out of the argument parse: "
+        "the step fails and the turn ends error, where TOOL-2 passes text the parser refuses through raw "
+        "and nothing crashes",
+        ("TOOL-2",),
+        "5",
+        (
+            Patch("tools",
+                  "    except RecursionError:  # nested past the parser's depth: not JSON to it (nothing crashes)\n"
+                  "        return raw\n",
+                  ""),
+        ),
+        notes="Session 49 (a reviewer's finding in an independent loop, which the reference shared): the suite "
+              "passed it until test_arguments_nested_past_a_parsers_limit_crash_nothing; out of the hunt's reach "
+              "(no workload's arguments are nested that deep: input robustness, not a race).",
     ),
 ]

@@ -1488,8 +1488,11 @@ def _disposal_check(view: TraceView) -> Violation | None:
             if late is not None:
                 return Violation(f"agent {agent}: turn {late['data'].get('turn')} started after the agent was disposed "
                                  "(DISP-2: disposal ends the driver)", late["_i"], ("DISP-2",))
+        # IDLE-4 names two waiters: one registered on the disposed agent, and one registered while
+        # running; one registered while idle (its work queued, the driver not yet woken) it leaves open
+        held = {e.get("waiter") for e in view.ops(agent, "when_idle") if e.get("status") in ("running", "disposed")}
         for rel in view.of_kind("waiter/released", agent=agent):
-            if rel.get("status") != "disposed" or not rel.get("precise"):
+            if rel.get("status") != "disposed" or not rel.get("precise") or rel.get("waiter") not in held:
                 continue
             turns = view.turns(agent, int(rel.get("log_len", 0)))
             if turns and not turns[-1]["ended"]:  # a turn was open when the waiter was released ...
@@ -2078,8 +2081,12 @@ def _past_last_gate(view: TraceView, agent: str, turn: dict[str, Any], at: int) 
 
 
 def _cancel_step_check(view: TraceView) -> Violation | None:
-    """CANCEL-1/CANCEL-STEP/CANCEL-CONT: after a ``cancel()`` while a turn is open, that turn makes
-    no further model call (its marker stops the next step and the continuation) and ends aborted."""
+    """CANCEL-1/CANCEL-STEP/CANCEL-CONT: after a ``cancel()`` while a turn is open, that turn opens
+    no further step that calls the model (its marker stops the next step and the continuation), a
+    cancel from a synchronous ``agent/turn-start`` or ``agent/step-start`` listener drops the step
+    it comes before (CANCEL-STEP: the model is not called), and the turn ends aborted. The step
+    already open when a cancel lands elsewhere is the in-flight step the cancel aborts: whether
+    the loop still makes its model call, with the signal fired, is not judged (no rule says)."""
     for agent in view.agents:
         # CANCEL-CONT: a cancel inside the continuation waterfall opens no further step (not even
         # an empty one: the gate decides before the next step's own marker check would drop it).
@@ -2120,10 +2127,14 @@ def _cancel_step_check(view: TraceView) -> Violation | None:
             if turn is None:
                 continue
             end = turn["end_i"] if turn["end_i"] is not None else len(view.timeline)
-            later = [i for i in calls if c["_i"] < i < end]
+            boundary = c.get("on") in ("agent/turn-start", "agent/step-start")  # CANCEL-STEP
+            opened = [e["_i"] for e in turn["events"] if e["type"] == "step/start" and e["_i"] > c["_i"]]
+            later = [i for i in calls if c["_i"] < i < end and (boundary or any(o < i for o in opened))]
             if later:
-                return Violation(f"agent {agent}: the model was called again in turn {turn['turn']} after a cancel() "
-                                 "(a cancelled turn runs no further step)", later[0], ("CANCEL-1", "CANCEL-CONT", "CANCEL-STEP"))
+                why = (f"by a synchronous {c['on']} listener (CANCEL-STEP: the step is dropped, the model not called)"
+                       if boundary else "(a cancelled turn runs no further step)")
+                return Violation(f"agent {agent}: the model was called in turn {turn['turn']} after a cancel() {why}",
+                                 later[0], ("CANCEL-1", "CANCEL-CONT", "CANCEL-STEP"))
     return None
 
 
@@ -2302,26 +2313,47 @@ def _model_calls(view: TraceView) -> Iterator[tuple[Event, str, int, dict[str, A
 
 
 def _stopped(view: TraceView, agent: str, start: int, end: int) -> bool:
-    """Whether a stop (abort, cancel, dispose, a listener's throw) came between ``start`` and
-    ``end``, or a driver cancel before ``end``: made by a listener before the step, it lands at
-    the driver's next suspension, inside it (PY-1)."""
-    return any(start < e["_i"] < end for e in view.ops(agent, "abort", "cancel", "dispose", "raise")) or any(
-        e["_i"] < end for e in view.ops(agent, "cancel_driver"))
+    """Whether a stop (abort, cancel, a listener's throw) came between ``start`` and ``end``, or a
+    disposal before ``end``: a driver cancel made by a listener before the step lands at the
+    driver's next suspension, inside it (PY-1), and a loop may still start a step's model call
+    after ``dispose()`` (the turn ends ``disposed`` whatever the call did)."""
+    return any(start < e["_i"] < end for e in view.ops(agent, "abort", "cancel", "raise")) or any(
+        e["_i"] < end for e in view.ops(agent, "dispose", "cancel_driver"))
+
+
+def _cut(view: TraceView, agent: str, start: int, end: int) -> bool:
+    """Whether something other than an abort or a cancel stopped a step between ``start`` and
+    ``end``: a listener's throw or a contained failure, or a disposal before ``end``."""
+    return any(start < e["_i"] < end for e in view.ops(agent, "raise")) or any(
+        e["_i"] < end for e in view.ops(agent, "dispose", "cancel_driver")) or any(
+        start < e["_i"] < end for e in view.of_kind("agent/error", agent=agent))
 
 
 def _chunks_check(view: TraceView) -> Violation | None:
     """LOG-3/LOOP-5/ASM-4: every chunk a model call streamed to its end is logged as an
     ``assistant/chunk`` of its step, and a streamed ``usage`` is the step's ``usage`` event.
     Steps something interrupted (an abort, a cancel, a disposal, a raising listener, a contained
-    failure, the world's close) are not judged: what they log of the rest is another rule's."""
+    failure, the world's close) are not judged: what they log of the rest is another rule's. Of a
+    step an abort or a cancel stopped, the chunks the stream had yielded when the signal fired
+    (``model/aborted``'s ``handed``) are all logged: the loop had them (indie61e, session 49)."""
     closed_at = next(iter(view.closings()), len(view.timeline))
+    handed = {(e.get("model"), e.get("call")): e.get("handed") for e in view.of_kind("model/aborted")}
     for done, agent, start, turn, step in _model_calls(view):
         given = done.get("chunks")
-        if not isinstance(given, int) or (done.get("outcome") in _UNFINISHED and not done.get("unread")):
-            continue
         events = _steps(turn).get(step, []) if isinstance(step, int) else []
         end = next((e["_i"] for e in events if e["type"] == "step/end"), turn["end_i"])
         if end is None or end > closed_at:
+            continue
+        before = handed.get((done.get("model"), done.get("call")))
+        if isinstance(before, int) and before > 0 and not _cut(view, agent, start, end):
+            # LOG-3: what the stream had yielded when the step's signal fired was the loop's
+            logged = sum(1 for e in events if e["type"] == "assistant/chunk")
+            if logged < before:
+                return Violation(f"agent {agent}: turn {turn['turn']} step {step}: the model had handed the loop "
+                                 f"{before} chunk(s) when the step's signal fired, but the step logged {logged} "
+                                 "(LOG-3: assistant/chunk events are never filtered out; LOOP-5: each chunk is "
+                                 "appended)", end, ("LOG-3", "LOOP-5"))
+        if not isinstance(given, int) or (done.get("outcome") in _UNFINISHED and not done.get("unread")):
             continue
         if _stopped(view, agent, start, end) or any(
                 start < e["_i"] < end for e in view.of_kind("agent/error", agent=agent)):
@@ -2814,11 +2846,13 @@ def _reject_constant(name: str) -> Any:
 
 def _parsed_arguments(text: str) -> Any:
     """What TOOL-2 makes of raw arguments (``_UNJUDGED`` for ``NaN``/``Infinity``, which JSON
-    parsers disagree on)."""
+    parsers disagree on, and for JSON nested past a parser's depth)."""
     if text == "":
         return {}
     try:
         return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:  # nested past the parser's depth: parsed or raw, either may reach the tool
+        return _UNJUDGED
     except ValueError as exc:
         return _UNJUDGED if str(exc) in ("NaN", "Infinity", "-Infinity") else text
 

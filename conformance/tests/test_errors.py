@@ -939,6 +939,22 @@ def test_contained_model_and_flush_failures_are_warned(run: Run) -> None:
 
 
 @pytest.mark.rule("ERR-12")
+@pytest.mark.parametrize("call", ["a failing tool", "an unknown tool"])
+def test_contained_tool_failures_are_warned(run: Run, call: str) -> None:
+    # TOOL-3 contains a failing tool and an unknown tool into an is_error tool/result and the turn
+    # goes on: a contained failure, warned naming the agent and turn 2 like any other (session 49's
+    # review: an independent loop warned for a failing tool but not for an unknown one).
+    async def scenario(k: Kit) -> None:
+        k.tool("broken", error="disk gone")
+        name = "broken" if call == "a failing tool" else "nobody-registered-this"
+        k.model.push(fakes.text("one"), fakes.tool_calls(("c1", name, "{}")), fakes.text("after the tool"))
+        named = await _warned_turn_two(k, "tooling-agent", lambda _a: None)
+        assert named, f"expected a warning naming the agent and turn 2 for {call}'s contained failure"
+
+    run(scenario)
+
+
+@pytest.mark.rule("ERR-12")
 def test_a_throwing_agent_error_listener_is_warned(run: Run) -> None:
     # The failure of an agent/error listener is a contained failure like any other, so it is
     # warned too: turn 2 fails (its model raises) and the listener told of it throws, two

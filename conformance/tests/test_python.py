@@ -407,9 +407,8 @@ def test_a_listener_raising_cancelled_error_is_not_contained(run: Run, where: st
     # Whether the log is then balanced is not judged here: PY-1 asks it of a driver whose task
     # was cancelled, which delivers the CancelledError at an await, not inside a notification
     # (the reference left a turn/start its listener raised it on unclosed until session 42; so
-    # did three independent loops). Listeners a loop may run in a task of its own, around a
-    # model call or a tool, are left out: what a loop makes of a subtask that ended cancelled is
-    # its own.
+    # did three independent loops). A tool, the model's stream and a session/flush listener,
+    # which a loop may run in a task of its own, are the next test's.
     failing, _, point = where.rpartition(" ")
     event, _, logged = point.partition(":")
 
@@ -436,5 +435,52 @@ def test_a_listener_raising_cancelled_error_is_not_contained(run: Run, where: st
         errors = [e for e in k.events(a, "error") if "model failed" not in str(e["data"].get("message"))]
         assert not errors, f"the CancelledError was logged as a plugin's failure: {errors}"
         await k.idle(a)
+
+    run(scenario)
+
+
+@pytest.mark.rule("PY-1")  # PY-1 alone: a wire implementation has no driver task
+@pytest.mark.parametrize("where", ["tool", "model stream", "session/flush"])
+def test_a_plugin_raising_cancelled_error_in_a_task_of_its_own_is_not_swallowed(run: Run, where: str) -> None:
+    # PY-1: "never swallowed as plugin errors", also where a loop may run the plugin in a task of
+    # its own (a tool call, the model's stream read, a session/flush listener among the concurrent
+    # ones). That task ends cancelled with no abort of the loop's own behind it: the loop must not
+    # record that as the plugin's failure (an is_error tool/result, an error event, an agent/error)
+    # nor drop it; it reaches the driver, which ends, and the agent ends disposed. Session 49's
+    # review of five independent loops: three turned it into a failed tool or turn, or dropped a
+    # flush listener's silently (a gather's return_exceptions result filtered on Exception).
+    async def scenario(k: Kit) -> None:
+        raised = [0]
+
+        def cancelled(*_args: Any) -> Any:
+            raised[0] += 1
+            raise asyncio.CancelledError()
+
+        if where == "tool":
+            k.world.add_tool(fakes.FakeTool("cancels", handler=cancelled))
+            k.model.push(fakes.tool_calls(("c1", "cancels", "{}")), respond.text("after the tool"))
+        elif where == "model stream":
+            k.model.push(respond.text("half an answer").raises(asyncio.CancelledError, after=1))
+        else:
+            k.model.push(respond.text("the reply"))
+
+            async def flush(*_args: Any) -> None:
+                cancelled()
+
+            k.on("session/flush", flush)
+        k.record("agent/error")
+        a = k.agent()
+        a.send("A")
+        if where != "model stream":
+            await k.until(lambda: raised[0] > 0, f"the {where} to raise")
+        task = k.service.driver_task(a)
+        assert task is not None, "the adapter must expose the driver task (ServiceHandle.driver_task)"
+        await k.until(task.done, f"the driver task to end (the {where}'s CancelledError reaches the driver)")
+        await k.settle()
+        assert a.status == "disposed", f"the {where}'s CancelledError ended the driver, but the agent is {a.status!r}"
+        swallowed = ([e["data"] for e in k.events(a, "tool/result") if e["data"].get("is_error")]
+                     + [e["data"] for e in k.events(a, "error")])
+        assert not swallowed, f"the {where}'s CancelledError was recorded as a plugin's failure: {swallowed}"
+        assert not k.noted("agent/error"), f"the {where}'s CancelledError was announced as a failure"
 
     run(scenario)

@@ -22,6 +22,7 @@ import simulator
 from reference_loop.abort import AbortController, AbortSignal
 from reference_loop.sources import Sources, default_sources
 
+from ..fakes.model import relayed
 from .child import Child
 from .edits import Held
 from .handles import WireAgent, WirePromise, WireSession
@@ -590,7 +591,8 @@ class Connection:
             if adapter is None:
                 raise RemoteError("the model was unregistered", "LookupError")
             held = Held(m.get("request") or {})
-            stream = adapter.stream(held.value)
+            with relayed():  # the chunks are forwarded as read: in flight, not yet the loop's
+                stream = adapter.stream(held.value)
             edit = held.edit()  # an adapter converting the request's messages in place (§9.1)
             if edit is not None:
                 self.deliver({"op": "edit", "stream": sid, "edit": edit})

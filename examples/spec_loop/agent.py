@@ -121,7 +121,7 @@ def _parse_arguments(raw: Any) -> Any:
         return {}
     try:
         return json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # TOOL-2: nested past the parser's depth is passed through raw
         return raw
 
 
@@ -850,11 +850,14 @@ class Agent:
         except Exception as exc:
             if signal.aborted and not isinstance(exc, AbortError):
                 exc = AbortError(signal.reason)
+            elif not signal.aborted:  # TOOL-3 contains it; ERR-12 warns of it
+                self._warn(f"tool call {call_id} ({name!r}) failed", exc, t.number)
             normal = _error_result(exc)
         self._after_await(t)
         try:
             snapshot(normal, "tool result")
         except NotSerialisable as exc:
+            self._warn(f"tool call {call_id} ({name!r}) returned what cannot be logged", exc, t.number)
             normal = _error_result(LoopError(f"the tool's result cannot be logged ({exc})", code="BAD_RESULT"))
         data = {"turn": t.number, "step": s, "call_id": call_id, **normal}
         self._append(t, "tool/result", data)

@@ -244,6 +244,25 @@ def test_a_turn_cancelled_while_open_ends_aborted() -> None:
     assert _check("CANCEL-1", [_op("send", "A"), start, message, outside, gate, done]) is not None
 
 
+def test_a_cancelled_turn_calls_the_model_in_no_further_step() -> None:
+    start, message, _end = _turn(0, 1, "A")
+    step = _log(2, "step/start", turn=1, step=1)
+    request = {"kind": "model/request", "model": "fake", "call": 1}
+    aborted = _log(4, "turn/end", turn=1, reason={"kind": "aborted", "reason": "cancelled"})
+    head = [{"kind": "agent/created", "agent": "a", "model": "fake"}, _op("send", "A"), start, message]
+    # a cancel landing in the open step, before its model call (a loop awaiting there): the step
+    # in flight, which the cancel aborts; whether its call is still made is open (indie61b, session 49)
+    actor = _op("cancel", status="running", by="window")
+    assert _check("CANCEL-1", [*head, step, actor, request, _log(3, "step/end", turn=1, step=1), aborted]) is None
+    # a step opened after the cancel calls no model (the marker drops it before each step) ...
+    found = _check("CANCEL-1", [*head, actor, step, request, _log(3, "step/end", turn=1, step=1), aborted])
+    assert found is not None and "CANCEL-STEP" in found.rules and found.at == 6
+    # ... nor one a synchronous agent/step-start listener cancelled (CANCEL-STEP)
+    listener = _op("cancel", status="running", by="window", on="agent/step-start")
+    found = _check("CANCEL-1", [*head, step, listener, request, _log(3, "step/end", turn=1, step=1), aborted])
+    assert found is not None and "agent/step-start listener" in found.message
+
+
 def test_idle2_running_at_release_without_new_prompt() -> None:
     # A release seen only when its awaiting task resumed (not precise) is judged leniently.
     tl = [_op("send", "A"), _op("when_idle", waiter="w"), _status("running"), *_turn(0, 1, "A"), _status("idle"),
@@ -677,7 +696,7 @@ def test_only_dispose_disposes_directly_and_its_waiters_wait_for_the_driver() ->
     via_idle = [_op("send", "A"), _status("running"), _op("dispose", status="running"), _status("idle"), _status("disposed")]
     found = _check("DISPOSAL", via_idle)
     assert found is not None and found.rules[0] == "DISP-5"
-    early = [_op("send", "A"), _op("when_idle", waiter="w"), _status("running"),
+    early = [_op("send", "A"), _status("running"), _op("when_idle", waiter="w", status="running"),
              _log(0, "turn/start", turn=1, trigger={"kind": "message"}), _op("dispose", status="running"), _status("disposed"),
              {"kind": "waiter/released", "waiter": "w", "agent": "a", "status": "disposed", "log_len": 1, "precise": True},
              _log(1, "turn/end", turn=1, reason={"kind": "disposed"})]
@@ -685,6 +704,10 @@ def test_only_dispose_disposes_directly_and_its_waiters_wait_for_the_driver() ->
     assert found is not None and found.rules == ("IDLE-4",)
     late = [*early[:6], early[7], {**early[6], "log_len": 2}]
     assert _check("DISPOSAL", late) is None
+    # IDLE-4 names a waiter registered while running (or on the disposed agent): one registered
+    # while idle, its prompt queued before the driver woke, it leaves open (indie61c, session 49)
+    idle = [early[0], _op("when_idle", waiter="w"), early[1], *early[3:]]
+    assert _check("DISPOSAL", idle) is None
     closed = [_op("send", "A"), _status("running"), {"kind": "world/closing"}, _status("disposed")]
     assert _check("DISPOSAL", closed) is None
 
@@ -769,6 +792,10 @@ def test_every_chunk_a_model_streamed_is_logged_and_its_usage() -> None:
     assert _plain("CHUNKS", _streamed_step(2, done={"outcome": "closed"})) is None
     assert _plain("CHUNKS", _streamed_step(2, between=[_op("abort", status="running", reason="r")])) is None
     assert _plain("CHUNKS", _streamed_step(2, between=[{"kind": "agent/error", "agent": "a"}])) is None
+    # a dispose before the call: a loop may still start it, and the turn ends disposed (indie61b)
+    disposed = _streamed_step(0, done={"unread": 3, "chunks": 0})
+    assert _plain("CHUNKS", disposed) is not None
+    assert _plain("CHUNKS", [*disposed[:5], _op("dispose", status="running"), *disposed[5:]]) is None
     # ASM-4/LOOP-5: the usage the model reported is the step's usage event
     usage = {"input_tokens": 12, "output_tokens": 3}
     assert _plain("CHUNKS", _streamed_step(3, done={"usage": usage}, usage=usage)) is None
@@ -776,6 +803,23 @@ def test_every_chunk_a_model_streamed_is_logged_and_its_usage() -> None:
     assert found is not None and "no usage event" in found.message and "ASM-4" in found.rules
     found = _plain("CHUNKS", _streamed_step(3, done={"usage": usage}, usage={"input_tokens": 1, "output_tokens": 1}))
     assert found is not None and "ASM-4" in found.rules
+
+
+def test_chunks_the_stream_had_handed_over_when_the_step_was_aborted_are_logged() -> None:
+    def aborted(handed: int, *extra: dict[str, Any]) -> list[dict[str, Any]]:
+        tl = _streamed_step(2, done={"outcome": "aborted", "chunks": 3, "signalled": True})
+        at = next(i for i, e in enumerate(tl) if e.get("kind") == "model/done")
+        stop = [_op("abort", status="running", by="window", reason="r"),
+                {"kind": "model/aborted", "model": "fake", "call": 1, "handed": handed}, *extra]
+        return [*tl[:at], *stop, *tl[at:]]
+
+    assert _plain("CHUNKS", aborted(2)) is None
+    # the third chunk was yielded before the signal fired, and the loop dropped it (indie61e)
+    found = _plain("CHUNKS", aborted(3))
+    assert found is not None and found.rules == ("LOG-3", "LOOP-5") and "handed the loop 3" in found.message
+    # a disposal or a listener's throw cuts the step otherwise: not judged
+    assert _plain("CHUNKS", aborted(3, _op("dispose", status="running"))) is None
+    assert _plain("CHUNKS", aborted(3, _op("raise", status="running", by="window"))) is None
 
 
 def test_no_turn_starts_once_the_agent_is_disposed() -> None:
@@ -933,6 +977,8 @@ def test_a_tool_receives_its_raw_arguments_parsed_as_tool_2_says() -> None:
     assert _plain("ARGS", call("", {})) is None
     assert _plain("ARGS", call('{"q": ', '{"q": ')) is None
     assert _plain("ARGS", call("NaN", None)) is None  # parsers disagree: not judged
+    deep = "[" * 5000 + "]" * 5000  # past a parser's depth: parsed or raw, not judged (nor a crash)
+    assert _plain("ARGS", call(deep, deep)) is None
     for raw, received in (('{"q": ', {}), ("", ""), ('{"q": "x"}', '{"q": "x"}')):
         found = _plain("ARGS", call(raw, received))
         assert found is not None and found.rules == ("TOOL-2",), (raw, received)
