@@ -593,6 +593,9 @@ class FakeModel:
         self.requests: list[dict[str, Any]] = []
         self.signals: list[Any] = []
         self.outcomes: list[str] = []
+        self.handed_at_abort: dict[int, int] = {}
+        """Call number -> how many chunks its stream had yielded when the step's signal fired (LOG-3:
+        the loop logs each); a call whose signal never fired, or a relayed one, is absent."""
         self.exhausted: list[ScriptExhausted] = []
         self._next = 0
         self._tool_ids = 0
@@ -699,7 +702,8 @@ class FakeModel:
                 history=history_digest(snapshot.get("messages", ())),
                 **_request_extras(snapshot, self.name),
             )
-            _observe_abort(loop, request.get("signal"), self.name, call, handed)
+        _watch_abort(loop if self.observe else None, request.get("signal"), self.name, call, handed,
+                     self.handed_at_abort)
         if self.on_request is not None:
             self.on_request()
         if isinstance(entry, Response) and entry.abort_mode in ("raise", "fail"):
@@ -812,16 +816,25 @@ class FakeModel:
                          **({"signalled": True} if signalled else {}), **({"unread": unread} if unread else {}))
 
 
-def _observe_abort(loop: Any, signal: Any, model: str, call: int, handed: list[int] | None) -> None:
-    """Record ``model/aborted`` when the request's signal fires, synchronously, inside the loop's
-    ``abort()`` / ``cancel()`` / ``dispose()`` as an adapter's own listener on the signal runs:
-    a listener on that world point acts there (an abort observer queueing work while the loop
-    cancels, which a loop clearing its queues after the abort drops, CANCEL-1/MARKER-1). It says
-    how many chunks the stream had yielded to the loop by then (``handed``: each is logged, LOG-3)."""
+def _watch_abort(loop: Any, signal: Any, model: str, call: int, handed: list[int] | None,
+                 seen: dict[int, int]) -> None:
+    """When the request's signal fires, note how many chunks the stream had yielded to the loop
+    by then (``seen[call]``: each is logged, LOG-3) and, observing (``loop`` given), record
+    ``model/aborted`` (with that ``handed`` count), synchronously, inside the loop's ``abort()`` /
+    ``cancel()`` / ``dispose()`` as an adapter's own listener on the signal runs: a listener on
+    that world point acts there (an abort observer queueing work while the loop cancels, which a
+    loop clearing its queues after the abort drops, CANCEL-1/MARKER-1)."""
     add = getattr(signal, "add_listener", None)
-    if callable(add) and not getattr(signal, "aborted", False):
-        add(lambda _reason=None: _observe(loop, "model/aborted", model=model, call=call,
-                                          **({} if handed is None else {"handed": handed[0]})))
+    if not callable(add) or getattr(signal, "aborted", False) or (loop is None and handed is None):
+        return
+
+    def fired(_reason: Any = None) -> None:
+        if handed is not None:
+            seen[call] = handed[0]
+        if loop is not None:
+            _observe(loop, "model/aborted", model=model, call=call, **({} if handed is None else {"handed": handed[0]}))
+
+    add(fired)
 
 
 def _early_signal(signal: Any) -> AbortSignal | None:

@@ -377,9 +377,9 @@ MUTANTS = [
                   "                if signal.aborted:\n"),
         ),
         interleaving=True,
-        notes="Session 49 (a reviewer's finding in indie61e): the hunt's CHUNKS oracle finds it in plain order "
-              "through the fake model's count of the chunks handed over when the signal fired (model/aborted); "
-              "the suite kills it only by the way, through a resume test whose persisted log the beat shifts "
-              "(SVC-3, LOG-5): no rule test lands an abort between a chunk's yield and its read.",
+        notes="Session 49 (a reviewer's finding in indie61e): killed by "
+              "test_chunks_the_stream_handed_over_before_an_abort_are_logged; the hunt's CHUNKS oracle finds it in "
+              "plain order through the fake model's count of the chunks handed over when the signal fired "
+              "(model/aborted).",
     ),
 ]

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from conformance import fakes
+from conformance.catalogue import PYTHON, runtime_of
 from conformance.fakes import respond
 from conformance.harness import Kit
 from conformance.invariants import DATA_KEYS, log_violations
 from reference_loop import vocabulary as v
 
-from ._support import USER, Run, cyclic_block, request_texts, texts
+from ._support import USER, Run, aborted, cyclic_block, request_texts, texts
 
 
 def _only(prefix: str, events: list[dict]) -> list[str]:
@@ -254,6 +256,36 @@ def test_seq_contiguous_and_chunks_kept_when_steps_fail(run: Run) -> None:
         assert _only("LOG-3", events) == []
         chunks = [e["data"]["chunk"] for e in events if e["type"] == "assistant/chunk"]
         assert chunks == [*failing.build(), *raising.build()[:2]], "every chunk the model yielded is logged"
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOG-3")
+def test_chunks_the_stream_handed_over_before_an_abort_are_logged(run: Run) -> None:
+    # "Never filtered out" holds for a chunk the stream had yielded when the step's signal fired:
+    # the loop had it. A loop reading the stream in a task raced against the signal may learn of
+    # both at once and drop the chunk (session 49's indie61e). The stream queues an abort() just
+    # before it yields its second chunk; which runs first is the loop's (and the schedule's)
+    # affair, so the fake model's count of what it had handed over when the signal fired decides.
+    async def scenario(k: Kit) -> None:
+        if runtime_of(k.impl) != PYTHON:
+            # the wire connection forwards each chunk as read: what the remote loop had been
+            # handed when its signal fired, this process cannot tell
+            pytest.skip("the stream is relayed to another process: what it had handed over is not known here")
+        loop = asyncio.get_running_loop()
+        agent: list[Any] = []
+        k.model.push(respond.text(["one ", "two ", "three"]).finish("stop").hook(
+            lambda: loop.call_soon(agent[0].abort, "stop"), before=1))
+        a = k.agent()
+        agent.append(a)
+        a.send("A")
+        await k.idle(a)
+        handed = k.model.handed_at_abort.get(1)
+        assert handed is not None, "the step's signal fired while the stream was read"
+        logged = [e["data"]["chunk"] for e in k.events(a, "assistant/chunk")]
+        assert len(logged) >= handed, (f"the stream had yielded {handed} chunk(s) when the step's signal fired, "
+                                       f"but the log holds {len(logged)}: {logged}")
+        assert k.reasons(a) == [aborted("stop")]
 
     run(scenario)
 
