@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -11,6 +12,7 @@ from conformance import fakes
 from conformance.adapter import AgentHandle
 from conformance.fakes import respond
 from conformance.harness import Kit
+from reference_loop import vocabulary as v
 
 from ._support import (
     COMPLETED,
@@ -700,6 +702,49 @@ def test_cancel_mid_step(run: Run, schedule: str, where: str) -> None:
         await k.idle(a)
         assert k.reasons(a) == [aborted("mid")]
         assert len(k.model.requests) == 1
+
+    run(scenario)
+
+
+class _Babbler:
+    """A model adapter deaf to the step's signal whose stream never ends: one text delta after
+    another, a bare suspension apart (a provider still sending on a connection nobody closed)."""
+
+    def __init__(self) -> None:
+        self.yielded = 0
+
+    def stream(self, request: Any) -> Any:
+        return self._chunks()
+
+    async def _chunks(self) -> Any:
+        yield v.block_start(0, "text")
+        while True:
+            await asyncio.sleep(0)
+            self.yielded += 1
+            yield v.text_delta(0, "la ")
+
+
+@pytest.mark.rule("CANCEL-MID", "ABORT-1")
+@pytest.mark.parametrize("verb", ["abort", "cancel"])
+def test_a_step_stops_reading_a_deaf_stream_that_never_ends(run: Run, schedule: str, verb: str) -> None:
+    # CANCEL-MID: a cancel during a model stream aborts that step and ends the turn aborted
+    # (ABORT-1: so does abort()). A stream that ignores the signal and keeps streaming, a bare
+    # suspension between chunks, must not hold the step: the loop stops reading it. Session 49's
+    # review: a loop that gave each read after the abort a few event-loop passes, taking whatever
+    # arrived within them, read such a stream for ever.
+    async def scenario(k: Kit) -> None:
+        babbler = _Babbler()
+        k.service.register_model("babbler", babbler)
+        a = k.agent("b", model="babbler")
+
+        def stop_at_the_third(*args: Any) -> None:
+            if args[-1].get("type") == "assistant/chunk" and babbler.yielded == 3:
+                getattr(a, verb)("stop")
+
+        k.on("session/event", stop_at_the_third)
+        a.send("A")
+        await k.idle(a, what=f"{verb}() mid-stream ends the turn although the stream never does (CANCEL-MID)")
+        assert k.reasons(a) == [aborted("stop")]
 
     run(scenario)
 

@@ -1045,6 +1045,30 @@ def test_failure_before_turn_start_is_warned(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("ERR-6", "ERR-9")
+def test_two_failing_flush_listeners_announce_the_turn_once(run: Run) -> None:
+    # ERR-6 reports a failing flush through agent/error; ERR-9 announces a turn's failure once,
+    # the first winning: two flush listeners failing in one flush are one announcement, of either.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/error")
+
+        async def disk_full(*_args: object) -> None:
+            raise RuntimeError("disk full")
+
+        async def network_down(*_args: object) -> None:
+            raise RuntimeError("network down")
+
+        k.on("session/flush", disk_full)
+        k.on("session/flush", network_down)
+        a = k.agent()
+        a.send("one")
+        await k.idle(a)
+        told = [str(error) for _turn, _step, error in k.noted("agent/error")]
+        assert len(told) == 1, f"turn 1 was announced {len(told)} times: {told}"
+
+    run(scenario)
+
+
 @pytest.mark.rule("ERR-6", "LOOP-4")
 def test_flush_awaits_every_listener_when_one_fails_fast(run: Run) -> None:
     # session/flush(session): every listener gets the agent's session and the flush is awaited

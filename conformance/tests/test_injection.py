@@ -700,6 +700,45 @@ def test_idle_inject_turn_stays_balanced_when_a_listener_throws(run: Run, event:
     run(scenario)
 
 
+@pytest.mark.rule("INJ-2", "ERR-9")
+@pytest.mark.parametrize("first", ["another failing flush listener", "a throwing context/message listener"])
+def test_an_idle_injects_turn_is_announced_failed_once(run: Run, first: str) -> None:
+    # ERR-9: every failed turn is announced exactly once, the first failure winning; an idle
+    # inject's one-shot turn is a turn like any other, whose failing flush INJ-2 reports through
+    # agent/error. Two failures of one such turn, the flush's second: two failing flush listeners,
+    # or a throwing context/message listener and then a failing flush (whether that throw fails
+    # the turn or is contained, one announcement). Session 49's review: examples/spec_loop
+    # announced each failure of a one-shot turn.
+    async def scenario(k: Kit) -> None:
+        k.record("agent/error")
+
+        async def flush_failed(*_args: object) -> None:
+            raise RuntimeError("flush failed")
+
+        k.on("session/flush", flush_failed)
+        if first == "another failing flush listener":
+            async def flush_failed_too(*_args: object) -> None:
+                raise RuntimeError("flush failed too")
+
+            k.on("session/flush", flush_failed_too)
+        else:
+            def context_failed(_session: object, logged: dict[str, Any]) -> None:
+                if logged["type"] == "context/message":
+                    raise RuntimeError("context listener failed")
+
+            k.on("session/event", context_failed)
+        a = k.agent()
+        try:
+            await k.inject(a, "ctx")
+        except RuntimeError:
+            pass  # whether a throwing append listener reaches the caller is not fixed
+        await k.idle(a)
+        told = [(turn, str(error)) for turn, _step, error in k.noted("agent/error")]
+        assert len(told) == 1, f"the one-shot turn's failures were announced {len(told)} times: {told}"
+
+    run(scenario)
+
+
 async def _awaited(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
 

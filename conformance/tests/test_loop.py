@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -569,6 +570,35 @@ def test_two_fifos_during_a_tool(run: Run) -> None:
         assert k.prompts(a) == [["A"], ["q1", "q2"]]
         second = request_texts(k.model.requests[1])
         assert second.index("s1") < second.index("s2") and "q1" not in second, second
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOOP-1", "IDLE-2")
+@pytest.mark.parametrize("bad", ["content", "source"])
+def test_a_prompt_send_could_not_take_is_never_stranded(run: Run, bad: str) -> None:
+    # A prompt whose content (or source) holds what JSON cannot, and what cannot even be copied
+    # (a lock): send() may refuse it (bad input, it raises) or take it (its turn then fails, ERR-8
+    # for a source, ERR-1 for content). Either way the driver is not left parked with it queued:
+    # when_idle() resolves, and a good prompt sent next runs, alone, and completes. Session 49's
+    # review: examples/spec_loop queued it, then raised before waking its driver.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        await k.settle()  # the driver has started and parked at the idle wait
+        lock = threading.Lock()
+        try:
+            if bad == "content":
+                a.send([{"type": "text", "text": "locked", "meta": lock}])
+            else:
+                a.send("locked", {"kind": "user", "handle": lock})  # type: ignore[arg-type]
+        except Exception:
+            pass
+        await k.idle(a, what="when_idle() after a send() the agent could not take (nothing left stranded)")
+        before = len(k.reasons(a))
+        a.send("next")
+        await k.idle(a)
+        assert k.reasons(a)[before:] == [COMPLETED], f"the good prompt's turn: {k.reasons(a)[before:]}"
+        assert k.prompts(a)[-1] == ["next"], f"the good prompt runs alone: {k.prompts(a)}"
 
     run(scenario)
 

@@ -263,9 +263,11 @@ class Agent:
         self._enqueue(to_blocks(content), src, steering=self._status == "running")
 
     def _enqueue(self, blocks: list[Any], source: Any, steering: bool) -> None:
+        # the listeners' copies first: what cannot be copied raises here, with nothing queued
+        told = copy.deepcopy(blocks), {"source": copy.deepcopy(source), "steering": steering}
         (self._steering if steering else self._queued).append((blocks, source))
         try:
-            self._bus.emit("agent/queued", self, copy.deepcopy(blocks), {"source": copy.deepcopy(source), "steering": steering})
+            self._bus.emit("agent/queued", self, *told)
         except ListenerFailure as lf:
             self._warn("an agent/queued listener raised", lf.original)
         if not steering and self._wake is not None and not self._wake.done():
@@ -365,6 +367,7 @@ class Agent:
             except ListenerFailure as lf:
                 failure = lf
         reason: dict[str, Any] = {"kind": "completed"}
+        announced = False  # ERR-9: the one-shot turn's first failure is announced, once
         if self._disposed:  # disposal is not a failure: the turn ends disposed
             if failure is not None:
                 self._warn("failure during disposal (ignored)", failure, number)
@@ -379,6 +382,7 @@ class Agent:
             except ListenerFailure as lf:
                 self._warn("a session/event listener raised on error", lf.original, number)
             self._announce(number, 0, original)
+            announced = True
             if self._disposed:  # disposed by a listener of the failure: the turn ends disposed (DISP-1)
                 reason = {"kind": "disposed"}
         try:
@@ -387,17 +391,20 @@ class Agent:
             self._warn("a session/event listener raised on turn/end", lf.original, number)
             if failure is None and not self._disposed:
                 self._announce(number, 0, lf.original)
-        task = asyncio.ensure_future(self._inject_flush(number))
+                announced = True
+        task = asyncio.ensure_future(self._inject_flush(number, announced))
         self._inject_flushes.add(task)
         task.add_done_callback(lambda done: self._inject_flushes.discard(done))  # not a bound set method: the simulator's random strategy hashes callback owners
         if raise_later is not None:
             raise raise_later
         return task
 
-    async def _inject_flush(self, number: int) -> None:
+    async def _inject_flush(self, number: int, announced: bool) -> None:
         for exc in await self._bus.flush(self._session):
             self._warn("a session/flush listener failed", exc, number)
-            self._announce(number, 0, exc)
+            if not announced:
+                self._announce(number, 0, exc)
+                announced = True
 
     # ------------------------------------------------------------------ the driver
     async def _park(self) -> None:

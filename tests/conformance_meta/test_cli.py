@@ -95,15 +95,15 @@ def test_selected_rules_pass_on_reference_and_write_reports(tmp_path: Path) -> N
 def test_failing_rule_exits_1_and_baseline_and_stale(tmp_path: Path) -> None:
     # In the command's process (--workers 0): what is checked is the exit codes and the baseline.
     tiny = "examples.tiny_loop.adapter:implementation"
-    proc = _cli(tmp_path, "--impl", tiny, "--rule", "MAXTOK-1", "--rule", "LOOP-1", "--schedules", "0", "--workers", "0")
+    proc = _cli(tmp_path, "--impl", tiny, "--rule", "MAXTOK-1", "--rule", "DISP-3", "--schedules", "0", "--workers", "0")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "MAXTOK-1" in proc.stdout
     baseline = tmp_path / "baseline.txt"
     baseline.write_text("MAXTOK-1  # tiny_loop has no max-tokens reason\n")
-    proc = _cli(tmp_path, "--impl", tiny, "--rule", "MAXTOK-1", "--rule", "LOOP-1", "--schedules", "0", "--workers", "0",
+    proc = _cli(tmp_path, "--impl", tiny, "--rule", "MAXTOK-1", "--rule", "DISP-3", "--schedules", "0", "--workers", "0",
                 "--baseline", str(baseline))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    baseline.write_text("MAXTOK-1\nLOOP-1\n")
-    proc = _cli(tmp_path, "--impl", tiny, "--rule", "MAXTOK-1", "--rule", "LOOP-1", "--schedules", "0", "--workers", "0",
+    baseline.write_text("MAXTOK-1\nDISP-3\n")
+    proc = _cli(tmp_path, "--impl", tiny, "--rule", "MAXTOK-1", "--rule", "DISP-3", "--schedules", "0", "--workers", "0",
                 "--baseline", str(baseline))
     assert proc.returncode == 1 and "stale" in proc.stdout
