@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from conformance import fakes
-from conformance.adapter import Implementation
+from conformance.adapter import AgentHandle, Implementation
 from conformance.fakes import respond
 from conformance.harness import Kit
 from conformance.invariants import log_violations
@@ -650,6 +650,15 @@ def test_context_injected_while_the_system_prompt_is_assembled_reaches_that_step
     run(scenario)
 
 
+async def _injected_past_a_throw(k: Kit, a: AgentHandle) -> None:
+    """Inject ``ctx`` into the idle agent ``a`` and wait until it settles."""
+    try:
+        await k.inject(a, "ctx")
+    except RuntimeError:
+        pass  # whether a throwing append listener reaches the caller is not fixed
+    await k.idle(a)
+
+
 @pytest.mark.rule("INJ-2", "ERR-9")
 @pytest.mark.parametrize("event", ["turn/start", "context/message", "turn/end"])
 def test_idle_inject_turn_stays_balanced_when_a_listener_throws(run: Run, event: str) -> None:
@@ -672,11 +681,7 @@ def test_idle_inject_turn_stays_balanced_when_a_listener_throws(run: Run, event:
 
         k.on("session/event", listener)
         a = k.agent()
-        try:
-            await k.inject(a, "ctx")
-        except RuntimeError:
-            pass  # whether a throwing append listener reaches the caller is not fixed
-        await k.idle(a)
+        await _injected_past_a_throw(k, a)
         assert thrown == [event]
         types = k.types(a)
         assert types[0] == "turn/start" and types[-1] == "turn/end" and types.count("turn/end") == 1, types
@@ -728,11 +733,7 @@ def test_an_idle_injects_turn_is_announced_failed_once(run: Run, first: str) -> 
 
             k.on("session/event", context_failed)
         a = k.agent()
-        try:
-            await k.inject(a, "ctx")
-        except RuntimeError:
-            pass  # whether a throwing append listener reaches the caller is not fixed
-        await k.idle(a)
+        await _injected_past_a_throw(k, a)
         told = [(turn, str(error)) for turn, _step, error in k.noted("agent/error")]
         assert len(told) == 1, f"the one-shot turn's failures were announced {len(told)} times: {told}"
 
