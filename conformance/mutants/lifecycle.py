@@ -654,4 +654,20 @@ MUTANTS = [
               "test_a_plugin_raising_cancelled_error_in_a_task_of_its_own_is_not_swallowed; out of the hunt's "
               "reach (no window makes a plugin raise CancelledError).",
     ),
+    Mutant(
+        "inject-context-failure-announced-apart",
+        "an idle inject's one-shot turn announces a throwing context/message listener at once, without "
+        "recording it as the turn's failure: a failing flush of the same turn is announced again",
+        ("INJ-2", "ERR-9"),
+        "10",
+        (
+            Patch("agent",
+                  '                self._late_failure(turn, exc, "a session/event listener on context/message")\n',
+                  '                self._warn(turn.number, "a session/event listener on context/message failed", exc)\n'
+                  "                self._announce(turn.number, 0, exc)  # told at once, not the turn's record\n"),
+        ),
+        notes="Session 49 (a reviewer's finding in examples/spec_loop, shared by indie61c, indie60a and indie60d): "
+              "killed by test_an_idle_injects_turn_is_announced_failed_once; out of the hunt's reach (two failures "
+              "of one idle inject's turn: a window acts at one point, and no workload's flush fails by itself).",
+    ),
 ]
