@@ -2312,21 +2312,13 @@ def _model_calls(view: TraceView) -> Iterator[tuple[Event, str, int, dict[str, A
             yield done, agent, start, turn, opened[-1]["data"].get("step")
 
 
-def _stopped(view: TraceView, agent: str, start: int, end: int) -> bool:
-    """Whether a stop (abort, cancel, a listener's throw) came between ``start`` and ``end``, or a
-    disposal before ``end``: a driver cancel made by a listener before the step lands at the
-    driver's next suspension, inside it (PY-1), and a loop may still start a step's model call
-    after ``dispose()`` (the turn ends ``disposed`` whatever the call did)."""
-    return any(start < e["_i"] < end for e in view.ops(agent, "abort", "cancel", "raise")) or any(
+def _stopped(view: TraceView, agent: str, start: int, end: int, by: tuple[str, ...] = ("abort", "cancel", "raise")) -> bool:
+    """Whether a stop (by default an abort, a cancel or a listener's throw: the ops ``by``) came
+    between ``start`` and ``end``, or a disposal before ``end``: a driver cancel made by a listener
+    before the step lands at the driver's next suspension, inside it (PY-1), and a loop may still
+    start a step's model call after ``dispose()`` (the turn ends ``disposed`` whatever the call did)."""
+    return any(start < e["_i"] < end for e in view.ops(agent, *by)) or any(
         e["_i"] < end for e in view.ops(agent, "dispose", "cancel_driver"))
-
-
-def _cut(view: TraceView, agent: str, start: int, end: int) -> bool:
-    """Whether something other than an abort or a cancel stopped a step between ``start`` and
-    ``end``: a listener's throw or a contained failure, or a disposal before ``end``."""
-    return any(start < e["_i"] < end for e in view.ops(agent, "raise")) or any(
-        e["_i"] < end for e in view.ops(agent, "dispose", "cancel_driver")) or any(
-        start < e["_i"] < end for e in view.of_kind("agent/error", agent=agent))
 
 
 def _chunks_check(view: TraceView) -> Violation | None:
@@ -2344,8 +2336,9 @@ def _chunks_check(view: TraceView) -> Violation | None:
         end = next((e["_i"] for e in events if e["type"] == "step/end"), turn["end_i"])
         if end is None or end > closed_at:
             continue
+        failed = any(start < e["_i"] < end for e in view.of_kind("agent/error", agent=agent))
         before = handed.get((done.get("model"), done.get("call")))
-        if isinstance(before, int) and before > 0 and not _cut(view, agent, start, end):
+        if isinstance(before, int) and before > 0 and not failed and not _stopped(view, agent, start, end, ("raise",)):
             # LOG-3: what the stream had yielded when the step's signal fired was the loop's
             logged = sum(1 for e in events if e["type"] == "assistant/chunk")
             if logged < before:
@@ -2355,8 +2348,7 @@ def _chunks_check(view: TraceView) -> Violation | None:
                                  "appended)", end, ("LOG-3", "LOOP-5"))
         if not isinstance(given, int) or (done.get("outcome") in _UNFINISHED and not done.get("unread")):
             continue
-        if _stopped(view, agent, start, end) or any(
-                start < e["_i"] < end for e in view.of_kind("agent/error", agent=agent)):
+        if failed or _stopped(view, agent, start, end):
             continue
         where = f"agent {agent}: turn {turn['turn']} step {step}"
         if done.get("unread"):

@@ -7,7 +7,10 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from conformance.adapter import AgentHandle
+from conformance.catalogue import PYTHON, runtime_of
 from conformance.harness import Body, Kit
 
 Run = Callable[[Body], None]
@@ -20,6 +23,13 @@ DISPOSED = {"kind": "disposed"}
 
 def aborted(reason: str = "aborted") -> dict[str, Any]:
     return {"kind": "aborted", "reason": reason}
+
+
+def in_process_only(k: Kit, why: str) -> None:
+    """Skip the test (``why``) unless the implementation runs in this Python process: what it
+    observes does not cross the wire."""
+    if runtime_of(k.impl) != PYTHON:
+        pytest.skip(why)
 
 
 def texts(content: Any) -> list[str]:

@@ -741,7 +741,7 @@ def test_a_step_stops_reading_a_deaf_stream_that_never_ends(run: Run, schedule: 
             if args[-1].get("type") == "assistant/chunk" and babbler.yielded == 3:
                 getattr(a, verb)("stop")
 
-        k.on("session/event", stop_at_the_third)
+        k.on("session/event", stop_at_the_third, needs="the stop lands as the stream's third delta is logged")
         a.send("A")
         await k.idle(a, what=f"{verb}() mid-stream ends the turn although the stream never does (CANCEL-MID)")
         assert k.reasons(a) == [aborted("stop")]

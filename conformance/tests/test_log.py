@@ -8,13 +8,12 @@ from typing import Any
 import pytest
 
 from conformance import fakes
-from conformance.catalogue import PYTHON, runtime_of
 from conformance.fakes import respond
 from conformance.harness import Kit
 from conformance.invariants import DATA_KEYS, log_violations
 from reference_loop import vocabulary as v
 
-from ._support import USER, Run, aborted, cyclic_block, request_texts, texts
+from ._support import USER, Run, aborted, cyclic_block, in_process_only, request_texts, texts
 
 
 def _only(prefix: str, events: list[dict]) -> list[str]:
@@ -268,10 +267,9 @@ def test_chunks_the_stream_handed_over_before_an_abort_are_logged(run: Run) -> N
     # before it yields its second chunk; which runs first is the loop's (and the schedule's)
     # affair, so the fake model's count of what it had handed over when the signal fired decides.
     async def scenario(k: Kit) -> None:
-        if runtime_of(k.impl) != PYTHON:
-            # the wire connection forwards each chunk as read: what the remote loop had been
-            # handed when its signal fired, this process cannot tell
-            pytest.skip("the stream is relayed to another process: what it had handed over is not known here")
+        # the wire connection forwards each chunk as read: what the remote loop had been handed
+        # when its signal fired, this process cannot tell
+        in_process_only(k, "the stream is relayed to another process: what it had handed over is not known here")
         loop = asyncio.get_running_loop()
         agent: list[Any] = []
         k.model.push(respond.text(["one ", "two ", "three"]).finish("stop").hook(

@@ -467,7 +467,7 @@ def test_a_plugin_raising_cancelled_error_in_a_task_of_its_own_is_not_swallowed(
             async def flush(*_args: Any) -> None:
                 cancelled()
 
-            k.on("session/flush", flush)
+            k.on("session/flush", flush, needs="the flush listener raises CancelledError")
         k.record("agent/error")
         a = k.agent()
         a.send("A")
