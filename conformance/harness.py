@@ -211,6 +211,25 @@ class Kit:
                 hints.append(f"{agent.id}: {state}")
         return "".join(f"; {hint}" for hint in hints)
 
+    def driver_task(self, agent: AgentHandle, reason: str) -> asyncio.Task[Any]:
+        """``agent``'s driver task, to cancel (PY-1); ``needs hook driver_task: REASON`` when the
+        adapter names none at this moment (``ServiceHandle.driver_task`` may return ``None``: a
+        callback-driven loop runs its driver on short-lived tasks, none while it waits for work)."""
+        task = self.service.driver_task(agent)
+        if task is None:
+            raise NeedsHook("driver_task", reason)
+        return task
+
+    async def driver_ended(self, agent: AgentHandle, what: str) -> None:
+        """Wait until ``agent``'s driver ended: its task done; with no task named at this moment
+        (see :meth:`driver_task`), the agent disposed (its exit is then IDLE-4's, through
+        ``when_idle()``)."""
+        task = self.service.driver_task(agent)
+        if task is None:
+            await self.until(lambda: agent.status == "disposed", f"{what} (the agent disposed)")
+        else:
+            await self.until(task.done, what)
+
     def driver_state(self, agent: AgentHandle) -> str:
         """What ``agent``'s driver task (``service.driver_task``) is doing, in words."""
         try:

@@ -86,7 +86,8 @@ class TestResult:
     @property
     def needs_hook(self) -> str | None:
         """The hook a ``needs hook NAME: ...`` failure names (the adapter lacks it), else None."""
-        text = self.message.removeprefix("(setup) ").removeprefix("NeedsHook: ")
+        text = (self.message.removeprefix("(setup) ").removeprefix("conformance.hooks.")
+                .removeprefix("NeedsHook: "))
         if self.outcome == "failed" and text.startswith(NEEDS_HOOK):
             return text[len(NEEDS_HOOK):].split(":", 1)[0].strip() or None
         return None

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Generator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -493,18 +493,23 @@ class ReactLoopAgent:
         return box["value"] if completed else value
 
     async def _agent_waterfall(self, name: str, value: Any, *args: Any) -> Any:
-        """A waterfall awaited where no step's signal exists, which dispose() cuts short (DISP-2:
-        disposal ends the driver though a listener never returns): ``value`` then, and the caller
-        sees ``_disposed`` and closes the turn. dispose() cancels the driver's task while it waits
-        here (:meth:`_cut_plugin`), and that one cancellation is taken back here; not a task per
-        waterfall, which every step would pay for."""
+        """A waterfall awaited where no step's signal exists, which dispose() cuts short
+        (:meth:`_cuttable`): ``value`` then, and the caller sees ``_disposed`` and closes the turn."""
+        return await self._cuttable(self._bus.waterfall(name, *args, value=value, default=_identity), value)
+
+    async def _cuttable(self, plugin: Awaitable[Any], cut: Any) -> Any:
+        """Await a plugin (a waterfall, the turn's session/flush) where dispose() must still end
+        the driver though a listener never returns (DISP-2): ``cut`` when it did. dispose()
+        cancels the driver's task while it waits here (:meth:`_cut_plugin`), and that one
+        cancellation is taken back here; not a task per plugin call, which every step would pay
+        for."""
         self._in_plugin = True
         try:
-            return await self._bus.waterfall(name, *args, value=value, default=_identity)
+            return await plugin
         except asyncio.CancelledError:
             if not self._plugin_cut:
                 raise  # PY-1: the driver's task itself was cancelled
-            return value
+            return cut
         finally:
             self._in_plugin = False
             if self._plugin_cut:  # also when a listener swallowed the cancellation
@@ -621,7 +626,11 @@ class ReactLoopAgent:
         try:
             await asyncio.wait([task])
         except BaseException:
-            task.cancel()  # PY-1: the driver itself is being cancelled
+            # PY-1: the driver itself is being cancelled, and the agent ends disposed: dispose now,
+            # while the step is in flight, so its signal fires (a model or tool watching it is told,
+            # and a chunk it still hands over is not logged after the turn closed)
+            self.dispose()
+            task.cancel()
             raise
         finally:
             undo()
@@ -715,10 +724,13 @@ class ReactLoopAgent:
             except Exception as exc:
                 self._late_failure(turn, exc, "an agent/turn-end listener")  # ERR-10
 
-    async def _flush(self, turn: _Turn) -> None:
-        """LOOP-4: await session/flush; a failure is reported, never appended (ERR-6)."""
+    async def _flush(self, turn: _Turn, *, driver: bool = True) -> None:
+        """LOOP-4: await session/flush; a failure is reported, never appended (ERR-6). On the
+        driver a dispose() cuts a listener that never returns, the others with it (DISP-2); an
+        idle inject()'s flush is its caller's to await."""
+        flushing = self._bus.parallel("session/flush", self._session)
         try:
-            await self._bus.parallel("session/flush", self._session)
+            await (self._cuttable(flushing, None) if driver else flushing)
         except Exception as exc:
             self._late_failure(turn, exc, "a session/flush listener")
 
@@ -765,7 +777,7 @@ class ReactLoopAgent:
     def _warn(self, turn: int, what: str, exc: BaseException) -> None:
         """ERR-12: every contained failure is a warning naming the agent and the turn."""
         logger.warning(
-            "agent %s turn %d: %s: %s: %s", self._id, turn, what, type(exc).__name__, exc
+            "agent %s turn %d: %s: %s: %s", self._id, turn, what, type(exc).__name__, error_message(exc)
         )
 
     # ------------------------------------------------------------------ status and waiters
@@ -858,7 +870,7 @@ class ReactLoopAgent:
             except Exception as exc:
                 self._late_failure(turn, exc, "a session/event listener on turn/end")
             turn.step = 0  # INJ-2: a failing flush is reported with step 0
-            await self._flush(turn)
+            await self._flush(turn, driver=False)
         if bad_input is not None:
             raise bad_input
 
@@ -932,6 +944,14 @@ class ReactLoopAgent:
         pending = self._pending_exit()
         if pending is not None:
             await asyncio.shield(pending)
+
+    def in_driver(self) -> bool:
+        """Whether the caller runs on this agent's driver task (a listener the driver awaits):
+        waiting there for the driver's exit would wait for ever (SVC-7's close())."""
+        try:
+            return self._task is not None and asyncio.current_task() is self._task
+        except RuntimeError:
+            return False
 
     def _pending_exit(self) -> asyncio.Future[None] | None:
         if self._exited is None or self._exited.done():

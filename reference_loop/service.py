@@ -201,6 +201,8 @@ class AgentLoopService:
         for agent in list(self._created):
             agent.dispose()
         for agent in list(self._created):
+            if agent.in_driver():
+                continue  # a plugin on this agent's driver awaits the close: the driver exits once it returns
             await agent.wait_exited()
 
 

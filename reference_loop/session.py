@@ -34,7 +34,7 @@ def json_snapshot(value: Any, what: str) -> Any:
         pass
     try:
         return json.loads(json.dumps(value, allow_nan=False))
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:  # nested past the encoder's depth too
         raise SessionValidationError(f"{what} is not JSON-serialisable: {exc}") from None
 
 

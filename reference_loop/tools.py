@@ -76,11 +76,15 @@ def parse_arguments(raw: str) -> Any:
     if not raw.strip():
         return {}
     try:
-        return json.loads(raw)
+        return json.loads(raw, parse_constant=_not_json)  # NaN, Infinity: not JSON (RFC 8259)
     except RecursionError:  # nested past the parser's depth: not JSON to it (nothing crashes)
         return raw
     except ValueError:
         return raw
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
 
 
 def normalise_content(content: Any) -> list[v.Block]:
@@ -105,10 +109,14 @@ def error_result(exc: BaseException) -> dict[str, Any]:
 
 
 def error_message(exc: BaseException) -> str:
-    """An exception's message (its type name when it has none); for LookupError, not ``repr``."""
-    if isinstance(exc, KeyError) and exc.args:
-        return str(exc.args[0])
-    return str(exc) or type(exc).__name__
+    """An exception's message (its type name when it has none, or when reading it raises: ERR-1,
+    a plugin's failure never ends the loop); for LookupError, not ``repr``."""
+    try:
+        if isinstance(exc, KeyError) and exc.args:
+            return str(exc.args[0])
+        return str(exc) or type(exc).__name__
+    except Exception:
+        return type(exc).__name__
 
 
 def error_code(exc: BaseException) -> str | None:

@@ -376,7 +376,7 @@ class FakeTool:
             raise
         except Exception as exc:
             record.outcome = "error"
-            record.error = str(exc)
+            record.error = _message(exc)
             code = getattr(exc, "code", None)
             record.code = code if isinstance(code, str) else None
             raise
@@ -385,6 +385,15 @@ class FakeTool:
             if self.observe:
                 extra = {"error": record.error} if record.error is not None else {}
                 _observe(sim_loop, "tool/done", tool=self._name, call_id=record.call_id, outcome=record.outcome, **extra)
+
+
+def _message(exc: BaseException) -> str:
+    """What a tool raised, for the record: its type's name when its message cannot be read (a
+    test's hostile error, whose ``__str__`` raises, must reach the loop as it was raised)."""
+    try:
+        return str(exc)
+    except Exception:
+        return type(exc).__name__
 
 
 def _reason(signal: AbortSignal | None) -> str:

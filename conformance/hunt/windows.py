@@ -372,8 +372,9 @@ def enumerate_windows(workload: Workload, pts: list[Point], verbs: Sequence[str]
                     continue  # the world's own setup, not the implementation, would fail
                 if point.on == "persistence/load" and actions not in (("create",), ("close",)):
                     continue  # no agent yet: a caller can take its id (SVC-2) or close the service (SVC-7)
-                if "stall" in actions and (point.on not in ev.WATERFALLS or point.when != "before"):
-                    continue  # a plugin awaiting inside a waterfall, before it passes the value on
+                if "stall" in actions and point.on != "session/flush" and (
+                        point.on not in ev.WATERFALLS or point.when != "before"):
+                    continue  # a plugin awaiting inside a waterfall, before it passes the value on, or a flush
                 returned = [RETURNED_VERBS[v] for v in actions if v in RETURNED_VERBS]
                 if returned and (point.when != "before" or any(on != point.on for on in returned)):
                     continue  # a waterfall listener's own return value, at its waterfall, before next() (a stop

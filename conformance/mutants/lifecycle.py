@@ -36,7 +36,7 @@ MUTANTS = [
             Patch(
                 "agent",
                 "            turn.step = 0  # INJ-2: a failing flush is reported with step 0\n"
-                "            await self._flush(turn)\n",
+                "            await self._flush(turn, driver=False)\n",
                 '            await self._bus.parallel("session/flush", self._session)\n',
             ),
         ),
@@ -98,6 +98,12 @@ MUTANTS = [
                 "agent",
                 "        except Exception as exc:  # ERR-1: a throwing plugin ends the turn, never the loop\n",
                 "        except BaseException as exc:  # ERR-1: whatever a plugin throws ends the turn\n",
+            ),
+            # and a step's model or tool task, cut short, is a plugin's failure like any other
+            Patch(
+                "agent",
+                "            self.dispose()\n            task.cancel()\n            raise\n",
+                "            task.cancel()\n            raise\n",
             ),
         ),
     ),
@@ -289,7 +295,7 @@ MUTANTS = [
         '12',
         (
             Patch('agent',
-                  '        try:\n            await asyncio.wait([task])\n        except BaseException:\n            task.cancel()  # PY-1: the driver itself is being cancelled\n            raise\n        finally:\n            undo()',
+                  '        try:\n            await asyncio.wait([task])\n        except BaseException:\n            # PY-1: the driver itself is being cancelled, and the agent ends disposed: dispose now,\n            # while the step is in flight, so its signal fires (a model or tool watching it is told,\n            # and a chunk it still hands over is not logged after the turn closed)\n            self.dispose()\n            task.cancel()\n            raise\n        finally:\n            undo()',
                   '        try:\n            await asyncio.wait([task])\n        finally:\n            undo()'),
         ),
         notes="Round 13 (2026-12-03, written blind by a helper): the suite passed it until test_cancelling_driver_task_mid_step_stops_the_step_it_was_running (the earlier PY-1 tests cancelled the driver while its model call hung); the hunt finds it since windows may cancel the driver's task (cancel_driver, session 32).",
@@ -359,8 +365,8 @@ MUTANTS = [
         '10',
         (
             Patch('agent',
-                  '            except Exception as exc:\n                self._late_failure(turn, exc, "a session/event listener on context/message")\n        finally:\n            try:\n                self._session.append(\n                    "turn/end", {"turn": turn.number, "reason": v.turn_end_completed()}\n                )\n            except Exception as exc:\n                self._late_failure(turn, exc, "a session/event listener on turn/end")\n            turn.step = 0  # INJ-2: a failing flush is reported with step 0\n            await self._flush(turn)',
-                  '            except Exception as exc:\n                self._late_failure(turn, exc, "a session/event listener on context/message")\n            turn.step = 0  # INJ-2: a failing flush is reported with step 0\n            await self._flush(turn)  # make the context durable as soon as it is written\n        finally:\n            try:\n                self._session.append(\n                    "turn/end", {"turn": turn.number, "reason": v.turn_end_completed()}\n                )\n            except Exception as exc:\n                self._late_failure(turn, exc, "a session/event listener on turn/end")'),
+                  '            except Exception as exc:\n                self._late_failure(turn, exc, "a session/event listener on context/message")\n        finally:\n            try:\n                self._session.append(\n                    "turn/end", {"turn": turn.number, "reason": v.turn_end_completed()}\n                )\n            except Exception as exc:\n                self._late_failure(turn, exc, "a session/event listener on turn/end")\n            turn.step = 0  # INJ-2: a failing flush is reported with step 0\n            await self._flush(turn, driver=False)',
+                  '            except Exception as exc:\n                self._late_failure(turn, exc, "a session/event listener on context/message")\n            turn.step = 0  # INJ-2: a failing flush is reported with step 0\n            await self._flush(turn, driver=False)  # make the context durable as soon as it is written\n        finally:\n            try:\n                self._session.append(\n                    "turn/end", {"turn": turn.number, "reason": v.turn_end_completed()}\n                )\n            except Exception as exc:\n                self._late_failure(turn, exc, "a session/event listener on turn/end")'),
         ),
         interleaving=True,
         notes='Round 14 (session 32, 2026-12-03, written blind by a helper): the suite passed it until test_idle_inject_writes_one_shot_turn recorded what the log ends with when the flush runs; the hunt found it (LOG-4).',
@@ -372,8 +378,8 @@ MUTANTS = [
         '11',
         (
             Patch('service',
-                  '        self._closed = True\n        for agent in list(self._created):\n            agent.dispose()\n        for agent in list(self._created):\n            await agent.wait_exited()',
-                  '        agents = list(self._created)  # one snapshot for both passes\n        for agent in agents:\n            agent.dispose()\n        self._closed = True\n        for agent in agents:\n            await agent.wait_exited()'),
+                  '        self._closed = True\n        for agent in list(self._created):\n            agent.dispose()\n        for agent in list(self._created):\n',
+                  '        agents = list(self._created)  # one snapshot for both passes\n        for agent in agents:\n            agent.dispose()\n        self._closed = True\n        for agent in agents:\n'),
         ),
         interleaving=True,
         notes="Round 14 (session 32, 2026-12-03, written blind by a helper): the suite passed it until test_an_agent_created_while_the_service_closes_is_not_left_live (which also failed examples/spec_loop, the JS example and two independent loops); out of the hunt's reach: no window creates a new agent.",
@@ -613,6 +619,21 @@ MUTANTS = [
         ),
         notes="Blind round 54's dispose-trusts-step-signal (session 45, in examples/spec_loop) in the reference's "
               "form: both the suite and the hunt missed it then.",
+    ),
+    Mutant(
+        "dispose-deaf-in-flush",
+        "the turn's session/flush is awaited directly: a persistence plugin's flush listener that never "
+        "returns keeps a disposed agent's driver (and its when_idle()) waiting for ever",
+        ("DISP-2", "IDLE-4"),
+        "9",
+        (
+            Patch("agent",
+                  "            await (self._cuttable(flushing, None) if driver else flushing)\n",
+                  "            await flushing\n"),
+        ),
+        notes="The reference's own bug until session 50 (a reviewer's finding, shared by indie60d, indie60e and "
+              "indie61c): killed by test_dispose_while_a_flush_listener_never_returns_still_ends_the_driver; the "
+              "hunt finds it since its `stall` windows act inside session/flush too.",
     ),
     Mutant(
         "disposed-at-turn-start-left-open",

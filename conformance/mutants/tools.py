@@ -184,8 +184,8 @@ MUTANTS = [
         '5',
         (
             Patch('tools',
-                  '        return json.loads(raw)\n',
-                  '        parsed = json.loads(raw)\n'
+                  '        return json.loads(raw, parse_constant=_not_json)  # NaN, Infinity: not JSON (RFC 8259)\n',
+                  '        parsed = json.loads(raw, parse_constant=_not_json)\n'
                   '        return parsed if isinstance(parsed, dict) else raw  # tool inputs are JSON objects\n'),
         ),
         notes="Round 12: the suite killed it; the hunt found it once failing-tool's arguments were a JSON array (ARGS).",

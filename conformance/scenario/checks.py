@@ -1262,13 +1262,21 @@ def _tool_after_stop(view: TraceView, agent: str, t: dict[str, Any], calls: list
             return Violation(f"agent {agent}: tool call {ran.get('call_id')} ran after a stop made once step {step}'s "
                              "message was logged, before any of its tools (TOOL-5, CANCEL-MID: the abort ends the "
                              "step, no tool of it runs)", ran["_i"], ("TOOL-5", "CANCEL-MID"))
+    # A cancelled driver task stops at its next suspension (PY-1): a step the loop runs as a task
+    # of its own goes on until the driver wakes to it, which it shows by disposing the agent.
+    cut = {e["_i"] for e in view.ops(agent, "cancel_driver")}
+    disposed = [e["_i"] for e in view.of_kind("agent/status") if e.get("agent") == agent and e.get("status") == "disposed"]
+
+    def landed(stop: int) -> int:
+        return next((i for i in disposed if i > stop), stop) if stop in cut else stop
+
     for k, before in enumerate(calls):
         call_id, at = before["data"].get("call_id"), before["_i"]
         stop = next((i for i in stops if at < i < results.get(call_id, t["end_i"] or len(view.timeline))), None)
         if stop is None:
             continue
         rest = {c["data"].get("call_id") for c in calls[k + 1:] if c["data"].get("step") == before["data"].get("step")}
-        ran = next((e for e in starts if e["_i"] > stop and e.get("call_id") in rest), None)
+        ran = next((e for e in starts if e["_i"] > landed(stop) and e.get("call_id") in rest), None)
         if ran is not None:
             return Violation(f"agent {agent}: tool call {ran.get('call_id')} ran after a stop during tool call "
                              f"{call_id} of the same step (TOOL-5: an abort during a tool ends the step, no "

@@ -1240,9 +1240,10 @@ class World:
                 if records:
                     simulator.observe("flush", phase="start", agent=agent, listener=name)
                     logged = self._log_length(agent) if self._store is not None else None
-                react(args)
-                if hold:
-                    await asyncio.sleep(hold)
+                fired = react(args)
+                if hold and (not math.isinf(hold) or (fired and self._stallable_flush(args))):
+                    # a persistence plugin's write on every flush; a stall's, for ever, where it acts
+                    await self._hold(hold, event, args)
                 if records:
                     simulator.observe("flush", phase="end", agent=agent, listener=name)
                     if logged is not None and isinstance(agent, str):
@@ -1265,8 +1266,18 @@ class World:
         else:
             self._one_shot(name, event, react)
 
+    def _stallable_flush(self, args: tuple[Any, ...]) -> bool:
+        """Whether a stall may hold this flush for ever: the driver's flush of a live agent's turn,
+        which a later dispose() must cut (DISP-2). Not a disposed agent's (the flush of its
+        disposed turn: no later dispose() could cut it, and no rule bounds it), nor an idle
+        ``inject()``'s one-shot turn's, which its caller awaits (INJ-4)."""
+        h = self.agents.get(self.fields("session/flush", args)["agent"] or "")
+        if h is None or _status_of(h) == "disposed":
+            return False
+        return not _injection_flush(args)
+
     async def _hold(self, seconds: float, event: str, args: tuple[Any, ...]) -> None:
-        """A slow plugin's wait inside a waterfall: ``seconds`` of virtual time, or for ever
+        """A slow plugin's wait inside a waterfall or a flush: ``seconds`` of virtual time, or for ever
         (``math.inf``: a network call without a timeout, which only a cancellation of its task
         ends). A stalled plugin marks its agent, which the world then disposes when it does not
         settle (:meth:`_settle`)."""
@@ -1798,6 +1809,21 @@ class World:
                           **({"warnings": self._warnings.count} if self._warnings.active else {}),
                           **({"flushes": "recorded"} if self._flush_recorded else {}),
                           **({"continuations": "recorded"} if self.scenario.observe else {}))
+
+
+def _injection_flush(args: tuple[Any, ...]) -> bool:
+    """Whether a flush is an idle ``inject()``'s one-shot turn's (its log's last turn opened by an
+    injection): a flush its caller awaits (INJ-4), not the driver, which a stall there would hold
+    for ever with no rule asking disposal to cut it (a stall acts on a turn's flush only)."""
+    try:
+        events = list(getattr(args[0], "events", ()) or ())
+    except Exception:  # a broken implementation's session: a turn's flush, as far as we know
+        return False
+    for e in reversed(events):
+        if isinstance(e, Mapping) and e.get("type") == "turn/start":
+            trigger = (e.get("data") or {}).get("trigger")
+            return isinstance(trigger, Mapping) and trigger.get("kind") == "injection"
+    return False
 
 
 def _reloads(scenario: Scenario) -> bool:

@@ -545,9 +545,6 @@ def _listener(node: Node, agents: list[str]) -> Listener:
                                   f"{', '.join(ev.WATERFALLS)})")
         # forever: a plugin awaiting what never comes (a network call without a timeout)
         if f["hold"].value() == "forever":
-            if event not in ev.WATERFALLS:
-                raise f["hold"].error("hold: forever goes with a waterfall (a plugin that never returns); a flush "
-                                      "takes SECONDS")
             hold = math.inf
         else:
             hold = _seconds(f["hold"])

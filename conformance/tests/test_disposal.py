@@ -15,7 +15,18 @@ from conformance.adapter import AgentHandle
 from conformance.fakes import Gate, respond
 from conformance.harness import Kit
 
-from ._support import DISPOSED, Run, Watch, boom, once, once_on, once_on_event, passthrough, texts
+from ._support import (
+    DISPOSED,
+    Run,
+    Watch,
+    boom,
+    in_process_only,
+    once,
+    once_on,
+    once_on_event,
+    passthrough,
+    texts,
+)
 
 
 async def _mid_turn(k: Kit) -> AgentHandle:
@@ -679,6 +690,42 @@ def test_dispose_while_a_waterfall_listener_never_returns_still_ends_the_driver(
         task = k.service.driver_task(a)
         assert task is None or task.done(), "disposal ends the driver (DISP-2)"
         assert k.reasons(a) == [DISPOSED], f"the turn must end disposed: {k.types(a)} (DISP-1)"
+
+    run(scenario)
+
+
+@pytest.mark.rule("DISP-2", "IDLE-4", "LOOP-4")
+def test_dispose_while_a_flush_listener_never_returns_still_ends_the_driver(run: Run) -> None:
+    # The same for the turn's awaited session/flush (LOOP-4): a persistence plugin's listener
+    # waits on a write that never completes. dispose() "ends the driver" (DISP-2) all the same,
+    # and when_idle() on the disposed agent resolves once it exited (IDLE-4). The turn closed
+    # before its flush: it keeps its one turn/end, and nothing is appended after it. Session
+    # 50's review: the reference cut a never-returning waterfall listener, but not a flush one.
+    # Python implementations: ending the driver there means cancelling the listener's task (one
+    # over the wire could only abandon it, which IDLE-4's tests take for a driver still flushing).
+    async def scenario(k: Kit) -> None:
+        in_process_only(k, "a flush listener in this process, which only a Python loop can cancel")
+        a = k.agent()
+        k.model.push(respond.text("the reply"))
+        held: list[bool] = []
+
+        async def persist(*_args: Any) -> None:
+            if not held:
+                held.append(True)
+                k.poke()
+                await asyncio.get_running_loop().create_future()  # never set
+
+        k.on("session/flush", persist, needs="the agent is disposed while a session/flush listener waits")
+        a.send("A")
+        await k.until(lambda: bool(held), "the session/flush listener")
+        a.dispose()
+        await k.idle(a, what="dispose() must end the driver though a session/flush listener never returns (DISP-2)")
+        assert a.status == "disposed"
+        task = k.service.driver_task(a)
+        assert task is None or task.done(), "disposal ends the driver (DISP-2)"
+        types = k.types(a)
+        assert types.count("turn/end") == 1 and types[-1] == "turn/end", \
+            f"the turn closed before its flush keeps its one turn/end, nothing after it: {types}"
 
     run(scenario)
 

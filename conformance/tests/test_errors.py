@@ -16,7 +16,7 @@ from conformance.adapter import AgentHandle, ThrownValue
 from conformance.fakes import respond
 from conformance.harness import Kit
 
-from ._support import COMPLETED, Run, aborted, boom, delivered, once, texts
+from ._support import COMPLETED, Run, aborted, boom, delivered, in_process_only, once, texts
 
 
 def _error_kinds(k: Kit, agent: object) -> list[str]:
@@ -78,6 +78,49 @@ def test_throwing_plugin_spares_the_prompt_already_queued(run: Run) -> None:
         await k.idle(a)
         assert k.prompts(a) == [["one"], ["two"]]
         assert _error_kinds(k, a) == ["error", "completed"]
+
+    run(scenario)
+
+
+class _Unprintable(Exception):
+    """A plugin's error whose message cannot be read: its ``__str__`` raises (a library's error
+    formatting a field it no longer has)."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("__str__ is broken")
+
+
+@pytest.mark.rule("ERR-1", "TOOL-3")
+@pytest.mark.parametrize("where", ["agent/request", "tool"])
+def test_a_failure_whose_message_cannot_be_read_ends_the_turn_not_the_loop(run: Run, where: str) -> None:
+    # ERR-1: a throwing plugin ends the turn, never the loop, whatever it throws: here an error
+    # whose str() itself raises. From a listener the turn ends error (ERR-2); from a tool the
+    # call's result is an error and the turn goes on (TOOL-3). Then the next prompt runs. Session
+    # 50's review: the reference formatted the message where a second failure escaped its
+    # containment, and the driver died with the agent disposed.
+    async def scenario(k: Kit) -> None:
+        in_process_only(k, "a Python exception object whose __str__ raises does not cross the wire")
+        a = k.agent()
+        if where == "tool":
+            def breaks(*_args: Any) -> Any:
+                raise _Unprintable()
+
+            k.world.add_tool(fakes.FakeTool("breaks", handler=breaks))
+            k.model.push(fakes.tool_calls(("c1", "breaks", "{}")), respond.text("after the tool"))
+        else:
+            k.on(where, _throwing(where, _Unprintable()), needs="the throwing plugin listens there")
+        a.send("one")
+        await k.idle(a)
+        assert a.status == "idle", f"the failure ended the loop: the agent is {a.status!r}"
+        if where == "tool":
+            (result,) = k.events(a, "tool/result")
+            assert result["data"].get("is_error") is True, f"the tool's failure is an error result: {result['data']}"
+            assert k.reasons(a) == [COMPLETED], f"the turn goes on after a failed tool (TOOL-3): {k.reasons(a)}"
+        else:
+            assert [r["kind"] for r in k.reasons(a)] == ["error"], k.reasons(a)
+        a.send("two")
+        await k.idle(a)
+        assert k.reasons(a)[-1] == COMPLETED, f"the next prompt runs (ERR-1): {k.reasons(a)}"
 
     run(scenario)
 

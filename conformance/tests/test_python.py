@@ -24,8 +24,7 @@ def test_cancelling_driver_task_disposes(run: Run) -> None:
         k.model.push(respond.hang())
         a.send("A")
         await k.until(lambda: bool(k.model.requests), "A's model call")
-        task = k.service.driver_task(a)
-        assert task is not None, "the adapter must expose the driver task (ServiceHandle.driver_task)"
+        task = k.driver_task(a, "the test cancels the agent's driver task (PY-1); the adapter names none now")
         task.cancel()
         await k.until(task.done, "the driver task to end")
         await k.settle()
@@ -51,8 +50,7 @@ def test_cancelling_driver_task_mid_step_stops_the_step_it_was_running(run: Run,
         a.send("A")
         await k.until(lambda: bool(k.model.requests), "A's model call")
         await asyncio.sleep(1.0)  # virtual: the stream is under way, or the tool runs
-        task = k.service.driver_task(a)
-        assert task is not None, "the adapter must expose the driver task (ServiceHandle.driver_task)"
+        task = k.driver_task(a, "the test cancels the agent's driver task (PY-1); the adapter names none now")
         task.cancel()
         await k.until(task.done, "the driver task to end")
         await asyncio.sleep(10.0)  # long enough for a stream or tool left running to finish
@@ -115,8 +113,7 @@ def test_cancelling_driver_task_elsewhere_disposes(run: Run, where: str) -> None
             k.model.push(fakes.tool_calls(("c1", "hang", "{}")))
             a.send("A")
             await k.until(lambda: bool(hanging.calls), "the tool call")
-        task = k.service.driver_task(a)
-        assert task is not None, "the adapter must expose the driver task (ServiceHandle.driver_task)"
+        task = k.driver_task(a, "the test cancels the agent's driver task (PY-1); the adapter names none now")
         task.cancel()
         await k.until(task.done, "the driver task to end")
         await k.settle()
@@ -136,8 +133,7 @@ def test_cancelling_driver_task_before_it_first_ran_disposes(run: Run) -> None:
         a = k.agent()
         k.model.push(respond.text("never"))
         a.send("A")
-        task = k.service.driver_task(a)
-        assert task is not None, "the adapter must expose the driver task (ServiceHandle.driver_task)"
+        task = k.driver_task(a, "the test cancels the agent's driver task (PY-1); the adapter names none now")
         task.cancel()
         await k.until(task.done, "the driver task to end")
         await k.settle()
@@ -357,8 +353,7 @@ def test_cancelling_driver_task_during_the_flush(run: Run) -> None:
         k.on("session/flush", flush, needs="the driver is cancelled while it awaits the flush")
         a.send("A")
         await asyncio.wait_for(flushing.wait(), k.timeout)
-        task = k.service.driver_task(a)
-        assert task is not None, "the adapter must expose the driver task (ServiceHandle.driver_task)"
+        task = k.driver_task(a, "the test cancels the agent's driver task (PY-1); the adapter names none now")
         task.cancel()
         await k.until(task.done, "the driver task to end")
         await k.settle()
@@ -427,9 +422,7 @@ def test_a_listener_raising_cancelled_error_is_not_contained(run: Run, where: st
         a = k.agent()
         a.send("A")
         await k.until(lambda: raised[0] > 0, f"the {point} listener")
-        task = k.service.driver_task(a)
-        assert task is not None, "the adapter must expose the driver task (ServiceHandle.driver_task)"
-        await k.until(task.done, "the driver task to end (the CancelledError is not contained)")
+        await k.driver_ended(a, "the driver to end (the CancelledError is not contained)")
         await k.settle()
         assert a.status == "disposed", f"the driver ended cancelled, but the agent is {a.status!r}"
         errors = [e for e in k.events(a, "error") if "model failed" not in str(e["data"].get("message"))]
@@ -473,9 +466,7 @@ def test_a_plugin_raising_cancelled_error_in_a_task_of_its_own_is_not_swallowed(
         a.send("A")
         if where != "model stream":
             await k.until(lambda: raised[0] > 0, f"the {where} to raise")
-        task = k.service.driver_task(a)
-        assert task is not None, "the adapter must expose the driver task (ServiceHandle.driver_task)"
-        await k.until(task.done, f"the driver task to end (the {where}'s CancelledError reaches the driver)")
+        await k.driver_ended(a, f"the driver to end (the {where}'s CancelledError reaches the driver)")
         await k.settle()
         assert a.status == "disposed", f"the {where}'s CancelledError ended the driver, but the agent is {a.status!r}"
         swallowed = ([e["data"] for e in k.events(a, "tool/result") if e["data"].get("is_error")]

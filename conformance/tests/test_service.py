@@ -17,7 +17,7 @@ from conformance.harness import MODEL, Kit
 from conformance.invariants import clock_violations, log_violations
 from simulator.sources import EPOCH_MS
 
-from ._support import COMPLETED, Run, Watch, boom, request_texts, throws_on
+from ._support import COMPLETED, DISPOSED, Run, Watch, boom, passthrough, request_texts, throws_on
 
 
 def _log_problems(events: list[dict[str, Any]]) -> list[str]:
@@ -403,6 +403,46 @@ def test_a_failed_resume_leaves_its_id_free(run: Run) -> None:
         await service.close()
 
     run(scenario)
+
+
+@pytest.mark.rule("SVC-7", "DISP-1", "DISP-2")
+@pytest.mark.parametrize("waterfall", ["system-prompt", "agent/turn-continuation"])
+def test_a_plugin_awaiting_close_inside_a_turn_ends_it(run: Run, waterfall: str) -> None:
+    # A plugin's waterfall listener shuts the service down and awaits it (a "/quit" command):
+    # close() disposes every agent (SVC-7), so the turn the listener is in ends disposed,
+    # balanced (DISP-1), the driver ends (DISP-2), and a pending when_idle() resolves (SVC-7).
+    # Session 50's review: the reference's close() waited for every
+    # driver to exit, this one too, while that driver waited for the listener: nothing ended.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.model.push(respond.text("the reply"))
+        closed: list[bool] = []
+
+        async def quit_plugin(*args: Any) -> Any:
+            if not closed:
+                closed.append(False)
+                await k.service.close()  # how the await ends (it returns, or is cancelled) is not judged
+            return await passthrough(*args)
+
+        k.on(waterfall, quit_plugin, needs=f"the test closes the service from a {waterfall} listener")
+        a.send("A")
+        waiter = a.when_idle()
+        await k.until(lambda: bool(closed), f"the {waterfall} listener")
+        await k.idle(a, what="the pending when_idle() resolves once the service closed (SVC-7)")
+        assert a.status == "disposed"
+        task = k.service.driver_task(a)
+        assert task is None or task.done(), "the closed service's agent's driver ended (DISP-2)"
+        assert k.reasons(a) == [DISPOSED], f"the turn the close landed in ends disposed: {k.types(a)} (DISP-1)"
+        try:
+            await asyncio.wait_for(_awaited(waiter), k.timeout)
+        except TimeoutError:
+            raise AssertionError("a when_idle() registered before the close never resolved (SVC-7)") from None
+
+    run(scenario)
+
+
+async def _awaited(waiter: object) -> None:
+    await waiter  # type: ignore[misc]
 
 
 @pytest.mark.rule("SVC-7")

@@ -198,7 +198,7 @@ class Agent:
         if exc is None:
             log.warning("agent %s, turn %s: %s", self._id, t, what)
         else:
-            log.warning("agent %s, turn %s: %s: %s: %s", self._id, t, what, type(exc).__name__, exc)
+            log.warning("agent %s, turn %s: %s: %s: %s", self._id, t, what, type(exc).__name__, message_of(exc))
 
     def _announce(self, turn: int, step: int, error: BaseException) -> None:
         try:

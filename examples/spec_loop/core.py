@@ -54,7 +54,10 @@ def code_of(exc: BaseException) -> str | None:
 
 
 def message_of(exc: BaseException) -> str:
-    text = str(exc)
+    try:
+        text = str(exc)
+    except Exception:  # ERR-1: an error whose message cannot be read still ends only the turn
+        return type(exc).__name__
     return text if text else type(exc).__name__
 
 

@@ -163,14 +163,18 @@ class Service:
         agents = list(self._created)
         for agent in agents:
             agent.dispose()
-        for agent in agents:
+        # A plugin on an agent's own driver awaiting this close: that driver cannot end before the
+        # close returns to it (SVC-7); it exits, and releases its waiters, once its listener returns.
+        current = asyncio.current_task()
+        others = [agent for agent in agents if agent.task is not current]
+        for agent in others:
             task = agent.task
             if not task.done():
                 try:
                     await asyncio.wait({task})
                 except asyncio.CancelledError:
                     raise
-        for agent in agents:
+        for agent in others:
             agent._release_waiters()
 
     def driver_task(self, agent: Any) -> asyncio.Task[Any] | None:

@@ -150,8 +150,8 @@ def test_the_plan_is_exhaustive_within_the_bounds() -> None:
     throwing = sum(1 for s in win.sequences(verbs, 2) if s[-1] == "raise")  # again by a plain flush listener
     # an answer only where a tools/execute listener answers: before its next() (the reply has none)
     answering = [p for p in pts if p.on == "tools/execute" and p.when == "before"]
-    # a stall only where a waterfall listener awaits: before its next()
-    stalling = [p for p in pts if p.kind == "waterfall" and p.when == "before"]
+    # a stall only where a waterfall listener awaits, before its next(), or a flush listener
+    stalling = [p for p in pts if (p.kind == "waterfall" and p.when == "before") or p.kind == "flush"]
     stalls = sum(1 for s in win.sequences(verbs, 2) if "stall" in s)
     expected = sum(listener + (0 if p.actor_after is None else actor) - (created if p.on == "agent/created" else 0)
                    - (0 if p in voting else 1) - (0 if p in answering else 1) + (throwing if p.kind == "flush" else 0)

@@ -1837,6 +1837,24 @@ def test_no_further_tool_of_the_step_runs_after_a_stop_during_one() -> None:
     assert _check("TOOLS", late[:-1]) is None
 
 
+def test_a_cancelled_driver_stops_the_step_once_it_wakes_to_the_cancellation() -> None:
+    # PY-1: a cancelled driver task stops at its next suspension. A loop running the step as a
+    # task of its own (indie62b) goes on with it until the driver wakes and disposes the agent: a
+    # tool started before that disposal ran before the stop landed; one started after it did not.
+    def turn(disposed_before_c2: bool) -> list[dict[str, Any]]:
+        events = _two_tool_turn(["l1", "s1", "d1", "r1", "l2", "s2", "d2", "r2"])
+        done = events.index(next(e for e in events if e.get("kind") == "tool/done"))
+        events.insert(done, _op("cancel_driver", status="running"))
+        start2 = events.index(next(e for e in events if e.get("kind") == "tool/start" and e["call_id"] == "c2"))
+        events.insert(start2 + (0 if disposed_before_c2 else 1), _status("disposed"))
+        events[-1]["data"]["reason"] = {"kind": "disposed"}
+        return events
+
+    assert _check("TOOLS", turn(disposed_before_c2=False)) is None
+    found = _check("TOOLS", turn(disposed_before_c2=True))
+    assert found is not None and found.rules == ("TOOL-5",) and "c2 ran after a stop during tool call c1" in found.message
+
+
 def test_a_reconfigure_binds_the_steps_opened_after_it() -> None:
     created = {"kind": "agent/created", "agent": "a", "model": "fake", "sections": ["Old."], "tools": ["lookup"]}
     change = {"kind": "op", "by": "window", "op": "reconfigure", "sections": ["New."], "tools": ["lookup", "more"]}

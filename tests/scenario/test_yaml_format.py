@@ -57,8 +57,6 @@ BAD = [
      "listeners[0].nth: expected an integer"),
     (GOOD + "listeners:\n  - on: agent/status\n    hold: 1\n    do: [{cancel: x}]\n", 8,
      "listeners[0].hold: hold goes with on: session/flush (a slow flush) or a waterfall"),
-    (GOOD + "listeners:\n  - on: session/flush\n    hold: forever\n", 8,
-     "listeners[0].hold: hold: forever goes with a waterfall"),
     (GOOD + "listeners:\n  - on: session/flush\n    hold: soon\n    do: [{cancel: x}]\n", 8,
      "listeners[0].hold: expected a number"),
     (GOOD + "listeners:\n  - on: session/flush\n    where: {turn: 1}\n    do: [{cancel: x}]\n", 8,
@@ -381,4 +379,21 @@ def test_a_plugin_that_never_returns_is_ended_by_a_dispose() -> None:
     from conformance.scenario import engine
 
     failures = engine.run_one(sc, resolve("mutant:dispose-deaf-between-step-signals")).trace.failures
+    assert any(f["check"] == "problems" and "DISP-2" in f.get("rules", ()) for f in failures), failures
+
+
+def test_a_flush_that_never_returns_is_ended_by_a_dispose() -> None:
+    # `hold: forever` on session/flush: a persistence plugin's write that never completes, where
+    # the listener acts (its first flush here). The turn closed; its flush waits for ever, so the
+    # world disposes the stalled agent, which ends the driver (DISP-2): the turn keeps its one
+    # turn/end. A loop awaiting the flush regardless (the mutant) leaves the waiter pending.
+    sc, timeline = _read_back_and_run(_TOOL_TURN.format(
+        name="stalled-flush", second="never", listener="{on: session/flush, hold: forever}"))
+    assert [e["by"] for e in timeline if e["kind"] == "op" and e["op"] == "dispose"] == ["world"]
+    ends = [e["data"]["reason"] for e in timeline if e["kind"] == "log" and e.get("type") == "turn/end"]
+    assert ends == [{"kind": "completed"}]
+    from conformance.impl import resolve
+    from conformance.scenario import engine
+
+    failures = engine.run_one(sc, resolve("mutant:dispose-deaf-in-flush")).trace.failures
     assert any(f["check"] == "problems" and "DISP-2" in f.get("rules", ()) for f in failures), failures
