@@ -874,15 +874,20 @@ class ReactLoopAgent:
         if bad_input is not None:
             raise bad_input
 
-    def abort(self, reason: str = "aborted") -> None:
-        """ABORT-1: abort only the in-flight step (nothing to do without one)."""
+    def abort(self, reason: str | None = "aborted") -> None:
+        """ABORT-1: abort only the in-flight step (nothing to do without one). ``None`` is the
+        default reason; a reason that is not a string raises ``TypeError`` (0b: ``aborted{reason:
+        s}``, which the log must hold)."""
+        reason = _reason(reason, "aborted", "abort")
         controller = self._step_abort
         if self._disposed or controller is None:
             return
         _fire(controller, reason, self)
 
-    def cancel(self, reason: str = "cancelled") -> None:
-        """CANCEL-1: clear both FIFOs, abort the in-flight step, arm the turn-scoped marker."""
+    def cancel(self, reason: str | None = "cancelled") -> None:
+        """CANCEL-1: clear both FIFOs, abort the in-flight step, arm the turn-scoped marker
+        (``None`` is the default reason; one that is not a string raises ``TypeError``)."""
+        reason = _reason(reason, "cancelled", "cancel")
         if self._disposed:
             return
         controller = self._step_abort
@@ -974,6 +979,16 @@ def _abort_reason(signal: AbortSignal) -> str:
     """The reason a fired signal carries: the caller's, even an empty one (ABORT-1, CANCEL-1)."""
     reason = signal.reason
     return "aborted" if reason is None else reason
+
+
+def _reason(reason: object, default: str, verb: str) -> str:
+    """A caller's abort or cancel reason: the default for ``None``; bad input (not a string) is
+    raised to the caller, before anything is touched, not found by the log at ``turn/end``."""
+    if reason is None:
+        return default
+    if not isinstance(reason, str):
+        raise TypeError(f"{verb}() reason must be a string, got {type(reason).__name__}")
+    return reason
 
 
 def _fire(controller: AbortController, reason: str, agent: ReactLoopAgent) -> None:

@@ -114,6 +114,15 @@ class _Assembler:
         return out
 
 
+def _reason(reason: object, default: str, verb: str) -> str:
+    """A caller's abort/cancel reason: the default for None; not a string is bad input (0b: s)."""
+    if reason is None:
+        return default
+    if not isinstance(reason, str):
+        raise TypeError(f"{verb}() reason must be a string, got {type(reason).__name__}")
+    return reason
+
+
 def _parse_arguments(raw: Any) -> Any:
     if not isinstance(raw, str):
         return raw
@@ -273,13 +282,15 @@ class Agent:
         if not steering and self._wake is not None and not self._wake.done():
             self._wake.set_result(None)
 
-    def abort(self, reason: str = "aborted") -> None:
+    def abort(self, reason: str | None = "aborted") -> None:
+        reason = _reason(reason, "aborted", "abort")
         if self._disposed:
             return
         if self._controller is not None:
             self._controller.abort(reason)
 
-    def cancel(self, reason: str = "cancelled") -> None:
+    def cancel(self, reason: str | None = "cancelled") -> None:
+        reason = _reason(reason, "cancelled", "cancel")
         if self._disposed:
             return
         something = (self._status == "running" or self._controller is not None
