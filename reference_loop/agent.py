@@ -874,19 +874,19 @@ class ReactLoopAgent:
         if bad_input is not None:
             raise bad_input
 
-    def abort(self, reason: str | None = "aborted") -> None:
-        """ABORT-1: abort only the in-flight step (nothing to do without one). ``None`` is the
-        default reason; a reason that is not a string raises ``TypeError`` (0b: ``aborted{reason:
-        s}``, which the log must hold)."""
+    def abort(self, reason: str | None = None) -> None:
+        """ABORT-1: abort only the in-flight step (nothing to do without one); with no reason
+        (``None``) it is ``aborted``. A reason that is not a string raises ``TypeError`` (0b:
+        ``aborted{reason: s}``, which the log must hold)."""
         reason = _reason(reason, "aborted", "abort")
         controller = self._step_abort
         if self._disposed or controller is None:
             return
         _fire(controller, reason, self)
 
-    def cancel(self, reason: str | None = "cancelled") -> None:
-        """CANCEL-1: clear both FIFOs, abort the in-flight step, arm the turn-scoped marker
-        (``None`` is the default reason; one that is not a string raises ``TypeError``)."""
+    def cancel(self, reason: str | None = None) -> None:
+        """CANCEL-1: clear both FIFOs, abort the in-flight step, arm the turn-scoped marker; with
+        no reason (``None``) it is ``cancelled``, one that is not a string raises ``TypeError``."""
         reason = _reason(reason, "cancelled", "cancel")
         if self._disposed:
             return

@@ -378,8 +378,8 @@ MUTANTS = [
         (
             Patch(
                 "agent",
-                '    def abort(self, reason: str = "aborted") -> None:',
-                '    def abort(self, reason: str = "cancelled") -> None:',
+                '        reason = _reason(reason, "aborted", "abort")\n',
+                '        reason = _reason(reason, "cancelled", "abort")\n',
             ),
         ),
         notes="Blind check of 2026-12-03 (fourth round): the suite killed it; the hunt missed it until "
