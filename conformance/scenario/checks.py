@@ -1503,7 +1503,9 @@ def _disposal_check(view: TraceView) -> Violation | None:
             if rel.get("status") != "disposed" or not rel.get("precise") or rel.get("waiter") not in held:
                 continue
             turns = view.turns(agent, int(rel.get("log_len", 0)))
-            if turns and not turns[-1]["ended"]:  # a turn was open when the waiter was released ...
+            # a turn the driver ran was open when the waiter was released (an idle inject's one-shot
+            # turn is its caller's, which IDLE-4's driver exit does not wait for: indie62a) ...
+            if turns and not turns[-1]["ended"] and turns[-1]["trigger"] != "injection":
                 started = turns[-1]
                 if any(e["type"] == "turn/end" and e["_i"] > started["_i"] for e in log):  # ... and closed later
                     return Violation(f"when_idle() {rel.get('waiter')!r} was released by the disposal of agent {agent} "

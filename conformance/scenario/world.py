@@ -1812,16 +1812,23 @@ class World:
 
 
 def _injection_flush(args: tuple[Any, ...]) -> bool:
-    """Whether a flush is an idle ``inject()``'s one-shot turn's (its log's last turn opened by an
-    injection): a flush its caller awaits (INJ-4), not the driver, which a stall there would hold
-    for ever with no rule asking disposal to cut it (a stall acts on a turn's flush only)."""
+    """Whether a flush is an idle ``inject()``'s one-shot turn's: the last turn its log closed
+    (a flush follows its turn's ``turn/end``; by the time a listener's body runs, the driver may
+    have opened another) was opened by an injection. Its caller awaits that flush (INJ-4), not the
+    driver, and a stall there would hold it for ever with no rule asking disposal to cut it."""
     try:
         events = list(getattr(args[0], "events", ()) or ())
     except Exception:  # a broken implementation's session: a turn's flush, as far as we know
         return False
+    closed = None
     for e in reversed(events):
-        if isinstance(e, Mapping) and e.get("type") == "turn/start":
-            trigger = (e.get("data") or {}).get("trigger")
+        if not isinstance(e, Mapping):
+            continue
+        data = e.get("data") or {}
+        if closed is None and e.get("type") == "turn/end":
+            closed = data.get("turn")
+        elif closed is not None and e.get("type") == "turn/start" and data.get("turn") == closed:
+            trigger = data.get("trigger")
             return isinstance(trigger, Mapping) and trigger.get("kind") == "injection"
     return False
 

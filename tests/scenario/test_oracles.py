@@ -708,6 +708,11 @@ def test_only_dispose_disposes_directly_and_its_waiters_wait_for_the_driver() ->
     # while idle, its prompt queued before the driver woke, it leaves open (indie61c, session 49)
     idle = [early[0], _op("when_idle", waiter="w"), early[1], *early[3:]]
     assert _check("DISPOSAL", idle) is None
+    # an idle inject's one-shot turn is its caller's, not the driver's: a waiter released while it
+    # is open has not been released before the driver exited (indie62a, session 50)
+    injected = [{**e, "data": {**e["data"], "trigger": {"kind": "injection"}}} if e.get("type") == "turn/start" else e
+                for e in early]
+    assert _check("DISPOSAL", injected) is None
     closed = [_op("send", "A"), _status("running"), {"kind": "world/closing"}, _status("disposed")]
     assert _check("DISPOSAL", closed) is None
 
