@@ -2358,7 +2358,10 @@ def _chunks_check(view: TraceView) -> Violation | None:
                                  "appended)", end, ("LOG-3", "LOOP-5"))
         if not isinstance(given, int) or (done.get("outcome") in _UNFINISHED and not done.get("unread")):
             continue
-        if failed or _stopped(view, agent, start, end):
+        # a stop since the step opened: an abort while its request was built (a waterfall
+        # awaiting) may let the loop call the model with the signal fired, and read nothing
+        opened = next((e["_i"] for e in events if e["type"] == "step/start"), start)
+        if failed or _stopped(view, agent, min(opened, start), end):
             continue
         where = f"agent {agent}: turn {turn['turn']} step {step}"
         if done.get("unread"):

@@ -801,6 +801,10 @@ def test_every_chunk_a_model_streamed_is_logged_and_its_usage() -> None:
     disposed = _streamed_step(0, done={"unread": 3, "chunks": 0})
     assert _plain("CHUNKS", disposed) is not None
     assert _plain("CHUNKS", [*disposed[:5], _op("dispose", status="running"), *disposed[5:]]) is None
+    # an abort once the step opened, before its call (a waterfall building the request awaited):
+    # the loop may call the model with the signal fired and read nothing (indie61b, session 50)
+    assert _plain("CHUNKS", [*disposed[:5], _op("abort", status="running"), *disposed[5:]]) is None
+    assert _plain("CHUNKS", [*disposed[:4], _op("abort", status="running"), *disposed[4:]]) is not None
     # ASM-4/LOOP-5: the usage the model reported is the step's usage event
     usage = {"input_tokens": 12, "output_tokens": 3}
     assert _plain("CHUNKS", _streamed_step(3, done={"usage": usage}, usage=usage)) is None
