@@ -411,23 +411,23 @@ def test_a_plugin_awaiting_close_inside_a_turn_ends_it(run: Run, waterfall: str)
     # A plugin's waterfall listener shuts the service down and awaits it (a "/quit" command):
     # close() disposes every agent (SVC-7), so the turn the listener is in ends disposed,
     # balanced (DISP-1), the driver ends (DISP-2), and a pending when_idle() resolves (SVC-7).
-    # Session 50's review: the reference's close() waited for every
-    # driver to exit, this one too, while that driver waited for the listener: nothing ended.
+    # Session 50's review: the reference's close() waited for every driver to exit, this one
+    # too, while that driver waited for the listener: nothing ended.
     async def scenario(k: Kit) -> None:
         a = k.agent()
         k.model.push(respond.text("the reply"))
-        closed: list[bool] = []
+        closing: list[bool] = []  # the listener began the close
 
         async def quit_plugin(*args: Any) -> Any:
-            if not closed:
-                closed.append(False)
+            if not closing:
+                closing.append(True)
                 await k.service.close()  # how the await ends (it returns, or is cancelled) is not judged
             return await passthrough(*args)
 
         k.on(waterfall, quit_plugin, needs=f"the test closes the service from a {waterfall} listener")
         a.send("A")
         waiter = a.when_idle()
-        await k.until(lambda: bool(closed), f"the {waterfall} listener")
+        await k.until(lambda: bool(closing), f"the {waterfall} listener")
         await k.idle(a, what="the pending when_idle() resolves once the service closed (SVC-7)")
         assert a.status == "disposed"
         task = k.service.driver_task(a)
