@@ -104,6 +104,7 @@ def plan_workload(workload: Workload, impl: Implementation, config: Config) -> W
     """The windows of one workload, from a probe run of it on ``impl`` (its ``setup_error`` when
     the workload's own run could not be set up)."""
     verbs = verbs_for(impl, config.verbs)
+    python = runtime_of(impl) == PYTHON
     wp = WorkloadPlan(workload)
     try:
         timeline = win.probe(workload, impl)
@@ -115,28 +116,13 @@ def plan_workload(workload: Workload, impl: Implementation, config: Config) -> W
         modes = config.modes
         if point.on == "model/request" and not getattr(impl, "reentrant_model", True):  # adapter.py
             modes = tuple(m for m in modes if m != "listener")
-        wp.windows += list(win.enumerate_windows(workload, [point], verbs, config.depth, modes))
+        wp.windows += list(win.enumerate_windows(workload, [point], verbs, config.depth, modes,
+                                                 flush_stalls=python))
         if len(wp.windows) > start:
             wp.groups.append((start, len(wp.windows)))
-    if runtime_of(impl) != PYTHON:
-        # a stall inside session/flush judges that dispose() cuts the flush listener's task, which
-        # only an in-process loop can cancel (one over the wire abandons it: IDLE-4 forbids that)
-        wp.windows, wp.groups = _without_flush_stalls(wp.windows, wp.groups)
     if config.twins:
         wp.twins = win.twins(workload, impl, wp.windows)
     return wp
-
-
-def _without_flush_stalls(windows: list[win.Window], groups: list[tuple[int, int]]
-                          ) -> tuple[list[win.Window], list[tuple[int, int]]]:
-    kept: list[win.Window] = []
-    spans: list[tuple[int, int]] = []
-    for a, b in groups:
-        start = len(kept)
-        kept += [w for w in windows[a:b] if not (w.point.kind == "flush" and "stall" in w.actions)]
-        if len(kept) > start:
-            spans.append((start, len(kept)))
-    return kept, spans
 
 
 def checked(plans: list[WorkloadPlan]) -> list[WorkloadPlan]:

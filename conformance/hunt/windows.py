@@ -356,8 +356,11 @@ def points(workload: Workload, timeline: list[dict[str, Any]], max_nth: int = 3)
 
 
 def enumerate_windows(workload: Workload, pts: list[Point], verbs: Sequence[str], depth: int,
-                      modes: Sequence[str] = MODES) -> Iterator[Window]:
-    """Every window of ``workload`` at ``pts`` within the bounds, in a stable order."""
+                      modes: Sequence[str] = MODES, *, flush_stalls: bool = True) -> Iterator[Window]:
+    """Every window of ``workload`` at ``pts`` within the bounds, in a stable order. Without
+    ``flush_stalls`` no ``stall`` acts inside ``session/flush``: it judges that dispose() cuts the
+    flush listener's task, which only an in-process loop can cancel (one over the wire abandons
+    it, which IDLE-4 forbids)."""
     seqs = {mode: sequences(verbs, depth, mode) for mode in modes}
     # PY-2: a flush listener may be a plain function; one that throws does so at the call, which a
     # loop containing only what its awaits raise lets through (round 44's flush-sync-raise-escapes):
@@ -372,8 +375,8 @@ def enumerate_windows(workload: Workload, pts: list[Point], verbs: Sequence[str]
                     continue  # the world's own setup, not the implementation, would fail
                 if point.on == "persistence/load" and actions not in (("create",), ("close",)):
                     continue  # no agent yet: a caller can take its id (SVC-2) or close the service (SVC-7)
-                if "stall" in actions and point.on != "session/flush" and (
-                        point.on not in ev.WATERFALLS or point.when != "before"):
+                if "stall" in actions and not ((point.on in ev.WATERFALLS and point.when == "before")
+                                               or (point.on == "session/flush" and flush_stalls)):
                     continue  # a plugin awaiting inside a waterfall, before it passes the value on, or a flush
                 returned = [RETURNED_VERBS[v] for v in actions if v in RETURNED_VERBS]
                 if returned and (point.when != "before" or any(on != point.on for on in returned)):

@@ -659,6 +659,15 @@ HELD_WATERFALLS = ["system-prompt", "agent/request", "agent/step-result", "tools
 """The waterfalls awaited inside a turn, where a plugin's listener may wait on what never comes."""
 
 
+async def _stall_once(k: Kit, held: list[bool]) -> None:
+    """A plugin's first call waits on what never comes (a network call without a timeout, deaf to
+    the step's signal), marked in ``held``; later calls go on."""
+    if not held:
+        held.append(True)
+        k.poke()
+        await asyncio.get_running_loop().create_future()  # never set
+
+
 @pytest.mark.rule("DISP-2", "DISP-1", "IDLE-4")
 @pytest.mark.parametrize("waterfall", HELD_WATERFALLS)
 def test_dispose_while_a_waterfall_listener_never_returns_still_ends_the_driver(run: Run, waterfall: str) -> None:
@@ -675,10 +684,7 @@ def test_dispose_while_a_waterfall_listener_never_returns_still_ends_the_driver(
         held: list[bool] = []
 
         async def plugin(*args: Any) -> Any:
-            if not held:
-                held.append(True)
-                k.poke()
-                await asyncio.get_running_loop().create_future()  # never set
+            await _stall_once(k, held)
             return await passthrough(*args)
 
         k.on(waterfall, plugin, needs=f"the agent is disposed while a {waterfall} listener waits")
@@ -710,10 +716,7 @@ def test_dispose_while_a_flush_listener_never_returns_still_ends_the_driver(run:
         held: list[bool] = []
 
         async def persist(*_args: Any) -> None:
-            if not held:
-                held.append(True)
-                k.poke()
-                await asyncio.get_running_loop().create_future()  # never set
+            await _stall_once(k, held)
 
         k.on("session/flush", persist, needs="the agent is disposed while a session/flush listener waits")
         a.send("A")

@@ -164,6 +164,17 @@ def test_the_plan_is_exhaustive_within_the_bounds() -> None:
     assert len({w.name for w in wp.windows}) == len(wp.windows)
 
 
+def test_a_stall_acts_inside_a_flush_only_where_the_listener_can_be_cancelled() -> None:
+    # in process, dispose() must cut a flush listener that never returns; over the wire a loop
+    # can only abandon it, so no stall acts inside session/flush there
+    reply = by_name(["reply"])[0]
+    pts = [p for p in win.points(reply, win.probe(reply, REF), 1) if p.kind == "flush"]
+    verbs = search.verbs_for(REF)
+    here = [w for w in win.enumerate_windows(reply, pts, verbs, 2) if "stall" in w.actions]
+    assert pts and here and all(w.point.kind == "flush" for w in here)
+    assert not [w for w in win.enumerate_windows(reply, pts, verbs, 2, flush_stalls=False) if "stall" in w.actions]
+
+
 def test_a_window_is_ordinary_scenario_data() -> None:
     reply = by_name(["reply"])[0]
     wp = search.plan((reply,), REF, search.Config(depth=1, nth=1))[0]

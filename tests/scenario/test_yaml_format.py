@@ -364,36 +364,24 @@ def test_a_continuation_listener_votes_to_stop_and_the_turn_ends() -> None:
     assert len(steps) == 1, "the forced stop ends the turn after its first step"
 
 
-def test_a_plugin_that_never_returns_is_ended_by_a_dispose() -> None:
-    # `hold: forever` on a waterfall: a plugin's listener awaiting what never comes (DISP-2). The
-    # turn's first step ran; its continuation waits for ever, so the caller's waiter times out and
-    # the world disposes the stalled agent: disposal ends the driver, the turn ends disposed. A
-    # loop whose disposal waits on the plugin leaves the waiter pending: a problem naming DISP-2.
-    # It round-trips through YAML.
+@pytest.mark.parametrize(("on", "end", "mutant"), [
+    ("agent/turn-continuation", "disposed", "dispose-deaf-between-step-signals"),
+    ("session/flush", "completed", "dispose-deaf-in-flush"),
+])
+def test_a_plugin_that_never_returns_is_ended_by_a_dispose(on: str, end: str, mutant: str) -> None:
+    # `hold: forever`: a plugin's listener awaiting what never comes (DISP-2), on a waterfall (the
+    # turn's continuation) or on session/flush (a persistence plugin's write, where the listener
+    # acts: its first flush here, once the turn closed). The caller's waiter times out and the
+    # world disposes the stalled agent: disposal ends the driver; the continuation's turn ends
+    # disposed, the flushed one keeps its turn/end. A loop whose disposal waits on the plugin (the
+    # mutant) leaves the waiter pending: a problem naming DISP-2. It round-trips through YAML.
     sc, timeline = _read_back_and_run(_TOOL_TURN.format(
-        name="stalled", second="never", listener="{on: agent/turn-continuation, hold: forever}"))
+        name="stalled", second="never", listener=f"{{on: {on}, hold: forever}}"))
     assert [e["by"] for e in timeline if e["kind"] == "op" and e["op"] == "dispose"] == ["world"]
     ends = [e["data"]["reason"] for e in timeline if e["kind"] == "log" and e.get("type") == "turn/end"]
-    assert ends == [{"kind": "disposed"}]
+    assert ends == [{"kind": end}]
     from conformance.impl import resolve
     from conformance.scenario import engine
 
-    failures = engine.run_one(sc, resolve("mutant:dispose-deaf-between-step-signals")).trace.failures
-    assert any(f["check"] == "problems" and "DISP-2" in f.get("rules", ()) for f in failures), failures
-
-
-def test_a_flush_that_never_returns_is_ended_by_a_dispose() -> None:
-    # `hold: forever` on session/flush: a persistence plugin's write that never completes, where
-    # the listener acts (its first flush here). The turn closed; its flush waits for ever, so the
-    # world disposes the stalled agent, which ends the driver (DISP-2): the turn keeps its one
-    # turn/end. A loop awaiting the flush regardless (the mutant) leaves the waiter pending.
-    sc, timeline = _read_back_and_run(_TOOL_TURN.format(
-        name="stalled-flush", second="never", listener="{on: session/flush, hold: forever}"))
-    assert [e["by"] for e in timeline if e["kind"] == "op" and e["op"] == "dispose"] == ["world"]
-    ends = [e["data"]["reason"] for e in timeline if e["kind"] == "log" and e.get("type") == "turn/end"]
-    assert ends == [{"kind": "completed"}]
-    from conformance.impl import resolve
-    from conformance.scenario import engine
-
-    failures = engine.run_one(sc, resolve("mutant:dispose-deaf-in-flush")).trace.failures
+    failures = engine.run_one(sc, resolve(f"mutant:{mutant}")).trace.failures
     assert any(f["check"] == "problems" and "DISP-2" in f.get("rules", ()) for f in failures), failures
