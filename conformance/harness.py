@@ -177,6 +177,13 @@ class Kit:
             raise AssertionError(f"when_idle() of {agent.id} did not resolve (status {agent.status}){cause}"
                                  f"{self.why()}") from None
 
+    def clock_jumps(self) -> int:
+        """How many times the run's clock has jumped because nothing was ready. The same before
+        and after an ``await``: it ended "at once" (IDLE-1), with no wait on time, whatever the
+        schedule (one that fires a polling loop's timer early moves ``loop.time()`` meanwhile)."""
+        loop: Any = asyncio.get_running_loop()
+        return int(loop.clock_jumps)
+
     def poke(self) -> None:
         """Wake ``until()`` waiters to re-check their condition."""
         self._poked.set()

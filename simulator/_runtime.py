@@ -535,6 +535,11 @@ class SimLoop(base_events.BaseEventLoop):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
         self._now = 0.0
+        # The clock's last jump made because nothing was ready. A timer may fire early only
+        # within ``timer_window`` of it, not of now: measured from now, a poller's timers
+        # could each fire early in turn and move the clock on for ever while ready work
+        # waits, which real asyncio cannot do.
+        self._anchor = 0.0
         self._timer_seq = 0
         self._groups: deque[deque[Any]] = deque()
         self._cur_group: deque[Any] | None = None
@@ -883,7 +888,7 @@ class SimLoop(base_events.BaseEventLoop):
         while sched and sched[0][2]._cancelled:
             _heappop(sched)
             self._timer_cancelled_count -= 1
-        if sched and sched[0][0] - self._now <= self._window:
+        if sched and sched[0][0] - self._anchor <= self._window:
             return sched[0][2]
         return None
 
@@ -929,6 +934,16 @@ class SimLoop(base_events.BaseEventLoop):
     @property
     def steps(self) -> int:
         return self._steps
+
+    @property
+    def clock_jumps(self) -> int:
+        """How many times this run's clock has jumped forward because nothing was ready.
+
+        Unchanged across an ``await``, that await ended without waiting on time: a timer a
+        strategy fires early (as if the ready work before it were slow) does not count, so
+        this tells "at once" from "after a delay" under every schedule, where ``time()``
+        cannot."""
+        return self._advances
 
     @property
     def choice_index(self) -> int:
@@ -992,6 +1007,7 @@ class SimLoop(base_events.BaseEventLoop):
             self._advances += 1
             if self._advances >= self._next_stall_check and self._stall_check():
                 return "stalled"
+        self._anchor = self._now
         return None
 
     def _drive_fifo(self, max_steps: int) -> str:
@@ -1077,7 +1093,7 @@ class SimLoop(base_events.BaseEventLoop):
                     while sched and sched[0][2]._cancelled:
                         _heappop(sched)
                         self._timer_cancelled_count -= 1
-                    if sched and sched[0][0] - self._now <= window:
+                    if sched and sched[0][0] - self._anchor <= window:
                         topt = sched[0][2]
                 if ng > 1 or topt is not None:
                     n = ng + 1 if topt is not None else ng
@@ -1179,7 +1195,7 @@ class SimLoop(base_events.BaseEventLoop):
                     while sched and sched[0][2]._cancelled:
                         _heappop(sched)
                         self._timer_cancelled_count -= 1
-                    if sched and sched[0][0] - self._now <= window:
+                    if sched and sched[0][0] - self._anchor <= window:
                         topt = sched[0][2]
                 node = -1
                 if ng > 1 or topt is not None:

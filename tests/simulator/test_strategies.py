@@ -313,3 +313,58 @@ def test_anchored_by_task_and_exhaustion() -> None:
     assert never.exhausted and not _deviations(res), "no anchor: one FIFO run, then exhausted"
     with pytest.raises(ValueError, match="anchor"):
         AnchoredStrategy()
+
+
+async def _poller_beside_ready_work() -> float:
+    # A task polls every millisecond while another has work ready. Firing the poller's timer
+    # early is fine (as if the ready work were slow), but only within the timer window of the
+    # clock's last jump: real asyncio runs ready work before time can run on without bound.
+    loop = asyncio.get_running_loop()
+    ran_at: list[float] = []
+
+    async def poll() -> None:
+        while not ran_at:
+            await asyncio.sleep(0.001)
+
+    async def work() -> None:
+        for _ in range(20):
+            await asyncio.sleep(0)
+        ran_at.append(loop.time())
+
+    await asyncio.gather(poll(), work())
+    return ran_at[0]
+
+
+@pytest.mark.parametrize("make", [PCTStrategy, RandomStrategy], ids=["pct", "random"])
+def test_early_timers_cannot_starve_ready_work(make: Any) -> None:
+    window = 0.5
+    for seed in range(30):
+        r = simulator.run(_poller_beside_ready_work, strategy=make(seed=seed),
+                          timer_window=window, max_steps=200_000)
+        assert r.ok, (seed, r.report())
+        assert r.value <= window + 0.002, (seed, r.value)
+
+
+def test_clock_jumps_count_waits_on_time_not_timers_fired_early() -> None:
+    # "At once" under every schedule: the clock jumps only when nothing was ready; a timer a
+    # strategy fires early (loop.time() moves) is not a wait.
+    async def main() -> tuple[int, float, int]:
+        loop: Any = asyncio.get_running_loop()
+
+        async def poll() -> None:
+            for _ in range(50):
+                await asyncio.sleep(0.001)
+
+        poller = asyncio.create_task(poll())
+        before, t0 = loop.clock_jumps, loop.time()
+        for _ in range(10):
+            await asyncio.sleep(0)  # ready work only
+        during, moved = loop.clock_jumps - before, loop.time() - t0
+        await asyncio.sleep(0.5)  # a wait on time: nothing else is ready for most of it
+        await poller
+        return during, moved, loop.clock_jumps - before
+
+    runs = [simulator.run(main, strategy=PCTStrategy(seed=seed)) for seed in range(20)]
+    assert all(r.ok for r in runs)
+    assert all(r.value[0] == 0 and r.value[2] > 0 for r in runs), [r.value for r in runs]
+    assert any(r.value[1] > 0 for r in runs), "no schedule fired the poller's timer early"
