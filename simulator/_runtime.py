@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import heapq
 import itertools
 import sys
@@ -225,6 +226,14 @@ def _callback_name(cb: Any) -> str:
         func = getattr(cb, "func", None)  # functools.partial
         name = getattr(func, "__qualname__", None) or type(cb).__name__
     return str(name)
+
+
+def _executor_name(func: Any) -> str:
+    # asyncio.to_thread(f) hands over functools.partial(context.run, f, ...): name f
+    if isinstance(func, functools.partial) and isinstance(getattr(func.func, "__self__", None),
+                                                          contextvars.Context) and func.args:
+        return _callback_name(func.args[0])
+    return _callback_name(func)
 
 
 def task_label(task: asyncio.Task[Any]) -> str:
@@ -794,12 +803,39 @@ class SimLoop(base_events.BaseEventLoop):
             )
         self._unhandled.append(entry)
 
-    # -- escapes --------------------------------------------------------------------------
-    def run_in_executor(self, executor: Any, func: Any, *args: Any) -> Any:  # type: ignore[override]
-        raise _escape(f"loop.run_in_executor({_callback_name(func)})")
+    # -- executors ------------------------------------------------------------------------
+    def run_in_executor(self, executor: Any, func: Any, *args: Any) -> asyncio.Future[Any]:
+        """Run ``func(*args)`` on this thread, in a ready callback of its own, and return a future
+        of its result: a worker thread's call finishes at a moment the schedule picks among the
+        ready work (strategies may run it before or after the others), in no virtual time.
+        ``executor`` is not used. Blocking calls inside ``func`` are escapes still, as on the
+        loop: a simulation cannot wait in wall time (``time.sleep`` in ``asyncio.to_thread``
+        fails, as the whole run would stand still)."""
+        self._check_closed()
+        fut: asyncio.Future[Any] = self.create_future()
+
+        def executor_call() -> None:
+            if fut.cancelled():
+                return
+            try:
+                value = func(*args)
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:  # a worker's exception goes to its future
+                fut.set_exception(exc)
+            else:
+                fut.set_result(value)
+
+        executor_call.__qualname__ = f"executor:{_executor_name(func)}"
+        # an origin of its own, as the thread's completion is an event from outside the loop:
+        # not kept in order behind what the caller schedules next
+        caller, self._cur_group = self._cur_group, None
+        self.call_soon(executor_call)
+        self._cur_group = caller
+        return fut
 
     def set_default_executor(self, executor: Any) -> None:
-        raise _escape("loop.set_default_executor()")
+        pass  # run_in_executor uses no executor
 
     async def getaddrinfo(self, host: Any, *a: Any, **k: Any) -> Any:  # type: ignore[override]
         raise _escape(f"loop.getaddrinfo({host!r})")

@@ -8,6 +8,7 @@ import datetime
 import socket
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -192,8 +193,6 @@ def test_async_generator_finalised_at_end() -> None:
 @pytest.mark.parametrize(
     "escape, needle",
     [
-        (lambda: asyncio.get_running_loop().run_in_executor(None, print), "run_in_executor"),
-        (lambda: asyncio.to_thread(print), "run_in_executor"),
         (lambda: asyncio.open_connection("example.com", 80), "create_connection"),
         (lambda: asyncio.create_subprocess_exec("true"), "subprocess_exec"),
         (lambda: asyncio.sleep(0, asyncio.get_running_loop().add_signal_handler(2, print)),
@@ -356,3 +355,42 @@ def test_a_task_that_swallows_cancellation_is_closed_with_its_run() -> None:
     r = simulator.run(main)
     assert r.ok and closed == ["closed"]
     assert [e["kind"] for e in r.timeline] == ["stubborn/cancelled"]
+
+
+def _worker_results() -> Any:
+    # Two worker-thread calls beside a task: a worker's call finishes at a moment the schedule
+    # picks, in no virtual time; its exception reaches its future.
+    async def main() -> list[str]:
+        order: list[str] = []
+        loop = asyncio.get_running_loop()
+
+        def work(name: str) -> str:
+            order.append(name)
+            return name.upper()
+
+        async def task() -> None:
+            order.append("task")
+
+        t = asyncio.create_task(task())
+        got = await asyncio.gather(asyncio.to_thread(work, "a"), loop.run_in_executor(None, work, "b"))
+        await t
+        assert got == ["A", "B"]
+        with pytest.raises(ZeroDivisionError):
+            await asyncio.to_thread(lambda: 1 // 0)
+        assert loop.time() == 0
+        return order
+
+    return main
+
+
+def test_executor_calls_run_on_the_loop_thread_in_an_order_the_schedule_picks() -> None:
+    from simulator.strategies import RandomStrategy
+
+    # FIFO: b's call is submitted as gather's arguments are built, a's once to_thread's task runs
+    assert simulator.run(_worker_results()).value == ["task", "b", "a"]
+    orders = {tuple(simulator.run(_worker_results(), strategy=RandomStrategy(seed=s)).value)
+              for s in range(30)}
+    assert len(orders) > 1, orders
+    r = simulator.run(_worker_results(), strategy=RandomStrategy(seed=1))
+    assert any(c.label.startswith("cb:executor:") for c in r.schedule.choices), r.schedule.choices
+    assert simulator.replay(_worker_results(), r.schedule).value == r.value
