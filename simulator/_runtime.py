@@ -581,8 +581,12 @@ class SimLoop(base_events.BaseEventLoop):
         self._appended = 0
         # progress watchdog: every _STALL_INTERVAL idle time advances, compare a progress
         # signature (events observed, tasks created, tasks done); unchanged for
-        # stall_advances advances = only timers fire = a deadlock kept alive by timers
+        # stall_advances advances = only timers fire = a deadlock kept alive by timers, unless a
+        # timer pending all along (not re-armed: a bounded wait's) is still to come: the clock
+        # then jumps to it, the re-armed ones (a poller's) firing late, as a busy loop's do
         self._advances = 0
+        # the timers pending as the stall began, by id (held, so that no id is reused meanwhile)
+        self._standing: dict[int, Any] | None = None
         self._stall_limit = stall_advances
         self._next_stall_check = _STALL_INTERVAL if stall_advances is not None else 1 << 62
         self._stall_sig: tuple[int, int, int] | None = None
@@ -1018,11 +1022,26 @@ class SimLoop(base_events.BaseEventLoop):
         sig = (len(self._timeline), len(tasks), sum(1 for t in tasks if t.done()))
         if sig == self._stall_sig:
             self._stalled_for += _STALL_INTERVAL
+            if self._standing is None:
+                self._standing = {id(e[2]): e[2] for e in self._scheduled if not e[2]._cancelled}
         else:
             self._stall_sig = sig
             self._stalled_for = 0
+            self._standing = None
         limit = self._stall_limit
-        return limit is not None and self._stalled_for >= limit
+        if limit is None or self._stalled_for < limit:
+            return False
+        standing: dict[int, Any] = self._standing or {}
+        due = [when for when, _, h in self._scheduled if not h._cancelled and standing.get(id(h)) is h]
+        if not due:
+            return True
+        # Only re-armed timers fired (a poller finding nothing to do), but a timer pending
+        # since the stall began may still bring progress (a bounded wait's timeout): jump to
+        # it. The re-armed timers due before it fire late, which a busy asyncio loop does too.
+        self._now = max(self._now, min(due))
+        self._stalled_for = 0
+        self._standing = None
+        return False
 
     # -- the drivers ----------------------------------------------------------------------
     def _advance_clock(self) -> str | None:

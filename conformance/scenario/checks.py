@@ -1800,10 +1800,15 @@ def _announced_check(view: TraceView) -> Violation | None:
             # scheduled (INJ-4): a listener of an earlier inject's flush may act only after a
             # later flush started, so the failure may be that one-shot turn's, announced as such
             # (naming its turn) by the world's close; so may a failed one-shot turn's flush.
+            # If such a one-shot turn had failed already, the failure may be its flush's, of
+            # which ERR-9 asks nothing more (the first failure wins).
             if op["on"] == "session/flush":
-                injected = {u["turn"] for u in turns if u["trigger"] == "injection" and u["end_i"] is not None
-                            and u["end_i"] < at}
+                ended = [u for u in turns if u["trigger"] == "injection" and u["end_i"] is not None
+                         and u["end_i"] < at and u is not turn]
+                injected = {u["turn"] for u in ended}
                 if any(at < e["_i"] < final and e.get("turn") in injected for e in said):
+                    continue
+                if any(u["reason"] not in ("completed", "max-tokens", "aborted") for u in ended):
                     continue
             what = ("an agent/turn-end listener threw" if op["on"] == "agent/turn-end"
                     else "a session/flush listener failed")

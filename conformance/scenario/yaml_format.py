@@ -89,6 +89,7 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     "agent/step-result": ("agent", "turn", "step"),
     "agent/turn-continuation": ("agent", "turn", "decision"),
     "tools/execute": ("agent", "name", "call_id"),
+    "system-prompt": ("agent",),
     "session/flush": ("agent",),
     **ev.WORLD_POINTS,
 }

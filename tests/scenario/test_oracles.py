@@ -1343,6 +1343,14 @@ def test_a_flush_failure_that_may_be_a_pending_inject_flushs_is_owed_by_the_clos
     failed = [*one[:2], _log(2, "error", turn=1, step=0, message="not JSON"),
               _log(3, "turn/end", turn=1, reason={"kind": "error", "message": "not JSON"})]
     assert _check("ANNOUNCED", [*failed, *driver, flush, nxt, error(1), closing]) is None
+    # ... and announced by no one: the first failure of that turn won (ERR-9; a polling variant
+    # of spec_loop, session 51, whose bad inject's flush started after a later inject's)
+    assert _check("ANNOUNCED", [*failed, *driver, flush, nxt, closing]) is None
+    later = [_log(6, "turn/start", turn=3, trigger={"kind": "injection"}), _log(7, "context/message", content="D"),
+             _log(8, "turn/end", turn=3, reason={"kind": "completed"}), began, flush, closing]
+    assert _check("ANNOUNCED", [*failed, *driver, *later]) is None
+    found = _check("ANNOUNCED", [*one, *driver, *later])  # no failed one-shot turn: owed by the close
+    assert found is not None and found.rules == ("INJ-2",)
 
 
 def test_creating_an_agent_under_a_live_agents_id_is_rejected() -> None:

@@ -45,6 +45,37 @@ def test_heartbeat_deadlock_reported_promptly() -> None:
     assert "main.1" in rep and "heartbeat" in rep
 
 
+def test_a_poller_does_not_stall_a_bounded_wait_past_it() -> None:
+    # A poller finding nothing to do fires only re-armed timers, like a heartbeat; but a timer
+    # pending since the stall began (a bounded wait's timeout) still brings progress: the clock
+    # jumps to it (the poller's timers fire late, as on a busy loop), and the run goes on.
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        never = asyncio.Event()
+
+        async def poll() -> None:
+            while True:
+                await asyncio.sleep(0.001)
+
+        poller = asyncio.ensure_future(poll())
+        try:
+            await asyncio.wait_for(never.wait(), 30.0)
+        except TimeoutError:
+            pass
+        poller.cancel()
+        return loop.time()
+
+    r = simulator.run(main)
+    assert r.outcome == "completed" and not r.stalled, r.report()
+    assert r.value == 30.0 and r.steps <= 60_000, (r.value, r.steps)
+    # a strategy's run replays to the same bytes
+    from simulator.strategies import RandomStrategy
+
+    again = simulator.run(main, strategy=RandomStrategy(seed=4))
+    assert again.ok and 30.0 <= again.value < 31.0
+    assert simulator.replay(main, again.schedule).value == again.value
+
+
 def test_spin_loop_reported_promptly() -> None:
     async def main() -> None:
         flag = [False]
