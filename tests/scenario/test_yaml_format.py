@@ -385,3 +385,15 @@ def test_a_plugin_that_never_returns_is_ended_by_a_dispose(on: str, end: str, mu
 
     failures = engine.run_one(sc, resolve(f"mutant:{mutant}")).trace.failures
     assert any(f["check"] == "problems" and "DISP-2" in f.get("rules", ()) for f in failures), failures
+
+
+def test_every_event_a_listener_may_be_on_loads_from_yaml() -> None:
+    # The hunt writes a race cassette for a window at any listenable point (the system-prompt
+    # waterfall's were once refused on load, so those findings could not be replayed).
+    from conformance.scenario import events as ev
+    from conformance.scenario.yaml_format import EVENT_FIELDS
+
+    assert set(EVENT_FIELDS) == set(ev.LISTENABLE)
+    for event in ev.LISTENABLE:
+        sc = load_text(f"name: x\nlisteners:\n- 'on': {event}\n  do: [{{raise: boom}}]\n")
+        assert sc.listeners[0].on == event
