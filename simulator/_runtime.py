@@ -50,6 +50,9 @@ _CURRENT: SimLoop | None = None
 DEFAULT_MAX_STEPS = 100_000
 DEFAULT_STALL_ADVANCES = 10_000
 _STALL_INTERVAL = 1_000
+#: callbacks of ready work in a row with nothing observed, no task created or finished and the
+#: clock still, after which a pending timer counts as due (see ``SimLoop._spun``)
+_SPIN_STEPS = 1_000
 DEFAULT_TIMER_WINDOW = 1.0
 CLEANUP_STEPS = 20_000
 
@@ -587,6 +590,14 @@ class SimLoop(base_events.BaseEventLoop):
         self._advances = 0
         # the timers pending as the stall began, by id (held, so that no id is reused meanwhile)
         self._standing: dict[int, Any] | None = None
+        # spin watchdog: ready work that only spins (``while not x: await sleep(0)``) stands for
+        # time passing on a real loop, whose timers come due meanwhile (see _spun)
+        self._next_spin_check = _SPIN_STEPS
+        self._spin_sig: tuple[int, int, int, float] | None = None
+        # fairness: the oldest ready origin, as last seen by _spun; passed over since then, it
+        # runs next whatever the strategy would choose (asyncio runs what is ready in turn)
+        self._front: tuple[Any, int] | None = None
+        self._starved = False
         self._stall_limit = stall_advances
         self._next_stall_check = _STALL_INTERVAL if stall_advances is not None else 1 << 62
         self._stall_sig: tuple[int, int, int] | None = None
@@ -1043,6 +1054,34 @@ class SimLoop(base_events.BaseEventLoop):
         self._standing = None
         return False
 
+    def _spun(self, steps: int) -> None:
+        """Every ``_SPIN_STEPS`` callbacks: if none of them observed anything, created or ended a
+        task, or saw the clock move, the ready work only spins, waiting for what a timer will
+        bring. On a real loop time passes while it spins and the timer comes due; here the
+        clock jumps to the next timer (the driver then moves it to the ready work). And if the
+        oldest ready origin has not run since the last check, a strategy has passed it over for
+        that long (a priority strategy preferring a spinner): asyncio runs every callback ready
+        at the start of an iteration within it, so it runs next (``_starved``)."""
+        self._next_spin_check = steps + _SPIN_STEPS
+        groups = self._groups
+        if groups:
+            front = groups[0]
+            if self._front is not None and self._front[0] is front and self._front[1] == len(front):
+                self._starved = True
+            self._front = (front, len(front))
+        tasks = self._tasks
+        sig = (len(self._timeline), len(tasks), sum(1 for t in tasks if t.done()), self._now)
+        if sig != self._spin_sig or self._starved:  # starved work runs first: it may be progress
+            self._spin_sig = sig
+            return
+        sched = self._scheduled
+        while sched and sched[0][2]._cancelled:
+            _heappop(sched)
+            self._timer_cancelled_count -= 1
+        if sched and sched[0][0] > self._now:
+            self._now = self._anchor = sched[0][0]
+            self._spin_sig = None
+
     # -- the drivers ----------------------------------------------------------------------
     def _advance_clock(self) -> str | None:
         """Nothing is ready: jump virtual time to the next live timer. Returns how the run
@@ -1082,6 +1121,8 @@ class SimLoop(base_events.BaseEventLoop):
                     if end is not None:
                         result = end
                         break
+                elif steps >= self._next_spin_check:
+                    self._spun(steps)
                 now = self._now
                 while sched and sched[0][0] <= now:
                     t = _heappop(sched)[2]
@@ -1130,6 +1171,8 @@ class SimLoop(base_events.BaseEventLoop):
                         if end is not None:
                             result = end
                             break
+                    elif steps >= self._next_spin_check:
+                        self._spun(steps)
                     now = self._now
                     while sched and sched[0][0] <= now:
                         t = _heappop(sched)[2]
@@ -1150,7 +1193,13 @@ class SimLoop(base_events.BaseEventLoop):
                         self._timer_cancelled_count -= 1
                     if sched and sched[0][0] - self._anchor <= window:
                         topt = sched[0][2]
-                if ng > 1 or topt is not None:
+                if self._starved:  # passed over for _SPIN_STEPS callbacks: no choice, it runs
+                    self._starved = False
+                    g = groups[0]
+                    h = g.popleft()
+                    if not g:
+                        groups.popleft()
+                elif ng > 1 or topt is not None:
                     n = ng + 1 if topt is not None else ng
                     i = choose(n) if choose is not None else 0
                     if topt is not None and i == ng:
@@ -1230,6 +1279,8 @@ class SimLoop(base_events.BaseEventLoop):
                         if end is not None:
                             result = end
                             break
+                    elif steps >= self._next_spin_check:
+                        self._spun(steps)
                     now = self._now
                     while sched and sched[0][0] <= now:
                         t = _heappop(sched)[2]
@@ -1253,7 +1304,13 @@ class SimLoop(base_events.BaseEventLoop):
                     if sched and sched[0][0] - self._anchor <= window:
                         topt = sched[0][2]
                 node = -1
-                if ng > 1 or topt is not None:
+                if self._starved:  # passed over for _SPIN_STEPS callbacks: no choice, it runs
+                    self._starved = False
+                    g = groups[0]  # type: ignore[assignment]
+                    h = g.popleft()
+                    if not g:
+                        groups.popleft()
+                elif ng > 1 or topt is not None:
                     n = ng + 1 if topt is not None else ng
                     node = len(choices)
                     i = choose(n)

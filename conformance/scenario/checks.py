@@ -3042,8 +3042,10 @@ def _steering_left_waiting(view: TraceView, agent: str) -> Violation | None:
     steers = view.steers(agent)
     if not steers:
         return None
-    stops = [e["_i"] for e in view.ops(agent, "cancel", "abort", *DISPOSERS)]
-    cancels = [e["_i"] for e in view.ops(agent, "cancel", *DISPOSERS)]
+    # a disposal by a close() names no agent: its disposed status stands for it
+    disposed = view.disposals(agent)
+    stops = [e["_i"] for e in view.ops(agent, "cancel", "abort")] + disposed
+    cancels = [e["_i"] for e in view.ops(agent, "cancel")] + disposed
     running = [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "running"]
     ends = [t["end_i"] for t in view.turns(agent) if t["end_i"] is not None]
     for t in view.turns(agent):

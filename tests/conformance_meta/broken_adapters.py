@@ -151,3 +151,22 @@ class StrandedInject(ReferenceImplementation):
 
     def create_service(self, *, persistence: object | None = None) -> Any:
         return _StrandingService(super().create_service(persistence=persistence))
+
+
+class _RepairAnnouncingService(_Wrapped):
+    async def resume(self, agent_id: str, session_id: str, options: Any = None) -> Any:
+        # an append announced before the agent exists, as a loop whose backend repairs the
+        # loaded log through a session of its own does (session/event follows each append);
+        # on a session of another id, so that the store the world keeps stays the reference's
+        session = type("RepairedSession", (), {"id": f"{session_id}-repair"})()
+        self._service.bus.emit("session/event", session,
+                               {"seq": 0, "time": 0, "type": "step/end", "data": {"turn": 1, "step": 1}})
+        return await self._service.resume(agent_id, session_id, options)
+
+
+class RepairAnnounced(ReferenceImplementation):
+    """The reference, with a resume that notifies ``session/event`` for its backend's repair of
+    the loaded log before the agent exists (allowed: no rule says it is not)."""
+
+    def create_service(self, *, persistence: object | None = None) -> Any:
+        return _RepairAnnouncingService(super().create_service(persistence=persistence))

@@ -1643,6 +1643,10 @@ def test_steering_waiting_when_a_step_opens_is_drained_before_it() -> None:
     # a cancel after the steer drops it (CANCEL-4): nothing is owed
     cancelled = [*late[:5], _op("cancel", status="running"), *late[5:]]
     assert _check("STEP-ORDER", cancelled) is None
+    # so does a close() (it names no agent: the agent's disposed status stands for it), where a
+    # loop opened one more step of the disposed turn (an independent loop, session 51)
+    closed = [*late[:5], {"kind": "world/closing", "by": "window"}, _status("disposed"), *late[5:]]
+    assert _check("STEP-ORDER", closed) is None
 
 
 def test_a_driver_still_logging_after_close_returned_is_named() -> None:

@@ -24,7 +24,12 @@ from conformance.scenario.world import ScenarioSetupError
 from conformance.scenario.yaml_format import dump, load_text
 from simulator.strategies import RandomStrategy
 
-from ..conformance_meta.broken_adapters import OwnBackendsOnly, StrandedInject, SupervisedDriver
+from ..conformance_meta.broken_adapters import (
+    OwnBackendsOnly,
+    RepairAnnounced,
+    StrandedInject,
+    SupervisedDriver,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "cassettes" / "llm"
@@ -623,6 +628,20 @@ def test_a_persisted_run_that_died_mid_turn_is_resumed_repaired() -> None:
     assert loaded[-1]["data"]["reason"] == {"kind": "interrupted"}
     failed = engine.run_one(sc, mutants.get("repair-not-stored")).trace.failures
     assert failed and failed[0]["rules"] == ["SVC-3"] and "resuming a flushed session" in failed[0]["message"], failed
+
+
+def test_a_window_on_a_resumed_logs_repair_appends_does_not_act() -> None:
+    # A loop may notify session/event for its backend's repair of a resumed log, before resume()
+    # returns the agent: no agent of the world holds that session yet, so a window's listener
+    # does not act there (its send would name an agent the world does not have) nor count it.
+    sc = load_text(RESUMED_INTERRUPTED.replace(
+        "listeners:\n", "listeners:\n  - {name: window, on: session/event, where: {type: step/end}, "
+        "do: [{send: W}]}\n").replace("model: [{text: hi}]", "model: {script: [{text: hi}], default: ok}"),
+        origin="repair.yaml")
+    report = engine.run_one(sc, RepairAnnounced(name="repair-announced"))
+    assert report.ok, report.trace.failure_messages()
+    sends = [e for e in report.trace.timeline if e["kind"] == "op" and e.get("by") == "window"]
+    assert len(sends) == 1 and sends[0]["agent"] == "a"  # at the live turn's step/end
 
 
 def test_only_a_sessions_first_reload_is_judged() -> None:

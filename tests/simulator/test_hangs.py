@@ -76,6 +76,60 @@ def test_a_poller_does_not_stall_a_bounded_wait_past_it() -> None:
     assert simulator.replay(main, again.schedule).value == again.value
 
 
+def test_a_spin_waiting_for_a_timer_lets_it_come_due() -> None:
+    # ``while not done: await asyncio.sleep(0)``: on a real loop time passes while it spins and
+    # the worker's timers come due; here, after a spell of callbacks that observed nothing and
+    # created or ended no task, the clock jumps to the next timer. Under every schedule.
+    async def main() -> float:
+        done: list[int] = []
+
+        async def worker() -> None:
+            await asyncio.sleep(0.01)
+            await asyncio.sleep(5)
+            done.append(1)
+
+        task = asyncio.ensure_future(worker())
+        while not done:
+            await asyncio.sleep(0)
+        await task
+        return asyncio.get_running_loop().time()
+
+    from simulator.strategies import PCTStrategy
+
+    for strategy in (None, PCTStrategy(seed=2)):
+        r = simulator.run(main, strategy=strategy)
+        assert r.outcome == "completed" and r.value == 5.01, r.report()
+        assert r.steps < 10_000, r.steps
+
+
+def test_a_priority_strategy_cannot_starve_ready_work_behind_a_spinner() -> None:
+    # pct may give a spinning task (``while not x: await sleep(0)``) the top priority: it is
+    # always ready, so the task it waits for would never run. asyncio runs what is ready in
+    # turn; so does the simulator once an origin has been passed over for a spell of callbacks.
+    async def main() -> int:
+        flag: list[int] = []
+
+        async def setter() -> None:
+            await asyncio.sleep(0)
+            flag.append(1)
+
+        task = asyncio.ensure_future(setter())
+        spins = 0
+        while not flag:
+            spins += 1
+            await asyncio.sleep(0)
+        await task
+        return spins
+
+    from simulator.strategies import PCTStrategy, RandomStrategy
+
+    runs = [simulator.run(main, strategy=PCTStrategy(depth=1, seed=s)) for s in range(20)]
+    assert all(r.outcome == "completed" and r.steps < 10_000 for r in runs), [r.outcome for r in runs]
+    assert any(r.value > 100 for r in runs)  # some schedule did prefer the spinner
+    again = simulator.run(main, strategy=RandomStrategy(seed=3))
+    assert simulator.replay(main, again.schedule).value == again.value
+
+
 def test_spin_loop_reported_promptly() -> None:
     async def main() -> None:
         flag = [False]
