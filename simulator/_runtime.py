@@ -18,6 +18,7 @@ Model (see docs/simulator.md for the full statement):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import heapq
@@ -51,8 +52,10 @@ DEFAULT_MAX_STEPS = 100_000
 DEFAULT_STALL_ADVANCES = 10_000
 _STALL_INTERVAL = 1_000
 #: callbacks of ready work in a row with nothing observed, no task created or finished and the
-#: clock still, after which a pending timer counts as due (see ``SimLoop._spun``)
+#: clock still: a spin, which costs virtual time (``_SPIN_COST`` per callback, see
+#: ``SimLoop._spun``); and how long the oldest ready origin may be passed over
 _SPIN_STEPS = 1_000
+_SPIN_COST = 10e-6
 DEFAULT_TIMER_WINDOW = 1.0
 CLEANUP_STEPS = 20_000
 
@@ -598,6 +601,11 @@ class SimLoop(base_events.BaseEventLoop):
         # runs next whatever the strategy would choose (asyncio runs what is ready in turn)
         self._front: tuple[Any, int] | None = None
         self._starved = False
+        self._spin_advances = 0  # the clock moved by spins (counted in clock_jumps)
+        #: executor calls not run yet: the run's cleanup runs them, as asyncio.run waits for
+        #: its default executor's work before it returns
+        self._executor_calls: dict[int, Callable[[], None]] = {}
+        self._stall_jump_sig: tuple[int, int, int] | None = None  # progress at the last stall jump
         self._stall_limit = stall_advances
         self._next_stall_check = _STALL_INTERVAL if stall_advances is not None else 1 << 62
         self._stall_sig: tuple[int, int, int] | None = None
@@ -671,6 +679,7 @@ class SimLoop(base_events.BaseEventLoop):
         event with a footprint (see :class:`Tracer`). Called by a strategy's ``begin``, before
         the main task exists; the run then uses :meth:`_drive_traced`."""
         self._tr = tracer
+        self.unbounded_spins()
         tracer.events = []
         self._tr_names = {}
         self._tr_keep = []
@@ -828,24 +837,30 @@ class SimLoop(base_events.BaseEventLoop):
         fails, as the whole run would stand still)."""
         self._check_closed()
         fut: asyncio.Future[Any] = self.create_future()
+        pending = self._executor_calls
 
         def executor_call() -> None:
-            if fut.cancelled():
-                return
+            # a worker thread runs the call even if its caller gave up waiting (the future was
+            # cancelled): only the result has nowhere to go
+            pending.pop(id(executor_call), None)
             try:
                 value = func(*args)
             except (KeyboardInterrupt, SystemExit):
                 raise
             except BaseException as exc:  # a worker's exception goes to its future
-                fut.set_exception(exc)
+                if not fut.done():
+                    fut.set_exception(exc)
             else:
-                fut.set_result(value)
+                if not fut.done():
+                    fut.set_result(value)
 
         executor_call.__qualname__ = f"executor:{_executor_name(func)}"
+        pending[id(executor_call)] = executor_call
         # an origin of its own, as the thread's completion is an event from outside the loop:
-        # not kept in order behind what the caller schedules next
+        # not kept in order behind what the caller schedules next; in the thread's context (a
+        # fresh one), not the caller's (asyncio.to_thread copies the caller's itself)
         caller, self._cur_group = self._cur_group, None
-        self.call_soon(executor_call)
+        self.call_soon(executor_call, context=contextvars.Context())
         self._cur_group = caller
         return fut
 
@@ -994,7 +1009,7 @@ class SimLoop(base_events.BaseEventLoop):
         strategy fires early (as if the ready work before it were slow) does not count, so
         this tells "at once" from "after a delay" under every schedule, where ``time()``
         cannot."""
-        return self._advances
+        return self._advances + self._spin_advances
 
     @property
     def choice_index(self) -> int:
@@ -1044,24 +1059,36 @@ class SimLoop(base_events.BaseEventLoop):
             return False
         standing: dict[int, Any] = self._standing or {}
         due = [when for when, _, h in self._scheduled if not h._cancelled and standing.get(id(h)) is h]
-        if not due:
-            return True
+        if not due or sig == self._stall_jump_sig:
+            return True  # nothing but re-armed timers, or the last jump brought no progress
+        if self._max_time is not None and min(due) > self._max_time:
+            return True  # the run is over before that timer: stalled all the same
         # Only re-armed timers fired (a poller finding nothing to do), but a timer pending
         # since the stall began may still bring progress (a bounded wait's timeout): jump to
         # it. The re-armed timers due before it fire late, which a busy asyncio loop does too.
         self._now = max(self._now, min(due))
         self._stalled_for = 0
         self._standing = None
+        self._stall_jump_sig = sig
         return False
 
-    def _spun(self, steps: int) -> None:
+    def unbounded_spins(self) -> None:
+        """Turn the spin bounds of :meth:`_spun` off for this run (before it starts): traced
+        runs (DPOR) see every step as an event of their own, with no step forced and no clock
+        moved between events, and a replay of such a run must do the same."""
+        self._next_spin_check = 1 << 62
+
+    def _spun(self, steps: int) -> bool:
         """Every ``_SPIN_STEPS`` callbacks: if none of them observed anything, created or ended a
-        task, or saw the clock move, the ready work only spins, waiting for what a timer will
-        bring. On a real loop time passes while it spins and the timer comes due; here the
-        clock jumps to the next timer (the driver then moves it to the ready work). And if the
-        oldest ready origin has not run since the last check, a strategy has passed it over for
-        that long (a priority strategy preferring a spinner): asyncio runs every callback ready
-        at the start of an iteration within it, so it runs next (``_starved``)."""
+        task, or saw the clock move, the ready work may be spinning, waiting for what a timer
+        will bring. On a real loop time passes while it spins and the timer comes due: here
+        such a stretch costs ``_SPIN_COST`` of virtual time per callback (10 ms per check), so
+        a spin reaches a near timer (a 10 ms hold) and a long computation of ``sleep(0)``
+        chunks does not reach a far one (a 30 s timeout), as on a real loop. And if the oldest
+        ready origin has not run since the last check, a strategy has passed it over for that
+        long (a priority strategy preferring a spinner): asyncio runs every callback ready at
+        the start of an iteration within it, so it runs next (``_starved``). True when the
+        spin's time runs past ``max_time`` (the run is over budget)."""
         self._next_spin_check = steps + _SPIN_STEPS
         groups = self._groups
         if groups:
@@ -1073,14 +1100,15 @@ class SimLoop(base_events.BaseEventLoop):
         sig = (len(self._timeline), len(tasks), sum(1 for t in tasks if t.done()), self._now)
         if sig != self._spin_sig or self._starved:  # starved work runs first: it may be progress
             self._spin_sig = sig
-            return
-        sched = self._scheduled
-        while sched and sched[0][2]._cancelled:
-            _heappop(sched)
-            self._timer_cancelled_count -= 1
-        if sched and sched[0][0] > self._now:
-            self._now = self._anchor = sched[0][0]
-            self._spin_sig = None
+            return False
+        now = self._now + _SPIN_STEPS * _SPIN_COST
+        if self._max_time is not None and now > self._max_time:
+            self._budget_reason = "time"
+            return True
+        self._now = now
+        self._spin_advances += 1
+        self._spin_sig = None
+        return False
 
     # -- the drivers ----------------------------------------------------------------------
     def _advance_clock(self) -> str | None:
@@ -1121,8 +1149,9 @@ class SimLoop(base_events.BaseEventLoop):
                     if end is not None:
                         result = end
                         break
-                elif steps >= self._next_spin_check:
-                    self._spun(steps)
+                elif steps >= self._next_spin_check and self._spun(steps):
+                    result = "budget"
+                    break
                 now = self._now
                 while sched and sched[0][0] <= now:
                     t = _heappop(sched)[2]
@@ -1171,8 +1200,9 @@ class SimLoop(base_events.BaseEventLoop):
                         if end is not None:
                             result = end
                             break
-                    elif steps >= self._next_spin_check:
-                        self._spun(steps)
+                    elif steps >= self._next_spin_check and self._spun(steps):
+                        result = "budget"
+                        break
                     now = self._now
                     while sched and sched[0][0] <= now:
                         t = _heappop(sched)[2]
@@ -1279,9 +1309,7 @@ class SimLoop(base_events.BaseEventLoop):
                         if end is not None:
                             result = end
                             break
-                    elif steps >= self._next_spin_check:
-                        self._spun(steps)
-                    now = self._now
+                    now = self._now  # no spin bounds here: see _spun (DPOR must see every step)
                     while sched and sched[0][0] <= now:
                         t = _heappop(sched)[2]
                         if t._cancelled:
@@ -1304,13 +1332,7 @@ class SimLoop(base_events.BaseEventLoop):
                     if sched and sched[0][0] - self._anchor <= window:
                         topt = sched[0][2]
                 node = -1
-                if self._starved:  # passed over for _SPIN_STEPS callbacks: no choice, it runs
-                    self._starved = False
-                    g = groups[0]  # type: ignore[assignment]
-                    h = g.popleft()
-                    if not g:
-                        groups.popleft()
-                elif ng > 1 or topt is not None:
+                if ng > 1 or topt is not None:
                     n = ng + 1 if topt is not None else ng
                     node = len(choices)
                     i = choose(n)
@@ -1666,6 +1688,9 @@ def _cleanup(loop: SimLoop) -> None:
             fut = loop.create_task(loop.shutdown_asyncgens(), name="shutdown_asyncgens")
             fut.add_done_callback(_on_main_done)
             _drive_any(loop)
+        for call in list(loop._executor_calls.values()):  # asyncio.run's executor shutdown
+            with contextlib.suppress(Exception):
+                call()
         # A task that would not be cancelled (it swallows CancelledError) is closed now, while
         # this run's loop is still the running one: its finally blocks run here, unobserved,
         # rather than when the garbage collector gets to it, perhaps inside a later run.

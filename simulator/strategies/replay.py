@@ -71,6 +71,8 @@ class ReplayStrategy(Strategy):
 
     def begin(self, loop: SimLoop, seed: int) -> None:
         self.loop = loop
+        if self.schedule.strategy == "dpor":
+            loop.unbounded_spins()  # recorded by the traced driver, which has none
         self._k = 0
         self.matched = self.mismatched = 0
         self._fallback = None

@@ -78,14 +78,14 @@ def test_a_poller_does_not_stall_a_bounded_wait_past_it() -> None:
 
 def test_a_spin_waiting_for_a_timer_lets_it_come_due() -> None:
     # ``while not done: await asyncio.sleep(0)``: on a real loop time passes while it spins and
-    # the worker's timers come due; here, after a spell of callbacks that observed nothing and
-    # created or ended no task, the clock jumps to the next timer. Under every schedule.
+    # the worker's timers come due; here a stretch of callbacks that observed nothing, created
+    # or ended no task and saw the clock stand still costs 10 us of virtual time per callback.
     async def main() -> float:
         done: list[int] = []
 
         async def worker() -> None:
             await asyncio.sleep(0.01)
-            await asyncio.sleep(5)
+            await asyncio.sleep(0.05)
             done.append(1)
 
         task = asyncio.ensure_future(worker())
@@ -98,8 +98,56 @@ def test_a_spin_waiting_for_a_timer_lets_it_come_due() -> None:
 
     for strategy in (None, PCTStrategy(seed=2)):
         r = simulator.run(main, strategy=strategy)
-        assert r.outcome == "completed" and r.value == 5.01, r.report()
-        assert r.steps < 10_000, r.steps
+        assert r.outcome == "completed" and 0.06 <= r.value < 0.08, r.report()
+        assert r.steps < 20_000, r.steps
+
+
+def test_a_long_computation_in_small_chunks_does_not_reach_a_far_timeout() -> None:
+    # ... but a spin is told from work only by what it changes, so the cost is that of real
+    # callbacks: 3,000 sleep(0) chunks take 30 ms, not the 30 s a timeout allows.
+    async def main() -> float:
+        async with asyncio.timeout(30):
+            total = 0
+            for i in range(3_000):
+                total += i
+                await asyncio.sleep(0)
+        return asyncio.get_running_loop().time()
+
+    r = simulator.run(main)
+    assert r.outcome == "completed" and r.value < 0.1, r.report()
+
+
+def test_a_spin_past_max_time_is_over_budget() -> None:
+    async def main() -> None:
+        done: list[int] = []
+
+        async def worker() -> None:
+            await asyncio.sleep(100)
+            done.append(1)
+
+        task = asyncio.ensure_future(worker())
+        while not done:
+            await asyncio.sleep(0)
+        await task
+
+    r = simulator.run(main, max_time=0.5, max_steps=None)
+    assert r.outcome == "budget-exceeded" and r.budget_reason == "time", r.report()
+
+
+def test_a_heartbeat_beside_a_poller_is_still_a_stall() -> None:
+    # The watchdog jumps to a timer pending since the stall began once; if that brought no
+    # progress (a slow heartbeat re-arming), the run is stalled.
+    async def main() -> None:
+        async def every(period: float) -> None:
+            while True:
+                await asyncio.sleep(period)
+
+        beats = [asyncio.ensure_future(every(0.001)), asyncio.ensure_future(every(60.0))]
+        await asyncio.Event().wait()
+        await asyncio.gather(*beats)
+
+    r = simulator.run(main, max_steps=None, wall_limit=20)
+    assert r.outcome == "deadlock" and r.stalled, r.report()
 
 
 def test_a_priority_strategy_cannot_starve_ready_work_behind_a_spinner() -> None:

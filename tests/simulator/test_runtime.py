@@ -394,3 +394,27 @@ def test_executor_calls_run_on_the_loop_thread_in_an_order_the_schedule_picks() 
     r = simulator.run(_worker_results(), strategy=RandomStrategy(seed=1))
     assert any(c.label.startswith("cb:executor:") for c in r.schedule.choices), r.schedule.choices
     assert simulator.replay(_worker_results(), r.schedule).value == r.value
+
+
+def test_an_executor_call_runs_as_a_worker_threads_would() -> None:
+    # It runs even when its caller stopped waiting, a call still pending when main returns runs
+    # before the run ends (asyncio.run waits for its default executor), and it runs in a fresh
+    # context (to_thread hands it the caller's).
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+    log: list[str] = []
+
+    async def main() -> tuple[str, str]:
+        loop = asyncio.get_running_loop()
+        var.set("caller")
+        waiting = asyncio.ensure_future(loop.run_in_executor(None, log.append, "cancelled-caller"))
+        await asyncio.sleep(0)
+        waiting.cancel()
+        loop.run_in_executor(None, log.append, "at-shutdown")
+        fresh = await loop.run_in_executor(None, var.get)
+        copied = await asyncio.to_thread(var.get)
+        loop.run_in_executor(None, log.append, "after-main")
+        return fresh, copied
+
+    r = simulator.run(main)
+    assert r.ok and r.value == ("unset", "caller"), r.report()
+    assert sorted(log) == ["after-main", "at-shutdown", "cancelled-caller"]
