@@ -1565,10 +1565,16 @@ class World:
                         and (event.get("data") or {}).get("reason", {}).get("kind") == "interrupted")
             if repaired and i >= upto:
                 return
+            key = event_key(event)
+            had = event_key(logged[i]) if i < len(logged) else None
+            # what differs: the type and seq, or else the data (shortened)
+            said: Any = key[:2]
+            was: Any = "nothing" if had is None else had[:2]
+            if had is not None and had[:2] == key[:2]:
+                said, was = _short_json(key[2]), _short_json(had[2])
             self.problem("SVC-3", f"agent {agent}: session {session!r} resumed once the run was over: its event "
-                         f"{i} has {event_key(event)[:2]} where the log had "
-                         f"{event_key(logged[i])[:2] if i < len(logged) else 'nothing'} (SVC-3: resume loads the "
-                         "persisted session; LOG-2: an event is pushed before its listeners run)",
+                         f"{i} has {said} where the log had {was} (SVC-3: "
+                         "resume loads the persisted session; LOG-2: an event is pushed before its listeners run)",
                          rules=("SVC-3", "LOG-2"))
             return
         if len(loaded) < upto:
@@ -1968,3 +1974,12 @@ def observe_loads(store: object, world: World) -> bool:
     except (AttributeError, TypeError):  # __slots__, a frozen or built-in backend
         return False
     return True
+
+
+def _short_json(value: Any, limit: int = 160) -> str:
+    """``value`` as compact JSON (its repr when it is not JSON), cut to ``limit`` characters."""
+    try:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

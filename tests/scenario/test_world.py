@@ -644,6 +644,21 @@ def test_a_window_on_a_resumed_logs_repair_appends_does_not_act() -> None:
     assert len(sends) == 1 and sends[0]["agent"] == "a"  # at the live turn's step/end
 
 
+def test_a_persisted_event_that_differs_in_its_data_says_what_differs() -> None:
+    # The same type and seq with other data (a backend that kept a dead run's turn under the
+    # seqs the live agent wrote): the message shows both datas, not two equal (type, seq).
+    def logged(text: str) -> dict[str, Any]:
+        return {"seq": 0, "time": 0, "type": "user/message", "data": {"content": [{"type": "text", "text": text}]}}
+
+    async def main() -> list[str]:
+        world = World(Scenario("x"), REFERENCE)
+        world._judge_persisted("a", "s-1", 1, [logged("A")], [logged("interrupted")])
+        return [e["message"] for e in simulator.current_loop().timeline() if e["kind"] == "problem"]
+
+    (message,) = simulator.run(main).value
+    assert '"text":"interrupted"' in message and '"text":"A"' in message, message
+
+
 def test_only_a_sessions_first_reload_is_judged() -> None:
     # the reference's backend writes its repair into the store, and the writer goes on appending
     # after it: a second load reads two writers' events, which no rule speaks of
