@@ -604,7 +604,8 @@ class SimLoop(base_events.BaseEventLoop):
         self._spin_advances = 0  # the clock moved by spins (counted in clock_jumps)
         #: executor calls not run yet: the run's cleanup runs them, as asyncio.run waits for
         #: its default executor's work before it returns
-        self._executor_calls: dict[int, Callable[[], None]] = {}
+        #: (a dict, not a set: cleanup runs them in the order they were made)
+        self._executor_calls: dict[Callable[[], None], None] = {}
         self._stall_jump_sig: tuple[int, int, int] | None = None  # progress at the last stall jump
         self._stall_limit = stall_advances
         self._next_stall_check = _STALL_INTERVAL if stall_advances is not None else 1 << 62
@@ -842,7 +843,7 @@ class SimLoop(base_events.BaseEventLoop):
         def executor_call() -> None:
             # a worker thread runs the call even if its caller gave up waiting (the future was
             # cancelled): only the result has nowhere to go
-            pending.pop(id(executor_call), None)
+            pending.pop(executor_call, None)
             try:
                 value = func(*args)
             except (KeyboardInterrupt, SystemExit):
@@ -855,7 +856,7 @@ class SimLoop(base_events.BaseEventLoop):
                     fut.set_result(value)
 
         executor_call.__qualname__ = f"executor:{_executor_name(func)}"
-        pending[id(executor_call)] = executor_call
+        pending[executor_call] = None
         # an origin of its own, as the thread's completion is an event from outside the loop:
         # not kept in order behind what the caller schedules next; in the thread's context (a
         # fresh one), not the caller's (asyncio.to_thread copies the caller's itself)
@@ -1042,10 +1043,14 @@ class SimLoop(base_events.BaseEventLoop):
 
         return dispose
 
+    def _progress(self) -> tuple[int, int, int]:
+        """What the watchdogs call progress: events observed, tasks created, tasks finished."""
+        tasks = self._tasks
+        return len(self._timeline), len(tasks), sum(1 for t in tasks if t.done())
+
     def _stall_check(self) -> bool:
         self._next_stall_check += _STALL_INTERVAL
-        tasks = self._tasks
-        sig = (len(self._timeline), len(tasks), sum(1 for t in tasks if t.done()))
+        sig = self._progress()
         if sig == self._stall_sig:
             self._stalled_for += _STALL_INTERVAL
             if self._standing is None:
@@ -1096,8 +1101,7 @@ class SimLoop(base_events.BaseEventLoop):
             if self._front is not None and self._front[0] is front and self._front[1] == len(front):
                 self._starved = True
             self._front = (front, len(front))
-        tasks = self._tasks
-        sig = (len(self._timeline), len(tasks), sum(1 for t in tasks if t.done()), self._now)
+        sig = (*self._progress(), self._now)
         if sig != self._spin_sig or self._starved:  # starved work runs first: it may be progress
             self._spin_sig = sig
             return False
@@ -1688,7 +1692,7 @@ def _cleanup(loop: SimLoop) -> None:
             fut = loop.create_task(loop.shutdown_asyncgens(), name="shutdown_asyncgens")
             fut.add_done_callback(_on_main_done)
             _drive_any(loop)
-        for call in list(loop._executor_calls.values()):  # asyncio.run's executor shutdown
+        for call in list(loop._executor_calls):  # asyncio.run's executor shutdown
             with contextlib.suppress(Exception):
                 call()
         # A task that would not be cancelled (it swallows CancelledError) is closed now, while

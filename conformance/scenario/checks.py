@@ -1265,7 +1265,7 @@ def _tool_after_stop(view: TraceView, agent: str, t: dict[str, Any], calls: list
     # A cancelled driver task stops at its next suspension (PY-1): a step the loop runs as a task
     # of its own goes on until the driver wakes to it, which it shows by disposing the agent.
     cut = {e["_i"] for e in view.ops(agent, "cancel_driver")}
-    disposed = [e["_i"] for e in view.of_kind("agent/status") if e.get("agent") == agent and e.get("status") == "disposed"]
+    disposed = [e["_i"] for e in view.of_kind("agent/status", agent=agent) if e.get("status") == "disposed"]
 
     def landed(stop: int) -> int:
         return next((i for i in disposed if i > stop), stop) if stop in cut else stop

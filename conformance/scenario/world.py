@@ -1145,12 +1145,13 @@ class World:
         def fire(fields: Callable[[], Mapping[str, Any]]) -> bool:
             if self._elements[name] and not always:
                 return False
-            if event == "session/event" and fields().get("agent") is None:
+            got = fields() if where or event == "session/event" else None
+            if event == "session/event" and got is not None and got.get("agent") is None:
                 # an append to a session no agent of the world holds yet: a backend's repair
                 # of a resumed log, if the loop announces it (the agent comes with the resume's
                 # return); no window acts there, nor counts it
                 return False
-            if where and not ev.matches(fields(), where):
+            if where and not ev.matches(got or {}, where):
                 return False
             seen[0] += 1
             if seen[0] < nth:
@@ -1571,7 +1572,7 @@ class World:
             said: Any = key[:2]
             was: Any = "nothing" if had is None else had[:2]
             if had is not None and had[:2] == key[:2]:
-                said, was = _short_json(key[2]), _short_json(had[2])
+                said, was = _brief(key[2]), _brief(had[2])
             self.problem("SVC-3", f"agent {agent}: session {session!r} resumed once the run was over: its event "
                          f"{i} has {said} where the log had {was} (SVC-3: "
                          "resume loads the persisted session; LOG-2: an event is pushed before its listeners run)",
@@ -1975,11 +1976,3 @@ def observe_loads(store: object, world: World) -> bool:
         return False
     return True
 
-
-def _short_json(value: Any, limit: int = 160) -> str:
-    """``value`` as compact JSON (its repr when it is not JSON), cut to ``limit`` characters."""
-    try:
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr)
-    except (TypeError, ValueError, RecursionError):
-        text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -656,7 +656,7 @@ def test_a_persisted_event_that_differs_in_its_data_says_what_differs() -> None:
         return [e["message"] for e in simulator.current_loop().timeline() if e["kind"] == "problem"]
 
     (message,) = simulator.run(main).value
-    assert '"text":"interrupted"' in message and '"text":"A"' in message, message
+    assert '"text": "interrupted"' in message and '"text": "A"' in message, message
 
 
 def test_only_a_sessions_first_reload_is_judged() -> None:

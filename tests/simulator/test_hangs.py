@@ -76,29 +76,38 @@ def test_a_poller_does_not_stall_a_bounded_wait_past_it() -> None:
     assert simulator.replay(main, again.schedule).value == again.value
 
 
+def _spinner(*delays: float) -> Any:
+    """A main that spins on ``sleep(0)`` until a worker, having slept ``delays`` in turn, says
+    it is done; it returns how often it spun and the virtual time it ended at."""
+
+    async def main() -> tuple[int, float]:
+        done: list[int] = []
+
+        async def worker() -> None:
+            for delay in delays:
+                await asyncio.sleep(delay)
+            done.append(1)
+
+        task = asyncio.ensure_future(worker())
+        spins = 0
+        while not done:
+            spins += 1
+            await asyncio.sleep(0)
+        await task
+        return spins, asyncio.get_running_loop().time()
+
+    return main
+
+
 def test_a_spin_waiting_for_a_timer_lets_it_come_due() -> None:
     # ``while not done: await asyncio.sleep(0)``: on a real loop time passes while it spins and
     # the worker's timers come due; here a stretch of callbacks that observed nothing, created
     # or ended no task and saw the clock stand still costs 10 us of virtual time per callback.
-    async def main() -> float:
-        done: list[int] = []
-
-        async def worker() -> None:
-            await asyncio.sleep(0.01)
-            await asyncio.sleep(0.05)
-            done.append(1)
-
-        task = asyncio.ensure_future(worker())
-        while not done:
-            await asyncio.sleep(0)
-        await task
-        return asyncio.get_running_loop().time()
-
     from simulator.strategies import PCTStrategy
 
     for strategy in (None, PCTStrategy(seed=2)):
-        r = simulator.run(main, strategy=strategy)
-        assert r.outcome == "completed" and 0.06 <= r.value < 0.08, r.report()
+        r = simulator.run(_spinner(0.01, 0.05), strategy=strategy)
+        assert r.outcome == "completed" and 0.06 <= r.value[1] < 0.08, r.report()
         assert r.steps < 20_000, r.steps
 
 
@@ -118,19 +127,7 @@ def test_a_long_computation_in_small_chunks_does_not_reach_a_far_timeout() -> No
 
 
 def test_a_spin_past_max_time_is_over_budget() -> None:
-    async def main() -> None:
-        done: list[int] = []
-
-        async def worker() -> None:
-            await asyncio.sleep(100)
-            done.append(1)
-
-        task = asyncio.ensure_future(worker())
-        while not done:
-            await asyncio.sleep(0)
-        await task
-
-    r = simulator.run(main, max_time=0.5, max_steps=None)
+    r = simulator.run(_spinner(100), max_time=0.5, max_steps=None)
     assert r.outcome == "budget-exceeded" and r.budget_reason == "time", r.report()
 
 
@@ -154,26 +151,12 @@ def test_a_priority_strategy_cannot_starve_ready_work_behind_a_spinner() -> None
     # pct may give a spinning task (``while not x: await sleep(0)``) the top priority: it is
     # always ready, so the task it waits for would never run. asyncio runs what is ready in
     # turn; so does the simulator once an origin has been passed over for a spell of callbacks.
-    async def main() -> int:
-        flag: list[int] = []
-
-        async def setter() -> None:
-            await asyncio.sleep(0)
-            flag.append(1)
-
-        task = asyncio.ensure_future(setter())
-        spins = 0
-        while not flag:
-            spins += 1
-            await asyncio.sleep(0)
-        await task
-        return spins
-
     from simulator.strategies import PCTStrategy, RandomStrategy
 
+    main = _spinner(0)
     runs = [simulator.run(main, strategy=PCTStrategy(depth=1, seed=s)) for s in range(20)]
     assert all(r.outcome == "completed" and r.steps < 10_000 for r in runs), [r.outcome for r in runs]
-    assert any(r.value > 100 for r in runs)  # some schedule did prefer the spinner
+    assert any(r.value[0] > 100 for r in runs)  # some schedule did prefer the spinner
     again = simulator.run(main, strategy=RandomStrategy(seed=3))
     assert simulator.replay(main, again.schedule).value == again.value
 
