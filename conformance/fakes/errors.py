@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 
 class FakeError(Exception):
     """A scripted failure of a fake (a model stream or a listener told to raise); ``code`` is set
@@ -21,3 +23,17 @@ class ScriptExhausted(AssertionError):
 
 class UnusedResponses(AssertionError):
     """``assert_all_used()``: some scripted responses (or results) were never requested."""
+
+
+def fresh(error: BaseException) -> BaseException:
+    """A copy of a scripted ``error`` to raise (the script keeps its own). Raising one object in
+    every call chains each raise's traceback onto the last: the frames of every earlier run, and
+    all they hold, would stay alive for as long as the script does (and a loop that keeps the
+    error it caught would see a later call's traceback appear on it). An error ``copy`` cannot
+    rebuild (an ``__init__`` the args do not fit) is raised as itself, its traceback cleared."""
+    try:
+        copied = copy.copy(error)
+    except Exception:  # any failure to rebuild: fall back to the object itself
+        copied = error
+    copied.__cause__ = error.__cause__
+    return copied.with_traceback(None)

@@ -64,7 +64,7 @@ from reference_loop import vocabulary as v
 from reference_loop.abort import AbortController, AbortError, AbortSignal
 from reference_loop.protocols import ModelRequest
 
-from .errors import FakeError, ScriptExhausted, UnusedResponses
+from .errors import FakeError, ScriptExhausted, UnusedResponses, fresh
 from .gate import wait_abortable
 
 __all__ = ["FakeModel", "Response", "ScriptEntry", "relayed", "respond"]
@@ -774,7 +774,7 @@ class FakeModel:
                         continue  # the signal fired: handled at the top of the loop
                     if faults.raise_at is not None and faults.raise_at[0] == i:
                         outcome = "raised"
-                        raised = faults.raise_at[1]
+                        raised = fresh(faults.raise_at[1])
                         raise raised
                 if i >= len(chunks):
                     break

@@ -40,7 +40,7 @@ from reference_loop import vocabulary as v
 from reference_loop.abort import AbortError, AbortSignal
 from reference_loop.protocols import ToolContext, ToolError, ToolSchema
 
-from .errors import ScriptExhausted, UnusedResponses
+from .errors import ScriptExhausted, UnusedResponses, fresh
 from .gate import wait_abortable
 from .model import _observe
 
@@ -354,7 +354,7 @@ class FakeTool:
                 await wait_abortable(signal, forever=True)
                 raise AbortError(_reason(signal))
             if outcome.error is not None:
-                raise outcome.error
+                raise fresh(outcome.error)
             value = copy.deepcopy(outcome.value)
             record.outcome = "ok"
             record.result = _copy(value)

@@ -684,3 +684,22 @@ def test_a_request_records_tools_entries_not_of_0b_shape() -> None:
         result = simulator.run(lambda model=model, tools=tools: collect(model, request(tools=tools)))  # type: ignore[misc]
         (seen,) = [e for e in result.timeline if e["kind"] == "model/request"]
         assert seen.get("tools_shape") == shape, (tools, seen)
+
+
+def test_a_scripted_raise_is_a_fresh_error_each_time_and_the_script_keeps_no_traceback() -> None:
+    scripted = FakeError("overloaded", code="OVERLOADED")
+    model = FakeModel([respond.text("x").raises(scripted, after=0)], default=respond.text("x").raises(scripted, after=0))
+    caught: list[BaseException] = []
+
+    async def main() -> None:
+        for _ in range(2):
+            try:
+                async for _chunk in model.stream(request()):
+                    pass
+            except FakeError as exc:
+                caught.append(exc)
+
+    run(main)
+    assert len(caught) == 2 and caught[0] is not caught[1] and scripted not in caught
+    assert [(str(e), getattr(e, "code", None)) for e in caught] == [("overloaded", "OVERLOADED")] * 2
+    assert scripted.__traceback__ is None

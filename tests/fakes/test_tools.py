@@ -303,3 +303,26 @@ def test_a_hook_gets_the_context_only_when_it_takes_two_arguments() -> None:
     run_async(lambda: call(one, {"x": 1}))
     run_async(lambda: call(two, {}, context("c9")))
     assert seen == [{"x": 1}, "c9"]
+
+
+def test_a_scripted_error_is_raised_fresh_each_call_and_the_script_keeps_no_traceback() -> None:
+    # Raising the script's own object chains every call's traceback onto it: the frames of each
+    # earlier run (and the worlds they hold) stayed alive as long as the script, a leak that made
+    # the hunt's failing-tool workload twice as slow as its neighbours.
+    error = fails("nope", code="NOT_FOUND")
+    tool = FakeTool("t", result=error)
+
+    async def main() -> list[Any]:
+        return [(await call(tool))[1] for _ in range(2)]
+
+    first, second = run_async(main)
+    assert isinstance(first, ToolError) and isinstance(second, ToolError)
+    assert first is not second
+    assert (str(first), first.code) == (str(second), second.code) == ("nope", "NOT_FOUND")
+    scripted = error.error
+    assert scripted is not None and scripted.__traceback__ is None
+
+    def depth(tb: Any) -> int:
+        return 0 if tb is None else 1 + depth(tb.tb_next)
+
+    assert depth(first.__traceback__) == depth(second.__traceback__) > 0  # no call's frames on another's
