@@ -17,6 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 from urllib.parse import quote
 
 from . import vocabulary as v
+from .session import SessionValidationError, json_snapshot
 
 logger = logging.getLogger("reference_loop")
 
@@ -96,6 +97,17 @@ def repair(events: list[v.SessionEvent]) -> list[v.SessionEvent]:
     return fixes
 
 
+def _copy(event: v.SessionEvent) -> v.SessionEvent:
+    """A copy of a logged event that shares nothing with it. A logged event is plain JSON (the
+    log took a snapshot): ``json_snapshot`` copies that several times faster than ``deepcopy``,
+    which a resume paid for every event of the session; anything else is deep-copied."""
+    try:
+        copied: v.SessionEvent = json_snapshot(event, "the event")
+    except SessionValidationError:
+        return copy.deepcopy(event)
+    return copied
+
+
 class InMemoryPersistence:
     """Keeps every session's events in memory; share one between services to test resume."""
 
@@ -104,7 +116,7 @@ class InMemoryPersistence:
         self._headers: dict[str, dict[str, Any]] = {}
 
     def record(self, session_id: str, event: v.SessionEvent) -> None:
-        self._sessions.setdefault(session_id, []).append(copy.deepcopy(event))
+        self._sessions.setdefault(session_id, []).append(_copy(event))
 
     def record_header(self, session_id: str, header: dict[str, Any]) -> None:
         self._headers.setdefault(session_id, copy.deepcopy(header))
@@ -121,7 +133,7 @@ class InMemoryPersistence:
         if events is None:
             return None
         events.extend(repair(events))
-        return copy.deepcopy(events)
+        return [_copy(e) for e in events]
 
     def sessions(self) -> list[str]:
         """The known session ids."""

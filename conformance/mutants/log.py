@@ -305,8 +305,8 @@ MUTANTS = [
         '1',
         (
             Patch('persistence',
-                  '        events.extend(repair(events))\n        return copy.deepcopy(events)\n',
-                  '        return copy.deepcopy(events) + repair(events)\n'),
+                  '        events.extend(repair(events))\n        return [_copy(e) for e in events]\n',
+                  '        return [_copy(e) for e in events] + repair(events)\n'),
         ),
         notes="Round 33 (session 40, written blind in the reference as repair-not-persisted): the suite killed it "
               "(the resume tests); the hunt found it once the resume workload's persisted run died mid-turn "
