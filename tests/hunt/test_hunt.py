@@ -442,3 +442,26 @@ def test_a_workload_the_implementation_fails_to_set_up_is_a_finding_and_the_othe
 
     with pytest.raises(ScenarioSetupError, match="backend offline"):  # nothing can be hunted: bad input
         driver.hunt(impl, "no-backend", dataclasses.replace(TINY, workloads=("resume",)))
+
+
+@pytest.mark.parametrize("workload", ["failing-tool", "model-error", "resume"])
+def test_no_run_keeps_a_world_alive(workload: str) -> None:
+    # A hunt runs a hundred thousand windows in one worker: whatever a run leaves reachable stays
+    # for the rest of it, and every full collection walks it. A scripted error raised as the same
+    # object each time once chained every run's traceback, and so its world, onto the script.
+    import gc
+
+    from conformance.hunt.workloads import by_name
+    from conformance.scenario import engine
+    from conformance.scenario.world import World
+
+    def worlds() -> set[int]:
+        gc.collect()
+        return {id(o) for o in gc.get_objects() if isinstance(o, World)}
+
+    ref = resolve(None)
+    wp = search.plan(by_name([workload]), ref, search.Config())[0]
+    before = worlds()  # an earlier test's leftovers are not this one's to judge
+    for index in range(0, len(wp.windows), max(1, len(wp.windows) // 6)):
+        engine.run_one(wp.scenario(index), ref)
+    assert worlds() - before == set()
