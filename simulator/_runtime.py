@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from simulator import _freeze
+from simulator import _anyio, _freeze
 from simulator import supervise as _supervise
 from simulator.errors import SimulationError
 from simulator.sources import SimSources
@@ -81,6 +81,11 @@ def _escaped(call: str, message: str) -> SimulationError:
     if loop is not None and loop._recording and loop._thread_id == threading.get_ident():
         _record(loop, {"t": loop._now, "kind": ESCAPE, "call": call, "message": message})
     return SimulationError(message)
+
+
+def _is_sim_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether ``loop`` is the running simulation's, on its thread (``_anyio``'s routing)."""
+    return loop is _CURRENT and loop._thread_id == threading.get_ident()
 
 
 def _guarded_thread_start(self: threading.Thread) -> None:
@@ -1521,6 +1526,7 @@ def run(
     if choose is None:
         loop._use_fifo()
     _freeze.install()
+    _anyio.install(_is_sim_loop)
     _freeze.push(loop.time)
     old_hooks = __import__("sys").get_asyncgen_hooks()
     loop._thread_id = threading.get_ident()
