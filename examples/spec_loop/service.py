@@ -16,6 +16,9 @@ class ConfigError(ValueError):
 
 
 class Service:
+    agent_class: type[Agent] = Agent
+    """The class of the agents it creates (a variant of the loop overrides it)."""
+
     def __init__(self, *, persistence: MemoryPersistence | None = None, sources: Sources | None = None) -> None:
         self.bus = Bus()
         self._sources = sources or Sources()
@@ -84,7 +87,7 @@ class Service:
             raise ValueError(f"an agent with id {agent_id!r} is already live")
 
     def _start(self, agent_id: str, session: Session, options: Mapping[str, Any]) -> Agent:
-        agent = Agent(self, agent_id, session, options)
+        agent = self.agent_class(self, agent_id, session, options)
         self._agents[agent_id] = agent
         self._created.append(agent)
         return agent

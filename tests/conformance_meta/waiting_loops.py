@@ -6,7 +6,6 @@ window, fairness, spins costing time); each failed race rules under ``pct`` befo
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from examples.spec_loop.adapter import SpecLoopImplementation, _sources
 from examples.spec_loop.agent import Agent
@@ -25,11 +24,7 @@ class _PollingAgent(Agent):
 
 
 class _WaitingService(Service):
-    def _start(self, agent_id: str, session: Any, options: Any) -> Agent:
-        agent = _PollingAgent(self, agent_id, session, options)
-        self._agents[agent_id] = agent
-        self._created.append(agent)
-        return agent
+    agent_class = _PollingAgent
 
     async def close(self) -> None:
         closing = asyncio.ensure_future(super().close())
