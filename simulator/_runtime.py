@@ -1175,6 +1175,7 @@ class SimLoop(base_events.BaseEventLoop):
                 for _ in range(ntodo):
                     h = popleft()
                     if h._cancelled:
+                        ntodo -= 1  # not a step: a strategy's driver skips it uncounted too
                         continue
                     h._run()
                 steps += ntodo

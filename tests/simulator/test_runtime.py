@@ -418,3 +418,26 @@ def test_an_executor_call_runs_as_a_worker_threads_would() -> None:
     r = simulator.run(main)
     assert r.ok and r.value == ("unset", "caller"), r.report()
     assert sorted(log) == ["after-main", "at-shutdown", "cancelled-caller"]
+
+
+def test_fifo_and_a_strategy_that_always_picks_the_first_option_count_the_same_steps() -> None:
+    # A cancelled handle is no step: FIFO's fast path once counted it and a strategy's driver
+    # did not, so the same run had two step counts (and the spin bounds, checked every so many
+    # steps, came at different moments under the two drivers).
+    from simulator.strategies.base import Strategy
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for _ in range(5):
+            loop.call_soon(lambda: None).cancel()
+            loop.call_later(0.1, lambda: None).cancel()
+        waiters = [asyncio.ensure_future(asyncio.sleep(1)) for _ in range(3)]
+        await asyncio.sleep(0)
+        for w in waiters:
+            w.cancel()
+        await asyncio.gather(*waiters, return_exceptions=True)
+
+    fifo = simulator.run(main)
+    first = simulator.run(main, strategy=Strategy())
+    assert fifo.ok and first.ok
+    assert fifo.steps == first.steps, (fifo.steps, first.steps)
