@@ -142,6 +142,7 @@ class Watch:
         self.types_at_release: list[str] | None = None
         self.status_at_release: str | None = None
         waiter = agent.when_idle()
+        self._waiter = waiter
         self.task = asyncio.ensure_future(self._watch(waiter))
 
     async def _watch(self, waiter: Any) -> None:
@@ -152,6 +153,21 @@ class Watch:
     @property
     def released(self) -> bool:
         return self.task.done()
+
+    def pending_now(self) -> bool | None:
+        """Whether the waiter is still pending at this moment: its own ``done()`` when it has
+        one (the watch's task sees a release only a step later, when other callbacks may have
+        run in between); else ``False`` once the watch saw it, and ``None`` (not known) while the
+        agent is not running, where the loop may have released it a step before the watch saw."""
+        done = getattr(self._waiter, "done", None)
+        if callable(done):
+            try:
+                return not bool(done())
+            except Exception:  # a broken done(): fall back to what the watch saw
+                pass
+        if self.task.done():
+            return False
+        return True if self.agent.status == "running" else None
 
     async def wait(self) -> None:
         try:

@@ -427,7 +427,10 @@ def test_window1_drop_releases_waiters(run: Run, schedule: str, reason: str) -> 
 
 async def _actor_race(k: Kit) -> tuple[AgentHandle, Watch, bool]:
     """An actor sends A, registers a waiter, yields once, then cancels and sends B: depending on
-    the schedule the cancel lands in window 1 (A never starts) or during A's turn."""
+    the schedule the cancel lands in window 1 (A never starts), during A's turn, or (a schedule
+    that runs A's whole turn first) once the agent is idle again and the waiter released. The
+    flag says whether the waiter was known to be pending as the actor's ``cancel(); send(B)``
+    began: only then must it resolve after B's turn (CANCEL-W1, IDLE-2)."""
     a = await _parked(k)
     k.model.push(fakes.text("reply").timing(first=0.5), fakes.text("reply").timing(first=0.5))
     sent_b_before_release: list[bool] = []
@@ -436,9 +439,9 @@ async def _actor_race(k: Kit) -> tuple[AgentHandle, Watch, bool]:
         a.send("A")
         watch = Watch(k, a)
         await asyncio.sleep(0)
+        sent_b_before_release.append(watch.pending_now() is True)
         a.cancel()
         a.send("B")
-        sent_b_before_release.append(not watch.released)
         return watch
 
     watch = await asyncio.create_task(actor())

@@ -46,3 +46,56 @@ def test_a_pytest_internal_error_is_named_with_its_exception(tmp_path: Path) -> 
     assert "140 failed" not in reason
     other = _stop_reason(_Collector(tmp_path), 0, 0, False, 1, "= 2 failed in 1.00s =\n")
     assert other == "no result came back (pytest exit 1: = 2 failed in 1.00s =)"
+
+
+def test_a_watch_knows_its_waiter_resolved_before_its_own_task_sees_it() -> None:
+    # CANCEL-W1's actor race asks that a waiter pending when B is sent resolves after B's turn.
+    # The watch's task sees a release a step late: a schedule that ran A's whole turn first once
+    # had an AnyIO loop (indie66) fail for a waiter it had rightly released at A's idle.
+    import simulator
+    from conformance.tests._support import Watch
+
+    class Waiter:
+        def __init__(self) -> None:
+            self.event = asyncio.Event()
+
+        def done(self) -> bool:
+            return self.event.is_set()
+
+        def __await__(self):  # type: ignore[no-untyped-def]
+            return self.event.wait().__await__()
+
+    class Session:
+        events: tuple[dict[str, object], ...] = ()
+
+    class Agent:
+        id = "a"
+        status = "running"
+        session = Session()
+
+        def __init__(self, waiter: object) -> None:
+            self.waiter = waiter
+
+        def when_idle(self) -> object:
+            return self.waiter
+
+    async def main() -> list[bool | None]:
+        seen: list[bool | None] = []
+        with_done = Agent(Waiter())
+        watch = Watch(None, with_done)  # type: ignore[arg-type]
+        seen.append(watch.pending_now())
+        with_done.waiter.event.set()  # type: ignore[attr-defined]
+        with_done.status = "idle"
+        seen.append(watch.pending_now())  # its task has not run since: done() says it all
+        plain = Agent(asyncio.sleep(1))  # a coroutine: no done() to ask
+        coro = Watch(None, plain)  # type: ignore[arg-type]
+        seen.append(coro.pending_now())  # running: a release now would break IDLE-2
+        plain.status = "idle"
+        seen.append(coro.pending_now())  # idle: it may have been released a step ago
+        await asyncio.gather(watch.task, coro.task)
+        seen.append(coro.pending_now())
+        return seen
+
+    r = simulator.run(main)
+    assert r.ok, r.report()
+    assert r.value == [True, False, True, None, False]
