@@ -48,3 +48,19 @@ def test_a_loop_that_polls_and_spins_passes_the_race_rules_it_once_failed() -> N
     run = run_suite(waiting_loop, rules=["IDLE-1", "MARKER-1", "CANCEL-MID"], workers=0)
     failed = [r for r in run.results if r.outcome == "failed"]
     assert run.results and not failed, [f"{r.nodeid}: {r.message[:300]}" for r in failed]
+
+
+def test_py1_asks_a_loop_with_no_task_while_idle_only_for_a_running_driver() -> None:
+    # session 52's indie65 starts a task per turn: while it waits there is no driver task to
+    # cancel, and PY-1's parked case is vacuous (skipped). An adapter naming no task at all
+    # still fails PY-1 for want of the hook.
+    from .conformance_meta.broken_adapters import DriverPerTurn
+
+    per_turn = run_suite(DriverPerTurn(), rules=["PY-1"], workers=0)
+    assert per_turn.results and not [r for r in per_turn.results if r.outcome == "failed"], [
+        f"{r.nodeid}: {r.message[:300]}" for r in per_turn.results if r.outcome == "failed"]
+    assert [r.id for r in per_turn.results if r.outcome == "skipped"] == [
+        r.id for r in per_turn.results if "parked" in r.id]
+    none = run_suite(DriverPerTurn(always=True), rules=["PY-1"], workers=0)
+    failed = [r for r in none.results if r.outcome == "failed"]
+    assert failed and all("needs hook driver_task" in r.message for r in failed), [r.message[:200] for r in failed]

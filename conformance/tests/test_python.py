@@ -113,6 +113,11 @@ def test_cancelling_driver_task_elsewhere_disposes(run: Run, where: str) -> None
             k.model.push(fakes.tool_calls(("c1", "hang", "{}")))
             a.send("A")
             await k.until(lambda: bool(hanging.calls), "the tool call")
+        elif k.service.driver_task(a) is None:
+            # A loop that starts a task per turn has none while it waits: nothing to cancel. One
+            # that names no task at all meets PY-1's other cases, which cancel a running one.
+            pytest.skip("no driver task while the agent waits for work: nothing to cancel (PY-1 is "
+                        "checked on a running driver)")
         task = k.driver_task(a, "the test cancels the agent's driver task (PY-1); the adapter names none now")
         task.cancel()
         await k.until(task.done, "the driver task to end")

@@ -170,3 +170,28 @@ class RepairAnnounced(ReferenceImplementation):
 
     def create_service(self, *, persistence: object | None = None) -> Any:
         return _RepairAnnouncingService(super().create_service(persistence=persistence))
+
+
+class _DriverNamedWhileRunning(_Wrapped):
+    def __init__(self, service: Any, always: bool) -> None:
+        super().__init__(service)
+        self._always = always
+
+    def driver_task(self, agent: Any) -> Any:
+        waiting = agent.status == "idle" and not agent._inbox.has_queued  # the reference's own queue
+        if self._always or waiting:
+            return None
+        return self._service.driver_task(agent)
+
+
+class DriverPerTurn(ReferenceImplementation):
+    """The reference, its adapter naming the driver task only while the agent has work (running,
+    or something queued), as a loop that starts a task per turn has none while it waits
+    (``always``: an adapter naming none at all)."""
+
+    def __init__(self, always: bool = False) -> None:
+        super().__init__(name="no-driver-task" if always else "driver-per-turn")
+        self.always = always
+
+    def create_service(self, *, persistence: object | None = None) -> Any:
+        return _DriverNamedWhileRunning(super().create_service(persistence=persistence), self.always)
