@@ -1297,6 +1297,10 @@ def _tools_check(view: TraceView) -> Violation | None:
                 if e.get("on") == "tools/execute"]
     for agent in view.agents:
         stops = [e["_i"] for e in view.ops(agent, "cancel", "abort", *DISPOSERS)]
+        # TOOL-5 asks an abort (a cancel's, a dispose()'s) to end the step; a cancelled driver task
+        # stops only at its next suspension, and PY-1 asks no more than that it end disposed: a
+        # loop running its step in a task of its own may open the next step before that lands
+        aborts = [e["_i"] for e in view.ops(agent, "cancel", "abort", "dispose")]
         coded = [e for e in view.ops(agent, "raise") if isinstance(e.get("code"), str) and e.get("message")]
         for t in view.turns(agent):
             found = _tool_overlap(view, agent, t, stops)
@@ -1388,7 +1392,7 @@ def _tools_check(view: TraceView) -> Violation | None:
                                          f"registered, and its result has is_error {data.get('is_error')!r} and error "
                                          f"{error!r}, not an error result carrying error{{name, code: 'UNKNOWN_TOOL'}} "
                                          "(TOOL-3)", e["_i"], ("TOOL-3",))
-                    if at is not None and any(at < i < e["_i"] for i in stops):
+                    if at is not None and any(at < i < e["_i"] for i in aborts):
                         later_step = any(x["type"] == "step/start" and x["_i"] > e["_i"] for x in t["events"])
                         if t["reason"] not in ("aborted", "disposed", None) or later_step:
                             return Violation(f"agent {agent}: an abort during tool call {data.get('call_id')} did "
@@ -2033,9 +2037,15 @@ def _unreturned_message_check(view: TraceView) -> Violation | None:
     the acting listener returned (``waterfall/returned``): logging the assembled message then
     logs what a moderating listener was about to replace."""
     returns = [e["_i"] for e in view.of_kind("waterfall/returned")]
+    firings = view.of_kind("listener", on="agent/step-result")
     for agent in view.agents:
         for op in view.ops(agent, "abort", "cancel"):
             if op.get("on") != "agent/step-result" or op.get("status") != "running":
+                continue
+            # only a stop made inside the agent's own waterfall holds its step's message: one made
+            # in another agent's waterfall leaves this one's to return what it returns
+            fired = next((e for e in reversed(firings) if e["_i"] < op["_i"] and e.get("name") == op.get("by")), None)
+            if fired is not None and fired.get("agent") is not None and fired.get("agent") != agent:
                 continue
             turn = _turn_around(view, agent, op["_i"])
             if turn is None:

@@ -1157,8 +1157,11 @@ class World:
             if seen[0] < nth:
                 return False
             self._elements[name] += 1
-            if event == "session/flush":  # whose flush: FLUSH judges its listeners ran concurrently (0a)
-                simulator.observe("listener", name=name, on=event, agent=fields().get("agent"))
+            # whose event: FLUSH judges a flush's listeners ran concurrently (0a), UNRETURNED whose
+            # step-result waterfall a stop was made in
+            subject_of = fields().get("agent")
+            if isinstance(subject_of, str):
+                simulator.observe("listener", name=name, on=event, agent=subject_of)
             else:
                 simulator.observe("listener", name=name, on=event)
             for action in listener.do:

@@ -634,6 +634,14 @@ def test_tools_in_order_contained_and_aborted() -> None:
     go_on = [_log(0, "turn/start", turn=1, trigger={"kind": "message"}), call(1, "c1"), _op("abort", status="running"),
              result(2, "c1"), _log(3, "step/start", turn=1, step=2), _log(4, "turn/end", turn=1, reason={"kind": "completed"})]
     assert "TOOL-5" in (_check("TOOLS", go_on) or ck.Violation("")).message
+    # a cancelled driver task is no abort: it stops at its next suspension (PY-1), and a loop whose
+    # step runs in a task of its own may open the next step first (session 52's indie68)
+    driver = [_log(0, "turn/start", turn=1, trigger={"kind": "message"}), call(1, "c1"),
+              _op("cancel_driver", status="running"), result(2, "c1"), _log(3, "step/start", turn=1, step=2),
+              _log(4, "turn/end", turn=1, reason={"kind": "disposed"})]
+    assert _check("TOOLS", driver) is None
+    disposed = [*driver[:2], _op("dispose", status="running"), *driver[3:]]
+    assert "TOOL-5" in (_check("TOOLS", disposed) or ck.Violation("")).message
     null_code = [_op("send", "A"), *_ended(0, 1, "A", {"kind": "error", "message": "x", "code": None})]
     assert "ERR-7" in (_check("TOOLS", null_code) or ck.Violation("")).message
     # TOOL-1: in the model's order (the message's tool-call blocks); an aborted step runs a prefix
@@ -1839,6 +1847,14 @@ def test_a_step_stopped_inside_step_result_logs_only_what_the_waterfall_returned
     assert _check("UNRETURNED", [*head, message, *tail]) is not None  # it never returned
     assert _check("UNRETURNED", [*head, returned, message, *tail]) is None
     assert _check("UNRETURNED", [*head, returned, *tail]) is None
+    # the acting listener fired in its own waterfall: judged; in agent b's (it cancelled a from
+    # there), a's waterfall was never held, and a's message is what it returned (session 52's
+    # indie67, a two-agents window whose listener raised after the cancel: no returned marker)
+    fired = {"kind": "listener", "name": "window", "on": "agent/step-result"}
+    own = [*head[:-1], dict(fired, agent="a"), head[-1]]
+    assert _check("UNRETURNED", [*own, message, *tail]) is not None
+    other = [*head[:-1], dict(fired, agent="b"), head[-1]]
+    assert _check("UNRETURNED", [*other, message, *tail]) is None
 
 
 def test_no_further_tool_of_the_step_runs_after_a_stop_during_one() -> None:
