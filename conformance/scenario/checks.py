@@ -1296,11 +1296,12 @@ def _tools_check(view: TraceView) -> Violation | None:
     listened = [e["_i"] for e in (*view.of_kind("listener"), *view.of_kind("op", op="raise"))
                 if e.get("on") == "tools/execute"]
     for agent in view.agents:
-        stops = [e["_i"] for e in view.ops(agent, "cancel", "abort", *DISPOSERS)]
+        stop_ops = view.ops(agent, "cancel", "abort", *DISPOSERS)
+        stops = [e["_i"] for e in stop_ops]
         # TOOL-5 asks an abort (a cancel's, a dispose()'s) to end the step; a cancelled driver task
         # stops only at its next suspension, and PY-1 asks no more than that it end disposed: a
         # loop running its step in a task of its own may open the next step before that lands
-        aborts = [e["_i"] for e in view.ops(agent, "cancel", "abort", "dispose")]
+        aborts = [e["_i"] for e in stop_ops if e.get("op") != "cancel_driver"]
         coded = [e for e in view.ops(agent, "raise") if isinstance(e.get("code"), str) and e.get("message")]
         for t in view.turns(agent):
             found = _tool_overlap(view, agent, t, stops)

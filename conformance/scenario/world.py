@@ -1157,17 +1157,17 @@ class World:
             if seen[0] < nth:
                 return False
             self._elements[name] += 1
-            # whose event: FLUSH judges a flush's listeners ran concurrently (0a), UNRETURNED whose
-            # step-result waterfall a stop was made in
-            subject_of = fields().get("agent")
-            if isinstance(subject_of, str):
-                simulator.observe("listener", name=name, on=event, agent=subject_of)
+            # whose event (the fields, made once): FLUSH judges a flush's listeners ran
+            # concurrently (0a), UNRETURNED whose step-result waterfall a stop was made in, and a
+            # raise fails that agent
+            subject = (got if got is not None else fields()).get("agent")
+            subject = subject if isinstance(subject, str) else None
+            if subject is not None:
+                simulator.observe("listener", name=name, on=event, agent=subject)
             else:
                 simulator.observe("listener", name=name, on=event)
             for action in listener.do:
-                # a failure hits the agent whose event this is (the fields say which)
-                subject = fields().get("agent") if action.verb == "raise" else None
-                self.do(action, name, on=event, subject=subject if isinstance(subject, str) else None)
+                self.do(action, name, on=event, subject=subject if action.verb == "raise" else None)
             return True
 
         def react(args: tuple[Any, ...]) -> bool:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Any
 
 import simulator
 
@@ -62,3 +64,16 @@ async def set_started_tasks() -> list[str]:
 
     await asyncio.gather(*(asyncio.ensure_future(worker(n)) for n in names))
     return list(SET_OUTPUT)
+
+
+def executor_orders(make_main: Callable[[], Callable[[], Any]], seeds: int = 30) -> set[tuple[Any, ...]]:
+    """The values of ``make_main()``'s runs under ``seeds`` random schedules, after checking
+    that a worker-thread call is among a schedule's choice points and that the schedule replays
+    (the executor tests of ``test_runtime`` and ``test_anyio``)."""
+    from simulator.strategies import RandomStrategy
+
+    orders = {tuple(simulator.run(make_main(), strategy=RandomStrategy(seed=s)).value) for s in range(seeds)}
+    picked = simulator.run(make_main(), strategy=RandomStrategy(seed=1))
+    assert any(c.label.startswith("cb:executor:") for c in picked.schedule.choices), picked.schedule.choices
+    assert simulator.replay(make_main(), picked.schedule).value == picked.value
+    return orders
