@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from simulator import _anyio, _freeze
+from simulator import _anyio, _freeze, _pool
 from simulator import supervise as _supervise
 from simulator.errors import SimulationError
 from simulator.sources import SimSources
@@ -69,6 +69,8 @@ MODES = ("realisable", "wide")
 _real_thread_start = threading.Thread.start
 
 
+_MISSING = object()
+
 ESCAPE = "simulation/escape"
 """The timeline kind of an escape: every escape the tripwires stop is also observed as
 ``{"kind": "simulation/escape", "call", "message"}`` where it happened, so a program that catches
@@ -86,6 +88,12 @@ def _escaped(call: str, message: str) -> SimulationError:
 def _is_sim_loop(loop: asyncio.AbstractEventLoop) -> bool:
     """Whether ``loop`` is the running simulation's, on its thread (``_anyio``'s routing)."""
     return loop is _CURRENT and loop._thread_id == threading.get_ident()
+
+
+def _sim_loop_here() -> SimLoop | None:
+    """The running simulation's loop when the calling thread runs it, else None (``_pool``)."""
+    loop = _CURRENT
+    return loop if loop is not None and loop._thread_id == threading.get_ident() else None
 
 
 def _guarded_thread_start(self: threading.Thread) -> None:
@@ -843,12 +851,10 @@ class SimLoop(base_events.BaseEventLoop):
         fails, as the whole run would stand still)."""
         self._check_closed()
         fut: asyncio.Future[Any] = self.create_future()
-        pending = self._executor_calls
 
-        def executor_call() -> None:
+        def work() -> None:
             # a worker thread runs the call even if its caller gave up waiting (the future was
             # cancelled): only the result has nowhere to go
-            pending.pop(executor_call, None)
             try:
                 value = func(*args)
             except (KeyboardInterrupt, SystemExit):
@@ -860,15 +866,35 @@ class SimLoop(base_events.BaseEventLoop):
                 if not fut.done():
                     fut.set_result(value)
 
+        self._worker_call(func, work)
+        return fut
+
+    def _worker_call(self, func: Any, work: Callable[[], None]) -> Callable[[], None]:
+        """Schedule ``work``, a worker thread's call of ``func``, as a ready callback labelled
+        ``cb:executor:<func>``, and return what runs it at once instead (a caller blocking on
+        its result: the thread finishes while the caller waits). It runs once, whichever comes
+        first: its callback, that call, or the run's cleanup."""
+        pending = self._executor_calls
+
+        def executor_call() -> None:
+            if pending.pop(executor_call, _MISSING) is not _MISSING:
+                work()
+
         executor_call.__qualname__ = f"executor:{_executor_name(func)}"
         pending[executor_call] = None
         # an origin of its own, as the thread's completion is an event from outside the loop:
         # not kept in order behind what the caller schedules next; in the thread's context (a
         # fresh one), not the caller's (asyncio.to_thread copies the caller's itself)
         caller, self._cur_group = self._cur_group, None
-        self.call_soon(executor_call, context=contextvars.Context())
+        handle = self.call_soon(executor_call, context=contextvars.Context())
         self._cur_group = caller
-        return fut
+
+        def run_now() -> None:
+            if executor_call in pending:
+                handle.cancel()
+                executor_call()
+
+        return run_now
 
     def set_default_executor(self, executor: Any) -> None:
         pass  # run_in_executor uses no executor
@@ -1528,6 +1554,7 @@ def run(
         loop._use_fifo()
     _freeze.install()
     _anyio.install(_is_sim_loop)
+    _pool.install(_sim_loop_here)
     _freeze.push(loop.time)
     old_hooks = __import__("sys").get_asyncgen_hooks()
     loop._thread_id = threading.get_ident()
