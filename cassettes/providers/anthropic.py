@@ -99,6 +99,8 @@ BEDROCK_PATH = re.compile(r"/model/([^/]+)/(invoke-with-response-stream|invoke)$
 response-stream`` (``/invoke`` whole), the model in the URL; an id naming an Anthropic model
 (``anthropic.claude-...``, ``us.anthropic.claude-...``, an inference profile's ARN naming one):
 InvokeModel serves every Bedrock model, each in its own vendor's format."""
+DELTA_KEYS = frozenset({"stop_reason", "stop_sequence", "stop_details"})
+"""``message_delta.delta``'s fields; ``stop_sequence`` (which sequence matched) is metadata."""
 EVENTS = frozenset({"message_start", "content_block_start", "content_block_delta", "content_block_stop",
                     "message_delta", "message_stop", "ping", "error"})
 
@@ -108,11 +110,23 @@ def stop_kind(reason: str | None) -> str:
     return str(_finish(reason)["reason"]["kind"])
 
 
-def _finish(reason: str | None) -> FinishChunk:
+def _finish(reason: str | None, details: Any = None) -> FinishChunk:
+    """The finish of a stop reason; a refusal's message is its ``stop_details`` explanation and
+    category when the API gives them (``{"type": "refusal", "category", "explanation"}``)."""
     chunk = finish_from(STOP_REASONS, PLAIN_STOP, reason)
     if chunk["reason"]["kind"] == "refusal":
-        chunk["reason"]["message"] = "the model declined to answer (stop_reason refusal)"
+        details = details if isinstance(details, dict) else {}
+        category = f", category {details['category']}" if details.get("category") else ""
+        explanation = f": {details['explanation']}" if details.get("explanation") else ""
+        chunk["reason"]["message"] = f"the model declined to answer (stop_reason refusal{category}){explanation}"
     return chunk
+
+
+def _stop_details(details: Any, reason: str | None, skipped: Skipped) -> Any:
+    """``stop_details`` as ``_finish`` reads it; noted as skipped unless it explains a refusal."""
+    if details not in (None, {}) and not (reason == "refusal" and isinstance(details, dict)):
+        skipped.note("stop_details")
+    return details
 
 
 def merge_usage(usage: Usage | None, raw: dict[str, Any] | None) -> Usage | None:
@@ -125,6 +139,10 @@ def merge_usage(usage: Usage | None, raw: dict[str, Any] | None) -> Usage | None
         value = as_int(raw.get(theirs))
         if value is not None:
             merged[ours] = value  # type: ignore[literal-required]
+    details = raw.get("output_tokens_details")
+    thinking = as_int(details.get("thinking_tokens")) if isinstance(details, dict) else None
+    if thinking is not None:  # newer answers count thinking apart (within output_tokens)
+        merged["reasoning_tokens"] = thinking
     return merged
 
 
@@ -186,6 +204,7 @@ class MessagesStreamTranslator:
         self.start_input: dict[int, str] = {}
         self.raw_input: dict[int, str] = {}  # kit index -> streamed input of a server block
         self.stop_reason: str | None = None
+        self.stop_details: Any = None
         self.usage: Usage | None = None
         self.error: FinishChunk | None = None
         self._done = False
@@ -213,7 +232,11 @@ class MessagesStreamTranslator:
         elif kind == "content_block_stop":
             return self.stop(data.get("index", 0))
         elif kind == "message_delta":
-            self.stop_reason = (data.get("delta") or {}).get("stop_reason") or self.stop_reason
+            delta = data.get("delta") or {}
+            self.skipped.unknown_keys("message_delta.delta", delta, DELTA_KEYS)
+            self.stop_reason = delta.get("stop_reason") or self.stop_reason
+            if delta.get("stop_details") is not None:
+                self.stop_details = delta["stop_details"]
             self.usage = merge_usage(self.usage, data.get("usage"))
         elif kind == "message_stop":
             self._done = True
@@ -306,7 +329,10 @@ class MessagesStreamTranslator:
     def end(self) -> list[Chunk]:
         if self.error is None and not self._done:
             raise truncated("message_stop")
-        return closing(self.blocks, self.usage, self.error if self.error is not None else _finish(self.stop_reason))
+        if self.error is not None:
+            return closing(self.blocks, self.usage, self.error)
+        details = _stop_details(self.stop_details, self.stop_reason, self.skipped)
+        return closing(self.blocks, self.usage, _finish(self.stop_reason, details))
 
 
 def _not_messages(data: Any) -> str:
@@ -376,7 +402,7 @@ def translate_message(data: dict[str, Any], skipped: Skipped | None = None) -> l
     usage = merge_usage(None, data.get("usage"))
     if usage is not None:
         out.append(usage_chunk(usage))
-    out.append(_finish(data.get("stop_reason")))
+    out.append(_finish(data.get("stop_reason"), _stop_details(data.get("stop_details"), data.get("stop_reason"), translator.skipped)))
     return out
 
 

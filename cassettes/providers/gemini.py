@@ -113,6 +113,7 @@ class GeminiStreamTranslator:
         self.skipped = skipped if skipped is not None else Skipped()
         self.current: int | None = None  # the open text/reasoning block parts may join
         self.finish_reason: str | None = None
+        self.finish_message: str | None = None  # the candidate's finishMessage, if any
         self.block_reason: dict[str, Any] | None = None
         self.usage: Usage | None = None
         self.error: FinishChunk | None = None
@@ -165,6 +166,8 @@ class GeminiStreamTranslator:
                 number = candidate["finishReason"]
                 known = isinstance(number, int) and not isinstance(number, bool) and 0 <= number < len(FINISH_NUMBERS)
                 self.finish_reason = FINISH_NUMBERS[number] if known else str(number)
+            if candidate.get("finishMessage"):
+                self.finish_message = str(candidate["finishMessage"])
         return out
 
     def part(self, part: dict[str, Any]) -> list[Chunk]:
@@ -188,6 +191,8 @@ class GeminiStreamTranslator:
         if "text" in part:
             kind = "reasoning" if part.get("thought") else "text"
             text = str(part.get("text") or "")
+            if not text and not signature and not self._joins(kind, signature):
+                return out  # an empty part (``{"text": ""}`` beside the finish) opens no block
             index = self._block_for(kind, signature, out)
             if signature:
                 self.blocks.data(index)["thoughtSignature"] = signature
@@ -213,16 +218,19 @@ class GeminiStreamTranslator:
             return [*out, *started, *self.blocks.close(index)]
         return out
 
-    def _block_for(self, kind: str, signature: Any, out: list[Chunk]) -> int:
-        """The open block a text part joins, or a new one (a signed part never joins another)."""
+    def _joins(self, kind: str, signature: Any) -> bool:
+        """Whether a text part of ``kind`` joins the open block (a signed part never joins)."""
         open_state = self.blocks.open.get(self.current) if self.current is not None else None
-        joins = (
+        return (
             open_state is not None
             and open_state["type"] == kind
             and not signature
             and not open_state.get("data", {}).get("thoughtSignature")
         )
-        if joins and self.current is not None:
+
+    def _block_for(self, kind: str, signature: Any, out: list[Chunk]) -> int:
+        """The open block a text part joins, or a new one."""
+        if self.current is not None and self._joins(kind, signature):
             return self.current
         out += self._close_current()
         index, started = self.blocks.start("reasoning" if kind == "reasoning" else "text")
@@ -251,6 +259,12 @@ class GeminiStreamTranslator:
         chunk = finish_from(FINISH_REASONS, PLAIN_FINISH, self.finish_reason)
         if chunk["reason"]["kind"] == "stop" and self.finish_reason == "STOP" and self.blocks.tool_calls:
             return finish("tool-calls")  # Gemini says STOP after function calls too
+        if self.finish_message:
+            if chunk["reason"]["kind"] in ("error", "content-filter"):
+                # what went wrong, in the API's words (``Malformed function call: ...``)
+                chunk["reason"]["message"] = self.finish_message
+            else:
+                self.skipped.note("candidate.finishMessage")
         return chunk
 
     def end(self) -> list[Chunk]:
@@ -258,6 +272,9 @@ class GeminiStreamTranslator:
             raise truncated("a candidate's finishReason")
         if self.last_text in self.blocks.open and self.metadata:
             self.blocks.data(self.last_text).update(self.metadata)
+        elif self.last_text is None:
+            for key in self.metadata:  # no text block to carry it
+                self.skipped.note(f"candidate.{key}")
         return closing(self.blocks, self.usage, self.finish())
 
 

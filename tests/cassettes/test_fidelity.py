@@ -242,6 +242,28 @@ def test_anthropic_refusal_and_unknown_stop_reasons(tmp_path: Path) -> None:
     assert last(paused, "finish") == {"kind": "stop", "raw": "pause_turn"}
 
 
+def test_an_anthropic_refusals_stop_details_are_its_message(tmp_path: Path) -> None:
+    # Newer answers explain a refusal in message_delta.delta.stop_details (a real recording,
+    # llm-anthropic's test_refusal_raises): its category and explanation are the finish's message.
+    details = {"type": "refusal", "category": "reasoning_extraction", "explanation": "This request was blocked."}
+    events: list[Any] = [
+        {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [], "usage": {"input_tokens": 97, "output_tokens": 0}}},
+        {"type": "message_delta", "delta": {"stop_reason": "refusal", "stop_sequence": None, "stop_details": details},
+         "usage": {"input_tokens": 97, "output_tokens": 0, "output_tokens_details": {"thinking_tokens": 0}}},
+        {"type": "message_stop"},
+    ]
+    result = replay(tmp_path, ANTHROPIC, sse(*events, named=True))
+    assert last(result, "finish") == {"kind": "refusal", "message": "the model declined to answer (stop_reason refusal, "
+                                      "category reasoning_extraction): This request was blocked."}
+    assert last(result, "usage") == {"input_tokens": 97, "output_tokens": 0, "reasoning_tokens": 0}
+    assert result.report()["warnings"] == []
+    # stop_details on another stop, or an unknown delta field, is not silently dropped
+    events[1]["delta"] = {"stop_reason": "end_turn", "stop_details": {"type": "other"}, "novel": 1}
+    other = replay(tmp_path, ANTHROPIC, sse(*events, named=True))
+    assert last(other, "finish") == {"kind": "stop"}
+    assert other.report()["warnings"] == ["skipped message_delta.delta.novel", "skipped stop_details"]
+
+
 def test_an_unsigned_thought_is_not_sent_to_anthropic() -> None:
     history: ModelRequest = {"model": "m", "messages": [{"role": "assistant", "content": [{"type": "reasoning", "text": "t"}, {"type": "text", "text": "A"}]}]}
     assert AnthropicMessagesAdapter().build_body(history)["messages"][0]["content"] == [{"type": "text", "text": "A"}]
@@ -315,6 +337,33 @@ def gemini(*parts: dict[str, Any], finish: str | None = None, usage: dict[str, A
 def test_gemini_finish_reasons(tmp_path: Path, raw: str, reason: dict[str, str]) -> None:
     result = replay(tmp_path, GEMINI, gemini({"text": "x"}, finish=raw))
     assert last(result, "finish") == reason
+
+
+def test_a_gemini_finish_message_explains_an_error_or_a_filter(tmp_path: Path) -> None:
+    def finished(reason: str, message: str) -> str:
+        body = {"candidates": [{"content": {"parts": [{"text": "x"}], "role": "model"}, "index": 0,
+                                "finishReason": reason, "finishMessage": message}]}
+        return "data: " + json.dumps(body) + "\r\n\r\n"
+
+    malformed = replay(tmp_path, GEMINI, finished("MALFORMED_FUNCTION_CALL", "Malformed function call: print(x"))
+    assert last(malformed, "finish") == {"kind": "error", "message": "Malformed function call: print(x",
+                                         "code": "MALFORMED_FUNCTION_CALL", "raw": "MALFORMED_FUNCTION_CALL"}
+    filtered = replay(tmp_path, GEMINI, finished("SAFETY", "Blocked for safety."))
+    assert last(filtered, "finish") == {"kind": "content-filter", "message": "Blocked for safety.", "raw": "SAFETY"}
+    stopped = replay(tmp_path, GEMINI, finished("STOP", "All done."))
+    assert last(stopped, "finish") == {"kind": "stop"}
+    assert stopped.report()["warnings"] == ["skipped candidate.finishMessage"]
+
+
+def test_an_empty_gemini_text_part_opens_no_block(tmp_path: Path) -> None:
+    # Gemini ends a function-call answer with {"text": ""} beside its finishReason (real
+    # recordings: pydantic-ai, llm-gemini): no empty text block for a consumer to skip.
+    call = {"functionCall": {"name": "f", "args": {"a": 1}}}
+    result = replay(tmp_path, GEMINI, gemini(call) + gemini({"text": ""}, finish="STOP"))
+    assert [b["type"] for b in blocks(result)] == ["tool-call"]
+    assert last(result, "finish") == {"kind": "tool-calls"}
+    signed = replay(tmp_path, GEMINI, gemini({"text": "", "thoughtSignature": "U0lH"}, finish="STOP"))
+    assert blocks(signed) == [{"type": "text", "text": "", "provider_data": {"gemini": {"thoughtSignature": "U0lH"}}}]
 
 
 def test_gemini_usage_fields_and_the_last_event_wins(tmp_path: Path) -> None:
