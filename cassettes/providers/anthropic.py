@@ -129,10 +129,22 @@ def _stop_details(details: Any, reason: str | None, skipped: Skipped) -> Any:
     return details
 
 
-def merge_usage(usage: Usage | None, raw: dict[str, Any] | None) -> Usage | None:
-    """Fold one usage object (``message_start`` or the cumulative ``message_delta``) into ours."""
+USAGE_METADATA = frozenset({"input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
+                            "output_tokens_details", "cache_creation", "service_tier", "inference_geo"})
+"""Usage fields read, or metadata: ``cache_creation`` splits the cache writes by lifetime."""
+
+
+def merge_usage(usage: Usage | None, raw: dict[str, Any] | None, skipped: Skipped | None = None) -> Usage | None:
+    """Fold one usage object (``message_start`` or the cumulative ``message_delta``) into ours;
+    a count the kit's usage has no field for (``server_tool_use.web_search_requests``, billed per
+    request) is noted in ``skipped`` when it is not zero."""
     if not isinstance(raw, dict):
         return usage
+    if skipped is not None:
+        for key, value in raw.items():
+            counted = any(v not in (None, 0, "") for v in value.values()) if isinstance(value, dict) else value not in (None, 0, "", [])
+            if key not in USAGE_METADATA and counted:
+                skipped.note(f"usage.{key}")
     merged: Usage = dict(usage) if usage else {"input_tokens": 0, "output_tokens": 0}  # type: ignore[assignment]
     for theirs, ours in (("input_tokens", "input_tokens"), ("output_tokens", "output_tokens"),
                          ("cache_read_input_tokens", "cache_read_tokens"), ("cache_creation_input_tokens", "cache_write_tokens")):
@@ -224,7 +236,7 @@ class MessagesStreamTranslator:
             return []
         kind = data.get("type") or name
         if kind == "message_start":
-            self.usage = merge_usage(self.usage, (data.get("message") or {}).get("usage"))
+            self.usage = merge_usage(self.usage, (data.get("message") or {}).get("usage"), self.skipped)
         elif kind == "content_block_start":
             return self.start(data.get("index", 0), data.get("content_block") or {})
         elif kind == "content_block_delta":
@@ -237,7 +249,7 @@ class MessagesStreamTranslator:
             self.stop_reason = delta.get("stop_reason") or self.stop_reason
             if delta.get("stop_details") is not None:
                 self.stop_details = delta["stop_details"]
-            self.usage = merge_usage(self.usage, data.get("usage"))
+            self.usage = merge_usage(self.usage, data.get("usage"), self.skipped)
         elif kind == "message_stop":
             self._done = True
         elif kind == "error":
@@ -399,7 +411,7 @@ def translate_message(data: dict[str, Any], skipped: Skipped | None = None) -> l
         else:
             out += translator.start(position, block)
         out += translator.stop(position)
-    usage = merge_usage(None, data.get("usage"))
+    usage = merge_usage(None, data.get("usage"), translator.skipped)
     if usage is not None:
         out.append(usage_chunk(usage))
     out.append(_finish(data.get("stop_reason"), _stop_details(data.get("stop_details"), data.get("stop_reason"), translator.skipped)))

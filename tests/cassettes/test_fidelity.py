@@ -264,6 +264,23 @@ def test_an_anthropic_refusals_stop_details_are_its_message(tmp_path: Path) -> N
     assert other.report()["warnings"] == ["skipped message_delta.delta.novel", "skipped stop_details"]
 
 
+def test_an_anthropic_usage_count_the_kit_has_no_field_for_is_reported(tmp_path: Path) -> None:
+    # A server-run web search is billed per request (pydantic-ai's web-search recording): the
+    # count is not a token count, so it is reported, not dropped; zero counts are not.
+    def answered(server_tool_use: dict[str, int]) -> ReplayResult:
+        start_usage = {"input_tokens": 9, "output_tokens": 1, "server_tool_use": {"web_search_requests": 0}}
+        return replay(tmp_path, ANTHROPIC, sse(
+            {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [], "usage": start_usage}},
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+             "usage": {"output_tokens": 30, "server_tool_use": server_tool_use, "cache_creation": {"ephemeral_5m_input_tokens": 4}}},
+            {"type": "message_stop"}, named=True))
+
+    searched = answered({"web_search_requests": 2, "web_fetch_requests": 0})
+    assert last(searched, "usage") == {"input_tokens": 9, "output_tokens": 30}
+    assert searched.report()["warnings"] == ["skipped usage.server_tool_use"]
+    assert answered({"web_search_requests": 0}).report()["warnings"] == []
+
+
 def test_an_unsigned_thought_is_not_sent_to_anthropic() -> None:
     history: ModelRequest = {"model": "m", "messages": [{"role": "assistant", "content": [{"type": "reasoning", "text": "t"}, {"type": "text", "text": "A"}]}]}
     assert AnthropicMessagesAdapter().build_body(history)["messages"][0]["content"] == [{"type": "text", "text": "A"}]
