@@ -14,10 +14,22 @@ from conformance import fakes
 from conformance.adapter import AgentHandle, Implementation, ServiceHandle
 from conformance.fakes import FakeModel, Gate, respond
 from conformance.harness import MODEL, Kit
-from conformance.invariants import clock_violations, log_violations
+from conformance.invariants import clock_violations, log_violations, repair_violations
 from simulator.sources import EPOCH_MS
 
 from ._support import COMPLETED, DISPOSED, Run, Watch, boom, passthrough, request_texts, throws_on
+
+_OPEN: dict[str, list[dict[str, int]]] = {"mid-tool": [{"turn": 2, "step": 1}], "mid-stream": [{"turn": 2, "step": 2}],
+                                          "between-steps": []}
+"""The step each death point of the resume test leaves open (the turn is open in all three)."""
+
+
+def _common_prefix(logged: list[dict[str, Any]], loaded: list[dict[str, Any]]) -> int:
+    """How many of the writer's events the loaded log starts with."""
+    n = 0
+    while n < min(len(logged), len(loaded)) and logged[n] == loaded[n]:
+        n += 1
+    return n
 
 
 def _log_problems(events: list[dict[str, Any]]) -> list[str]:
@@ -813,8 +825,12 @@ def test_resume_of_a_log_interrupted_after_a_closed_step(run: Run, where: str) -
     # The process "dies" inside the second turn: while its first step's tool call runs (the
     # step's assistant/message and tool/call logged, the step open), or, once that step has
     # closed, while the second step streams (a chunk logged, the step open) or between the steps
-    # (a slow continuation listener, no step open). The resumed log is the persisted one plus
-    # what balances it: a step/end {turn, step} for the open step only, one turn/end per turn.
+    # (a slow continuation listener, no step open). The resumed log is the writer's as far as
+    # it was persisted plus what balances it: a step/end {turn, step} for a step left open, one
+    # turn/end {interrupted} for the turn. No rule says when an event becomes durable (a
+    # backend may write at its own checkpoints, session 53's indie72), so the prefix may be
+    # shorter than what the writer logged; where the writer persists every append, as the
+    # reference does, it is all of it and the repair closes the step each case leaves open.
     async def scenario(k: Kit) -> None:
         store = k.impl.new_persistence()
         first = k.impl.create_service(persistence=store)
@@ -847,14 +863,14 @@ def test_resume_of_a_log_interrupted_after_a_closed_step(run: Run, where: str) -
         second.register_model(MODEL, FakeModel(default=respond.text("ok")))
         b = await second.resume("zeta-resumed", "sess-cut", agent_options={"model": MODEL})
         events: list[dict[str, Any]] = [dict(e) for e in b.session.events]
-        assert events[: len(logged)] == logged, "the persisted events come back unchanged"
-        problems = _log_problems(events)
+        problems = repair_violations(logged, events) + clock_violations(events, EPOCH_MS)
         assert problems == [], problems
-        repair = events[len(logged):]
-        ends = [e["data"] for e in repair if e["type"] == "step/end"]
-        open_step = {"mid-tool": [{"turn": 2, "step": 1}], "mid-stream": [{"turn": 2, "step": 2}]}
-        assert ends == open_step.get(where, []), repair
-        assert [e["type"] for e in events].count("turn/end") == 2
+        # repair_violations judges the shape (the writer's prefix, then only step/end and
+        # turn/end {interrupted}) and the balance; a write-through backend's repair is exact
+        if _common_prefix(logged, events) == len(logged):
+            repair = events[len(logged):]
+            ends = [e["data"] for e in repair if e["type"] == "step/end"]
+            assert ends == _OPEN[where] and [e["type"] for e in repair].count("turn/end") == 1, repair
         # The resumed agent runs on; resumed again later, its session is what it logged: the
         # repair is persisted with the rest, so later events do not follow a gap (SVC-3, LOG-3).
         b.send("three")
