@@ -3101,7 +3101,9 @@ def _trigger_check(view: TraceView) -> Violation | None:
         # listener's throw ended (ERR-11: a throwing turn/start listener consumes the prompt)
         cuts = [*view.disposals(agent), *(e["_i"] for e in view.ops(agent, "raise"))]
         injects = view.of_kind("op", op="inject", agent=agent)
+        previous = -1
         for t in view.turns(agent):
+            since, previous = previous, t["_i"]
             trigger = t["events"][0]["data"].get("trigger")
             end = t["end_i"] if t["end_i"] is not None else len(view.timeline)
             if not isinstance(trigger, _MAP) or any(t["_i"] < i < end for i in cuts):
@@ -3122,6 +3124,11 @@ def _trigger_check(view: TraceView) -> Violation | None:
                 if before and before[-1].get("unserialisable"):
                     continue
                 sources = [e["data"].get("source") for e in t["events"] if e["type"] == "context/message"]
+                # a loop that defers its injects takes them up in order: a bad one given since
+                # the last turn began, followed by a good one, still opens its own turn first
+                # (session 53's indie71), its trigger that inject's source
+                sources += [e.get("source") if isinstance(e.get("source"), _MAP) else {"kind": "user"}
+                            for e in before if e["_i"] > since and e.get("unserialisable")]
             else:
                 continue
             sources = [s for s in sources if isinstance(s, _MAP)]

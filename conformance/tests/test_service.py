@@ -735,8 +735,10 @@ def test_close_disposes_busy_idle_and_queued_agents(run: Run) -> None:
 def test_resume_of_a_log_whose_last_turn_never_closed(run: Run) -> None:
     # The first service is still inside a turn (a step open, the model streaming) when a second
     # service resumes the session, as after a process that died mid-turn. The resumed log is
-    # balanced (LOG-4: its open step and turn closed; the spec's reason for that is
-    # interrupted), its history is the first log's, and the next turn numbers after it.
+    # the first log as far as it was persisted, balanced (LOG-4: its open step and turn closed;
+    # the spec's reason for that is interrupted), and the next turn numbers after it. No rule
+    # says when an event becomes durable: where the backend persisted every append (the
+    # reference's does), the loaded history is the first log's and turn 2 ends interrupted.
     async def scenario(k: Kit) -> None:
         store = k.impl.new_persistence()
         first = k.impl.create_service(persistence=store)
@@ -747,20 +749,24 @@ def test_resume_of_a_log_whose_last_turn_never_closed(run: Run) -> None:
         a.send("two")
         await k.until(lambda: sum(e["type"] == "step/start" for e in a.session.events) == 2, "the second turn's step")
         history = a.session.derive_messages()
+        logged = [dict(e) for e in a.session.events]
 
         second = k.impl.create_service(persistence=store)
         model = FakeModel(default=respond.text("ok"))
         second.register_model(MODEL, model)
         b = await second.resume("epsilon-resumed", "sess-open", agent_options={"model": MODEL})
         events: list[dict[str, Any]] = [dict(e) for e in b.session.events]
-        problems = _log_problems(events)
+        problems = repair_violations(logged, events) + clock_violations(events, EPOCH_MS)
         assert problems == [], problems
-        turn_two_end = [e["data"]["reason"] for e in events if e["type"] == "turn/end" and e["data"]["turn"] == 2]
-        assert turn_two_end == [{"kind": "interrupted"}], turn_two_end
-        assert b.session.derive_messages() == history
+        if _common_prefix(logged, events) == len(logged):
+            turn_two_end = [e["data"]["reason"] for e in events if e["type"] == "turn/end" and e["data"]["turn"] == 2]
+            assert turn_two_end == [{"kind": "interrupted"}], turn_two_end
+            assert b.session.derive_messages() == history
+        loaded_turns = [e["data"]["turn"] for e in events if e["type"] == "turn/start"]
         b.send("three")
         await k.idle(b)
-        assert [e["data"]["turn"] for e in b.session.events if e["type"] == "turn/start"] == [1, 2, 3]
+        assert [e["data"]["turn"] for e in b.session.events if e["type"] == "turn/start"] == [
+            *loaded_turns, max(loaded_turns, default=0) + 1]
         assert request_texts(model.requests[0])[-1] == "three"
         await second.close()
         await first.close()

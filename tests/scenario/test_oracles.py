@@ -1544,6 +1544,25 @@ def test_an_idle_injects_one_shot_turn_is_triggered_by_the_injection() -> None:
     assert found is not None and found.rules == ("INJ-2",) and found.at == 1
 
 
+def test_a_deferred_bad_injects_one_shot_turn_is_triggered_by_it() -> None:
+    # INJ-2/INJ-4 (session 53's indie71 defers its injects and takes them up in order): a bad
+    # inject E and a good inject D are both given while idle; turn 1 is E's one-shot turn (it
+    # logs no context of its own; a turn/start listener's inject joins it), its trigger E's
+    # source, though the last inject before the turn was D.
+    plugin = {"kind": "plugin", "plugin": "window"}
+
+    def deferred(trigger_source: dict[str, Any]) -> list[dict[str, Any]]:
+        return [_op("inject", "E", unserialisable=True), _op("inject", "D"),
+                _log(0, "turn/start", turn=1, trigger={"kind": "injection", "source": trigger_source}),
+                _op("inject", "W1", by="window", source=plugin, status="running"),
+                _log(1, "context/message", content=[{"type": "text", "text": "W1"}], source=plugin),
+                _log(2, "turn/end", turn=1, reason={"kind": "completed"})]
+
+    assert _check("TRIGGER", deferred({"kind": "user"})) is None
+    found = _check("TRIGGER", deferred({"kind": "plugin", "plugin": "other"}))
+    assert found is not None and found.rules == ("INJ-2",) and found.at == 2
+
+
 def test_a_max_tokens_step_left_with_nothing_logs_no_message() -> None:
     # MAXTOK-5: its tool calls are removed, and assistant/message is appended only when content remains.
     call = {"type": "tool-call", "id": "c1", "name": "lookup", "arguments": "{}"}
