@@ -1676,9 +1676,13 @@ class World:
         say): waited for, and their failures recorded now, before ``world/closed``; a schedule
         may otherwise end the run before their done callbacks run, and DISP-3 would read an
         ``inject()`` on a disposed agent that did not raise."""
-        late = [t for t in self._injections if not t.done() and t is not self._closing]
-        if late:
-            await asyncio.wait(late, timeout=self.idle_timeout)
+        while True:  # an actor may inject while the world waits here (session 53's indie74)
+            late = [t for t in self._injections if not t.done() and t is not self._closing]
+            if not late:
+                break
+            _, pending = await asyncio.wait(late, timeout=self.idle_timeout)
+            if pending:
+                break  # judged below: still pending after the idle timeout
         for task, retrieve in list(self._retrievers.items()):
             if task.done():
                 retrieve(task)

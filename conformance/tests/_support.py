@@ -12,6 +12,7 @@ import pytest
 from conformance.adapter import AgentHandle
 from conformance.catalogue import PYTHON, runtime_of
 from conformance.harness import Body, Kit
+from conformance.hooks import NeedsHook
 
 Run = Callable[[Body], None]
 
@@ -180,3 +181,32 @@ class Watch:
     def turn_ends_at_release(self) -> int:
         assert self.types_at_release is not None
         return self.types_at_release.count("turn/end")
+
+
+FLUSH_DONE: tuple[list[str], ...] = ([], ["start", "end"], ["start", "cancelled"])
+"""What the driver's flush listener (a ``start``/``end``/``cancelled`` log) may show once the
+driver has exited: finished, cut by the disposal, or never begun (a loop need not flush a turn
+disposal cut short before its flush)."""
+
+
+def driver_exit_at_release(flush: list[str], task: asyncio.Task[Any] | None) -> tuple[list[str], bool | None]:
+    """What IDLE-4 reads the moment a waiter of a disposed agent resolves: the driver's flush
+    log, and whether the driver task the adapter named is done (``None``: it named none)."""
+    return list(flush), None if task is None else task.done()
+
+
+def assert_driver_exited(seen: tuple[list[str], bool | None], allowed: tuple[list[str], ...] = FLUSH_DONE) -> None:
+    """IDLE-4: the waiter was released once the driver loop had exited, not at the status flip.
+
+    Seen through the driver task where the adapter names one: it must be done, and a flush its
+    driver abandoned may still run (the listener is plugin code: a loop may stop awaiting it
+    rather than cut it, as a loop in a language without task cancellation must; session 53's
+    indie73). With no task named, through the flush the driver was inside: a flush still
+    running cannot tell a driver that abandoned it from one still awaiting it, so the test then
+    needs the ``driver_task`` hook."""
+    flush, done = seen
+    if done is not None:
+        assert done, "released before the driver task exited"
+    elif flush not in allowed:
+        raise NeedsHook("driver_task", f"when_idle() resolved while the driver's flush still ran ({flush}): only the "
+                        "driver task tells a driver that abandoned its flush from one still inside it")

@@ -17,9 +17,12 @@ from conformance.harness import Kit
 
 from ._support import (
     DISPOSED,
+    FLUSH_DONE,
     Run,
     Watch,
+    assert_driver_exited,
     boom,
+    driver_exit_at_release,
     in_process_only,
     once,
     once_on,
@@ -492,11 +495,6 @@ def test_input_from_the_disposed_status_listener_raises(run: Run, when: str) -> 
     run(scenario)
 
 
-FLUSH_DONE: tuple[list[str], ...] = ([], ["start", "end"], ["start", "cancelled"])
-"""What a flush listener may have done by the time the driver has exited (a loop may cancel
-its flush on disposal, or not flush a disposed turn)."""
-
-
 def _slow_flush(k: Kit, log: list[str], gate: Gate | None = None, needs: str | None = None) -> None:
     """A session/flush listener taking a virtual second (or until ``gate`` opens); ``log``
     gets start, then end (or cancelled)."""
@@ -548,9 +546,9 @@ def test_when_idle_from_the_disposed_status_listener_waits_for_driver_exit(run: 
         a.dispose()
         assert len(waiters) == 1, "the disposed status listener did not call when_idle()"
 
-        async def released() -> tuple[list[str], bool]:
+        async def released() -> tuple[list[str], bool | None]:
             await waiters[0]
-            return list(flush), task is None or task.done()
+            return driver_exit_at_release(flush, task)
 
         watcher = asyncio.ensure_future(released())
         await k.settle()  # a waiter released too early resolves now, with the driver still busy
@@ -560,9 +558,7 @@ def test_when_idle_from_the_disposed_status_listener_waits_for_driver_exit(run: 
             seen = await asyncio.wait_for(asyncio.shield(watcher), k.timeout)
         except TimeoutError:
             raise AssertionError(f"when_idle() from the disposed status listener never resolved{k.why()}") from None
-        allowed = FLUSH_DONE[1:] if gate is not None else FLUSH_DONE
-        assert seen[0] in allowed, f"released while the driver was still flushing: {seen[0]}"
-        assert seen[1], "released before the driver task exited"
+        assert_driver_exited(seen, FLUSH_DONE[1:] if gate is not None else FLUSH_DONE)
 
     run(scenario)
 

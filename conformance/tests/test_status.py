@@ -13,7 +13,15 @@ from conformance import fakes
 from conformance.fakes import Gate, respond
 from conformance.harness import Kit
 
-from ._support import Run, Watch, boom, once_on
+from ._support import (
+    FLUSH_DONE,
+    Run,
+    Watch,
+    assert_driver_exited,
+    boom,
+    driver_exit_at_release,
+    once_on,
+)
 
 LEGAL = {("idle", "running"), ("running", "idle"), ("idle", "disposed"), ("running", "disposed")}
 
@@ -311,7 +319,7 @@ def _slow_flush(k: Kit, log: list[str], seconds: float = 1.0, gate: Gate | None 
     k.on("session/flush", flush, needs=needs)
 
 
-async def _released_with(k: Kit, waiter: object, snapshot: Callable[[], tuple[list[str], bool]]) -> tuple[list[str], bool]:
+async def _released_with(k: Kit, waiter: object, snapshot: Callable[[], tuple[list[str], bool | None]]) -> tuple[list[str], bool | None]:
     """Await ``waiter`` and return ``snapshot()`` taken the moment it resolved."""
     try:
         await asyncio.wait_for(_awaited(waiter), k.timeout)
@@ -322,10 +330,6 @@ async def _released_with(k: Kit, waiter: object, snapshot: Callable[[], tuple[li
 
 async def _awaited(waiter: object) -> None:
     await waiter  # type: ignore[misc]
-
-
-FLUSH_DONE: tuple[list[str], ...] = ([], ["start", "end"], ["start", "cancelled"])
-"""What a flush listener may have done by the time the driver has exited."""
 
 
 @pytest.mark.rule("IDLE-4")
@@ -346,16 +350,15 @@ def test_when_idle_on_disposal_waits_for_driver_exit(run: Run, awaited: str) -> 
         task = k.service.driver_task(a)
         waiter = a.when_idle()
         if awaited == "before dispose":
-            watcher = asyncio.ensure_future(_released_with(k, waiter, lambda: (list(flush), task is None or task.done())))
+            watcher = asyncio.ensure_future(_released_with(k, waiter, lambda: driver_exit_at_release(flush, task)))
             await k.settle()  # the watcher is inside its await of the waiter
             assert not watcher.done(), "when_idle() resolved while the turn was still running"
             a.dispose()
             seen = await watcher
         else:
             a.dispose()
-            seen = await _released_with(k, waiter, lambda: (list(flush), task is None or task.done()))
-        assert seen[0] in FLUSH_DONE, f"released while the driver was still flushing: {seen[0]}"
-        assert seen[1], "released before the driver task exited"
+            seen = await _released_with(k, waiter, lambda: driver_exit_at_release(flush, task))
+        assert_driver_exited(seen)
         late = a.when_idle()
         await k.idle(a, late)
         assert task is None or task.done()
@@ -377,12 +380,11 @@ def test_when_idle_called_after_dispose_waits_for_driver_exit(run: Run) -> None:
         task = k.service.driver_task(a)
         a.dispose()
         assert a.status == "disposed"
-        watcher = asyncio.ensure_future(_released_with(k, a.when_idle(), lambda: (list(flush), task is None or task.done())))
+        watcher = asyncio.ensure_future(_released_with(k, a.when_idle(), lambda: driver_exit_at_release(flush, task)))
         await k.settle()  # a waiter released too early resolves now, with the flush still open
         gate.open()
         seen = await watcher
-        assert seen[0] in FLUSH_DONE[1:], f"released while the driver was still flushing: {seen[0]}"
-        assert seen[1], "released before the driver task exited"
+        assert_driver_exited(seen, FLUSH_DONE[1:])
 
     run(scenario)
 

@@ -5,6 +5,7 @@ allows (a persistence backend checked, a supervising driver task)."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 from typing import Any
 
 from conformance.reference_adapter import ReferenceImplementation
@@ -130,13 +131,16 @@ class _StrandingAgent(_Wrapped):
         return asyncio.get_running_loop().create_future()
 
 
-class _StrandingService(_Wrapped):
-    def __init__(self, service: Any) -> None:
+class _AgentWrappingService(_Wrapped):
+    """A service handle whose agents are wrapped in ``wrap``."""
+
+    def __init__(self, service: Any, wrap: type[_Wrapped]) -> None:
         super().__init__(service)
-        self._agents: dict[str, _StrandingAgent] = {}
+        self._wrap = wrap
+        self._agents: dict[str, _Wrapped] = {}
 
     def create(self, agent_id: str, options: Any = None) -> Any:
-        self._agents[agent_id] = _StrandingAgent(self._service.create(agent_id, options))
+        self._agents[agent_id] = self._wrap(self._service.create(agent_id, options))
         return self._agents[agent_id]
 
     def get(self, agent_id: str) -> Any:
@@ -150,7 +154,29 @@ class StrandedInject(ReferenceImplementation):
         super().__init__(name="stranded-inject")
 
     def create_service(self, *, persistence: object | None = None) -> Any:
-        return _StrandingService(super().create_service(persistence=persistence))
+        return _AgentWrappingService(super().create_service(persistence=persistence), _StrandingAgent)
+
+
+class _SlowInjectAgent(_Wrapped):
+    """An agent whose ``inject()`` is a coroutine that takes two virtual seconds before it does
+    what the reference's does (writes, or raises on a disposed agent: INJ-4 lets an async
+    inject await before raising)."""
+
+    async def inject(self, content: Any, source: Any = None) -> None:
+        await asyncio.sleep(2.0)
+        result = self._service.inject(content, source)
+        if inspect.isawaitable(result):
+            await result
+
+
+class SlowInject(ReferenceImplementation):
+    """The reference, its ``inject()`` a slow coroutine (allowed)."""
+
+    def __init__(self) -> None:
+        super().__init__(name="slow-inject")
+
+    def create_service(self, *, persistence: object | None = None) -> Any:
+        return _AgentWrappingService(super().create_service(persistence=persistence), _SlowInjectAgent)
 
 
 class _RepairAnnouncingService(_Wrapped):

@@ -27,6 +27,7 @@ from simulator.strategies import RandomStrategy
 from ..conformance_meta.broken_adapters import (
     OwnBackendsOnly,
     RepairAnnounced,
+    SlowInject,
     StrandedInject,
     SupervisedDriver,
 )
@@ -188,6 +189,27 @@ def test_an_inject_that_never_settles_is_a_named_problem_not_a_deadlock() -> Non
     assert "inject('C') by injector on agent 'a' never settled" in failure["message"]
     assert any(e["kind"] == "op" and e["op"] == "dispose" for e in report.trace.timeline), "the actor went on"
     assert engine.run_one(sc, REFERENCE).ok
+
+
+def test_an_inject_made_while_the_world_settles_injections_is_waited_for() -> None:
+    # A listener closes the service; an actor's slow (async) inject is pending, and another
+    # actor injects while the world waits for the first: both settle (the disposed agent's
+    # inject raising, DISP-3), and neither is judged "never settled" (session 53's indie74: the
+    # world judged the second the moment the first settled).
+    sc = load_text(textwrap.dedent("""\
+        name: inject-while-closing
+        model: {script: ["one"], default: ok}
+        listeners:
+          - {name: closer, on: agent/turn-end, do: [{close: null}]}
+        actors:
+          - {name: caller, at: 0, do: [{send: A}]}
+          - {name: first, at: 0, do: [{inject: {text: C, wait: true}}]}
+          - {name: second, at: 1.0, do: [{inject: {text: D, wait: true}}]}
+        """))
+    report = engine.run_one(sc, SlowInject())
+    assert report.ok, report.trace.summary()
+    raised = [e["by"] for e in report.trace.timeline if e["kind"] == "op/error" and e["op"] == "inject"]
+    assert sorted(raised) == ["first", "second"], raised
 
 
 def test_a_deadlocked_run_says_what_was_left_waiting() -> None:
