@@ -1651,10 +1651,14 @@ class World:
         self._sample()
         # A bounded wait, not a short sleep: a waiter released by disposal also waits for the
         # driver to exit (IDLE-4), and a schedule may fire a near timer ahead of ready work.
-        late = [w.released for w in self.waiters.values() if not w.is_released]
-        if late:
-            await asyncio.wait(late, timeout=self.idle_timeout)
-        for waiter in self.waiters.values():
+        while True:  # a listener may register a waiter while the world waits here
+            late = [w.released for w in self.waiters.values() if not w.is_released]
+            if not late:
+                break
+            _, pending = await asyncio.wait(late, timeout=self.idle_timeout)
+            if pending:
+                break  # judged below: still pending after the idle timeout
+        for waiter in list(self.waiters.values()):
             if not waiter.is_released:
                 h = self.agents.get(waiter.agent)
                 # after a caller's close, SVC-7: closing releases every pending waiter

@@ -175,6 +175,43 @@ def test_a_waiter_that_never_resolves_is_a_liveness_problem() -> None:
     assert any("'w'" in m and "never resolved although the agent settled" in m for m in problems), problems
 
 
+def test_a_waiter_registered_while_the_world_waits_for_the_others_is_waited_for() -> None:
+    # The world's last check waits for the pending waiters; one registered meanwhile (here once
+    # the first resolves, as a listener may) is waited for too, not judged at once.
+    calls: list[int] = []
+
+    class Later:
+        """A when_idle() resolving ten virtual seconds after it is awaited, the first time (w1);
+        half a second after, later (the world's own settling waiters)."""
+
+        def __init__(self) -> None:
+            calls.append(1)
+            self.delay = 10.0 if len(calls) == 1 else 0.5
+
+        def __await__(self) -> Any:
+            return asyncio.sleep(self.delay).__await__()
+
+    @loop_scenario(agents=(), models=())
+    async def chained(w: World) -> None:
+        w.model([], default=respond.text("ok"))
+        agent = w.agent("a")
+        agent.when_idle = Later  # type: ignore[method-assign]
+        w.when_idle("a", "w1")
+
+        async def then() -> None:
+            await asyncio.sleep(5.0)  # the world is waiting for w1 in its last check by now
+            agent.when_idle = lambda: asyncio.sleep(10.0)  # type: ignore[method-assign]
+            w.when_idle("a", "w2")
+
+        later.append(asyncio.ensure_future(then()))
+
+    later: list[asyncio.Future[None]] = []
+    report = engine.run_one(chained, REFERENCE)
+    assert report.ok, report.trace.summary()
+    released = [e["waiter"] for e in report.trace.timeline if e["kind"] == "waiter/released"]
+    assert [name for name in released if not name.startswith("settle-")] == ["w1", "w2"], released
+
+
 def test_an_inject_that_never_settles_is_a_named_problem_not_a_deadlock() -> None:
     sc = load_text(textwrap.dedent("""\
         name: stranded-inject
