@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -38,6 +39,21 @@ async def _resolve(value: Any) -> Any:
     while inspect.isawaitable(value):
         value = await value
     return value
+
+
+def _gathered(value: Any) -> Awaitable[Any]:
+    """``_resolve(value)`` for ``gather``: a listener's coroutine whose task is cancelled before
+    it first runs (a disposal cutting the flush) is closed with it, not left to warn "never
+    awaited" when it is collected."""
+    wrapper = _resolve(value)
+    if inspect.iscoroutine(value):
+        weakref.finalize(wrapper, _close_unstarted, value)
+    return wrapper
+
+
+def _close_unstarted(coroutine: Any) -> None:
+    if inspect.getcoroutinestate(coroutine) == inspect.CORO_CREATED:
+        coroutine.close()
 
 
 class EventBus:
@@ -132,7 +148,7 @@ class EventBus:
                 first = first or exc
                 continue
             if inspect.isawaitable(result):
-                calls.append(_resolve(result))
+                calls.append(_gathered(result))
         if calls:
             outcomes = await asyncio.gather(*calls, return_exceptions=True)
             for outcome in outcomes:

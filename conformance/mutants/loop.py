@@ -338,7 +338,7 @@ MUTANTS = [
             Patch(
                 "bus",
                 "            if inspect.isawaitable(result):\n"
-                "                calls.append(_resolve(result))\n",
+                "                calls.append(_gathered(result))\n",
                 "            if inspect.isawaitable(result):\n"
                 "                try:  # one after another, in registration order\n"
                 "                    await _resolve(result)\n"

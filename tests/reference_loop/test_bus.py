@@ -94,6 +94,35 @@ def test_parallel_runs_concurrently_and_reports_first_in_order() -> None:
     assert events == ["slow-start", "fast", "slow-end"]
 
 
+def test_parallel_cut_before_its_listeners_ran_closes_them_without_a_warning() -> None:
+    # A disposal may cancel a flush before its listeners' tasks first ran: their coroutines
+    # never ran, and are closed with the cut, not left to warn "was never awaited".
+    import gc
+    import warnings
+
+    bus = EventBus()
+    ran: list[str] = []
+
+    async def persist() -> None:
+        ran.append("persist")
+
+    bus.on("session/flush", persist)
+
+    async def main() -> None:
+        flush = asyncio.ensure_future(bus.parallel("session/flush"))
+        await asyncio.sleep(0)  # parallel() has gathered, the listener's task not yet run
+        flush.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await flush
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        asyncio.run(main())
+        gc.collect()
+    assert ran == []
+    assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
+
+
 def test_serial_awaits_in_order() -> None:
     bus = EventBus()
     seen: list[int] = []
