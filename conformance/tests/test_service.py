@@ -14,7 +14,7 @@ from conformance import fakes
 from conformance.adapter import AgentHandle, Implementation, ServiceHandle
 from conformance.fakes import FakeModel, Gate, respond
 from conformance.harness import MODEL, Kit
-from conformance.invariants import clock_violations, log_violations, repair_violations
+from conformance.invariants import clock_violations, event_key, log_violations, repair_violations
 from simulator.sources import EPOCH_MS
 
 from ._support import COMPLETED, DISPOSED, Run, Watch, boom, passthrough, request_texts, throws_on
@@ -25,9 +25,10 @@ _OPEN: dict[str, list[dict[str, int]]] = {"mid-tool": [{"turn": 2, "step": 1}], 
 
 
 def _common_prefix(logged: list[dict[str, Any]], loaded: list[dict[str, Any]]) -> int:
-    """How many of the writer's events the loaded log starts with."""
+    """How many of the writer's events the loaded log starts with (as ``repair_violations``
+    compares them: type, seq and data)."""
     n = 0
-    while n < min(len(logged), len(loaded)) and logged[n] == loaded[n]:
+    while n < min(len(logged), len(loaded)) and event_key(logged[n]) == event_key(loaded[n]):
         n += 1
     return n
 
