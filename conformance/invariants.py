@@ -102,6 +102,15 @@ def event_key(event: Any) -> tuple[Any, ...]:
     return (event.get("type"), event.get("seq"), event.get("data"))
 
 
+def persisted_prefix(logged: Sequence[Any], loaded: Sequence[Any]) -> int:
+    """How many of the writer's events ``logged`` the loaded log starts with (compared by
+    :func:`event_key`): what a resume found persisted of them."""
+    common = 0
+    while common < min(len(logged), len(loaded)) and event_key(loaded[common]) == event_key(logged[common]):
+        common += 1
+    return common
+
+
 def repair_violations(logged: Sequence[Any], loaded: Sequence[Any]) -> list[str]:
     """Violations of a session loaded while its writer was still running, as after a process
     that died there (SVC-3: resume loads the persisted session; section 0: ``interrupted`` is
@@ -109,10 +118,7 @@ def repair_violations(logged: Sequence[Any], loaded: Sequence[Any]) -> list[str]
     writer's whole log, ``loaded`` what the resume loaded: the writer's events as far as they
     were persisted, then only the repair of a turn left open (its open step's ``step/end``, the
     turn's ``turn/end{interrupted}``), the whole balanced (LOG-3..LOG-6)."""
-    common = 0
-    while common < min(len(logged), len(loaded)) and event_key(loaded[common]) == event_key(logged[common]):
-        common += 1
-    for index in range(common, len(loaded)):
+    for index in range(persisted_prefix(logged, loaded), len(loaded)):
         event = loaded[index]
         kind = event.get("type") if isinstance(event, Mapping) else None
         data = event.get("data") if isinstance(event, Mapping) else None

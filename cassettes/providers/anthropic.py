@@ -122,11 +122,11 @@ def _finish(reason: str | None, details: Any = None) -> FinishChunk:
     return chunk
 
 
-def _stop_details(details: Any, reason: str | None, skipped: Skipped) -> Any:
-    """``stop_details`` as ``_finish`` reads it; noted as skipped unless it explains a refusal."""
+def _finish_noting(reason: str | None, details: Any, skipped: Skipped) -> FinishChunk:
+    """``_finish``, ``stop_details`` noted as skipped unless it explains a refusal."""
     if details not in (None, {}) and not (reason == "refusal" and isinstance(details, dict)):
         skipped.note("stop_details")
-    return details
+    return _finish(reason, details)
 
 
 USAGE_METADATA = frozenset({"input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
@@ -343,8 +343,7 @@ class MessagesStreamTranslator:
             raise truncated("message_stop")
         if self.error is not None:
             return closing(self.blocks, self.usage, self.error)
-        details = _stop_details(self.stop_details, self.stop_reason, self.skipped)
-        return closing(self.blocks, self.usage, _finish(self.stop_reason, details))
+        return closing(self.blocks, self.usage, _finish_noting(self.stop_reason, self.stop_details, self.skipped))
 
 
 def _not_messages(data: Any) -> str:
@@ -414,7 +413,7 @@ def translate_message(data: dict[str, Any], skipped: Skipped | None = None) -> l
     usage = merge_usage(None, data.get("usage"), translator.skipped)
     if usage is not None:
         out.append(usage_chunk(usage))
-    out.append(_finish(data.get("stop_reason"), _stop_details(data.get("stop_details"), data.get("stop_reason"), translator.skipped)))
+    out.append(_finish_noting(data.get("stop_reason"), data.get("stop_details"), translator.skipped))
     return out
 
 

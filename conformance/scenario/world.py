@@ -1651,13 +1651,8 @@ class World:
         self._sample()
         # A bounded wait, not a short sleep: a waiter released by disposal also waits for the
         # driver to exit (IDLE-4), and a schedule may fire a near timer ahead of ready work.
-        while True:  # a listener may register a waiter while the world waits here
-            late = [w.released for w in self.waiters.values() if not w.is_released]
-            if not late:
-                break
-            _, pending = await asyncio.wait(late, timeout=self.idle_timeout)
-            if pending:
-                break  # judged below: still pending after the idle timeout
+        # a listener may register a waiter while the world waits here
+        await self._wait_for_all(lambda: [w.released for w in self.waiters.values() if not w.is_released])
         for waiter in list(self.waiters.values()):
             if not waiter.is_released:
                 h = self.agents.get(waiter.agent)
@@ -1675,18 +1670,21 @@ class World:
                              f"{'the service was closed' if closed else 'the agent settled'} (status {status}){why}",
                              rules=rules)
 
+    async def _wait_for_all(self, pending: Callable[[], list[asyncio.Future[Any]]]) -> None:
+        """Wait until ``pending()`` is empty, what it names arriving meanwhile included, or until
+        one wait of the idle timeout leaves some pending (the caller judges those)."""
+        while late := pending():
+            _, left = await asyncio.wait(late, timeout=self.idle_timeout)
+            if left:
+                return
+
     async def _settle_injections(self) -> None:
         """Injections a listener started while the service closed (on a ``disposed`` status,
         say): waited for, and their failures recorded now, before ``world/closed``; a schedule
         may otherwise end the run before their done callbacks run, and DISP-3 would read an
         ``inject()`` on a disposed agent that did not raise."""
-        while True:  # an actor may inject while the world waits here (session 53's indie74)
-            late = [t for t in self._injections if not t.done() and t is not self._closing]
-            if not late:
-                break
-            _, pending = await asyncio.wait(late, timeout=self.idle_timeout)
-            if pending:
-                break  # judged below: still pending after the idle timeout
+        # an actor may inject while the world waits here (session 53's indie74)
+        await self._wait_for_all(lambda: [t for t in self._injections if not t.done() and t is not self._closing])
         for task, retrieve in list(self._retrievers.items()):
             if task.done():
                 retrieve(task)

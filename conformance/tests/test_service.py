@@ -14,7 +14,12 @@ from conformance import fakes
 from conformance.adapter import AgentHandle, Implementation, ServiceHandle
 from conformance.fakes import FakeModel, Gate, respond
 from conformance.harness import MODEL, Kit
-from conformance.invariants import clock_violations, event_key, log_violations, repair_violations
+from conformance.invariants import (
+    clock_violations,
+    log_violations,
+    persisted_prefix,
+    repair_violations,
+)
 from simulator.sources import EPOCH_MS
 
 from ._support import COMPLETED, DISPOSED, Run, Watch, boom, passthrough, request_texts, throws_on
@@ -22,15 +27,6 @@ from ._support import COMPLETED, DISPOSED, Run, Watch, boom, passthrough, reques
 _OPEN: dict[str, list[dict[str, int]]] = {"mid-tool": [{"turn": 2, "step": 1}], "mid-stream": [{"turn": 2, "step": 2}],
                                           "between-steps": []}
 """The step each death point of the resume test leaves open (the turn is open in all three)."""
-
-
-def _common_prefix(logged: list[dict[str, Any]], loaded: list[dict[str, Any]]) -> int:
-    """How many of the writer's events the loaded log starts with (as ``repair_violations``
-    compares them: type, seq and data)."""
-    n = 0
-    while n < min(len(logged), len(loaded)) and event_key(logged[n]) == event_key(loaded[n]):
-        n += 1
-    return n
 
 
 def _log_problems(events: list[dict[str, Any]]) -> list[str]:
@@ -759,7 +755,7 @@ def test_resume_of_a_log_whose_last_turn_never_closed(run: Run) -> None:
         events: list[dict[str, Any]] = [dict(e) for e in b.session.events]
         problems = repair_violations(logged, events) + clock_violations(events, EPOCH_MS)
         assert problems == [], problems
-        if _common_prefix(logged, events) == len(logged):
+        if persisted_prefix(logged, events) == len(logged):
             turn_two_end = [e["data"]["reason"] for e in events if e["type"] == "turn/end" and e["data"]["turn"] == 2]
             assert turn_two_end == [{"kind": "interrupted"}], turn_two_end
             assert b.session.derive_messages() == history
@@ -874,7 +870,7 @@ def test_resume_of_a_log_interrupted_after_a_closed_step(run: Run, where: str) -
         assert problems == [], problems
         # repair_violations judges the shape (the writer's prefix, then only step/end and
         # turn/end {interrupted}) and the balance; a write-through backend's repair is exact
-        if _common_prefix(logged, events) == len(logged):
+        if persisted_prefix(logged, events) == len(logged):
             repair = events[len(logged):]
             ends = [e["data"] for e in repair if e["type"] == "step/end"]
             assert ends == _OPEN[where] and [e["type"] for e in repair].count("turn/end") == 1, repair
