@@ -147,6 +147,12 @@ class EventBus:
             except Exception as exc:
                 first = first or exc
                 continue
+            except BaseException:
+                # CancelledError & co. pass (PY-1): the earlier listeners' coroutines will never
+                # be gathered, so close them rather than leave them to warn "never awaited"
+                for call in calls:
+                    _close_unstarted(call)
+                raise
             if inspect.isawaitable(result):
                 calls.append(_gathered(result))
         if calls:

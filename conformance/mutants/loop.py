@@ -730,8 +730,8 @@ MUTANTS = [
         (
             Patch('bus',
                   '            try:\n                result = listener(*args)\n            except Exception as exc:\n'
-                  '                first = first or exc\n                continue\n',
-                  '            result = listener(*args)\n'),
+                  '                first = first or exc\n                continue\n            except BaseException:\n',
+                  '            result = listener(*args)\n            if False:\n'),
         ),
         notes="Round 44 (session 42, written blind in examples/spec_loop as flush-sync-raise-escapes): the hunt "
               "missed it until a flush window's throwing sequences also ran by a plain-function listener (PY-2).",

@@ -52,6 +52,22 @@ def test_one_mutant_end_to_end(tmp_path: Path) -> None:
     assert "maxtok-leaks" in result.output
 
 
+def test_a_mutant_leaving_coroutines_unawaited_does_not_warn_on_the_terminal() -> None:
+    # flush-sync-throw-escapes lets a listener's throw escape the flush before the coroutines
+    # of the listeners called ahead of it are gathered: they live on in its traceback and were
+    # collected at the process's exit, each warning "never awaited" under the table.
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "cli", "selfcheck", "--mutant", "flush-sync-throw-escapes", "--schedules", "0"],
+        capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "killed 1/1" in done.stdout
+    assert "never awaited" not in done.stdout + done.stderr
+
+
 @pytest.mark.parametrize(
     ("reference", "killed", "code"),
     [(True, [True, True], 0), (True, [True, False], 1), (False, [True, True], 1)],

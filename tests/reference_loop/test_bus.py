@@ -123,6 +123,36 @@ def test_parallel_cut_before_its_listeners_ran_closes_them_without_a_warning() -
     assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
 
 
+def test_parallel_listener_raising_base_exception_closes_the_earlier_ones_without_a_warning() -> None:
+    # A later listener raising CancelledError synchronously ends parallel() before any gather:
+    # the earlier listeners' coroutines never run, and must not warn "was never awaited".
+    import gc
+    import warnings
+
+    bus = EventBus()
+    ran: list[str] = []
+
+    async def persist() -> None:
+        ran.append("persist")
+
+    def cut() -> None:
+        raise asyncio.CancelledError
+
+    bus.on("session/flush", persist)
+    bus.on("session/flush", cut)
+
+    async def main() -> None:
+        with pytest.raises(asyncio.CancelledError):
+            await bus.parallel("session/flush")
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        asyncio.run(main())
+        gc.collect()
+    assert ran == []
+    assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
+
+
 def test_serial_awaits_in_order() -> None:
     bus = EventBus()
     seen: list[int] = []
