@@ -77,8 +77,20 @@ def _check(impl: Any, spec: str) -> Implementation:
             f"--impl {spec} is not a conformance Implementation (missing {', '.join(missing)}); "
             "see docs/conformance.md"
         )
+    features = impl.features
+    if isinstance(features, (str, bytes)) or not _strings(features):
+        raise ImplError(f"--impl {spec}: features must be a set of feature names (strings), got {features!r:.80}; "
+                        "see docs/conformance.md")
     checked: Implementation = impl
     return checked
+
+
+def _strings(value: Any) -> bool:
+    """Whether ``value`` is an iterable of strings (without raising)."""
+    try:
+        return all(isinstance(item, str) for item in value)
+    except Exception:
+        return False
 
 
 def _mutant(name: str) -> Implementation:

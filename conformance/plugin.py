@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import io
 import logging
 import os
 import signal
@@ -92,17 +93,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # run (across workers) and carries the stop request of an interrupt.
 
 
-class _Bounded:
+class _Bounded(io.TextIOBase):
     """A text stream keeping the first ``limit`` characters written and counting the rest, so an
-    implementation printing megabytes per call costs no memory (the report shows the head)."""
-
-    encoding = "utf-8"
+    implementation printing megabytes per call costs no memory (the report shows the head). It
+    is a whole text stream (``writelines``, ``buffer``); closing it changes nothing, since the
+    next test writes to it too."""
 
     def __init__(self, limit: int = OUTPUT_LIMIT) -> None:
+        super().__init__()
         self.limit = limit
         self.parts: list[str] = []
         self.kept = 0
         self.dropped = 0
+        self.buffer = _BoundedBytes(self)
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return "utf-8"
+
+    def writable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
 
     def write(self, text: str) -> int:
         room = max(self.limit - self.kept, 0)
@@ -120,6 +133,25 @@ class _Bounded:
 
     def text(self) -> str:
         return "".join(self.parts) + (f"\n[... {self.dropped} more characters not kept]" if self.dropped else "")
+
+
+class _BoundedBytes(io.RawIOBase):
+    """``_Bounded.buffer``: bytes written are kept as text (UTF-8, undecodable bytes replaced)."""
+
+    def __init__(self, text: _Bounded) -> None:
+        super().__init__()
+        self._text = text
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        raw = bytes(data)
+        self._text.write(raw.decode("utf-8", "replace"))
+        return len(raw)
+
+    def close(self) -> None:
+        pass
 
 
 def _spinning_in(frame: FrameType | None) -> str:

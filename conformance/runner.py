@@ -30,11 +30,9 @@ import contextlib
 import io
 import os
 import re
-import select
 import shlex
 import shutil
 import signal
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,8 +41,8 @@ from typing import Any
 import pytest
 
 from . import catalogue, schedules
+from . import preflight as _preflight
 from .adapter import Implementation
-from .harness import SetupError
 from .impl import ImplError, resolve
 from .interrupts import Interrupts
 from .limits import DEFAULT_WORKERS, MAX_HANGS, WALL_TIMEOUT
@@ -279,19 +277,10 @@ def _skip_reason(report: pytest.TestReport) -> str:
 
 def preflight(impl: Implementation) -> None:
     """Build a service and an agent in a simulation: raise ``SuiteError`` if that fails."""
-    import simulator
-
-    from .scenario.engine import main_of
-    from .scenario.model import AgentSpec, Scenario
-
-    scenario = Scenario(name="preflight", agents=(AgentSpec("preflight"),), models=(), settle=False)
-    result = simulator.run(main_of(scenario, impl))
-    if isinstance(result.error, SetupError):
-        raise SuiteError(f"setup failed: {result.error}")
-    if result.error is not None:
-        raise SuiteError(f"setup failed: {impl.name}: {type(result.error).__name__}: {_one_line(str(result.error))}")
-    if result.outcome != "completed":
-        raise SuiteError(f"setup failed: {impl.name}: building a service and an agent ended {result.outcome}")
+    try:
+        _preflight.preflight(impl)
+    except _preflight.PreflightError as exc:
+        raise SuiteError(str(exc)) from None
 
 
 def _resolve(spec: str | None) -> Implementation:
@@ -302,72 +291,11 @@ def _resolve(spec: str | None) -> Implementation:
 
 
 def isolated_preflight(spec: str | None, timeout: float) -> None:
-    """Resolve ``spec`` and run :func:`preflight` in a forked child, within ``timeout`` wall
-    seconds: a spin, a hang or an exit while building a service is a ``SuiteError`` here instead
-    of a hung or vanished command. Where ``fork`` does not exist it runs in this process."""
-    if not hasattr(os, "fork"):
-        preflight(_resolve(spec))
-        return
-    read_end, write_end = os.pipe()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:  # the child: report one line, then leave without running any cleanup
-        exit_now = getattr(os._exit, "__wrapped__", os._exit)
-        message = "ok"
-        try:
-            os.close(read_end)
-            from simulator.supervise import die_with_parent
-
-            die_with_parent()
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(signum, signal.SIG_DFL)
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, 1)
-            os.dup2(devnull, 2)
-            preflight(_resolve(spec))
-        except SuiteError as exc:
-            message = str(exc)
-        except BaseException as exc:
-            message = f"setup failed: {type(exc).__name__}: {_one_line(str(exc) or type(exc).__name__)}"
-        with contextlib.suppress(OSError):
-            os.write(write_end, message.encode("utf-8", "replace")[:4000])
-        exit_now(0)
-    os.close(write_end)
-    chunks: list[bytes] = []
+    """:func:`conformance.preflight.isolated`, its failures a ``SuiteError``."""
     try:
-        deadline = _now() + (timeout if timeout > 0 else 3600.0)
-        while True:
-            left = deadline - _now()
-            if left <= 0:
-                os.kill(pid, signal.SIGKILL)
-                raise SuiteError(
-                    f"setup failed: building a service and an agent did not finish within {timeout:g}s "
-                    "of wall time (--timeout): the implementation spins or blocks (in create_service, "
-                    "create, or a listener during close()?)")
-            ready, _, _ = select.select([read_end], [], [], min(left, 0.5))
-            if ready:
-                chunk = os.read(read_end, 4096)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-    finally:
-        os.close(read_end)
-        _, status = os.waitpid(pid, 0)
-    message = b"".join(chunks).decode("utf-8", "replace")
-    if not message:
-        code = os.waitstatus_to_exitcode(status)
-        how = f"signal {-code}" if code < 0 else f"exit code {code}"
-        raise SuiteError(f"setup failed: the implementation ended the process ({how}) while building a "
-                         "service and an agent")
-    if message != "ok":
-        raise SuiteError(message)
-
-
-def _now() -> float:
-    import time
-
-    return time.monotonic()
+        _preflight.isolated(spec, timeout)
+    except (_preflight.PreflightError, ImplError) as exc:
+        raise SuiteError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------- the run
@@ -399,9 +327,7 @@ class _Stop:
         (self.state / "stop").touch()
 
 
-def trusted(spec: str | None) -> bool:
-    """The kit's own implementations (the reference, the mutants): they may run in-process."""
-    return spec in (None, "", "reference") or (spec or "").startswith("mutant:")
+trusted = _preflight.trusted
 
 
 def run_suite(

@@ -19,6 +19,7 @@ import typer
 
 from ..files import writable
 from ..impl import IMPL_HELP
+from ..output import guarded
 from .config import VERBS, Config
 from .console import print_report, write_report
 
@@ -40,8 +41,15 @@ def _one_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
+def _resolve_checked(spec: str, timeout: float) -> Any:
+    from conformance.preflight import resolve_checked
+
+    return resolve_checked(spec, timeout)
+
+
 def _user_errors() -> tuple[type[BaseException], ...]:
     from conformance.impl import ImplError
+    from conformance.preflight import PreflightError
     from simulator.errors import SimulationError
 
     from ..scenario.model import ScenarioError
@@ -51,14 +59,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from .report import ReportError
     from .shards import ShardError
 
-    return (ImplError, ScenarioError, ScenarioSetupError, RaceCassetteError, PoolError, ReportError, ShardError,
+    return (ImplError, PreflightError, ScenarioError, ScenarioSetupError, RaceCassetteError, PoolError, ReportError, ShardError,
             SimulationError, OSError)
-
-
-def _impl(spec: str) -> Any:
-    from conformance.impl import resolve
-
-    return resolve(None if spec == "reference" else spec)
 
 
 def _baseline(path: Path) -> set[str]:
@@ -130,8 +132,9 @@ def hunt(
     try:
         part = shards.parse(shard) if shard else None
         known = _baseline(baseline) if baseline is not None else None
-        implementation = _impl(impl)
-        other = _impl(against) if against else None
+        with guarded():  # what the implementation prints or does to stdout leaves the report whole
+            implementation = _resolve_checked(impl, timeout)
+            other = _resolve_checked(against, timeout) if against else None
         names = tuple(n.strip() for n in workloads.split(",") if n.strip())
         from .workloads import by_name
 
@@ -152,9 +155,10 @@ def hunt(
                                against=against or None)
         n = workers or (os.cpu_count() or 1)
         writable(out)
+        shown, out = out, out.absolute()  # an implementation may change directory while it runs
         if write_baseline is not None:
             writable(write_baseline.parent, "--write-baseline")
-        with Interrupts() as stop, _progress() as tick:
+        with Interrupts() as stop, _progress() as tick, guarded():
             result = driver.hunt(implementation, impl, config, against=other, workers=n, shard=part, out=out,
                                  progress=tick, should_stop=lambda: stop.requested, first=first)
         rep = result.report
@@ -174,8 +178,8 @@ def hunt(
     if as_json:
         sys.stdout.write(text)
     else:
-        print_report(rep, out, impl, new if known is not None else [])
-        typer.echo(f"report: {out / 'report.json'}")
+        print_report(rep, shown, impl, new if known is not None else [])
+        typer.echo(f"report: {shown / 'report.json'}")
     if rep["stopped"] == "interrupted":
         typer.echo(stop.message(rep["totals"]["run"], f"of {rep['totals']['windows']} windows") +
                    f"; {len(rep['findings'])} finding(s) so far")

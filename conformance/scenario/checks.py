@@ -1631,9 +1631,10 @@ def _late_step0(view: TraceView, agent: str, turn: dict[str, Any]) -> list[Event
 
 def _late_turn(view: TraceView, agent: str, op: Event) -> dict[str, Any] | None:
     """The turn whose late failure a listener's ``raise`` at ``agent/turn-end`` or inside
-    ``session/flush`` is: the turn that notification named, or the one the running flush follows
-    (the last turn ended before that flush started; a listener may have written an idle
-    inject's one-shot turn since). ``None`` when it cannot be told (no flush recorder)."""
+    ``session/flush`` is: the turn that notification named, or the one the flush that called the
+    listener follows (the last turn ended before that flush started; the listener may have
+    written an idle inject's one-shot turn since, and started its flush). ``None`` when it
+    cannot be told (no flush recorder)."""
     at = op["_i"]
     turns = view.turns(agent)
     if op.get("on") == "agent/turn-end":
@@ -1642,8 +1643,12 @@ def _late_turn(view: TraceView, agent: str, op: Event) -> dict[str, Any] | None:
             return None
         return next((t for t in turns if t["turn"] == note.get("turn") and t["end_i"] is not None
                      and t["end_i"] < at), None)
+    # The flush the listener was called by: the last that started before its call, not before
+    # its throw (a synchronous inject it made may have started the one-shot turn's flush since)
+    called = next((e["_i"] for e in reversed(view.of_kind("listener", agent=agent))
+                   if e["_i"] < at and e.get("name") == op.get("by") and e.get("on") == "session/flush"), at)
     began = next((e["_i"] for e in reversed(view.of_kind("flush", agent=agent))
-                  if e.get("phase") == "start" and e["_i"] < at), None)
+                  if e.get("phase") == "start" and e["_i"] < called), None)
     if began is None:
         return None
     return next((t for t in reversed(turns) if t["end_i"] is not None and t["end_i"] < began), None)
@@ -3184,12 +3189,39 @@ def _source_kind(op: Event) -> str | None:
     return source.get("kind") if isinstance(source, _MAP) else "user"
 
 
+def _refused_queueing(view: TraceView, agent: str) -> Violation | None:
+    """LOOP-9/DISP-3: a ``send()`` or ``steer()`` of a live agent queues its prompt and emits
+    ``agent/queued``; the contract names a raise only on a disposed agent (DISP-3). Not judged
+    once a disposal or a close began (the call may meet it half done), nor of a prompt whose
+    source cannot be logged (ERR-8 fails its turn/start; a loop may refuse it at the call), nor
+    of a call a simulator tripwire raised in (ESCAPE)."""
+    refused = view.refused()
+    if not refused:
+        return None
+    stop = min([view.disposed_at(agent), *view.closings()])
+    escapes = [e["_i"] for e in view.of_kind(simulator.ESCAPE)]
+    for error in view.of_kind("op/error", agent=agent):
+        op = view.answered(error)
+        if op is None or op.get("op") not in ("send", "steer") or op["_i"] not in refused or op["_i"] > stop \
+                or op.get("status") == "disposed" or op.get("bad_source"):
+            continue
+        if any(op["_i"] < i < error["_i"] for i in escapes):
+            continue  # a tripwire raised in the call: ESCAPE's finding (PY-3), not a refusal
+        return Violation(f"agent {agent}: {op['op']}({op.get('text')!r}) of a live agent ({op.get('status')}) raised "
+                         f"{error.get('error')} (LOOP-9: it queues the prompt and emits agent/queued; only a "
+                         "disposed agent's raises, DISP-3)", op["_i"], ("LOOP-9",))
+    return None
+
+
 def _queued_check(view: TraceView) -> Violation | None:
     """LOOP-9/STEER-1: every ``send()``/``steer()`` a live agent took emits ``agent/queued``
     inside the call, with the resolved source (default ``{kind: user}``) and ``steering`` true
     only for a ``steer()`` of a ``running`` agent (otherwise it is a send, STEER-1); every
     ``agent/steering`` carries the source of the steer it delivers."""
     for agent in view.agents:
+        refused = _refused_queueing(view, agent)
+        if refused is not None:
+            return refused
         queued = view.of_kind("agent/queued", agent=agent)
         steerings = view.of_kind("agent/steering", agent=agent)
         used: set[int] = set()

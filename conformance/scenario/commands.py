@@ -19,6 +19,7 @@ import typer
 
 from ..files import output_path_error
 from ..impl import IMPL_HELP
+from ..output import guarded
 
 
 def _outputs(*paths: tuple[str, Path | None], make_parent: bool = False) -> None:
@@ -29,20 +30,33 @@ def _outputs(*paths: tuple[str, Path | None], make_parent: bool = False) -> None
             raise _fail(problem)
 
 
+def _absolute(path: Path | None) -> Path | None:
+    """``path`` from the working directory the command started in: an implementation may
+    change directory while it runs, and the output must still go where it was asked."""
+    return None if path is None else path.absolute()
+
+
 def _fail(message: str) -> typer.Exit:
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(2)
 
 
+def _resolve_checked(spec: str, timeout: float) -> Any:
+    from conformance.preflight import resolve_checked
+
+    return resolve_checked(spec, timeout)
+
+
 def _user_errors() -> tuple[type[BaseException], ...]:
     from conformance.impl import ImplError
+    from conformance.preflight import PreflightError
     from simulator.errors import ExploreError, ScheduleError
 
     from .model import ScenarioError
     from .race import RaceCassetteError
     from .world import ScenarioSetupError
 
-    return (ScenarioError, ImplError, RaceCassetteError, ScenarioSetupError, ScheduleError, OSError, ExploreError)
+    return (ScenarioError, ImplError, PreflightError, RaceCassetteError, ScenarioSetupError, ScheduleError, OSError, ExploreError)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -61,12 +75,6 @@ def _timeout(seconds: float) -> None:
     if not 0 <= seconds < float("inf"):  # NaN too
         raise _fail(f"--timeout must be a finite number of seconds, at least 0 (got {seconds})")
     engine.set_wall_limit(seconds)
-
-
-def _impl(spec: str) -> Any:
-    from conformance.impl import resolve
-
-    return resolve(None if spec == "reference" else spec)
 
 
 # --------------------------------------------------------------------------- rules
@@ -121,13 +129,16 @@ def run(
 
     _timeout(timeout)
     _outputs(("--trace", trace), ("--diagram", diagram))
+    trace, diagram = _absolute(trace), _absolute(diagram)
     if strategy not in engine.RUN_STRATEGIES:
         raise _fail(f"unknown strategy {strategy!r} (choose from {', '.join(engine.RUN_STRATEGIES)})")
     try:
         sc = load(scenario)
-        implementation = _impl(impl)
-        horizon = engine.probe(sc, implementation)["choice_points"] if strategy == "pct" else None
-        report = engine.run_one(sc, implementation, engine.make_strategy(strategy, pct_horizon=max(16, horizon or 0)), seed)
+        with guarded():  # what the implementation prints or does to stdout leaves the timeline whole
+            implementation = _resolve_checked(impl, timeout)
+            horizon = engine.probe(sc, implementation)["choice_points"] if strategy == "pct" else None
+            report = engine.run_one(sc, implementation, engine.make_strategy(strategy, pct_horizon=max(16, horizon or 0)),
+                                    seed)
         _print_timeline(report)
         if trace is not None:
             trace.write_text(report.trace.to_json() + "\n", encoding="utf-8")
@@ -217,16 +228,19 @@ def explore(
         raise _fail("--budget and --workers must be at least 1")
     _timeout(timeout)
     _outputs(("--out", out), make_parent=True)  # the cassette's directory is made, as saving it would
+    out = _absolute(out)
     unit = "examples" if strategy == "hypothesis" else "schedules"
     with Interrupts() as stop:
         try:
             sc = load(scenario)
-            implementation = _impl(impl)
+            with guarded():
+                implementation = _resolve_checked(impl, timeout)
             columns = (TextColumn(f"[bold]{sc.name}[/] {strategy}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
             with Progress(*columns, transient=True, disable=not sys.stderr.isatty()) as bar:
                 task = bar.add_task("explore", total=budget)
-                found = engine.explore(sc, implementation, strategy=strategy, budget=budget, seed=seed,
-                                       workers=workers, progress=lambda n: bar.advance(task, n), should_stop=stop)
+                with guarded():
+                    found = engine.explore(sc, implementation, strategy=strategy, budget=budget, seed=seed,
+                                           workers=workers, progress=lambda n: bar.advance(task, n), should_stop=stop)
             for note in found.notes:
                 echo(f"note: {note}")
             rate = found.runs / found.wall_s if found.wall_s > 0 else 0.0
@@ -291,14 +305,17 @@ def replay(
 
     _timeout(timeout)
     _outputs(("--diagram", diagram))
+    diagram = _absolute(diagram)
     try:
         record = race.load(cassette_path)
-        implementation = _impl(impl)
+        with guarded():
+            implementation = _resolve_checked(impl, timeout)
         mismatch = race.runtime_warning(record, implementation)
         if mismatch:
             typer.echo(f"warning: {cassette_path}: {mismatch}", err=True)
         try:
-            report = race.replay(record, implementation)
+            with guarded():
+                report = race.replay(record, implementation)
         except simulator.Divergence as exc:
             raise _fail(f"{cassette_path}: the schedule diverges on {impl}: {exc}") from None
         if diagram is not None:

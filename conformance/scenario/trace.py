@@ -9,6 +9,7 @@ strategy and seed, in any process.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,8 +25,25 @@ Event = dict[str, Any]
 
 
 def dumps(obj: Any) -> str:
-    """Canonical JSON text (sorted keys, no whitespace, no NaN)."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    """Canonical JSON text (sorted keys, no whitespace, no NaN). A NaN or an infinity an
+    implementation put in its data (JSON has neither) is written as the string ``"NaN"``,
+    ``"Infinity"`` or ``"-Infinity"``: the trace is still written, and says what was there."""
+    try:
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(obj), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and value != value:
+        return "NaN"
+    if isinstance(value, float) and value in (math.inf, -math.inf):
+        return "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def us(seconds: float) -> int:

@@ -313,6 +313,8 @@ class World:
             handle = self.service.create(agent_id, _options(model, system_prompt, **options))
         except Exception as exc:
             raise ScenarioSetupError(f"{self.impl.name}: create({agent_id!r}) raised {_describe(exc)}") from exc
+        if handle is None:
+            raise ScenarioSetupError(f"{self.impl.name}: create({agent_id!r}) returned None, not an agent")
         self._fresh_session(agent_id, handle)
         self._created(agent_id, handle, model, system_prompt)
         return handle

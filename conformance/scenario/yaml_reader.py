@@ -184,17 +184,42 @@ MAX_DEPTH = 64
 (``[[[[...`` 500 levels) would exhaust the recursion of the YAML composer and of every reader."""
 
 
-def _too_deep(root: yaml.Node) -> yaml.Node | None:
-    """The first node nested deeper than :data:`MAX_DEPTH` (an iterative walk), or None."""
-    stack: list[tuple[yaml.Node, int]] = [(root, 1)]
+MAX_NODES = 1_000_000
+"""Values a document may hold once its aliases are expanded: a recorded cassette of a long run
+has tens of thousands; ten nested aliases of ten (a "billion laughs", 553 bytes) have 10^10,
+and every reader would walk them all."""
+
+
+def _too_big(root: yaml.Node) -> tuple[yaml.Node, str] | None:
+    """The first node nested deeper than :data:`MAX_DEPTH`, or the root when the document,
+    its aliases expanded, holds more than :data:`MAX_NODES` values (with what is wrong), or
+    None. Each node is visited once (an alias reuses its anchor's node), so the walk is
+    linear in the text however the aliases multiply."""
+    height: dict[int, int] = {}  # id(node) -> levels below it, itself included
+    size: dict[int, int] = {}  # id(node) -> values in its expansion
+    stack: list[tuple[yaml.Node, int, bool]] = [(root, 1, False)]
     while stack:
-        node, depth = stack.pop()
+        node, depth, done = stack.pop()
         if depth > MAX_DEPTH:
-            return node
-        if isinstance(node, yaml.SequenceNode):
-            stack.extend((child, depth + 1) for child in node.value)
-        elif isinstance(node, yaml.MappingNode):
-            stack.extend((child, depth + 1) for pair in node.value for child in pair)
+            return node, f"nested deeper than {MAX_DEPTH} levels"
+        key = id(node)
+        children = (node.value if isinstance(node, yaml.SequenceNode)
+                    else [c for pair in node.value for c in pair] if isinstance(node, yaml.MappingNode) else [])
+        if done:
+            height[key] = 1 + max((height[id(c)] for c in children), default=0)
+            size[key] = 1 + sum(size[id(c)] for c in children)
+            if size[key] > MAX_NODES:
+                return root, f"holds more than {MAX_NODES:,} values once its aliases are expanded"
+            continue
+        if key in height:
+            if depth + height[key] - 1 > MAX_DEPTH:
+                return node, f"nested deeper than {MAX_DEPTH} levels"
+            continue
+        stack.append((node, depth, True))
+        stack.extend((child, depth + 1, False) for child in children if id(child) not in height)
+        for child in children:
+            if id(child) in height and depth + height[id(child)] > MAX_DEPTH:
+                return child, f"nested deeper than {MAX_DEPTH} levels"
     return None
 
 
@@ -252,9 +277,10 @@ def parse(text: str, origin: str, *, line_offset: int = 0) -> Node:
         raise ScenarioError(f"{origin}: nested too deeply (more than {MAX_DEPTH} levels)") from None
     if node is None:
         raise ScenarioError(f"{origin}:1: the file is empty")
-    deep = _too_deep(node)
-    if deep is not None:
-        raise ScenarioError(f"{origin}:{deep.start_mark.line + 1 + line_offset}: nested deeper than {MAX_DEPTH} levels")
+    found = _too_big(node)
+    if found is not None:
+        where, what = found
+        raise ScenarioError(f"{origin}:{where.start_mark.line + 1 + line_offset}: {what}")
     return Node(node, "", origin, line_offset)
 
 

@@ -106,14 +106,17 @@ def _start_thread(thread: threading.Thread) -> None:
 _WATCHDOG = _Watchdog()
 
 
-@atexit.register
-def _close_all() -> None:
-    """At exit, end this process's children (end of input: a bridge exits on its own)."""
+def close_all(*, graceful: bool = True) -> None:
+    """End this process's children (``graceful``: end of input, a bridge exits on its own;
+    otherwise killed at once)."""
     with _WATCHDOG._lock:
         children = list(_WATCHDOG._children)
     for child in children:
         if child.owner == os.getpid():
-            child.close(graceful=True)
+            child.close(graceful=graceful)
+
+
+atexit.register(close_all)
 
 
 class Child:
@@ -130,7 +133,7 @@ class Child:
         self.owner = os.getpid()
         self.transcript: list[str] | None = None
         self._lines: deque[bytes] = deque()
-        self._partial = b""
+        self._partial = bytearray()
         self._closed = False
         self._log: IO[bytes] = tempfile.TemporaryFile(prefix="loopkit-wire-")
         child_in, self._to_child = os.pipe()
@@ -185,8 +188,13 @@ class Child:
                 data = os.read(self._from_child, 1 << 16)
             if not data:
                 raise self._died("waiting for")
-            chunk = self._partial + data
-            *complete, self._partial = chunk.split(b"\n")
+            if b"\n" not in data:
+                self._partial += data  # in place: a long line read piece by piece stays linear
+                continue
+            first, *complete, rest = data.split(b"\n")
+            self._partial += first
+            complete.insert(0, bytes(self._partial))
+            self._partial = bytearray(rest)
             self._lines.extend(line for line in complete if line.strip())
         line = self._lines.popleft()
         if self.transcript is not None:

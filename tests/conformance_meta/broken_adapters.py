@@ -36,11 +36,30 @@ class RaisingOnCreate(ReferenceImplementation):
 raises_on_create = RaisingOnCreate(name="raises-on-create")
 
 
+class _NoAgentService(_Wrapped):
+    def create(self, agent_id: str, options: Any = None) -> Any:
+        return None
+
+
+class NoAgentOnCreate(ReferenceImplementation):
+    """The reference, except that ``create`` returns None."""
+
+    def create_service(self, *, persistence: object | None = None) -> Any:
+        return _NoAgentService(super().create_service(persistence=persistence))
+
+
+no_agent_on_create = NoAgentOnCreate(name="no-agent-on-create")
+
+
 def factory_that_raises() -> Any:
     raise ValueError("factory exploded")
 
 
 not_an_implementation = 42
+
+
+features_not_names = ReferenceImplementation(name="features-not-names")
+object.__setattr__(features_not_names, "features", 7)  # a number, not a set of feature names
 
 
 class _DeafService(_Wrapped):

@@ -40,8 +40,11 @@ def _assert_one_line_error(code: int, output: str, fragment: str) -> None:
         ("broken_adapters:missing", "has no attribute 'missing'"),
         ("broken_adapters", "expected MODULE:ATTR"),
         ("broken_adapters:not_an_implementation", "is not a conformance Implementation"),
+        # a bare number ended in "pytest failed (exit 3): no tests ran", or passed with --rule LOOP-1
+        ("broken_adapters:features_not_names", "features must be a set of feature names (strings), got 7"),
         ("broken_adapters:factory_that_raises", "factory exploded"),
         ("broken_adapters:raises_on_create", "cannot build agents today"),
+        ("broken_adapters:no_agent_on_create", "create('preflight') returned None, not an agent"),
         ("mutant:no-such-mutant", "no-such-mutant"),
     ],
 )

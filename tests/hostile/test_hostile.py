@@ -211,8 +211,8 @@ def test_a_window_slow_once_is_not_a_spin(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("impl", "call"), [("exits", "sys.exit()"), ("os_exit", "os._exit()"), ("threads", "threading.Thread.start()"),
                                             ("sockets", "socket.connect()"), ("sleeps", "time.sleep()")])
 def test_a_hunt_of_an_implementation_that_escapes_finds_it(tmp_path: Path, impl: str, call: str) -> None:
-    # The tripwire raises at the call and the world records the send as refused: no oracle would
-    # fail a send that raised. The escape itself is the finding (PY-3), never an exit 0.
+    # The tripwire raises at the call and the world records the send as refused (QUEUED leaves a
+    # call a tripwire raised in to ESCAPE). The escape itself is the finding (PY-3), never an exit 0.
     proc, _ = _cli("hunt", "--impl", f"hostile_adapters:{impl}", "--workloads", "reply", "--verbs", "send", "--depth", "1",
                    "--nth", "1", "--workers", "2", "--out", str(tmp_path))
     assert proc.returncode == 1, proc.stdout + proc.stderr

@@ -260,3 +260,29 @@ def test_the_command_line_says_one_line_and_exits_2(tmp_path: Path, case: int) -
         lines = [line for line in output.splitlines() if line.strip()]
         assert len(lines) == 1 and lines[0].startswith(f"error: {path}"), output
         assert "Traceback" not in output
+
+
+def _laughs(levels: int) -> str:
+    """A "billion laughs": each anchor a list of ten aliases of the one before (553 bytes at
+    ten levels, 10^10 values once expanded)."""
+    lines = ["name: laughs", 'a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f"a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 10)}]" for i in range(1, levels)]
+    return "\n".join([*lines, f"model: *a{levels - 1}", ""])
+
+
+@pytest.mark.parametrize("kind", ["scenario", "cassette"])
+def test_an_alias_bomb_is_refused_at_once(tmp_path: Path, kind: str) -> None:
+    # The readers walked every expanded value: ten levels of ten aliases never finished.
+    path = tmp_path / "laughs.yaml"
+    path.write_text(("format: loopkit-race/1\n" if kind == "cassette" else "") + _laughs(10))
+    result = CliRunner().invoke(app, ["run" if kind == "scenario" else "replay", str(path)])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == f"error: {path}:1: holds more than 1,000,000 values once its aliases are expanded"
+
+
+def test_aliases_within_the_bound_still_load() -> None:
+    from conformance.scenario.yaml_reader import parse as compose
+
+    assert compose(_laughs(4), "few.yaml").is_map()  # 10^4 values
+    with pytest.raises(ScenarioError, match=r"^self\.yaml:1: nested deeper than 64 levels$"):
+        compose("a: &a [*a]\n", "self.yaml")  # an alias inside its own anchor never ends

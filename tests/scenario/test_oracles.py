@@ -1283,6 +1283,30 @@ def test_send_and_steer_are_queued_with_their_source_and_steering_flag() -> None
                              {"kind": "op/error", "by": "caller", "op": "send", "agent": "a", "error": "E"}]) is None
 
 
+def test_a_live_agents_send_or_steer_does_not_raise() -> None:
+    # LOOP-9 / DISP-3: send() and steer() queue; only a disposed agent's raise (a loop whose
+    # every send raised passed the hunt: nothing was queued, so nothing was owed)
+    def refused(op: str) -> dict[str, Any]:
+        return {"kind": "op/error", "by": "caller", "op": op, "agent": "a", "error": "RuntimeError: no"}
+
+    found = _check("QUEUED", [_op("send", "A"), refused("send")])
+    assert found is not None and found.rules == ("LOOP-9",) and found.at == 0
+    assert "send('A') of a live agent (idle) raised RuntimeError: no" in found.message
+    found = _check("QUEUED", [_status("running"), _op("steer", "S", status="running"), refused("steer")])
+    assert found is not None and found.at == 1
+    # not judged: a disposal or a close under way, or a source that cannot be logged (ERR-8)
+    assert _check("QUEUED", [_op("dispose"), _op("send", "A"), refused("send")]) is None
+    assert _check("QUEUED", [{"kind": "world/closing"}, _op("send", "A"), refused("send")]) is None
+    assert _check("QUEUED", [_op("send", "A", bad_source=True), refused("send")]) is None
+    # a tripwire raised inside the call: that is ESCAPE's finding (PY-3)
+    import simulator
+
+    escape = {"kind": simulator.ESCAPE, "message": "time.sleep() blocks the event loop"}
+    assert _check("QUEUED", [_op("send", "A"), escape, refused("send")]) is None
+    # another kind of call that raised is not this check's
+    assert _check("QUEUED", [_op("inject", "C"), refused("inject")]) is None
+
+
 def test_a_late_failure_of_a_turn_that_had_not_failed_is_announced() -> None:
     # ERR-6 / ERR-10: a failing flush or a throwing agent/turn-end listener after a turn that
     # ended well is announced through agent/error, before the driver's next turn.
@@ -1306,6 +1330,14 @@ def test_a_late_failure_of_a_turn_that_had_not_failed_is_announced() -> None:
               _log(3, "turn/start", turn=2, trigger={"kind": "injection"}), _log(4, "turn/end", turn=2,
                                                                                 reason={"kind": "completed"}), flush]
     assert _check("ANNOUNCED", failed) is None
+    # ... and whose synchronous inject started that one-shot turn's flush before the throw
+    # (indie81, eager tasks): the listener was called by the first flush, the failure is its turn's
+    called = {"kind": "listener", "name": "window", "on": "session/flush", "agent": "a"}
+    failed = [*failed[:5], called, *failed[5:7], began, flush]
+    assert _check("ANNOUNCED", failed) is None
+    # the same order after a turn that ended well: that turn's failure, owed by its next turn
+    found = _check("ANNOUNCED", [*tl[:5], called, *failed[6:]])
+    assert found is not None and found.rules == ("ERR-6",) and "turn 1 ended completed" in found.message
     # no flush recorder: which turn a flush's throw belongs to cannot be told, so it is not judged
     assert _check("ANNOUNCED", [*tl[:4], flush]) is None
     # not judged: a turn that failed already (ERR-9), or a disposal under way (ERR-10 swallows)

@@ -926,3 +926,16 @@ actors:
     assert failures and failures[0]["rules"] == ["LOG-1"] and "(tool/result) changed" in failures[0]["message"], failures
     with pytest.raises(Exception, match="list of content blocks"):
         load_text(text.replace("[{type: text, text: found}]", "[found]"), origin="bad.yaml")
+
+
+def test_a_trace_with_non_finite_numbers_is_still_written() -> None:
+    # An implementation that logs a NaN: `loopkit run --trace` ended in a traceback, its
+    # verdict and its trace file lost. JSON has no NaN: the trace names what was there.
+    import json
+    import math
+
+    from conformance.scenario.trace import dumps
+
+    text = dumps({"data": [math.nan, {"b": math.inf, "a": -math.inf}, 1.5], "n": 1})
+    assert json.loads(text) == {"data": ["NaN", {"a": "-Infinity", "b": "Infinity"}, 1.5], "n": 1}
+    assert dumps({"b": 1, "a": [2.5]}) == '{"a":[2.5],"b":1}'

@@ -115,3 +115,30 @@ def test_a_waterfall_observer_records_whether_the_child_runs_the_chain_or_asks()
 
     assert asyncio.run(delivered("agent", 2, False, rest)) is True  # the chain's value, unchanged
     assert seen == [("agent", 1, False), ("agent", 2, False)]
+
+
+def test_long_lines_and_lines_split_across_reads_are_read_whole() -> None:
+    # The reader kept a partial line as bytes and copied it for every 64 KiB read: a 50 MB line
+    # took half a minute and was blamed on the child. Lines longer than a read, several lines in
+    # one read, and a line ending exactly at a read's end all come back whole and in order.
+    import sys
+
+    from conformance.wire.child import Child
+
+    script = (
+        "import os, json, time\n"
+        "out = int(os.environ['LOOPKIT_WIRE_FDS'].split(',')[1])\n"
+        "big = json.dumps({'type': 'big', 'text': 'x' * 3_000_000}).encode()\n"
+        "os.write(out, big[:70000]); time.sleep(0.05)\n"
+        "os.write(out, big[70000:] + b'\\n{\"type\": \"a\"}\\n\\n{\"type\": \"b\"}')\n"
+        "time.sleep(0.05); os.write(out, b'\\n')\n"
+        "edge = json.dumps({'type': 'edge', 'text': 'y' * (65536 - 30)}).encode() + b'\\n'\n"
+        "os.write(out, edge); os.write(out, b'{\"type\": \"c\"}\\n')\n"
+    )
+    child = Child([sys.executable, "-c", script], timeout=30)
+    try:
+        got = [child.read() for _ in range(5)]
+    finally:
+        child.close()
+    assert [m["type"] for m in got] == ["big", "a", "b", "edge", "c"]
+    assert got[0]["text"] == "x" * 3_000_000 and got[3]["text"] == "y" * (65536 - 30)

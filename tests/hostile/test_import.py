@@ -1,0 +1,103 @@
+"""An implementation module that spins, exits or raises at import, or while a service and an
+agent are built, ends ``loopkit run``, ``replay`` and ``hunt`` with one line and exit 2, in
+bounded time: they import it in a forked child first (``conformance.preflight``), as
+``conformance`` does. Before, a spin at import hung all three and an ``os._exit(0)`` there
+ended them silently with exit 0."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli import app
+from conformance import preflight
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIO = str(ROOT / "conformance" / "scenario" / "examples" / "window1.yaml")
+CASSETTE = str(ROOT / "cassettes" / "races" / "window1.yaml")
+
+MODULES = {
+    "spins_at_import": "while True:\n    pass\n",
+    "exits_at_import": "import os\nos._exit(0)\n",
+    "interrupts_at_import": "raise KeyboardInterrupt\n",
+    "spins_in_setup": (
+        "from conformance.reference_adapter import ReferenceImplementation\n"
+        "class Spinning(ReferenceImplementation):\n"
+        "    def create_service(self, **kw):\n"
+        "        while True:\n"
+        "            pass\n"
+        "implementation = Spinning()\n"
+    ),
+}
+SAYS = {
+    "spins_at_import": "error: setup failed: importing the implementation 'spins_at_import:implementation' did not finish within 1s of "
+                       "wall time (--timeout): the implementation spins or blocks at import",
+    "exits_at_import": "error: setup failed: the implementation ended the process (exit code 0) while importing "
+                       "'exits_at_import:implementation'",
+    "interrupts_at_import": "error: setup failed: importing 'interrupts_at_import:implementation' raised "
+                            "KeyboardInterrupt: KeyboardInterrupt",
+    "spins_in_setup": "error: setup failed: building a service and an agent did not finish within 1s of wall time "
+                      "(--timeout): the implementation spins or blocks (in create_service, create, or a listener "
+                      "during close()?)",
+}
+COMMANDS = {
+    "run": ["run", SCENARIO],
+    "replay": ["replay", CASSETTE],
+    "hunt": ["hunt", "--workloads", "reply", "--depth", "1"],
+}
+
+
+@pytest.fixture
+def modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for name, text in MODULES.items():
+        (tmp_path / f"{name}.py").write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(preflight, "IMPORT_SECONDS", 1.0)  # CI-sized: the least limit is 10 s
+    return tmp_path
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_module_failing_at_import_or_setup_is_one_line_and_exit_2(modules: Path, module: str, command: str) -> None:
+    args = [*COMMANDS[command], "--impl", f"{module}:implementation", "--timeout", "1"]
+    if command == "hunt":
+        args += ["--out", str(modules / "hunt")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == SAYS[module], result.output
+
+
+def test_the_kits_own_implementations_are_not_forked(monkeypatch: pytest.MonkeyPatch) -> None:
+    def forbidden(*args: object) -> None:
+        raise AssertionError("forked")
+
+    monkeypatch.setattr(preflight, "isolated", forbidden)
+    assert preflight.resolve_checked("reference", 5.0).name == "reference"
+    assert preflight.resolve_checked("mutant:maxtok-leaks", 5.0) is not None
+
+
+def test_outputs_go_where_asked_when_the_implementation_changes_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `--trace logs/x.json` was opened after the run, from wherever the implementation had moved.
+    (tmp_path / "wanders.py").write_text(
+        "import os\n"
+        "from conformance.reference_adapter import ReferenceImplementation\n"
+        "class Wanders(ReferenceImplementation):\n"
+        "    def create_service(self, **kw):\n"
+        f"        os.chdir({str(tmp_path / 'elsewhere')!r})\n"
+        "        return super().create_service(**kw)\n"
+        "implementation = Wanders()\n")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "logs").mkdir()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["run", SCENARIO, "--impl", "wanders:implementation", "--trace", "logs/x.json"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "logs" / "x.json").is_file()
+    monkeypatch.chdir(tmp_path)  # the run moved this process too
+    result = CliRunner().invoke(app, ["hunt", "--impl", "wanders:implementation", "--workloads", "reply", "--depth",
+                                      "1", "--nth", "1", "--verbs", "send", "--workers", "1", "--out", "hunted"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "hunted" / "report.json").is_file() and "report: hunted/report.json" in result.output

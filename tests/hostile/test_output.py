@@ -1,0 +1,75 @@
+"""An implementation that prints at import and while it runs, replaces ``sys.stdout`` or closes
+it, leaves a command's own stdout whole (``conformance.output.guarded``): the timeline and
+verdict of ``loopkit run`` and ``replay``, the JSON of ``loopkit hunt --json``. What it prints
+goes to stderr. Before, the JSON began with its print, a replaced stdout swallowed the
+verdict, and a closed one ended the command in a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIO = str(ROOT / "conformance" / "scenario" / "examples" / "window1.yaml")
+CASSETTE = str(ROOT / "cassettes" / "races" / "window1.yaml")
+
+NOISY = '''
+import io
+import sys
+from conformance.reference_adapter import ReferenceImplementation
+print("NOISE at import")
+
+class Noisy(ReferenceImplementation):
+    def create_service(self, **kw):
+        print("NOISE in create_service")
+        sys.stdout.write("NOISE written\\n")
+        sys.stdout.close()
+        sys.stdout = io.StringIO()  # swallows whatever is printed next
+        return super().create_service(**kw)
+
+implementation = Noisy()
+'''
+
+
+@pytest.fixture
+def noisy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    # a module name of its own per test: an imported module would not print at import again
+    name = f"noisy_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text(NOISY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return name
+
+
+@pytest.mark.parametrize(("args", "verdict"), [
+    (["run", SCENARIO], "ok: scenario 'window1' (fifo, seed 0): every check holds"),
+    (["replay", CASSETTE], "ok: every check holds"),
+])
+def test_run_and_replay_print_their_verdict_whatever_the_implementation_did_to_stdout(
+        noisy: str, args: list[str], verdict: str) -> None:
+    result = CliRunner().invoke(app, [*args, "--impl", f"{noisy}:implementation"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip().splitlines()[-1] == verdict
+    assert "NOISE" not in result.stdout
+    assert "NOISE at import" in result.stderr and "NOISE in create_service" in result.stderr
+
+
+def test_hunt_json_is_only_json(tmp_path: Path) -> None:
+    # a process of its own: the hunt's workers write to the command's real stdout
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "noisy.py").write_text(NOISY)
+    done = subprocess.run(
+        [sys.executable, "-m", "cli", "hunt", "--impl", "noisy:implementation", "--workloads", "reply", "--depth", "1",
+         "--nth", "1", "--verbs", "send", "--workers", "1", "--out", str(tmp_path / "h"), "--json"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["totals"]["findings"] == 0
+    assert "NOISE at import" in done.stderr
