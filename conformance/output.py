@@ -1,17 +1,22 @@
-"""The command's own output, kept apart from what the implementation under test prints.
+"""The command's own output and interrupts, kept apart from what the implementation under test
+does in the command's process.
 
 An implementation runs in the command's process: it may print at import or in a listener,
 replace ``sys.stdout``, or close it. While it is imported and runs (:func:`guarded`), what it
 writes to ``sys.stdout`` goes to stderr, and the streams it sees cannot be closed; after, the
 command's streams are put back whatever it did to them, so the timeline, the report and the JSON
-a command prints on stdout reach it whole.
+a command prints on stdout reach it whole. A ``KeyboardInterrupt`` it raises itself (no Ctrl-C
+came from the terminal) is an :class:`ImplementationInterrupt`, not the user's interrupt: typer
+would end the command with exit 130 and no word.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any, TextIO
 
@@ -50,13 +55,34 @@ class _Forward(io.TextIOBase):
         pass
 
 
+class ImplementationInterrupt(Exception):
+    """The implementation raised ``KeyboardInterrupt`` itself (one line; the command exits 2)."""
+
+
 @contextlib.contextmanager
 def guarded() -> Iterator[None]:
     """Import and run the implementation inside: its stdout goes to stderr, and the command's
-    ``sys.stdout`` and ``sys.stderr`` are back in place after, whatever it did to them."""
+    ``sys.stdout`` and ``sys.stderr`` are back in place after, whatever it did to them; a
+    ``KeyboardInterrupt`` no SIGINT caused is an :class:`ImplementationInterrupt`."""
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _Forward(err), _Forward(err)
+    signalled = [False]
+    previous = signal.getsignal(signal.SIGINT)
+    watching = previous is signal.default_int_handler and threading.current_thread() is threading.main_thread()
+    if watching:
+        def interrupted(signum: int, frame: Any) -> None:
+            signalled[0] = True
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGINT, interrupted)
     try:
         yield
+    except KeyboardInterrupt as exc:
+        if not watching or signalled[0] or type(exc) is not KeyboardInterrupt:
+            raise  # the user's Ctrl-C, or the kit's own wall-clock alarm (a subclass)
+        raise ImplementationInterrupt("the implementation raised KeyboardInterrupt itself (no interrupt came from "
+                                      "the terminal): a loop must not raise it into the caller") from None
     finally:
         sys.stdout, sys.stderr = out, err
+        if watching:
+            signal.signal(signal.SIGINT, previous)

@@ -49,6 +49,7 @@ def _resolve_checked(spec: str, timeout: float) -> Any:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     from conformance.impl import ImplError
+    from conformance.output import ImplementationInterrupt
     from conformance.preflight import PreflightError
     from simulator.errors import SimulationError
 
@@ -59,7 +60,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from .report import ReportError
     from .shards import ShardError
 
-    return (ImplError, PreflightError, ScenarioError, ScenarioSetupError, RaceCassetteError, PoolError, ReportError, ShardError,
+    return (ImplError, PreflightError, ImplementationInterrupt, ScenarioError, ScenarioSetupError, RaceCassetteError, PoolError, ReportError, ShardError,
             SimulationError, OSError)
 
 

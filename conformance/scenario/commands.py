@@ -49,6 +49,7 @@ def _resolve_checked(spec: str, timeout: float) -> Any:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     from conformance.impl import ImplError
+    from conformance.output import ImplementationInterrupt
     from conformance.preflight import PreflightError
     from simulator.errors import ExploreError, ScheduleError
 
@@ -56,7 +57,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from .race import RaceCassetteError
     from .world import ScenarioSetupError
 
-    return (ScenarioError, ImplError, PreflightError, RaceCassetteError, ScenarioSetupError, ScheduleError, OSError, ExploreError)
+    return (ScenarioError, ImplError, PreflightError, ImplementationInterrupt, RaceCassetteError, ScenarioSetupError, ScheduleError, OSError, ExploreError)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -73,3 +73,51 @@ def test_hunt_json_is_only_json(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout)["totals"]["findings"] == 0
     assert "NOISE at import" in done.stderr
+
+
+INTERRUPTING = '''
+from conformance.reference_adapter import ReferenceImplementation
+
+
+class Agent:
+    def __init__(self, agent):
+        self._agent = agent
+
+    def __getattr__(self, name):
+        return getattr(self._agent, name)
+
+    def send(self, *args):
+        raise KeyboardInterrupt
+
+
+class Service:
+    def __init__(self, service):
+        self._service = service
+
+    def __getattr__(self, name):
+        return getattr(self._service, name)
+
+    def create(self, *args):
+        return Agent(self._service.create(*args))
+
+
+class Interrupting(ReferenceImplementation):
+    def create_service(self, **kw):
+        return Service(super().create_service(**kw))
+
+
+implementation = Interrupting()
+'''
+
+
+@pytest.mark.parametrize("args", [["run", SCENARIO], ["replay", CASSETTE]], ids=["run", "replay"])
+def test_a_keyboard_interrupt_the_implementation_raises_is_not_the_users(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]) -> None:
+    # typer ended the command with exit 130 and no word, as after a Ctrl-C
+    name = f"interrupting_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text(INTERRUPTING)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = CliRunner().invoke(app, [*args, "--impl", f"{name}:implementation"])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == ("error: the implementation raised KeyboardInterrupt itself (no interrupt came "
+                                     "from the terminal): a loop must not raise it into the caller")
