@@ -79,6 +79,7 @@ def record(
     filter_header: Annotated[list[str] | None, typer.Option("--filter-header", help="Another header to scrub (repeatable).")] = None,
     test_server: Annotated[bool, typer.Option("--test-server", help="Record against the local test server.")] = False,
     answer_tools: Annotated[str | None, typer.Option("--answer-tools", help="Answer every tool call with this text and record the next turn too.")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="Wall-clock seconds the whole recording may take (0: no limit); a server that never answers, or streams for ever, is cut off (exit 2).")] = 300.0,
     platform: Annotated[str | None, typer.Option("--platform", help="With --adapter anthropic: 'bedrock' speaks it through Amazon Bedrock's InvokeModel (--model: the Bedrock model id; key $AWS_BEARER_TOKEN_BEDROCK, else SigV4 with the local AWS credentials).")] = None,
 ) -> None:
     """Record one request through an adapter (key and base URL from the environment)."""
@@ -117,8 +118,18 @@ def record(
             raise typer.Exit(2) from exc
     key = os.environ.get(api_key_env or ("AWS_BEARER_TOKEN_BEDROCK" if bedrock else cls.api_key_env))
 
+    if not 0 <= timeout < float("inf"):  # NaN too
+        typer.echo(f"error: --timeout must be a finite number of seconds, at least 0 (got {timeout})", err=True)
+        raise typer.Exit(2)
+
     async def run(url: str | None, header: str, meta: dict[str, Any]) -> None:
-        chunks, error = await _record(url, header, meta)
+        try:
+            # httpx's timeouts bound each read, not the whole answer: a stream without end is cut here
+            chunks, error = await asyncio.wait_for(_record(url, header, meta), timeout or None)
+        except TimeoutError:
+            typer.echo(f"error: {redact_url(url or '')}: no complete answer within {timeout:g}s of wall time "
+                       "(--timeout); nothing recorded", err=True)
+            raise typer.Exit(2) from None
         typer.echo(f"wrote {out}: {len(chunks)} chunks" + (f", error {error}" if error else ""))
 
     async def _record(url: str | None, header: str, meta: dict[str, Any]) -> tuple[list[Any], Any]:

@@ -9,11 +9,20 @@ from pathlib import Path
 
 
 def atomic_write(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same directory and a rename."""
-    target = Path(path)
+    """Write ``text`` to ``path`` through a temporary file in the same directory and a rename,
+    so a reader never sees half a report. Through a symbolic link, the file it points to is
+    written (the link stays); a path that is not a regular file (``/dev/stdout``, a pipe, a
+    device) is written in place, never replaced by a file. Text an implementation put there
+    that UTF-8 cannot encode (a lone surrogate) is written escaped."""
+    data = text.encode("utf-8", "backslashreplace")
+    target = Path(os.path.realpath(path))
+    if target.exists() and not target.is_file():
+        with open(target, "wb") as out:
+            out.write(data)
+        return
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_bytes(data)
         os.replace(tmp, target)
     finally:
         with contextlib.suppress(OSError):

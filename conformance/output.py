@@ -56,14 +56,16 @@ class _Forward(io.TextIOBase):
 
 
 class ImplementationInterrupt(Exception):
-    """The implementation raised ``KeyboardInterrupt`` itself (one line; the command exits 2)."""
+    """The implementation raised ``KeyboardInterrupt`` (no SIGINT came) or ``SystemExit`` itself,
+    out of a call the kit made (one line; the command exits 2)."""
 
 
 @contextlib.contextmanager
 def guarded() -> Iterator[None]:
     """Import and run the implementation inside: its stdout goes to stderr, and the command's
     ``sys.stdout`` and ``sys.stderr`` are back in place after, whatever it did to them; a
-    ``KeyboardInterrupt`` no SIGINT caused is an :class:`ImplementationInterrupt`."""
+    ``KeyboardInterrupt`` no SIGINT caused, or a ``SystemExit``, is an
+    :class:`ImplementationInterrupt`."""
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _Forward(err), _Forward(err)
     signalled = [False]
@@ -82,6 +84,9 @@ def guarded() -> Iterator[None]:
             raise  # the user's Ctrl-C, or the kit's own wall-clock alarm (a subclass)
         raise ImplementationInterrupt("the implementation raised KeyboardInterrupt itself (no interrupt came from "
                                       "the terminal): a loop must not raise it into the caller") from None
+    except SystemExit as exc:  # raised, not sys.exit() (the simulator's tripwire catches that call)
+        raise ImplementationInterrupt(f"the implementation raised SystemExit({exc.code!r}): a loop must not end "
+                                      "its caller's process") from None
     finally:
         sys.stdout, sys.stderr = out, err
         if watching:

@@ -21,6 +21,7 @@ does nothing outside the rule tests: it only adds options, the ``rule`` marker a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import io
 import logging
@@ -298,6 +299,45 @@ class _Supervisor:
                 if stream.kept or stream.dropped:
                     report.sections.append((f"Captured {name} (bounded)", stream.text()))
             self.output = []
+        _encodable(report)
+
+
+def _encodable(report: pytest.TestReport) -> None:
+    """Text of the report UTF-8 cannot encode (a lone surrogate in an implementation's error
+    message) escaped: an xdist worker could not send the report, and its pool broke."""
+    def clean(text: str) -> str:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return text.encode("utf-8", "backslashreplace").decode("utf-8")
+        return text
+
+    def scrub(value: Any, depth: int = 0) -> Any:
+        # pytest's structured failure (its crash line, each entry's lines), kept structured
+        if isinstance(value, str):
+            return clean(value)
+        if depth > 8 or value is None or isinstance(value, (int, float, bool)):
+            return value
+        if isinstance(value, list):
+            value[:] = [scrub(v, depth + 1) for v in value]
+            return value
+        if isinstance(value, tuple):
+            return tuple(scrub(v, depth + 1) for v in value)
+        if isinstance(value, dict):
+            for key in list(value):
+                value[key] = scrub(value[key], depth + 1)
+            return value
+        for key, item in list(getattr(value, "__dict__", {}).items()):
+            with contextlib.suppress(AttributeError, TypeError):
+                setattr(value, key, scrub(item, depth + 1))
+        return value
+
+    if report.longrepr is not None:
+        try:
+            str(report.longrepr).encode("utf-8")
+        except UnicodeEncodeError:
+            report.longrepr = scrub(report.longrepr)
+    report.sections = [(clean(title), clean(body)) for title, body in report.sections]
 
 
 def _worker_setup(config: pytest.Config) -> None:

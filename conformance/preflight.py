@@ -59,7 +59,7 @@ def preflight(impl: Implementation) -> None:
         raise PreflightError(f"setup failed: {impl.name}: building a service and an agent ended {result.outcome}")
 
 
-def isolated(spec: str | None, timeout: float) -> None:
+def isolated(spec: str | None, timeout: float, *, limit: str = "--timeout") -> None:
     """Resolve ``spec`` and run :func:`preflight` in a forked child, within ``timeout`` wall
     seconds (0: an hour): a spin, a hang or an exit while importing it or building a service
     is a :class:`PreflightError` (an unknown module an ``ImplError``) here instead of a hung or
@@ -83,7 +83,7 @@ def isolated(spec: str | None, timeout: float) -> None:
                     what, where = f"starting the wire implementation {spec!r}", " (it has not said hello)"
                 else:
                     what, where = f"importing the implementation {spec!r}", " at import"
-                raise PreflightError(f"setup failed: {what} did not finish within {timeout:g}s of wall time (--timeout): "
+                raise PreflightError(f"setup failed: {what} did not finish within {timeout:g}s of wall time ({limit}): "
                                      f"the implementation spins or blocks{where}")
             ready, _, _ = select.select([read_end], [], [], min(left, 0.5))
             if ready:
@@ -117,7 +117,8 @@ def resolve_checked(spec: str | None, timeout: float) -> Implementation:
     spec = None if spec in (None, "", "reference") else spec
     if not trusted(spec):
         # the limit of one run, but never below IMPORT_SECONDS: importing a heavy module is slow
-        isolated(spec, max(timeout, IMPORT_SECONDS) if timeout else 0)
+        limit = max(timeout, IMPORT_SECONDS) if timeout else 0
+        isolated(spec, limit, limit="--timeout" if limit == timeout else f"--timeout, but at least {IMPORT_SECONDS:g}s here")
     return resolve(spec)
 
 

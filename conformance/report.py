@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any
@@ -244,7 +245,17 @@ def to_junit(verdict: Verdict) -> str:
     root = ET.Element("testsuites")
     root.append(suite)
     ET.indent(root)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + _XML_INVALID.sub(_escaped, ET.tostring(root, encoding="unicode")) + "\n"
+
+
+_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+"""Characters XML 1.0 cannot hold, even escaped (an implementation's message may carry NUL, an
+ANSI colour code's ESC, a lone surrogate): written as ``\\xNN`` / ``\\uNNNN`` text."""
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def write_junit(verdict: Verdict, path: str) -> None:

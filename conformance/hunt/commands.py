@@ -68,15 +68,19 @@ def _baseline(path: Path) -> set[str]:
     from .report import ReportError
 
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_bytes().decode("utf-8"))
     except OSError as exc:
         raise ReportError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise ReportError(f"{path}: not a hunt baseline (not UTF-8 text)") from None
     except json.JSONDecodeError as exc:
         raise ReportError(f"{path}:{exc.lineno}: not JSON ({exc.msg})") from None
+    except (RecursionError, ValueError):  # nesting past the parser's depth; an int of 5,000 digits
+        raise ReportError(f"{path}: not a hunt baseline (nested too deeply, or a number too long)") from None
     if not isinstance(data, dict) or data.get("format") != BASELINE_FORMAT or not isinstance(
-            data.get("differences"), list):
+            data.get("differences"), list) or not all(isinstance(d, str) for d in data["differences"]):
         raise ReportError(f"{path}: not a hunt baseline (expected format {BASELINE_FORMAT!r} and a "
-                          "'differences' list)")
+                          "'differences' list of signatures)")
     return {str(d) for d in data["differences"]}
 
 
@@ -159,6 +163,8 @@ def hunt(
         shown, out = out, out.absolute()  # an implementation may change directory while it runs
         if write_baseline is not None:
             writable(write_baseline.parent, "--write-baseline")
+            if write_baseline.is_dir():  # before the hunt's minutes, not after them
+                raise _fail(f"cannot write {str(write_baseline)!r} (--write-baseline): it is a directory")
         with Interrupts() as stop, _progress() as tick, guarded():
             result = driver.hunt(implementation, impl, config, against=other, workers=n, shard=part, out=out,
                                  progress=tick, should_stop=lambda: stop.requested, first=first)
@@ -256,11 +262,13 @@ def merge(
         write_report(out / "report.json", text)
     except _user_errors() as exc:
         raise _fail(_one_line(exc)) from None
+    missing = sorted(set(merged["planned"]) - {s["name"] for s in merged["workloads"]})
     if as_json:
         sys.stdout.write(text)
+        if missing and not merged["stopped"]:  # stdout is the JSON: why the exit is 2 goes to stderr
+            typer.echo(f"incomplete: no report covers workload(s) {', '.join(missing)}", err=True)
     else:
         print_report(merged, None, merged["impl"], [])
-        missing = sorted(set(merged["planned"]) - {s["name"] for s in merged["workloads"]})
         if missing:
             typer.echo(f"incomplete: no report covers workload(s) {', '.join(missing)}")
         typer.echo(f"report: {out / 'report.json'}")

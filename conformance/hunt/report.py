@@ -97,20 +97,80 @@ def dumps(report: dict[str, Any]) -> str:
 
 
 def load(path: str | Path) -> dict[str, Any]:
-    """A hunt report from a file (raises :class:`ReportError`)."""
+    """A hunt report from a file (raises :class:`ReportError`): JSON in the shape
+    :func:`assemble` writes, checked field by field, since ``hunt merge`` reads reports that
+    crossed machines and CI artefacts."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        data = json.loads(p.read_bytes().decode("utf-8"), parse_constant=_no_constant)
     except OSError as exc:
         raise ReportError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise ReportError(f"{p}: not a hunt report (not UTF-8 text)") from None
     except json.JSONDecodeError as exc:
         raise ReportError(f"{p}:{exc.lineno}: not JSON ({exc.msg})") from None
+    except (RecursionError, ValueError) as exc:  # nesting past the parser's depth; an int of 5,000 digits
+        raise ReportError(f"{p}: not a hunt report ({_first_line(exc) or 'nested too deeply'})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ReportError(f"{p}: not a hunt report (expected format {FORMAT!r})")
     for key in ("impl", "config", "workloads", "planned"):
         if key not in data:
             raise ReportError(f"{p}: a hunt report without {key!r}")
+    problem = _shape_problem(data)
+    if problem:
+        raise ReportError(f"{p}: not a hunt report ({problem})")
     return data
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else ""
+
+
+_COUNTS = ("windows", "run", "distinct", "explored", "schedules")
+
+
+def _count(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _shape_problem(data: dict[str, Any]) -> str | None:
+    """What in ``data`` is not as :func:`assemble` writes it (the fields merging reads), or None."""
+    if not isinstance(data["impl"], str):
+        return "impl is not a string"
+    if not isinstance(data["config"], dict):
+        return "config is not an object"
+    if not isinstance(data["planned"], list) or not all(isinstance(n, str) for n in data["planned"]):
+        return "planned is not a list of workload names"
+    if data.get("stopped") is not None and not isinstance(data["stopped"], str):
+        return "stopped is not a string"
+    if not isinstance(data["workloads"], list):
+        return "workloads is not a list"
+    for k, s in enumerate(data["workloads"]):
+        where = f"workloads[{k}]"
+        if not isinstance(s, dict) or not isinstance(s.get("name"), str):
+            return f"{where} has no name"
+        if type(s.get("order")) is not int:
+            return f"{where}.order is not an integer"
+        for key in (*_COUNTS, "twins"):
+            if (key in s or key != "twins") and not _count(s.get(key)):
+                return f"{where}.{key} is not a count"
+        coverage = s.get("coverage")
+        if not isinstance(coverage, dict) or not all(
+                isinstance(row, dict) and all(_count(row.get(c)) for c in ("enumerated", "run", "distinct"))
+                for row in coverage.values()):
+            return f"{where}.coverage is not a table of counts"
+        for key in ("findings", "differences"):
+            items = s.get(key, [])
+            if not isinstance(items, list) or not all(
+                    isinstance(i, dict) and isinstance(i.get("signature"), str) and isinstance(i.get("window"), str)
+                    for i in items):
+                return f"{where}.{key} is not a list of findings"
+    return None
 
 
 def merge(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:

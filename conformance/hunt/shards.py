@@ -17,12 +17,18 @@ class ShardError(ValueError):
     """A malformed ``--shard`` (one-line message)."""
 
 
+MAX_SHARDS = 1000
+"""Shards a hunt may be split into: a shard takes whole workloads, and there are a few dozen."""
+
+
 def parse(spec: str) -> tuple[int, int]:
     """``"I/N"`` as ``(I, N)`` with ``1 <= I <= N``."""
     m = _SPEC.match(spec)
     if not m:
         raise ShardError(f"--shard {spec!r}: expected I/N, for example 1/4")
     i, n = int(m.group(1)), int(m.group(2))
+    if n > MAX_SHARDS:
+        raise ShardError(f"--shard {spec!r}: N must be at most {MAX_SHARDS} (a shard takes whole workloads, and a hunt has a few dozen)")
     if n < 1 or not 1 <= i <= n:
         raise ShardError(f"--shard {spec!r}: I must be between 1 and N (N >= 1)")
     return i, n

@@ -740,11 +740,17 @@ def test_a_step_stops_reading_a_deaf_stream_that_never_ends(run: Run, schedule: 
         k.service.register_model("babbler", babbler)
         a = k.agent("b", model="babbler")
 
+        stopped: list[bool] = []
+
         def stop_at_the_third(*args: Any) -> None:
-            if args[-1].get("type") == "assistant/chunk" and babbler.yielded == 3:
+            # once, at the first chunk logged after the stream yielded its third: a loop may read
+            # ahead of its log (a buffer of chunks), so the log need not show that very count
+            # (indie80, a one-slot queue between its reader and its step)
+            if not stopped and args[-1].get("type") == "assistant/chunk" and babbler.yielded >= 3:
+                stopped.append(True)
                 getattr(a, verb)("stop")
 
-        k.on("session/event", stop_at_the_third, needs="the stop lands as the stream's third delta is logged")
+        k.on("session/event", stop_at_the_third, needs="the stop lands once the stream's third delta is read")
         a.send("A")
         await k.idle(a, what=f"{verb}() mid-stream ends the turn although the stream never does (CANCEL-MID)")
         assert k.reasons(a) == [aborted("stop")]

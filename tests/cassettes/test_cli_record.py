@@ -81,3 +81,44 @@ def test_record_anthropic_through_bedrock_invoke_model(tmp_path: Path) -> None:
     wrong = CliRunner().invoke(app, ["cassette", "record", str(tmp_path / "w.yaml"), "--adapter", "gemini", "--platform", "bedrock",
                                      "--model", "text", "--test-server"])
     assert wrong.exit_code == 2 and "--platform 'bedrock': only 'bedrock' (or 'anthropic'), with --adapter anthropic" in wrong.stderr
+
+
+def test_record_from_a_stream_without_end_is_cut_at_the_timeout(tmp_path: Path) -> None:
+    # httpx bounds each read, not the answer: a server streaming one event every 10 ms for ever
+    # kept the command running (session 54's hostile probe)
+    import threading
+    import time
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    stop = threading.Event()
+
+    def endless() -> None:
+        conn, _ = server.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n")
+        event = (b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+                 b'[{"index":0,"delta":{"content":"x"},"finish_reason":null}]}\n\n')
+        while not stop.is_set():
+            try:
+                conn.sendall(event)
+            except OSError:
+                break
+            time.sleep(0.01)
+        conn.close()
+
+    thread = threading.Thread(target=endless, daemon=True)
+    thread.start()
+    out = tmp_path / "c.yaml"
+    try:
+        result = CliRunner().invoke(app, ["cassette", "record", str(out), "--model", "m", "--base-url",
+                                          f"http://127.0.0.1:{port}/v1", "--timeout", "0.5"], env={"OPENAI_API_KEY": "x"})
+    finally:
+        stop.set()
+        server.close()
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == (f"error: http://127.0.0.1:{port}/v1: no complete answer within 0.5s of wall time "
+                                     "(--timeout); nothing recorded")
+    assert not out.exists()

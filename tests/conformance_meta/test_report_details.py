@@ -57,6 +57,17 @@ def test_baselined_failure_is_expected_in_json_and_skipped_in_junit() -> None:
     assert case.get("classname") == "conformance.tests.test_cancel"
 
 
+def test_a_message_with_characters_xml_cannot_hold_still_makes_well_formed_junit(tmp_path: Path) -> None:
+    # An implementation's error message carried NUL, an ANSI colour code and a lone surrogate:
+    # the JUnit file was not well-formed XML, and the surrogate ended its write in a traceback.
+    results = [*_passing({"IDLE-2"}), _failed("test_idle.py::test_w[fifo]", ["IDLE-2"], "E: \x00 \x1b[31mred \udcff")]
+    write_junit(judge(_run(results)), str(tmp_path / "j.xml"))
+    case = next(c for c in ET.parse(tmp_path / "j.xml").iter("testcase") if c.get("name") == "test_w[fifo]")
+    failure = case.find("failure")
+    assert failure is not None and failure.text is not None
+    assert "E: \\x00 \\x1b[31mred \\udcff" in failure.text
+
+
 def test_unexcused_failure_is_a_junit_failure_with_its_reproduce_command(tmp_path: Path) -> None:
     results = [*_passing({"IDLE-2"}), _failed("test_idle.py::test_w[fifo]", ["IDLE-2"], "AssertionError: x\nmore")]
     verdict = judge(_run(results))

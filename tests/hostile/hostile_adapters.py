@@ -219,6 +219,13 @@ spin_swallowing = Hostile("spin-swallowing", on_send=_spin_swallowing)
 stalls_once = Hostile("stalls-once", on_steer=_stall_once)  # one slow window: not a spin
 dies = Dying(name="driver-dies")
 
+
+def _raise_unencodable() -> None:
+    raise RuntimeError("lone surrogate \udcff and \x00 NUL")  # UTF-8 and XML hold neither as they are
+
+
+unencodable = Hostile("unencodable", on_send=_raise_unencodable)
+
 ALL = {
     "spin": spin, "hang": hang, "exits": exits, "os_exit": os_exit, "kill_self": kill_self,
     "print_flood": print_flood, "sockets": sockets, "sleeps": sleeps, "threads": threads,

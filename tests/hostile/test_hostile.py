@@ -261,3 +261,21 @@ def test_conformance_with_a_hunt_whose_worker_is_killed_reports_it_as_a_failure(
     assert "Traceback" not in proc.stdout + proc.stderr
     assert ("FAILED hunt (no rule id): hunt::probe: the hunt could not run: a worker died (exit code -9) while running "
             "the probe run of workload 'reply' (killed by SIGKILL)") in proc.stdout
+
+
+def test_an_error_message_utf8_cannot_encode_is_reported_not_a_broken_worker(tmp_path: Path) -> None:
+    # A lone surrogate in an implementation's error message: the xdist worker could not send its
+    # report (the pool broke and the failure was blamed on a dead worker), and the JUnit write
+    # ended in a traceback. Now the rule fails with the message escaped, both reports written.
+    report, junit = tmp_path / "r.json", tmp_path / "j.xml"
+    proc, _ = _conformance(tmp_path, "unencodable", *RULE, "--workers", "1", "--json", str(report),
+                           "--junit", str(junit))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    data = json.loads(report.read_text())
+    (rule,) = data["rules"]
+    assert rule["status"] == "failed" and "lone surrogate \\udcff" in rule["failed_tests"][0]["message"]
+    import xml.etree.ElementTree as ET
+
+    assert ET.parse(junit).getroot().tag == "testsuites"
+

@@ -70,6 +70,20 @@ def test_a_named_workload_the_implementation_cannot_run_is_noted_not_silently_dr
     assert code == 1 and "(reply)" in out and "resume" not in out  # tiny_loop's own findings, on reply only
 
 
+@pytest.mark.parametrize(("content", "says"), [
+    (b"\xff\xfe", "not a hunt baseline (not UTF-8 text)"),
+    (b"[" * 100_000, "not a hunt baseline (nested too deeply, or a number too long)"),
+    (b'{"format": "loopkit-hunt-baseline/1", "differences": [[1]]}', "'differences' list of signatures"),
+], ids=["binary", "deep", "not-signatures"])
+def test_a_bad_baseline_is_one_line_naming_it(tmp_path: Path, content: bytes, says: str) -> None:
+    bad = tmp_path / "b.json"
+    bad.write_bytes(content)
+    code, _out, err = _hunt("--workloads", "reply", "--depth", "1", "--against", "reference", "--baseline", str(bad),
+                            "--out", str(tmp_path / "h"))
+    assert code == 2
+    assert err.strip().startswith(f"error: {bad}: ") and says in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_merge_of_something_else_is_one_line_and_exit_2(tmp_path: Path) -> None:
     bogus = tmp_path / "x.json"
     bogus.write_text('{"format": "other"}\n')

@@ -173,6 +173,36 @@ def test_report_load_names_the_file_and_the_problem(tmp_path: Path) -> None:
         report.load(bad)
 
 
+@pytest.mark.parametrize(("edit", "says"), [
+    (lambda r: b"\xff\xfe", "not UTF-8 text"),
+    (lambda r: b"[" * 100_000 + b"]" * 100_000, "not a hunt report ("),
+    (lambda r: json.dumps({**r, "config": {"depth": "NAN"}}).replace('"NAN"', "NaN").encode(), "NaN is not a JSON number"),
+    (lambda r: json.dumps({**r, "extra": 0}).replace('"extra": 0', '"extra": ' + "9" * 5000).encode(),
+     "not a hunt report ("),
+    (lambda r: json.dumps({**r, "config": "x"}).encode(), "config is not an object"),
+    (lambda r: json.dumps({**r, "workloads": None}).encode(), "workloads is not a list"),
+    (lambda r: json.dumps({**r, "workloads": [5]}).encode(), "workloads[0] has no name"),
+    (lambda r: json.dumps({**r, "workloads": [{**r["workloads"][0], "windows": -5}]}).encode(),
+     "workloads[0].windows is not a count"),
+    (lambda r: json.dumps({**r, "workloads": [{**r["workloads"][0], "coverage": None}]}).encode(),
+     "workloads[0].coverage is not a table of counts"),
+    (lambda r: json.dumps({**r, "workloads": [{**r["workloads"][0], "findings": [5]}]}).encode(),
+     "workloads[0].findings is not a list of findings"),
+], ids=["binary", "deep", "nan", "huge-int", "config", "workloads", "workload", "count", "coverage", "findings"])
+def test_a_report_that_is_not_what_a_hunt_writes_is_refused_naming_what(
+        tmp_path: Path, parts: list[dict[str, Any]], edit: Any, says: str) -> None:
+    # merge read only the top-level keys: a binary or deep file was a traceback, a NaN or a
+    # negative count merged into a report that is not JSON (session 54's hostile probe)
+    bad = tmp_path / "r.json"
+    bad.write_bytes(edit(parts[0]))
+    with pytest.raises(report.ReportError) as info:
+        report.load(bad)
+    assert str(info.value).startswith(f"{bad}: ") and says in str(info.value) and "\n" not in str(info.value)
+    good = tmp_path / "good.json"
+    good.write_text(report.dumps(parts[0]))
+    assert report.load(good) == parts[0]
+
+
 def _dies(unit: int) -> int:
     if unit == 3:
         os._exit(7)

@@ -187,9 +187,10 @@ def test_a_window_is_ordinary_scenario_data() -> None:
 
 def test_shard_spec_parsing() -> None:
     assert shards.parse("2/3") == (2, 3)
-    for bad in ("0/2", "3/2", "x", "1/0", "1-2"):
+    for bad in ("0/2", "3/2", "x", "1/0", "1-2", "1/99999999999999999999"):  # the last overflowed at assign
         with pytest.raises(shards.ShardError, match="--shard"):
             shards.parse(bad)
+    assert shards.parse(f"1/{shards.MAX_SHARDS}") == (1, shards.MAX_SHARDS)
 
 
 def test_shards_take_whole_workloads_largest_first() -> None:
