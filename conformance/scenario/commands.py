@@ -148,6 +148,8 @@ def run(
 
             kind = write(report, diagram, impl=impl)
             typer.echo(f"diagram ({kind}): {diagram}")
+    except BrokenPipeError:
+        raise  # stdout's reader left (`| head`): not bad input; typer ends the command quietly
     except _user_errors() as exc:
         raise _fail(_one_line(exc)) from None
     unfired = _unfired(report)
@@ -324,6 +326,8 @@ def replay(
 
             kind = write(report, diagram, impl=impl)
             typer.echo(f"diagram ({kind}): {diagram}")
+    except BrokenPipeError:
+        raise  # stdout's reader left (`| head`): not bad input; typer ends the command quietly
     except _user_errors() as exc:
         raise _fail(_one_line(exc)) from None
     sched = record.schedule

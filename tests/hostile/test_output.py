@@ -121,3 +121,18 @@ def test_a_keyboard_interrupt_the_implementation_raises_is_not_the_users(
     assert result.exit_code == 2, result.output
     assert result.output.strip() == ("error: the implementation raised KeyboardInterrupt itself (no interrupt came "
                                      "from the terminal): a loop must not raise it into the caller")
+
+
+def test_a_reader_that_leaves_early_is_no_error() -> None:
+    # `loopkit run ... | head -1`: the broken pipe was reported as bad input ("error: [Errno 32]
+    # Broken pipe", exit 2)
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "cli", "run", SCENARIO], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before the timeline is printed
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) != 2, err
+    assert "error" not in err.lower() and "Traceback" not in err, err
