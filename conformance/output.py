@@ -17,7 +17,7 @@ import io
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 
@@ -61,26 +61,29 @@ class ImplementationInterrupt(Exception):
 
 
 @contextlib.contextmanager
-def guarded() -> Iterator[None]:
+def guarded(signalled: Callable[[], bool] | None = None) -> Iterator[None]:
     """Import and run the implementation inside: its stdout goes to stderr, and the command's
     ``sys.stdout`` and ``sys.stderr`` are back in place after, whatever it did to them; a
     ``KeyboardInterrupt`` no SIGINT caused, or a ``SystemExit``, is an
-    :class:`ImplementationInterrupt`."""
+    :class:`ImplementationInterrupt`. A command that handles SIGINT itself (``Interrupts``) says
+    through ``signalled`` whether a signal came."""
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _Forward(err), _Forward(err)
-    signalled = [False]
+    heard = [False]
     previous = signal.getsignal(signal.SIGINT)
-    watching = previous is signal.default_int_handler and threading.current_thread() is threading.main_thread()
-    if watching:
+    own = (signalled is None and previous is signal.default_int_handler
+           and threading.current_thread() is threading.main_thread())
+    if own:
         def interrupted(signum: int, frame: Any) -> None:
-            signalled[0] = True
+            heard[0] = True
             raise KeyboardInterrupt
 
         signal.signal(signal.SIGINT, interrupted)
     try:
         yield
     except KeyboardInterrupt as exc:
-        if not watching or signalled[0] or type(exc) is not KeyboardInterrupt:
+        real = signalled() if signalled is not None else heard[0]
+        if not (own or signalled is not None) or real or type(exc) is not KeyboardInterrupt:
             raise  # the user's Ctrl-C, or the kit's own wall-clock alarm (a subclass)
         raise ImplementationInterrupt("the implementation raised KeyboardInterrupt itself (no interrupt came from "
                                       "the terminal): a loop must not raise it into the caller") from None
@@ -89,5 +92,5 @@ def guarded() -> Iterator[None]:
                                       "its caller's process") from None
     finally:
         sys.stdout, sys.stderr = out, err
-        if watching:
+        if own:
             signal.signal(signal.SIGINT, previous)

@@ -165,7 +165,7 @@ def hunt(
             writable(write_baseline.parent, "--write-baseline")
             if write_baseline.is_dir():  # before the hunt's minutes, not after them
                 raise _fail(f"cannot write {str(write_baseline)!r} (--write-baseline): it is a directory")
-        with Interrupts() as stop, _progress() as tick, guarded():
+        with Interrupts() as stop, _progress() as tick, guarded(signalled=lambda: stop.requested):
             result = driver.hunt(implementation, impl, config, against=other, workers=n, shard=part, out=out,
                                  progress=tick, should_stop=lambda: stop.requested, first=first)
         rep = result.report

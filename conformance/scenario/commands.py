@@ -241,9 +241,13 @@ def explore(
             columns = (TextColumn(f"[bold]{sc.name}[/] {strategy}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
             with Progress(*columns, transient=True, disable=not sys.stderr.isatty()) as bar:
                 task = bar.add_task("explore", total=budget)
-                with guarded():
+                with guarded(signalled=lambda: stop.requested):
                     found = engine.explore(sc, implementation, strategy=strategy, budget=budget, seed=seed,
                                            workers=workers, progress=lambda n: bar.advance(task, n), should_stop=stop)
+            if found.interrupted and not stop.requested:
+                # the search stops at a KeyboardInterrupt, and no signal came: the implementation raised it
+                raise _fail("the implementation raised KeyboardInterrupt itself (no interrupt came from the terminal): "
+                            "a loop must not raise it into the caller")
             for note in found.notes:
                 echo(f"note: {note}")
             rate = found.runs / found.wall_s if found.wall_s > 0 else 0.0

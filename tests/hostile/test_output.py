@@ -110,13 +110,18 @@ implementation = Interrupting()
 '''
 
 
-@pytest.mark.parametrize("args", [["run", SCENARIO], ["replay", CASSETTE]], ids=["run", "replay"])
+@pytest.mark.parametrize("args", [["run", SCENARIO], ["replay", CASSETTE],
+                                  ["explore", SCENARIO, "--strategy", "dfs", "--budget", "3"]],
+                         ids=["run", "replay", "explore"])
 def test_a_keyboard_interrupt_the_implementation_raises_is_not_the_users(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]) -> None:
-    # typer ended the command with exit 130 and no word, as after a Ctrl-C
+    # typer ended the command with exit 130 and no word, as after a Ctrl-C (explore: its search
+    # took it for the user's interrupt)
     name = f"interrupting_{tmp_path.name.replace('-', '_')}"
     (tmp_path / f"{name}.py").write_text(INTERRUPTING)
     monkeypatch.syspath_prepend(str(tmp_path))
+    if args[0] == "explore":
+        args = [*args, "--out", str(tmp_path / "race.yaml")]
     result = CliRunner().invoke(app, [*args, "--impl", f"{name}:implementation"])
     assert result.exit_code == 2, result.output
     assert result.output.strip() == ("error: the implementation raised KeyboardInterrupt itself (no interrupt came "
