@@ -49,8 +49,12 @@ def rows(timeline: Sequence[dict[str, Any]], deviations: Sequence[dict[str, Any]
     fail_at: dict[int | None, list[tuple[str, Violation]]] = {}
     for name, v in violations:
         fail_at.setdefault(v.at if v.at is not None and v.at < len(timeline) else None, []).append((name, v))
+    owners = _owners(timeline)
     for i, e in enumerate(timeline):
         t = int(e.get("t_us", 0))
+        owner = owners(e)
+        if owner is not None and e.get("agent") is None:
+            e = {**e, "agent": owner}  # a model's or a tool's event: the lane of the agent it served
         for d in dev_at.get(i, []):
             out.append(Row(t, "", None, f"schedule deviation #{d.get('choice')}: ran {_label(d, 'ran')} "
                            f"instead of {_label(d, 'instead_of')}", "deviation"))
@@ -71,6 +75,33 @@ def rows(timeline: Sequence[dict[str, Any]], deviations: Sequence[dict[str, Any]
     for name, v in fail_at.get(None, []):
         out.append(Row(end, "", None, f"check {name} FAILED: {v.message}", "failure"))
     return out
+
+
+def _owners(timeline: Sequence[dict[str, Any]]) -> Any:
+    """``owner(event)``: the agent a model's or a tool's event served, where the timeline tells:
+    a tool call by its ``call_id`` (the agent whose log holds that ``tool/call``), a model call by
+    its model's name when one agent alone was created on it. Otherwise ``None`` (the lane of the
+    last agent whose step started): a loop that runs each agent's steps in whichever task resolved
+    them (callbacks chained on futures) interleaves two agents' steps."""
+    calls: dict[Any, Any] = {}
+    models: dict[Any, set[Any]] = {}
+    for e in timeline:
+        kind = e.get("kind")
+        if kind == "log" and e.get("type") == "tool/call" and isinstance(e.get("data"), dict):
+            calls.setdefault(e["data"].get("call_id"), e.get("agent"))
+        elif kind == "agent/created":
+            models.setdefault(e.get("model"), set()).add(e.get("agent"))
+
+    def owner(e: dict[str, Any]) -> Any:
+        kind = e.get("kind")
+        if kind in ("tool/start", "tool/done"):
+            return calls.get(e.get("call_id"))
+        if kind in ("model/request", "model/done"):
+            agents = models.get(e.get("model"), set())
+            return next(iter(agents)) if len(agents) == 1 else None
+        return None
+
+    return owner
 
 
 def _label(d: dict[str, Any], key: str) -> str:

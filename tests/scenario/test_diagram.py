@@ -36,3 +36,23 @@ def test_passing_run_has_no_highlight() -> None:
     report = cassette.replay(races.load(SHIPPED / "window2.yaml"), resolve(None))
     assert "255, 205, 210" not in diagram.mermaid(report)
     assert "all checks hold" in diagram.html_page(report)
+
+
+def test_a_model_or_tool_call_is_drawn_in_the_lane_of_the_agent_it_served() -> None:
+    # A loop chaining callbacks on futures runs agent a's step in whichever task resolved it:
+    # b's step started in between, and a's model call and tool call were drawn in b's lane.
+    from conformance.scenario.rows import rows
+
+    timeline = [
+        {"kind": "agent/created", "agent": "a", "model": "fake"},
+        {"kind": "agent/created", "agent": "b", "model": "fake-b"},
+        {"kind": "agent/step-start", "agent": "a", "turn": 1, "step": 1},
+        {"kind": "agent/step-start", "agent": "b", "turn": 1, "step": 1},
+        {"kind": "model/request", "model": "fake", "call": 1, "messages": 1},
+        {"kind": "log", "agent": "a", "seq": 3, "type": "tool/call", "data": {"call_id": "c1"}},
+        {"kind": "agent/step-start", "agent": "b", "turn": 1, "step": 2},
+        {"kind": "tool/start", "tool": "lookup", "call_id": "c1"},
+        {"kind": "model/request", "model": "shared", "call": 2, "messages": 1},  # no one model's: the last step's lane
+    ]
+    drawn = {(r.label.split(" ")[0], r.src) for r in rows(timeline, [], []) if r.style == "call"}
+    assert ("request", "driver a") in drawn and ("lookup", "driver a") in drawn and ("request", "driver b") in drawn
