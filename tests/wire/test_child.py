@@ -99,4 +99,3 @@ def test_a_child_that_never_says_hello_is_not_waited_for(monkeypatch: pytest.Mon
     with pytest.raises(ImplError, match=r"never said hello \(no answer within 0\.5s"):
         resolve("wire:sleep 30")
     assert time.monotonic() - started < 10
-
