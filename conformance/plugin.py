@@ -275,8 +275,20 @@ class _Supervisor:
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         self.phase = "setup"
 
-    def pytest_runtest_call(self, item: pytest.Item) -> None:
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
         self.phase = "call"
+        try:
+            return (yield)
+        except KeyboardInterrupt as exc:
+            # No interrupt came (the runner's signal handlers leave a ``stop`` file): the
+            # implementation raised it, and pytest would end the whole run at this test as if
+            # the user had pressed Ctrl-C. The wall-clock alarm's subclass is the kit's own.
+            signalled = self.state is None or (self.state / "stop").exists()
+            if type(exc) is not KeyboardInterrupt or signalled:
+                raise
+            raise AssertionError("the implementation raised KeyboardInterrupt itself (no interrupt came from "
+                                 "the terminal): a loop must not raise it into the caller") from None
 
     def pytest_runtest_teardown(self, item: pytest.Item) -> None:
         self.phase = "teardown"

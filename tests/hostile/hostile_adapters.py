@@ -226,6 +226,13 @@ def _raise_unencodable() -> None:
 
 unencodable = Hostile("unencodable", on_send=_raise_unencodable)
 
+
+def _interrupt() -> None:
+    raise KeyboardInterrupt  # as if Ctrl-C, though no signal came
+
+
+interrupts = Hostile("interrupts", on_send=_interrupt)
+
 ALL = {
     "spin": spin, "hang": hang, "exits": exits, "os_exit": os_exit, "kill_self": kill_self,
     "print_flood": print_flood, "sockets": sockets, "sleeps": sleeps, "threads": threads,

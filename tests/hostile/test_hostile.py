@@ -281,3 +281,17 @@ def test_an_error_message_utf8_cannot_encode_is_reported_not_a_broken_worker(tmp
 
     assert ET.parse(junit).getroot().tag == "testsuites"
 
+
+@pytest.mark.parametrize("workers", ["0", "1"])
+def test_a_keyboard_interrupt_the_implementation_raises_fails_its_test_not_the_run(tmp_path: Path, workers: str) -> None:
+    # pytest took it for the user's Ctrl-C: the run stopped at the first test, "no result came
+    # back", and the report was incomplete
+    report = tmp_path / "r.json"
+    proc, _ = _conformance(tmp_path, "interrupts", *RULE, "--workers", workers, "--json", str(report))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    data = json.loads(report.read_text())
+    assert data["complete"] is True and data["interrupted"] is False
+    (rule,) = data["rules"]
+    assert rule["status"] == "failed"
+    assert "the implementation raised KeyboardInterrupt itself" in rule["failed_tests"][0]["message"]
+
