@@ -55,6 +55,11 @@ class _Forward(io.TextIOBase):
         pass
 
 
+SELF_INTERRUPT = ("the implementation raised KeyboardInterrupt itself (no interrupt came from the terminal): a loop "
+                  "must not raise it into the caller")
+"""What the kit says of a ``KeyboardInterrupt`` no signal caused (here, ``explore``, the suite)."""
+
+
 class ImplementationInterrupt(Exception):
     """The implementation raised ``KeyboardInterrupt`` (no SIGINT came) or ``SystemExit`` itself,
     out of a call the kit made (one line; the command exits 2)."""
@@ -73,6 +78,7 @@ def guarded(signalled: Callable[[], bool] | None = None) -> Iterator[None]:
     previous = signal.getsignal(signal.SIGINT)
     own = (signalled is None and previous is signal.default_int_handler
            and threading.current_thread() is threading.main_thread())
+    told = signalled if signalled is not None else (lambda: heard[0]) if own else None
     if own:
         def interrupted(signum: int, frame: Any) -> None:
             heard[0] = True
@@ -82,11 +88,9 @@ def guarded(signalled: Callable[[], bool] | None = None) -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt as exc:
-        real = signalled() if signalled is not None else heard[0]
-        if not (own or signalled is not None) or real or type(exc) is not KeyboardInterrupt:
-            raise  # the user's Ctrl-C, or the kit's own wall-clock alarm (a subclass)
-        raise ImplementationInterrupt("the implementation raised KeyboardInterrupt itself (no interrupt came from "
-                                      "the terminal): a loop must not raise it into the caller") from None
+        if told is None or told() or type(exc) is not KeyboardInterrupt:
+            raise  # unknowable here, the user's Ctrl-C, or the kit's own wall-clock alarm (a subclass)
+        raise ImplementationInterrupt(SELF_INTERRUPT) from None
     except SystemExit as exc:  # raised, not sys.exit() (the simulator's tripwire catches that call)
         raise ImplementationInterrupt(f"the implementation raised SystemExit({exc.code!r}): a loop must not end "
                                       "its caller's process") from None

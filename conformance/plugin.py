@@ -43,6 +43,7 @@ from .adapter import Implementation
 from .harness import Body, run_scenario
 from .impl import ImplError, resolve
 from .limits import MAX_HANGS, WALL_TIMEOUT
+from .output import SELF_INTERRUPT
 
 NOT_APPLICABLE = "not-applicable"
 GRACE = WALL_GRACE
@@ -287,8 +288,7 @@ class _Supervisor:
             signalled = self.state is None or (self.state / "stop").exists()
             if type(exc) is not KeyboardInterrupt or signalled:
                 raise
-            raise AssertionError("the implementation raised KeyboardInterrupt itself (no interrupt came from "
-                                 "the terminal): a loop must not raise it into the caller") from None
+            raise AssertionError(SELF_INTERRUPT) from None
 
     def pytest_runtest_teardown(self, item: pytest.Item) -> None:
         self.phase = "teardown"

@@ -36,7 +36,8 @@ def trusted(spec: str | None) -> bool:
     return spec in (None, "", "reference") or (spec or "").startswith("mutant:")
 
 
-def _one_line(text: str) -> str:
+def first_line(text: str) -> str:
+    """The first non-blank line of ``text`` (``"failed"`` when there is none)."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return lines[0] if lines else "failed"
 
@@ -54,7 +55,7 @@ def preflight(impl: Implementation) -> None:
         raise PreflightError(f"setup failed: {result.error}")
     if result.error is not None:
         raise PreflightError(f"setup failed: {impl.name}: {type(result.error).__name__}: "
-                             f"{_one_line(str(result.error))}")
+                             f"{first_line(str(result.error))}")
     if result.outcome != "completed":
         raise PreflightError(f"setup failed: {impl.name}: building a service and an agent ended {result.outcome}")
 
@@ -156,7 +157,7 @@ def _fork_child(spec: str | None, read_end: int, write_end: int) -> int:
     except PreflightError as exc:
         message = str(exc)
     except BaseException as exc:  # KeyboardInterrupt, SystemExit, ... raised by the implementation
-        message = f"setup failed: {stage} raised {type(exc).__name__}: {_one_line(str(exc) or type(exc).__name__)}"
+        message = f"setup failed: {stage} raised {type(exc).__name__}: {first_line(str(exc) or type(exc).__name__)}"
     with contextlib.suppress(OSError):
         os.write(write_end, message.encode("utf-8", "replace")[:4000])
     exit_now(0)

@@ -146,9 +146,7 @@ def base_id(test_id: str) -> str:
     return test_id.split("[", 1)[0]
 
 
-def _one_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[0] if lines else "failed"
+_one_line = _preflight.first_line
 
 
 def _rules_by_test() -> dict[str, list[str]]:

@@ -19,7 +19,7 @@ import typer
 
 from ..files import output_path_error
 from ..impl import IMPL_HELP
-from ..output import guarded
+from ..output import SELF_INTERRUPT, ImplementationInterrupt, guarded
 
 
 def _outputs(*paths: tuple[str, Path | None], make_parent: bool = False) -> None:
@@ -246,8 +246,7 @@ def explore(
                                            workers=workers, progress=lambda n: bar.advance(task, n), should_stop=stop)
             if found.interrupted and not stop.requested:
                 # the search stops at a KeyboardInterrupt, and no signal came: the implementation raised it
-                raise _fail("the implementation raised KeyboardInterrupt itself (no interrupt came from the terminal): "
-                            "a loop must not raise it into the caller")
+                raise ImplementationInterrupt(SELF_INTERRUPT)
             for note in found.notes:
                 echo(f"note: {note}")
             rate = found.runs / found.wall_s if found.wall_s > 0 else 0.0

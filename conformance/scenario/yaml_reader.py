@@ -197,29 +197,25 @@ def _too_big(root: yaml.Node) -> tuple[yaml.Node, str] | None:
     linear in the text however the aliases multiply."""
     height: dict[int, int] = {}  # id(node) -> levels below it, itself included
     size: dict[int, int] = {}  # id(node) -> values in its expansion
-    stack: list[tuple[yaml.Node, int, bool]] = [(root, 1, False)]
+    # (node, depth, its children once they are pushed: the node is then summed up)
+    stack: list[tuple[yaml.Node, int, list[yaml.Node] | None]] = [(root, 1, None)]
     while stack:
-        node, depth, done = stack.pop()
-        if depth > MAX_DEPTH:
-            return node, f"nested deeper than {MAX_DEPTH} levels"
+        node, depth, children = stack.pop()
         key = id(node)
-        children = (node.value if isinstance(node, yaml.SequenceNode)
-                    else [c for pair in node.value for c in pair] if isinstance(node, yaml.MappingNode) else [])
-        if done:
+        if children is not None:
             height[key] = 1 + max((height[id(c)] for c in children), default=0)
             size[key] = 1 + sum(size[id(c)] for c in children)
             if size[key] > MAX_NODES:
                 return root, f"holds more than {MAX_NODES:,} values once its aliases are expanded"
             continue
+        if depth + height.get(key, 1) - 1 > MAX_DEPTH:  # an alias seen before: its deepest level
+            return node, f"nested deeper than {MAX_DEPTH} levels"
         if key in height:
-            if depth + height[key] - 1 > MAX_DEPTH:
-                return node, f"nested deeper than {MAX_DEPTH} levels"
             continue
-        stack.append((node, depth, True))
-        stack.extend((child, depth + 1, False) for child in children if id(child) not in height)
-        for child in children:
-            if id(child) in height and depth + height[id(child)] > MAX_DEPTH:
-                return child, f"nested deeper than {MAX_DEPTH} levels"
+        below = (node.value if isinstance(node, yaml.SequenceNode)
+                 else [c for pair in node.value for c in pair] if isinstance(node, yaml.MappingNode) else [])
+        stack.append((node, depth, below))
+        stack.extend((child, depth + 1, None) for child in below)
     return None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
@@ -94,19 +95,34 @@ def test_parallel_runs_concurrently_and_reports_first_in_order() -> None:
     assert events == ["slow-start", "fast", "slow-end"]
 
 
-def test_parallel_cut_before_its_listeners_ran_closes_them_without_a_warning() -> None:
-    # A disposal may cancel a flush before its listeners' tasks first ran: their coroutines
-    # never ran, and are closed with the cut, not left to warn "was never awaited".
+def _unawaited_warnings(main: Callable[[], Coroutine[Any, Any, None]]) -> list[str]:
+    """The "never awaited" warnings of running ``main`` and collecting what it left."""
     import gc
     import warnings
 
-    bus = EventBus()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        asyncio.run(main())
+        gc.collect()
+    return [str(w.message) for w in caught if "never awaited" in str(w.message)]
+
+
+def _persisting(bus: EventBus) -> list[str]:
+    """A coroutine flush listener on ``bus``; the list records that it ran."""
     ran: list[str] = []
 
     async def persist() -> None:
         ran.append("persist")
 
     bus.on("session/flush", persist)
+    return ran
+
+
+def test_parallel_cut_before_its_listeners_ran_closes_them_without_a_warning() -> None:
+    # A disposal may cancel a flush before its listeners' tasks first ran: their coroutines
+    # never ran, and are closed with the cut, not left to warn "was never awaited".
+    bus = EventBus()
+    ran = _persisting(bus)
 
     async def main() -> None:
         flush = asyncio.ensure_future(bus.parallel("session/flush"))
@@ -115,42 +131,27 @@ def test_parallel_cut_before_its_listeners_ran_closes_them_without_a_warning() -
         with pytest.raises(asyncio.CancelledError):
             await flush
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        asyncio.run(main())
-        gc.collect()
+    assert _unawaited_warnings(main) == []
     assert ran == []
-    assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
 
 
 def test_parallel_listener_raising_base_exception_closes_the_earlier_ones_without_a_warning() -> None:
     # A later listener raising CancelledError synchronously ends parallel() before any gather:
     # the earlier listeners' coroutines never run, and must not warn "was never awaited".
-    import gc
-    import warnings
-
     bus = EventBus()
-    ran: list[str] = []
-
-    async def persist() -> None:
-        ran.append("persist")
+    ran = _persisting(bus)
 
     def cut() -> None:
         raise asyncio.CancelledError
 
-    bus.on("session/flush", persist)
     bus.on("session/flush", cut)
 
     async def main() -> None:
         with pytest.raises(asyncio.CancelledError):
             await bus.parallel("session/flush")
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        asyncio.run(main())
-        gc.collect()
+    assert _unawaited_warnings(main) == []
     assert ran == []
-    assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
 
 
 def test_serial_awaits_in_order() -> None:
