@@ -41,8 +41,8 @@ def conformance(
     baseline: str | None = typer.Option(
         None, "--baseline", metavar="FILE", help="Expected failures: rule ids or test ids, one per line."
     ),
-    json_path: str | None = typer.Option(None, "--json", metavar="FILE", help="Write the JSON report here."),
-    junit: str | None = typer.Option(None, "--junit", metavar="FILE", help="Write a JUnit XML report here."),
+    json_path: str | None = typer.Option(None, "--json", metavar="FILE", help="Write the JSON report here (-: on stdout, the table then on stderr)."),
+    junit: str | None = typer.Option(None, "--junit", metavar="FILE", help="Write a JUnit XML report here (-: on stdout, the table then on stderr)."),
     failures_only: bool = typer.Option(False, "--failures-only", help="List only rules that did not pass."),
     timeout: float = typer.Option(
         WALL_TIMEOUT, "--timeout", metavar="SECONDS",
@@ -75,11 +75,14 @@ def conformance(
     """
     from .baseline import BaselineError, load
     from .interrupts import Interrupts, echo
+    from .output import STDOUT, to_stderr
     from .report import judge, print_table, write_json, write_junit
     from .runner import SuiteError, run_suite
 
+    if json_path == junit == STDOUT:
+        raise _fail("--json and --junit cannot both write to stdout (-)")
     for option, path in (("--json", json_path), ("--junit", junit)):
-        problem = output_path_error(option, path) if path else None
+        problem = output_path_error(option, path, stdout=True) if path else None
         if problem:
             raise _fail(problem)
     if not (timeout >= 0) or timeout == float("inf"):
@@ -104,29 +107,30 @@ def conformance(
             writable(hunt_out, "--hunt-out")  # before the suite: its minutes must not end in a traceback
         except OSError as exc:
             raise _fail(str(exc)) from None
-    started = time.monotonic()
-    with Interrupts() as stop:
-        try:
-            run = run_suite(None if impl == "reference" else impl, rules=rule, schedule_count=schedule_count,
-                            workers=workers, timeout=timeout, max_hangs=max_hangs, interrupts=stop)
-        except SuiteError as exc:
-            if stop.requested:
-                echo(stop.message(0, "tests"))
-                raise typer.Exit(stop.exit_code) from None
-            raise _fail(str(exc)) from None
-    if hunt and run.interrupted is None:
-        run.results.extend(_hunt(run, impl, hunt_out, hunt_names, hunt_depth, workers, timeout))
-    verdict = judge(run, expected)
-    print_table(verdict, show_passed=not failures_only)
-    unattributed = [r for r in run.results if r.outcome == "failed" and not r.rules]
-    for r in unattributed:
-        echo(f"FAILED hunt (no rule id): {r.id}: {r.summary}" + (f"  (replay: {r.command})" if r.command else ""))
-    elapsed = time.monotonic() - started
-    if run.interrupted is not None:
-        echo(stop.message(run.ran, "tests") + f" of {len(run.results)} in {elapsed:.1f}s; "
-             "the report is incomplete and calls no unchecked rule failed")
-    else:
-        echo(f"{len(run.results)} tests in {elapsed:.1f}s" + ("" if run.complete else f" ({run.ran} ran)"))
+    with to_stderr(STDOUT in (json_path, junit)):  # --json -: stdout holds the report alone
+        started = time.monotonic()
+        with Interrupts() as stop:
+            try:
+                run = run_suite(None if impl == "reference" else impl, rules=rule, schedule_count=schedule_count,
+                                workers=workers, timeout=timeout, max_hangs=max_hangs, interrupts=stop)
+            except SuiteError as exc:
+                if stop.requested:
+                    echo(stop.message(0, "tests"))
+                    raise typer.Exit(stop.exit_code) from None
+                raise _fail(str(exc)) from None
+        if hunt and run.interrupted is None:
+            run.results.extend(_hunt(run, impl, hunt_out, hunt_names, hunt_depth, workers, timeout))
+        verdict = judge(run, expected)
+        print_table(verdict, show_passed=not failures_only)
+        unattributed = [r for r in run.results if r.outcome == "failed" and not r.rules]
+        for r in unattributed:
+            echo(f"FAILED hunt (no rule id): {r.id}: {r.summary}" + (f"  (replay: {r.command})" if r.command else ""))
+        elapsed = time.monotonic() - started
+        if run.interrupted is not None:
+            echo(stop.message(run.ran, "tests") + f" of {len(run.results)} in {elapsed:.1f}s; "
+                 "the report is incomplete and calls no unchecked rule failed")
+        else:
+            echo(f"{len(run.results)} tests in {elapsed:.1f}s" + ("" if run.complete else f" ({run.ran} ran)"))
     for option, path, write in (("--json", json_path, write_json), ("--junit", junit, write_junit)):
         if path:
             try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from pathlib import Path
 
 
@@ -13,8 +14,16 @@ def atomic_write(path: str, text: str) -> None:
     so a reader never sees half a report. Through a symbolic link, the file it points to is
     written (the link stays); a path that is not a regular file (``/dev/stdout``, a pipe, a
     device) is written in place, never replaced by a file. Text an implementation put there
-    that UTF-8 cannot encode (a lone surrogate) is written escaped."""
+    that UTF-8 cannot encode (a lone surrogate) is written escaped. ``-`` is standard output."""
     data = text.encode("utf-8", "backslashreplace")
+    if path == "-":
+        out = getattr(sys.stdout, "buffer", None)
+        if out is None:  # a text-only stream (a test's capture)
+            sys.stdout.write(data.decode("utf-8"))
+        else:
+            out.write(data)
+        sys.stdout.flush()
+        return
     target = Path(os.path.realpath(path))
     if target.exists() and not target.is_file():
         with open(target, "wb") as out:
@@ -29,15 +38,18 @@ def atomic_write(path: str, text: str) -> None:
             tmp.unlink()
 
 
-def output_path_error(option: str, path: str | Path, *, make_parent: bool = False) -> str | None:
+def output_path_error(option: str, path: str | Path, *, make_parent: bool = False,
+                      stdout: bool = False) -> str | None:
     """Why a report cannot be written to ``path`` (``None`` when it can).
 
     Checked before running: the suite (and the self-check, minutes) would otherwise run to the
     end only to fail on a typo in the report path. The parent directory must exist and be
     writable (``make_parent``: it is made first, as the commands that make it do); the file
-    itself is written after the run.
+    itself is written after the run. ``stdout``: the option takes ``-`` for standard output.
     """
     path = str(path)
+    if path == "-" and stdout:
+        return None
     parent = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         return f"cannot write {path!r} ({option}): it is a directory"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import signal
 import sys
 import threading
@@ -53,6 +54,41 @@ class _Forward(io.TextIOBase):
 
     def close(self) -> None:
         pass
+
+
+STDOUT = "-"
+"""A report path meaning standard output (``--json -``): the command's own output then goes to
+stderr (:func:`to_stderr`), so stdout carries the report alone, for a pipe."""
+
+
+@contextlib.contextmanager
+def to_stderr(active: bool = True) -> Iterator[None]:
+    """While active, what the command prints for a person (its table, progress and notes, and
+    whatever reaches file descriptor 1) goes to stderr; stdout is back in place after, for the
+    report written to it (:data:`STDOUT`)."""
+    if not active:
+        yield
+        return
+    out = sys.stdout
+    with contextlib.suppress(ValueError, OSError):
+        out.flush()
+    saved: int | None = None
+    try:
+        fd = out.fileno()
+        saved = os.dup(fd)
+        os.dup2(sys.stderr.fileno(), fd)
+    except (AttributeError, ValueError, OSError, io.UnsupportedOperation):  # no descriptor (a test's capture)
+        fd = -1
+    sys.stdout = _Forward(sys.stderr)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError, OSError):
+            sys.stderr.flush()
+        sys.stdout = out
+        if saved is not None:
+            os.dup2(saved, fd)
+            os.close(saved)
 
 
 SELF_INTERRUPT = ("the implementation raised KeyboardInterrupt itself (no interrupt came from the terminal): a loop "

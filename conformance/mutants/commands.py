@@ -37,7 +37,7 @@ def _list_catalogue() -> None:
 
 
 def selfcheck(
-    json_path: str | None = typer.Option(None, "--json", metavar="FILE", help="Write the JSON report here."),
+    json_path: str | None = typer.Option(None, "--json", metavar="FILE", help="Write the JSON report here (-: on stdout, the table then on stderr)."),
     mutant: list[str] = typer.Option(  # noqa: B008 - typer's idiom
         [], "--mutant", metavar="NAME", help="Only these mutants (repeatable); all by default."
     ),
@@ -56,12 +56,13 @@ def selfcheck(
 
     from conformance.files import output_path_error
     from conformance.interrupts import Interrupts, echo
+    from conformance.output import STDOUT, to_stderr
     from conformance.runner import SuiteError
     from conformance.selfcheck import print_table, run_selfcheck, write_json
 
     from . import MUTANTS
 
-    problem = output_path_error("--json", json_path) if json_path else None
+    problem = output_path_error("--json", json_path, stdout=True) if json_path else None
     if problem:
         raise _fail(problem)  # before the minutes-long run, not after it
     unknown = [name for name in mutant if name not in MUTANTS]
@@ -80,22 +81,23 @@ def selfcheck(
     # on the terminal. For the whole process: the last of them are collected at its exit.
     warnings.filterwarnings("ignore", message=r"coroutine .* was never awaited", category=RuntimeWarning)
     # Progress goes to stderr so the table and JSON-minded stdout stay clean.
-    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
-        task = progress.add_task("reference", total=total)
+    with to_stderr(json_path == STDOUT):  # --json -: stdout holds the report alone
+        with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+            task = progress.add_task("reference", total=total)
 
-        def advance(label: str, done: int, _total: int) -> None:
-            progress.update(task, completed=done, description=f"done: {label}")
+            def advance(label: str, done: int, _total: int) -> None:
+                progress.update(task, completed=done, description=f"done: {label}")
 
-        with Interrupts() as stop:
-            try:
-                result = run_selfcheck(mutant or None, schedule_count=schedule_count, progress=advance,
-                                       interrupts=stop)
-            except SuiteError as exc:
-                raise _fail(str(exc)) from None
-    print_table(result, console=console)
-    if not result.complete:
-        echo(stop.message(len(result.mutants), f"of {result.total} mutants")
-             + "; the report lists only those (\"complete\": false)")
+            with Interrupts() as stop:
+                try:
+                    result = run_selfcheck(mutant or None, schedule_count=schedule_count, progress=advance,
+                                           interrupts=stop)
+                except SuiteError as exc:
+                    raise _fail(str(exc)) from None
+        print_table(result, console=console)
+        if not result.complete:
+            echo(stop.message(len(result.mutants), f"of {result.total} mutants")
+                 + "; the report lists only those (\"complete\": false)")
     if json_path:
         try:
             write_json(result, json_path)

@@ -52,3 +52,48 @@ def test_output_path_error(tmp_path: Path) -> None:
     assert output_path_error("--json", "relative.json") is None  # the current directory
     assert "is a directory" in (output_path_error("--json", str(tmp_path)) or "")
     assert "no such directory" in (output_path_error("--json", str(tmp_path / "a" / "b.json")) or "")
+
+
+def test_a_dash_is_stdout_only_where_the_option_takes_it() -> None:
+    assert output_path_error("--json", "-", stdout=True) is None
+    # elsewhere ``-`` stays a file name (checked like any other)
+    assert output_path_error("--trace", "-") is None
+
+
+def test_conformance_refuses_two_reports_on_stdout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner, "run_suite", _never)
+    result = CliRunner().invoke(app, ["conformance", "--json", "-", "--junit", "-"])
+    _one_line_error(result.exit_code, result.output, "cannot both write to stdout")
+
+
+def test_atomic_write_to_a_dash_writes_stdout(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from conformance.files import atomic_write
+
+    monkeypatch.chdir(tmp_path)
+    atomic_write("-", '{"ok": true}\n')
+    assert capsys.readouterr().out == '{"ok": true}\n'
+    assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize("option", ["--json", "--junit"])
+def test_conformance_report_on_stdout_alone(tmp_path: Path, option: str) -> None:
+    """``--json -``: stdout carries the report and nothing else (the table goes to stderr), so
+    it can be piped; no file named ``-`` is made."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import xml.etree.ElementTree as ET
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-m", "cli", "conformance", "--rule", "TOOL-1", option, "-", "--workers", "0"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    if option == "--json":
+        assert [(r["id"], r["status"]) for r in json.loads(done.stdout)["rules"]] == [("TOOL-1", "passed")]
+    else:
+        assert ET.fromstring(done.stdout).tag == "testsuites"
+    assert "TOOL-1" in done.stderr and "passed 1" in done.stderr  # the table, on stderr
+    assert not (tmp_path / "-").exists()
