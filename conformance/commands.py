@@ -19,10 +19,11 @@ from . import schedules
 from .files import output_path_error, writable
 from .impl import IMPL_HELP
 from .limits import DEFAULT_WORKERS, MAX_HANGS, WALL_TIMEOUT
+from .output import printable
 
 
 def _fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
+    typer.echo(f"error: {printable(message)}", err=True)
     return typer.Exit(2)
 
 

@@ -105,8 +105,10 @@ def echo(text: str = "", *, err: bool = False) -> None:
 
     import typer
 
+    from .output import printable
+
     try:
-        typer.echo(text, err=err)
+        typer.echo(printable(text), err=err)
         (sys.stderr if err else sys.stdout).flush()
     except BrokenPipeError:
         stream = sys.stderr if err else sys.stdout

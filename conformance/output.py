@@ -56,6 +56,25 @@ class _Forward(io.TextIOBase):
         pass
 
 
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0))}
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print on a terminal: its control characters other than newline and tab
+    (an escape sequence, a carriage return, a bell in an implementation's message or name) shown
+    as ``\\xNN`` instead of acted on. The kit's own lines have none, so every line it prints
+    passes through here; reports written to files keep the text as it was."""
+    return text.translate(_CONTROLS)
+
+
+def shown(text: Any) -> str:
+    """``text`` for rich's console: :func:`printable`, and its square brackets escaped (rich would
+    read ``[/x]`` in an implementation's message as markup, and fail on it)."""
+    from rich.markup import escape
+
+    return escape(printable(str(text)))
+
+
 STDOUT = "-"
 """A report path meaning standard output (``--json -``): the command's own output then goes to
 stderr (:func:`to_stderr`), so stdout carries the report alone, for a pipe."""

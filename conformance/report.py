@@ -30,6 +30,7 @@ from typing import Any
 from . import catalogue
 from .baseline import Baseline
 from .files import atomic_write
+from .output import shown
 from .runner import SuiteRun, TestResult
 
 TABLE_LINES = 30
@@ -269,10 +270,8 @@ _STYLE = {"passed": "green", "failed": "red", "not-applicable": "dim", "not-chec
 def _cell(verdict: Verdict, v: RuleVerdict) -> str:
     """The table's failure cell: the first failing test, its schedule, the whole message
     (wrapped; at most TABLE_LINES lines) and the command that reproduces it."""
-    from rich.markup import escape
-
     if not v.failed:
-        return escape(v.failures[0]) if v.failures else ""
+        return shown(v.failures[0]) if v.failures else ""
     first = v.failed[0]
     lines = first.message.splitlines()
     if len(lines) > TABLE_LINES:
@@ -282,7 +281,7 @@ def _cell(verdict: Verdict, v: RuleVerdict) -> str:
         text += f"\n(+{len(v.failed) - 1} more failing tests)"
     if verdict.run is not None:
         text += f"\nreproduce: {verdict.run.reproduce(first)}"
-    return escape(text)
+    return shown(text)
 
 
 def print_table(verdict: Verdict, *, console: Any = None, show_passed: bool = True) -> None:
@@ -291,7 +290,7 @@ def print_table(verdict: Verdict, *, console: Any = None, show_passed: bool = Tr
     from rich.table import Table
 
     console = console or Console()
-    table = Table(title=f"loopkit conformance: {verdict.implementation}", show_lines=True)
+    table = Table(title=f"loopkit conformance: {shown(verdict.implementation)}", show_lines=True)
     table.add_column("rule", no_wrap=True)
     table.add_column("status", no_wrap=True)
     table.add_column("tests", justify="right")
@@ -299,8 +298,8 @@ def print_table(verdict: Verdict, *, console: Any = None, show_passed: bool = Tr
     for v in verdict.rules:
         if not show_passed and v.status == "passed":
             continue
-        shown = f"needs hook {v.needs_hook}" if v.needs_hook else v.status
-        status = f"[{_STYLE[v.status]}]{shown}[/]" + (" (expected)" if v.excused else "")
+        label = f"needs hook {v.needs_hook}" if v.needs_hook else v.status
+        status = f"[{_STYLE[v.status]}]{label}[/]" + (" (expected)" if v.excused else "")
         table.add_row(v.id, status, str(len(v.tests)), _cell(verdict, v))
     console.print(table)
     data = to_json(verdict)["summary"]
@@ -317,13 +316,11 @@ def print_table(verdict: Verdict, *, console: Any = None, show_passed: bool = Tr
         console.print(f"[yellow]needs hook {hook}: {count} rule(s) cannot be checked without it[/]")
     common = common_failure(verdict)
     if common is not None:
-        from rich.markup import escape
-
-        console.print(f"[yellow]one failure behind {len(common[1])} failing rules (fix it first): {escape(common[0])}[/]")
+        console.print(f"[yellow]one failure behind {len(common[1])} failing rules (fix it first): {shown(common[0])}[/]")
     run = verdict.run
     if run is not None and run.stopped:
-        console.print(f"[red]incomplete: {run.stopped}[/]")
+        console.print(f"[red]incomplete: {shown(run.stopped)}[/]")
     for entry in verdict.stale:
-        console.print(f"[yellow]stale baseline entry (now passes): {entry}[/]")
+        console.print(f"[yellow]stale baseline entry (now passes): {shown(entry)}[/]")
     if verdict.unexcused:
         console.print(f"[red]FAILED rules: {', '.join(verdict.unexcused)}[/]")

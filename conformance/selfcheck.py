@@ -182,6 +182,8 @@ def print_table(result: SelfCheck, *, console: Any = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from .output import shown
+
     console = console or Console()
     table = Table(title="loopkit selfcheck: the suite against its mutants")
     table.add_column("mutant", no_wrap=True)
@@ -191,7 +193,7 @@ def print_table(result: SelfCheck, *, console: Any = None) -> None:
     table.add_column("tests", justify="right")
     for m in result.mutants:
         mark = "[green]yes[/]" if m.killed else "[red]NO[/]"
-        by = ", ".join(m.killed_by) or (f"setup: {m.error}" if m.error else "")
+        by = shown(", ".join(m.killed_by) or (f"setup: {m.error}" if m.error else ""))
         expected = ", ".join(m.expected) + ("" if m.expected_hit or not m.killed else " [yellow](missed)[/]")
         table.add_row(m.name, mark, by, expected, str(len(m.tests)))
     console.print(table)
@@ -207,7 +209,7 @@ def print_table(result: SelfCheck, *, console: Any = None) -> None:
         f"score {result.score:.3f}; {result.seconds:.1f}s"
     )
     for failure in result.reference_failures[:10]:
-        console.print(f"[red]reference failure: {failure}[/]")
+        console.print(f"[red]reference failure: {shown(failure)}[/]")
     alive = [m.name for m in result.mutants if not m.killed]
     if alive:
         console.print(f"[red]SURVIVING mutants: {', '.join(alive)}[/]")

@@ -19,7 +19,8 @@ import typer
 
 from ..files import writable
 from ..impl import IMPL_HELP
-from ..output import guarded
+from ..interrupts import echo
+from ..output import guarded, printable
 from .config import VERBS, Config
 from .console import print_report, write_report
 
@@ -32,7 +33,7 @@ app = typer.Typer(help="Find races nobody wrote a scenario for: every window a c
 
 
 def _fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
+    typer.echo(f"error: {printable(message)}", err=True)
     return typer.Exit(2)
 
 
@@ -149,7 +150,7 @@ def hunt(
             what = ", ".join(f"{w.name} (needs {', '.join(sorted(w.lacking(implementation)))})" for w in lacking)
             if len(lacking) == len(chosen):
                 raise _fail(f"--workloads: no workload to run: {what}: {impl} does not declare the feature")
-            typer.echo(f"note: skipped {what}: {impl} does not declare the feature", err=True)
+            echo(f"note: skipped {what}: {impl} does not declare the feature", err=True)
         actions = tuple(v.strip() for v in verbs.split(",") if v.strip()) or Config().verbs
         sequences = sum(len(actions) ** k for k in range(1, depth + 1))
         if sequences > MAX_SEQUENCES:
@@ -176,7 +177,7 @@ def hunt(
             write_report(write_baseline, json.dumps({"format": BASELINE_FORMAT, "differences": sorted(
                 d["signature"] for d in rep["differences"])}, indent=2) + "\n")
     except (SpinError, WorkerSpun) as exc:  # a finding, not bad input
-        typer.echo(f"FAILED: {exc}")
+        echo(f"FAILED: {exc}")
         raise typer.Exit(1) from None
     except _user_errors() as exc:
         raise _fail(_one_line(exc)) from None
@@ -186,9 +187,9 @@ def hunt(
         sys.stdout.write(text)
     else:
         print_report(rep, shown, impl, new if known is not None else [])
-        typer.echo(f"report: {shown / 'report.json'}")
+        echo(f"report: {shown / 'report.json'}")
     if rep["stopped"] == "interrupted":
-        typer.echo(stop.message(rep["totals"]["run"], f"of {rep['totals']['windows']} windows") +
+        echo(stop.message(rep["totals"]["run"], f"of {rep['totals']['windows']} windows") +
                    f"; {len(rep['findings'])} finding(s) so far")
         raise typer.Exit(stop.exit_code)
     failed = bool(rep["findings"]) or (known is not None and bool(new))
@@ -266,12 +267,12 @@ def merge(
     if as_json:
         sys.stdout.write(text)
         if missing and not merged["stopped"]:  # stdout is the JSON: why the exit is 2 goes to stderr
-            typer.echo(f"incomplete: no report covers workload(s) {', '.join(missing)}", err=True)
+            echo(f"incomplete: no report covers workload(s) {', '.join(missing)}", err=True)
     else:
         print_report(merged, None, merged["impl"], [])
         if missing:
-            typer.echo(f"incomplete: no report covers workload(s) {', '.join(missing)}")
-        typer.echo(f"report: {out / 'report.json'}")
+            echo(f"incomplete: no report covers workload(s) {', '.join(missing)}")
+        echo(f"report: {out / 'report.json'}")
     if merged["findings"]:
         raise typer.Exit(1)
     raise typer.Exit(2 if not merged["complete"] and not merged["stopped"] else 0)

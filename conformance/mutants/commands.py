@@ -13,10 +13,11 @@ import warnings
 import typer
 
 from conformance import schedules
+from conformance.output import printable
 
 
 def _fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
+    typer.echo(f"error: {printable(message)}", err=True)
     return typer.Exit(2)
 
 

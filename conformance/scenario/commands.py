@@ -19,7 +19,8 @@ import typer
 
 from ..files import output_path_error
 from ..impl import IMPL_HELP
-from ..output import SELF_INTERRUPT, ImplementationInterrupt, guarded
+from ..interrupts import echo
+from ..output import SELF_INTERRUPT, ImplementationInterrupt, guarded, printable
 
 
 def _outputs(*paths: tuple[str, Path | None], make_parent: bool = False) -> None:
@@ -37,7 +38,7 @@ def _absolute(path: Path | None) -> Path | None:
 
 
 def _fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
+    typer.echo(f"error: {printable(message)}", err=True)
     return typer.Exit(2)
 
 
@@ -98,7 +99,7 @@ def rules(
         "feature": r.feature, "required": r.required, "race": r.race, "tests": list(tests_for(r.id)),
     } for r in chosen]
     if as_json:
-        typer.echo(json.dumps({"rules": entries}, indent=2))
+        echo(json.dumps({"rules": entries}, indent=2))
         return
     from rich.console import Console
     from rich.table import Table
@@ -147,7 +148,7 @@ def run(
             from .diagram import write
 
             kind = write(report, diagram, impl=impl)
-            typer.echo(f"diagram ({kind}): {diagram}")
+            echo(f"diagram ({kind}): {diagram}")
     except BrokenPipeError:
         raise  # stdout's reader left (`| head`): not bad input; typer ends the command quietly
     except _user_errors() as exc:
@@ -155,7 +156,7 @@ def run(
     unfired = _unfired(report)
     if report.ok and unfired:
         t = report.trace
-        typer.echo(f"FAILED: scenario {t.scenario!r} ({t.strategy}, seed {t.seed}): never fired: {', '.join(unfired)} "
+        echo(f"FAILED: scenario {t.scenario!r} ({t.strategy}, seed {t.seed}): never fired: {', '.join(unfired)} "
                    "(the checks hold, but the run did not do what the scenario describes; mark an element "
                    "'optional: true' if that is expected)")
     else:
@@ -173,7 +174,7 @@ def _unfired(report: Any) -> list[str]:
         if event.get("kind") == "untriggered":
             (optional if event.get("optional") else required).append(repr(str(event.get("name"))))
     if optional:
-        typer.echo(f"note: optional element(s) never fired: {', '.join(optional)}")
+        echo(f"note: optional element(s) never fired: {', '.join(optional)}")
     return required
 
 
@@ -182,23 +183,23 @@ def _print_timeline(report: Any) -> None:
 
     for r in rows(report.trace.timeline, report.deviations, report.violations):
         if r.style in ("deviation", "failure"):
-            typer.echo(f"{seconds(r.t_us):>10}  {'!!' if r.style == 'failure' else '~~'} {r.label}")
+            echo(f"{seconds(r.t_us):>10}  {'!!' if r.style == 'failure' else '~~'} {r.label}")
         elif r.dst is None:
-            typer.echo(f"{seconds(r.t_us):>10}  {r.src:<14} | {r.label}")
+            echo(f"{seconds(r.t_us):>10}  {r.src:<14} | {r.label}")
         else:
             arrow = "-->" if r.style == "reply" else "~~>" if r.style == "event" else "->"
-            typer.echo(f"{seconds(r.t_us):>10}  {r.src:<14} {arrow} {r.dst:<14} {r.label}")
+            echo(f"{seconds(r.t_us):>10}  {r.src:<14} {arrow} {r.dst:<14} {r.label}")
 
 
 def _print_verdict(report: Any) -> None:
     t = report.trace
     if report.ok:
-        typer.echo(f"ok: scenario {t.scenario!r} ({t.strategy}, seed {t.seed}): every check holds")
+        echo(f"ok: scenario {t.scenario!r} ({t.strategy}, seed {t.seed}): every check holds")
         return
-    typer.echo(f"FAILED: scenario {t.scenario!r} ({t.strategy}, seed {t.seed}): outcome {t.outcome}"
+    echo(f"FAILED: scenario {t.scenario!r} ({t.strategy}, seed {t.seed}): outcome {t.outcome}"
                + (f" ({t.error})" if t.error else ""))
     for f in t.failures:
-        typer.echo(f"  check {f['check']}: {f['message']}")
+        echo(f"  check {f['check']}: {f['message']}")
 
 
 # --------------------------------------------------------------------------- explore
@@ -220,7 +221,7 @@ def explore(
     failure was found by then, writes its cassette unshrunk; exit 130 (143 for SIGTERM)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from conformance.interrupts import Interrupts, echo
+    from conformance.interrupts import Interrupts
 
     from . import engine, race
     from .model import load
@@ -318,7 +319,7 @@ def replay(
             implementation = _resolve_checked(impl, timeout)
         mismatch = race.runtime_warning(record, implementation)
         if mismatch:
-            typer.echo(f"warning: {cassette_path}: {mismatch}", err=True)
+            echo(f"warning: {cassette_path}: {mismatch}", err=True)
         try:
             with guarded():
                 report = race.replay(record, implementation)
@@ -328,26 +329,26 @@ def replay(
             from .diagram import write
 
             kind = write(report, diagram, impl=impl)
-            typer.echo(f"diagram ({kind}): {diagram}")
+            echo(f"diagram ({kind}): {diagram}")
     except BrokenPipeError:
         raise  # stdout's reader left (`| head`): not bad input; typer ends the command quietly
     except _user_errors() as exc:
         raise _fail(_one_line(exc)) from None
     sched = record.schedule
-    typer.echo(f"replayed {record.name!r} on {impl}: {sched.deviations} deviation(s) over {len(sched)} recorded "
+    echo(f"replayed {record.name!r} on {impl}: {sched.deviations} deviation(s) over {len(sched)} recorded "
                f"choices, then FIFO (recorded on {record.impl}, {record.found.get('strategy', '?')} seed "
                f"{record.found.get('failing_seed', '?')})")
     if record.impl and record.impl != impl:
         # A hunt's cassette replayed without --impl runs on the reference: "ok" then says nothing
         # of the implementation the race was found in.
-        typer.echo(f"note: this cassette was recorded on {record.impl}; it ran on {impl} "
+        echo(f"note: this cassette was recorded on {record.impl}; it ran on {impl} "
                    f"(--impl {shlex.quote(record.impl)} replays it where it was found)", err=True)
     if report.ok:
-        typer.echo("ok: every check holds")
+        echo("ok: every check holds")
         raise typer.Exit(0)
-    typer.echo(f"FAILED: outcome {report.trace.outcome}" + (f" ({report.trace.error})" if report.trace.error else ""))
+    echo(f"FAILED: outcome {report.trace.outcome}" + (f" ({report.trace.error})" if report.trace.error else ""))
     for f in report.trace.failures:
-        typer.echo(f"  check {f['check']}: {f['message']}")
+        echo(f"  check {f['check']}: {f['message']}")
     raise typer.Exit(1)
 
 

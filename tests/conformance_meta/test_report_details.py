@@ -154,3 +154,15 @@ def test_a_reproduce_command_with_a_wire_spec_pastes_into_a_shell() -> None:
     words = shlex.split(command)
     assert words[words.index("--loopkit-impl") + 1] == "wire:node bridge.mjs --variant late"
     assert "conformance.tests.test_idle::test_w[fifo]" in words
+
+
+def test_a_message_with_control_characters_and_brackets_is_shown_not_acted_on() -> None:
+    # An implementation's message carried an ANSI sequence (clear screen, colour), a carriage
+    # return and rich markup: the terminal table printed them raw, and `[/x]` could stop rich.
+    message = "E: \x1b[2J\x1b[31mred\r [/x] [bold]b"
+    results = [*_passing({"IDLE-2"}), _failed("test_idle.py::test_w[fifo]", ["IDLE-2"], message)]
+    console = Console(file=io.StringIO(), width=300)
+    print_table(judge(_run(results)), console=console, show_passed=False)
+    out = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "\x1b" not in out and "\r" not in out
+    assert "E: \\x1b[2J\\x1b[31mred" in out and "[/x] [bold]b" in out  # the table splits lines at the \\r

@@ -101,3 +101,20 @@ def test_outputs_go_where_asked_when_the_implementation_changes_directory(
                                       "1", "--nth", "1", "--verbs", "send", "--workers", "1", "--out", "hunted"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "hunted" / "report.json").is_file() and "report: hunted/report.json" in result.output
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_an_error_message_with_control_characters_is_shown_not_acted_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str) -> None:
+    # The implementation's own words (here its import error) carried a clear-screen sequence and
+    # a carriage return: the one-line error printed them raw, to the user's terminal.
+    (tmp_path / "shouts.py").write_text('raise RuntimeError("\\x1b[2J\\x1b[31mgone\\rX")\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    args = [*COMMANDS[command], "--impl", "shouts:implementation"]
+    if command == "hunt":
+        args += ["--out", str(tmp_path / "hunt")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "\x1b" not in result.output and "\r" not in result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "RuntimeError: \\x1b[2J\\x1b[31mgone" in lines[0], result.output

@@ -90,3 +90,24 @@ def test_merge_of_something_else_is_one_line_and_exit_2(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["hunt", "merge", str(bogus), "--out", str(tmp_path / "m")])
     assert result.exit_code == 2
     assert len(result.stderr.strip().splitlines()) == 1 and str(bogus) in result.stderr
+
+
+def test_a_finding_message_with_control_characters_and_markup_prints_as_text() -> None:
+    """An implementation's text inside a finding (an error's message) is shown, not acted on: no
+    raw escape sequence reaches the terminal, and ``[/x]`` is no markup error after the hunt."""
+    import contextlib
+    import io
+
+    from conformance.hunt.console import print_report
+
+    rep = {"impl": "pkg:impl [1]", "shard": None, "coverage": {"log": {"enumerated": 1, "run": 1, "distinct": 1}},
+           "totals": {"windows": 1, "run": 1, "distinct": 1, "workloads": 1, "explored": 0, "schedules": 1},
+           "findings": [{"signature": "ERRORS [ERR-2]", "windows": 1, "workloads": ["reply"],
+                         "message": "error event 'boom \x1b[2J [/x]\r'", "examples": [{"window": "reply: w"}]}],
+           "differences": [], "stopped": None, "config": {"against": None}}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        print_report(rep, None, "pkg:impl", [])
+    text = out.getvalue()
+    assert "\x1b" not in text and "\r" not in text
+    assert "error event 'boom \\x1b[2J [/x]\\x0d'" in text and "hunt of pkg:impl [1]" in text
