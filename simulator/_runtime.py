@@ -218,13 +218,50 @@ def _guard_exit(real: Callable[..., Any], call: str) -> Callable[..., Any]:
     return guarded
 
 
+def _own_process(call: str, args: tuple[Any, ...]) -> bool:
+    """Whether a signal call targets this process: ``os.kill`` of its pid, of its group (``0``,
+    ``-pgid``), ``os.killpg`` of its group; ``raise_signal`` and ``pthread_kill`` always do. A
+    signal to another process (an adapter stopping its child) is no escape."""
+    import os
+
+    if call in ("signal.raise_signal()", "signal.pthread_kill()"):
+        return True
+    target = args[0] if args else None
+    if not isinstance(target, int) or (len(args) > 1 and args[1] == 0):  # signal 0 only asks if it exists
+        return False
+    if call == "os.killpg()":
+        return target in (0, os.getpgrp())
+    return target in (os.getpid(), 0, -os.getpgrp())
+
+
+def _guard_signal(real: Callable[..., Any], call: str) -> Callable[..., Any]:
+    # A signal to its own process would stop the whole check as if the user had (a SIGTERM's
+    # exit 143, with no word), or run a handler outside the scheduler: an error instead.
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        loop = _CURRENT
+        if loop is not None and loop._thread_id == threading.get_ident() and _own_process(call, args):
+            raise _escaped(call, f"{call} called inside a simulation: the program tried to signal its own "
+                                 "process (an agent loop must not)")
+        return real(*args, **kwargs)
+
+    guarded.__wrapped__ = real  # type: ignore[attr-defined]
+    return guarded
+
+
 def _install_exit_guards() -> None:
     import os
+    import signal
 
     if not hasattr(os._exit, "__wrapped__"):
         os._exit = _guard_exit(os._exit, "os._exit()")
     if not hasattr(sys.exit, "__wrapped__"):
         sys.exit = _guard_exit(sys.exit, "sys.exit()")
+    if not hasattr(os.abort, "__wrapped__"):
+        os.abort = _guard_exit(os.abort, "os.abort()")
+    for module, name in ((os, "kill"), (os, "killpg"), (signal, "raise_signal"), (signal, "pthread_kill")):
+        real = getattr(module, name, None)
+        if real is not None and not hasattr(real, "__wrapped__"):
+            setattr(module, name, _guard_signal(real, f"{module.__name__}.{name}()"))
 
 
 _install_blocking_guards()

@@ -149,7 +149,13 @@ def _thread() -> None:
 
 
 def _kill_self() -> None:
-    os.kill(os.getpid(), signal.SIGKILL)
+    # The real ``os.kill``: the simulator stops a signal to its own process (``signal_self``);
+    # this stands for a death no tripwire can stop (a crash in C code, the OOM killer).
+    getattr(os.kill, "__wrapped__", os.kill)(os.getpid(), signal.SIGKILL)
+
+
+def _signal_self() -> None:
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 class _DyingAgent:
@@ -206,6 +212,7 @@ hang = Hostile("hang", on_send=_hang)
 exits = Hostile("exit", on_send=lambda: sys.exit(3))
 os_exit = Hostile("os-exit", on_send=lambda: os._exit(0))
 kill_self = Hostile("kill-self", on_send=_kill_self)
+signal_self = Hostile("signal-self", on_send=_signal_self)
 print_flood = Hostile("print-flood", on_send=_flood)
 sockets = Hostile("socket", on_send=_connect)
 sleeps = Hostile("sleep", on_send=lambda: time.sleep(0.2))
@@ -234,7 +241,7 @@ def _interrupt() -> None:
 interrupts = Hostile("interrupts", on_send=_interrupt)
 
 ALL = {
-    "spin": spin, "hang": hang, "exits": exits, "os_exit": os_exit, "kill_self": kill_self,
+    "spin": spin, "hang": hang, "exits": exits, "os_exit": os_exit, "kill_self": kill_self, "signal_self": signal_self,
     "print_flood": print_flood, "sockets": sockets, "sleeps": sleeps, "threads": threads,
     "spin_in_create": spin_in_create, "exit_in_create": exit_in_create, "spin_in_close": spin_in_close,
     "dies": dies,

@@ -41,6 +41,7 @@ FAILING = [
 ]
 ESCAPES = [
     ("os_exit", "os._exit() called inside a simulation"),
+    ("signal_self", "os.kill() called inside a simulation: the program tried to signal its own process"),
     ("sockets", "socket.connect() blocks the event loop inside a simulation"),
     ("sleeps", "time.sleep() blocks the event loop inside a simulation"),
     ("threads", "threading.Thread.start() called inside a simulation"),
@@ -208,7 +209,8 @@ def test_a_window_slow_once_is_not_a_spin(tmp_path: Path) -> None:
     assert seconds < 60
 
 
-@pytest.mark.parametrize(("impl", "call"), [("exits", "sys.exit()"), ("os_exit", "os._exit()"), ("threads", "threading.Thread.start()"),
+@pytest.mark.parametrize(("impl", "call"), [("exits", "sys.exit()"), ("os_exit", "os._exit()"), ("signal_self", "os.kill()"),
+                                            ("threads", "threading.Thread.start()"),
                                             ("sockets", "socket.connect()"), ("sleeps", "time.sleep()")])
 def test_a_hunt_of_an_implementation_that_escapes_finds_it(tmp_path: Path, impl: str, call: str) -> None:
     # The tripwire raises at the call and the world records the send as refused (QUEUED leaves a

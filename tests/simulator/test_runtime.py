@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import datetime
+import os
+import signal
 import socket
 import threading
 import time
@@ -200,6 +202,12 @@ def test_async_generator_finalised_at_end() -> None:
         (lambda: asyncio.sleep(0, threading.Thread(target=print).start()), "Thread.start"),
         (lambda: asyncio.get_running_loop().sock_connect(socket.socket(), ("x", 1)),
          "sock_connect"),
+        # a signal to its own process would stop the whole check (SIGTERM: exit 143, no word)
+        (lambda: asyncio.sleep(0, os.kill(os.getpid(), signal.SIGTERM)), "os.kill() called inside a simulation"),
+        (lambda: asyncio.sleep(0, os.kill(0, signal.SIGTERM)), "tried to signal its own process"),
+        (lambda: asyncio.sleep(0, os.killpg(os.getpgrp(), signal.SIGINT)), "os.killpg()"),
+        (lambda: asyncio.sleep(0, signal.raise_signal(signal.SIGINT)), "signal.raise_signal()"),
+        (lambda: asyncio.sleep(0, os.abort()), "os.abort() called inside a simulation"),
     ],
 )
 def test_escapes_raise_simulation_error(escape, needle) -> None:  # type: ignore[no-untyped-def]
@@ -210,6 +218,17 @@ def test_escapes_raise_simulation_error(escape, needle) -> None:  # type: ignore
     assert r.outcome == "failed"
     assert isinstance(r.error, simulator.SimulationError)
     assert needle in str(r.error)
+
+
+def test_a_signal_elsewhere_or_a_liveness_check_is_no_escape() -> None:
+    from simulator._runtime import _own_process
+
+    async def main() -> None:
+        os.kill(os.getpid(), 0)  # "does it exist": sends nothing
+
+    assert simulator.run(main).ok
+    assert not _own_process("os.kill()", (os.getppid() if os.getppid() != os.getpid() else 1, signal.SIGTERM))
+    assert not _own_process("os.killpg()", (os.getpgrp() + 1, signal.SIGTERM))
 
 
 def test_failed_outcome_has_traceback() -> None:
