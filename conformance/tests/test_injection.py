@@ -248,6 +248,66 @@ def test_a_waiter_held_for_an_inject_flush_is_released_at_quiescence(run: Run) -
     run(scenario)
 
 
+@pytest.mark.rule("IDLE-2", "INJ-2")
+@pytest.mark.parametrize("hops", [0, 1, 2, 3, 4])
+def test_a_prompt_sent_as_the_inject_flush_ends_holds_a_waiter_held_for_it(run: Run, hops: int) -> None:
+    # The same with the prompt sent as the inject's flush ends: by the flush listener's last act
+    # (0 hops), or that many loop callbacks after it returned, before the driver has woken, while
+    # the status still says idle but A is queued. A loop that looks only at its status when the
+    # flush ends releases the waiter with A queued (session 55's blind round: only the hunt found
+    # it, after 20 minutes). When the release came is read from the waiter's done() as A is sent
+    # (a task awaiting it resumes a callback or more after the release, when the driver may have
+    # started A already); a when_idle() without done() is judged only when released first.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        hold = k.gate("flush")
+        flushing: list[bool] = []
+        sent: list[bool] = []  # at the send: whether the waiter was released already
+
+        async def flush(*_args: object) -> None:
+            if not flushing:
+                flushing.append(True)
+                k.poke()
+                await hold.wait()
+                send(hops)
+
+        def send(left: int) -> None:
+            if left:
+                asyncio.get_running_loop().call_soon(send, left - 1)
+                return
+            sent.append(bool(done is not None and done()) or watching.done())
+            a.send("A")
+
+        k.on("session/flush", flush)
+        k.model.push(fakes.text("A"))
+        injecting = _inject_task(k, a, "ctx")
+        await k.until(lambda: bool(flushing), "the inject's flush")
+        waiter = a.when_idle()
+        done = getattr(waiter, "done", None)
+        done = done if callable(done) else None
+        released: list[int] = []
+
+        async def watch() -> None:
+            await waiter
+            released.append(k.types(a).count("turn/end"))
+
+        watching = asyncio.ensure_future(watch())
+        await k.settle(1.5)  # an at-once release (IDLE-1) comes before the flush is let go
+        hold.open()
+        await asyncio.wait_for(watching, k.timeout)
+        if injecting is not None:
+            await asyncio.wait_for(injecting, k.timeout)
+        if sent and not sent[0] and done is not None:
+            assert released[0] == 2, (
+                f"when_idle(), held while the inject flushed, was released with {released[0]} turn/end(s) "
+                "logged: A, sent as that flush ended, was queued at its release (IDLE-2: nothing is queued then)")
+        await k.until(lambda: bool(sent), "the prompt sent as the flush ended")
+        await k.idle(a)
+        assert k.prompts(a)[-1] == ["A"]
+
+    run(scenario)
+
+
 @pytest.mark.rule("IDLE-1", "INJ-2")
 def test_another_agents_inject_flush_does_not_hold_a_waiter(run: Run) -> None:
     # Agent a's idle inject is flushing (its flush held); agent b is idle with nothing queued:
