@@ -248,6 +248,23 @@ def _guard_signal(real: Callable[..., Any], call: str) -> Callable[..., Any]:
     return guarded
 
 
+def _guard_handlers(real: Callable[..., Any], call: str) -> Callable[..., Any]:
+    # A signal handler, timer or mask set from inside a run acts outside the scheduler, and
+    # outlives the run: a SIGALRM handler replaced (or the alarm masked) disables the wall-clock
+    # limit, and a spin then hangs the check for ever. The kit's own supervision calls the C
+    # module ``_signal`` directly, which these guards leave alone.
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        loop = _CURRENT
+        if loop is not None and loop._thread_id == threading.get_ident():
+            raise _escape(call)
+        return real(*args, **kwargs)
+
+    guarded.__name__ = getattr(real, "__name__", call)
+    guarded.__doc__ = getattr(real, "__doc__", None)
+    guarded.__wrapped__ = real  # type: ignore[attr-defined]
+    return guarded
+
+
 def _install_exit_guards() -> None:
     import os
     import signal
@@ -262,6 +279,10 @@ def _install_exit_guards() -> None:
         real = getattr(module, name, None)
         if real is not None and not hasattr(real, "__wrapped__"):
             setattr(module, name, _guard_signal(real, f"{module.__name__}.{name}()"))
+    for name in ("signal", "setitimer", "alarm", "pthread_sigmask", "siginterrupt", "set_wakeup_fd"):
+        real = getattr(signal, name, None)
+        if real is not None and not hasattr(real, "__wrapped__"):
+            setattr(signal, name, _guard_handlers(real, f"signal.{name}()"))
 
 
 _install_blocking_guards()

@@ -8,6 +8,7 @@ and ``bench/hostile.py`` (the whole suite each). Run from this directory:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -158,6 +159,17 @@ def _signal_self() -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
+def _masks_alarm() -> None:
+    signal.signal(signal.SIGALRM, signal.SIG_IGN)
+
+
+def _masks_alarm_then_spins() -> None:
+    # Its own SIGALRM handler would disable the wall-clock limit, and the spin would then never end.
+    with contextlib.suppress(Exception):
+        signal.signal(signal.SIGALRM, signal.SIG_IGN)
+    _spin()
+
+
 class _DyingAgent:
     """An agent whose driver task dies of an uncaught exception at the first send, while
     ``when_idle()`` never resolves: what a wait then reports must name the death."""
@@ -213,6 +225,8 @@ exits = Hostile("exit", on_send=lambda: sys.exit(3))
 os_exit = Hostile("os-exit", on_send=lambda: os._exit(0))
 kill_self = Hostile("kill-self", on_send=_kill_self)
 signal_self = Hostile("signal-self", on_send=_signal_self)
+masks_alarm = Hostile("masks-alarm", on_send=_masks_alarm)
+masks_alarm_then_spins = Hostile("masks-alarm-then-spins", on_send=_masks_alarm_then_spins)
 print_flood = Hostile("print-flood", on_send=_flood)
 sockets = Hostile("socket", on_send=_connect)
 sleeps = Hostile("sleep", on_send=lambda: time.sleep(0.2))
@@ -242,6 +256,7 @@ interrupts = Hostile("interrupts", on_send=_interrupt)
 
 ALL = {
     "spin": spin, "hang": hang, "exits": exits, "os_exit": os_exit, "kill_self": kill_self, "signal_self": signal_self,
+    "masks_alarm": masks_alarm, "masks_alarm_then_spins": masks_alarm_then_spins,
     "print_flood": print_flood, "sockets": sockets, "sleeps": sleeps, "threads": threads,
     "spin_in_create": spin_in_create, "exit_in_create": exit_in_create, "spin_in_close": spin_in_close,
     "dies": dies,

@@ -42,6 +42,7 @@ FAILING = [
 ESCAPES = [
     ("os_exit", "os._exit() called inside a simulation"),
     ("signal_self", "os.kill() called inside a simulation: the program tried to signal its own process"),
+    ("masks_alarm", "signal.signal() called inside a simulation"),
     ("sockets", "socket.connect() blocks the event loop inside a simulation"),
     ("sleeps", "time.sleep() blocks the event loop inside a simulation"),
     ("threads", "threading.Thread.start() called inside a simulation"),
@@ -80,6 +81,16 @@ def test_an_escape_fails_its_test_at_the_call(monkeypatch: pytest.MonkeyPatch, i
     run = run_suite(getattr(hostile_adapters, impl), rules=["LOOP-2"], schedule_count=0)
     (result,) = [r for r in run.results if r.id.endswith("test_burst_is_one_turn[fifo]")]
     assert result.outcome == "failed" and says in result.message, result.message
+
+
+def test_a_spin_behind_its_own_alarm_handler_still_ends_at_the_wall_clock_limit(tmp_path: Path) -> None:
+    # The implementation set SIGALRM to SIG_IGN, then spun: the wall-clock limit never fired and
+    # `loopkit run` hung for ever. signal.signal() is a tripwire inside a run now; the spin ends.
+    proc, seconds = _cli("run", str(HERE.parent.parent / "conformance" / "scenario" / "examples" / "window1.yaml"),
+                         "--impl", "hostile_adapters:masks_alarm_then_spins", "--timeout", "1")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "wall-clock" in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+    assert seconds < 60
 
 
 @pytest.mark.parametrize(("impl", "says"), [

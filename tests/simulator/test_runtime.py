@@ -208,6 +208,11 @@ def test_async_generator_finalised_at_end() -> None:
         (lambda: asyncio.sleep(0, os.killpg(os.getpgrp(), signal.SIGINT)), "os.killpg()"),
         (lambda: asyncio.sleep(0, signal.raise_signal(signal.SIGINT)), "signal.raise_signal()"),
         (lambda: asyncio.sleep(0, os.abort()), "os.abort() called inside a simulation"),
+        # a handler, timer or mask set inside a run outlives it (and a SIGALRM one would disable
+        # the wall-clock limit): an escape
+        (lambda: asyncio.sleep(0, signal.signal(signal.SIGALRM, signal.SIG_IGN)), "signal.signal() called"),
+        (lambda: asyncio.sleep(0, signal.setitimer(signal.ITIMER_REAL, 0)), "signal.setitimer()"),
+        (lambda: asyncio.sleep(0, signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})), "signal.pthread_sigmask()"),
     ],
 )
 def test_escapes_raise_simulation_error(escape, needle) -> None:  # type: ignore[no-untyped-def]
