@@ -1677,7 +1677,7 @@ def run(
                     for t in loop._tasks
                     if not t.done()
                 ]
-        unretrieved = _collect_unretrieved(loop, main_task)
+        unretrieved = _collect_unretrieved(loop, main_task, wall)
         wall.arm()  # the program unwinds in the cleanup: it may spin there too
         try:
             _cleanup(loop)
@@ -1731,7 +1731,7 @@ async def _wrap_awaitable(aw: Any) -> Any:
 
 
 def _collect_unretrieved(
-    loop: SimLoop, main_task: asyncio.Task[Any] | None
+    loop: SimLoop, main_task: asyncio.Task[Any] | None, wall: _supervise.WallClock
 ) -> list[dict[str, Any]]:
     out = []
     for t in loop._tasks:
@@ -1741,15 +1741,31 @@ def _collect_unretrieved(
             exc = t.exception()
             t._log_traceback = False  # reported here, not by the garbage collector later
             assert exc is not None
-            out.append({
-                "task": t.get_name(),
-                "coro": _coro_name(t.get_coro()),
-                "error": f"{type(exc).__name__}: {exc}",
-                "traceback": "".join(
-                    traceback.format_exception(type(exc), exc, exc.__traceback__)
-                ),
-            })
+            error, text = _described(exc, wall)
+            out.append({"task": t.get_name(), "coro": _coro_name(t.get_coro()), "error": error, "traceback": text})
     return out
+
+
+def _described(error: BaseException, wall: _supervise.WallClock) -> tuple[str, str]:
+    """``Type: message`` and the traceback of a task's error. Its messages are the program's own
+    ``__str__``, read under the wall-clock limit: one that spins (or raises) is named, and the
+    check still ends. The source lines are read after, outside the limit (bookkeeping)."""
+    kind = type(error).__name__
+    wall.arm()
+    try:
+        summary = traceback.TracebackException(type(error), error, error.__traceback__, lookup_lines=False)
+    except _supervise.WallClockExceeded:
+        stand_in = f"{kind}: (its text did not come back within the wall-clock limit: its __str__ spins)"
+        return stand_in, stand_in
+    except Exception as exc:
+        stand_in = f"{kind}: (its text cannot be read: {type(exc).__name__})"
+        return stand_in, stand_in
+    finally:
+        wall.disarm()
+    message = getattr(summary, "_str", None)  # the text it read (3.11-3.13); else the formatted last line
+    if not isinstance(message, str):
+        message = "".join(summary.format_exception_only()).rstrip("\n").partition(": ")[2]
+    return f"{kind}: {message}", "".join(summary.format())
 
 
 def _close_leftovers(loop: SimLoop) -> None:

@@ -159,6 +159,18 @@ def _signal_self() -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
+class _SpinningText(Exception):
+    """An error whose text never comes: reading it (``str``, a traceback) spins."""
+
+    def __str__(self) -> str:
+        _spin()
+        return ""
+
+
+def _raises_spinning_text() -> None:
+    raise _SpinningText()
+
+
 def _masks_alarm() -> None:
     signal.signal(signal.SIGALRM, signal.SIG_IGN)
 
@@ -226,6 +238,7 @@ os_exit = Hostile("os-exit", on_send=lambda: os._exit(0))
 kill_self = Hostile("kill-self", on_send=_kill_self)
 signal_self = Hostile("signal-self", on_send=_signal_self)
 masks_alarm = Hostile("masks-alarm", on_send=_masks_alarm)
+spinning_text = Hostile("spinning-text", on_send=_raises_spinning_text)
 masks_alarm_then_spins = Hostile("masks-alarm-then-spins", on_send=_masks_alarm_then_spins)
 print_flood = Hostile("print-flood", on_send=_flood)
 sockets = Hostile("socket", on_send=_connect)
@@ -256,7 +269,7 @@ interrupts = Hostile("interrupts", on_send=_interrupt)
 
 ALL = {
     "spin": spin, "hang": hang, "exits": exits, "os_exit": os_exit, "kill_self": kill_self, "signal_self": signal_self,
-    "masks_alarm": masks_alarm, "masks_alarm_then_spins": masks_alarm_then_spins,
+    "masks_alarm": masks_alarm, "masks_alarm_then_spins": masks_alarm_then_spins, "spinning_text": spinning_text,
     "print_flood": print_flood, "sockets": sockets, "sleeps": sleeps, "threads": threads,
     "spin_in_create": spin_in_create, "exit_in_create": exit_in_create, "spin_in_close": spin_in_close,
     "dies": dies,

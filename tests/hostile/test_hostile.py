@@ -83,6 +83,16 @@ def test_an_escape_fails_its_test_at_the_call(monkeypatch: pytest.MonkeyPatch, i
     assert result.outcome == "failed" and says in result.message, result.message
 
 
+def test_an_error_whose_text_spins_ends_at_the_wall_clock_limit() -> None:
+    # send() raised an error whose __str__ spins: the task's unretrieved error was read after the
+    # run, outside the wall-clock limit, and `loopkit run` hung for ever there.
+    proc, seconds = _cli("run", str(HERE.parent.parent / "conformance" / "scenario" / "examples" / "window1.yaml"),
+                         "--impl", "hostile_adapters:spinning_text", "--timeout", "1")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "spinning in" in proc.stdout and "Traceback" not in proc.stderr
+    assert seconds < 60
+
+
 def test_a_spin_behind_its_own_alarm_handler_still_ends_at_the_wall_clock_limit(tmp_path: Path) -> None:
     # The implementation set SIGALRM to SIG_IGN, then spun: the wall-clock limit never fired and
     # `loopkit run` hung for ever. signal.signal() is a tripwire inside a run now; the spin ends.
