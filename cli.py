@@ -118,5 +118,39 @@ def _register_subcommands() -> None:
 
 _register_subcommands()
 
+
+def run() -> None:
+    """The ``loopkit`` program: the app, then an exit that nothing the implementation under test
+    left in this process can change.
+
+    An implementation runs in the command's process (``run``, ``explore``, ``replay``, the suite
+    on ``--workers 0``) and may leave exit-time code there: an ``atexit`` handler or a
+    ``weakref.finalize`` calling ``os._exit(0)`` turned a failing check into exit 0, one that
+    spins hung the process after its report, one that prints wrote after a ``--json`` document.
+    Once the command has its exit code and its output is flushed, the kit's own exit-time work
+    (closing wire children) is done here and the process ends at once, running none of it."""
+    import os
+
+    code: int = 0
+    try:
+        app()
+    except SystemExit as exc:
+        if isinstance(exc.code, int):
+            code = exc.code
+        elif exc.code is not None:  # sys.exit("text"): Python prints it and exits 1
+            sys.stderr.write(f"{exc.code}\n")
+            code = 1
+    child = sys.modules.get("conformance.wire.child")
+    if child is not None:
+        child.close_all()
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # a reader that went away, a stream closed: nothing more to say
+            pass
+    getattr(os._exit, "__wrapped__", os._exit)(code)  # the real one: the simulator guards os._exit
+
+
 if __name__ == "__main__":
-    app()
+    run()

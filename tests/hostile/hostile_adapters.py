@@ -8,6 +8,7 @@ and ``bench/hostile.py`` (the whole suite each). Run from this directory:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -15,6 +16,7 @@ import socket
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -171,6 +173,19 @@ def _raises_spinning_text() -> None:
     raise _SpinningText()
 
 
+def _refuses_and_exits_zero_at_exit() -> None:
+    # a broken send, and exit-time code that would turn the failing check into exit 0, print after
+    # the report, then spin
+    atexit.register(_spin)
+    atexit.register(os._exit, 0)
+    atexit.register(lambda: print("printed at exit"))
+    weakref.finalize(_KEPT, os._exit, 0)
+    raise RuntimeError("send refused")
+
+
+_KEPT = type("Kept", (), {})()
+
+
 def _masks_alarm() -> None:
     signal.signal(signal.SIGALRM, signal.SIG_IGN)
 
@@ -239,6 +254,7 @@ kill_self = Hostile("kill-self", on_send=_kill_self)
 signal_self = Hostile("signal-self", on_send=_signal_self)
 masks_alarm = Hostile("masks-alarm", on_send=_masks_alarm)
 spinning_text = Hostile("spinning-text", on_send=_raises_spinning_text)
+exits_zero_at_exit = Hostile("exits-zero-at-exit", on_send=_refuses_and_exits_zero_at_exit)
 masks_alarm_then_spins = Hostile("masks-alarm-then-spins", on_send=_masks_alarm_then_spins)
 print_flood = Hostile("print-flood", on_send=_flood)
 sockets = Hostile("socket", on_send=_connect)
@@ -270,6 +286,7 @@ interrupts = Hostile("interrupts", on_send=_interrupt)
 ALL = {
     "spin": spin, "hang": hang, "exits": exits, "os_exit": os_exit, "kill_self": kill_self, "signal_self": signal_self,
     "masks_alarm": masks_alarm, "masks_alarm_then_spins": masks_alarm_then_spins, "spinning_text": spinning_text,
+    "exits_zero_at_exit": exits_zero_at_exit,
     "print_flood": print_flood, "sockets": sockets, "sleeps": sleeps, "threads": threads,
     "spin_in_create": spin_in_create, "exit_in_create": exit_in_create, "spin_in_close": spin_in_close,
     "dies": dies,

@@ -83,6 +83,20 @@ def test_an_escape_fails_its_test_at_the_call(monkeypatch: pytest.MonkeyPatch, i
     assert result.outcome == "failed" and says in result.message, result.message
 
 
+@pytest.mark.parametrize("command", ["run", "replay"])
+def test_exit_time_code_the_implementation_left_cannot_change_the_exit(command: str) -> None:
+    # An atexit handler (and a weakref.finalize) calling os._exit(0) turned a failing check into
+    # exit 0; one printing wrote after the verdict; one spinning hung the process after it. The
+    # kit now ends its process itself once the command is done (cli.run).
+    root = HERE.parent.parent
+    target = (str(root / "conformance" / "scenario" / "examples" / "window1.yaml") if command == "run"
+              else str(root / "cassettes" / "races" / "window1.yaml"))
+    proc, seconds = _cli(command, target, "--impl", "hostile_adapters:exits_zero_at_exit", "--timeout", "2")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "QUEUED" in proc.stdout and "printed at exit" not in proc.stdout + proc.stderr
+    assert seconds < 60
+
+
 def test_an_error_whose_text_spins_ends_at_the_wall_clock_limit() -> None:
     # send() raised an error whose __str__ spins: the task's unretrieved error was read after the
     # run, outside the wall-clock limit, and `loopkit run` hung for ever there.
