@@ -56,6 +56,9 @@ def resolve(ref: str) -> Any:
     if parts is None:
         raise RefError(f"{ref!r} is not a MODULE:ATTR reference")
     module_name, attr = parts
+    if module_name.startswith("."):  # importlib's word for it is "the 'package' argument is required"
+        raise RefError(f"{ref!r}: a relative module name has no package to be relative to; give the module's "
+                       "full dotted name (mypkg.adapter:implementation)")
     try:
         target: Any = _import(module_name)
     except Exception as exc:

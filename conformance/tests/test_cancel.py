@@ -686,6 +686,43 @@ def test_cancel_at_continuation_gate_opens_no_further_step(run: Run, schedule: s
     run(scenario)
 
 
+@pytest.mark.rule("CANCEL-CONT", "CANCEL-4")
+@pytest.mark.parametrize("vote", ["continue", "stop"])
+def test_steering_sent_after_a_cancel_at_the_gate_opens_no_further_step(run: Run, schedule: str, vote: str) -> None:
+    # A continuation listener cancels, then steers: the cancel still ends the turn at the gate
+    # (no further step runs, CANCEL-CONT) and the steering, added after the cancel while the turn
+    # closes, is late steering: it runs as the next prompt (CANCEL-4, LOOP-8). A loop that lets
+    # waiting steering override the stop vote (CONT-2) before it looks at the cancel opened step 2
+    # with it (session 55's blind round: only the hunt found it).
+    async def scenario(k: Kit) -> None:
+        k.tool("echo")
+        k.record("agent/step-start", needs="the test counts the steps they announce")
+        a = await _parked(k)
+        fired: list[bool] = []
+
+        async def listener(agent: object, turn: int, decision: object, next: object) -> object:
+            if fired:
+                return await next()  # type: ignore[operator]  # later gates: the default decision
+            fired.append(True)
+            a.cancel("gate")
+            a.steer("S")
+            await next()  # type: ignore[operator]
+            return vote == "continue"
+
+        k.on("agent/turn-continuation", listener)
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")), fakes.text("after S"))
+        a.send("A")
+        await k.idle(a)
+        assert k.reasons(a)[0] == aborted("gate")
+        first = [e["type"] for e in k.events(a, "turn/start", "step/start")][:3]
+        assert first == ["turn/start", "step/start", "turn/start"], f"a further step opened in the cancelled turn: {first}"
+        assert k.noted("agent/step-start")[:1] == [(1, 1)] and (1, 2) not in k.noted("agent/step-start")
+        assert k.prompts(a)[1:] == [["S"]], "the steering sent after the cancel runs as the next prompt"
+        assert k.reasons(a)[1:] == [COMPLETED]
+
+    run(scenario)
+
+
 @pytest.mark.rule("CANCEL-MID")
 @pytest.mark.parametrize("where", ["stream", "tool"])
 def test_cancel_mid_step(run: Run, schedule: str, where: str) -> None:

@@ -37,6 +37,7 @@ def _assert_one_line_error(code: int, output: str, fragment: str) -> None:
     ("impl", "fragment"),
     [
         ("no_such_module_xyz:thing", "cannot import 'no_such_module_xyz'"),
+        (".adapter:implementation", "a relative module name has no package to be relative to"),
         ("broken_adapters:missing", "has no attribute 'missing'"),
         ("broken_adapters", "expected MODULE:ATTR"),
         ("broken_adapters:not_an_implementation", "is not a conformance Implementation"),
