@@ -238,8 +238,7 @@ def _guard_signal(real: Callable[..., Any], call: str) -> Callable[..., Any]:
     # A signal to its own process would stop the whole check as if the user had (a SIGTERM's
     # exit 143, with no word), or run a handler outside the scheduler: an error instead.
     def guarded(*args: Any, **kwargs: Any) -> Any:
-        loop = _CURRENT
-        if loop is not None and loop._thread_id == threading.get_ident() and _own_process(call, args):
+        if _sim_loop_here() is not None and _own_process(call, args):
             raise _escaped(call, f"{call} called inside a simulation: the program tried to signal its own "
                                  "process (an agent loop must not)")
         return real(*args, **kwargs)
@@ -254,8 +253,7 @@ def _guard_handlers(real: Callable[..., Any], call: str) -> Callable[..., Any]:
     # limit, and a spin then hangs the check for ever. The kit's own supervision calls the C
     # module ``_signal`` directly, which these guards leave alone.
     def guarded(*args: Any, **kwargs: Any) -> Any:
-        loop = _CURRENT
-        if loop is not None and loop._thread_id == threading.get_ident():
+        if _sim_loop_here() is not None:
             raise _escape(call)
         return real(*args, **kwargs)
 
