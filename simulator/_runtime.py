@@ -1613,6 +1613,7 @@ def run(
     _pool.install(_sim_loop_here)
     _freeze.push(loop.time)
     old_hooks = __import__("sys").get_asyncgen_hooks()
+    kept = _ProcessState()
     loop._thread_id = threading.get_ident()
     events._set_running_loop(loop)
     __import__("sys").set_asyncgen_hooks(
@@ -1675,6 +1676,7 @@ def run(
                     for t in loop._tasks
                     if not t.done()
                 ]
+        kept.restore()  # before the bookkeeping that follows, which the program's settings would break
         unretrieved = _collect_unretrieved(loop, main_task, wall)
         wall.arm()  # the program unwinds in the cleanup: it may spin there too
         try:
@@ -1693,6 +1695,7 @@ def run(
         loop._observers.clear()  # observers belong to this run
         _CURRENT = None
         __import__("sys").set_asyncgen_hooks(*old_hooks)
+        kept.restore()
         events._set_running_loop(None)
         loop._thread_id = None
         _freeze.pop()
@@ -1726,6 +1729,29 @@ def run(
 
 async def _wrap_awaitable(aw: Any) -> Any:
     return await aw
+
+
+class _ProcessState:
+    """What a run's program may set for the whole process and must not keep: a tracer or profiler
+    (left set, it ran inside the kit's own code after the run, where no wall-clock limit is armed:
+    one that spun hung the command) and the recursion limit (lowered to 30, the kit's report
+    failed in ``RecursionError``). Taken as the run starts, put back as it ends."""
+
+    def __init__(self) -> None:
+        self.trace = sys.gettrace()
+        self.profile = sys.getprofile()
+        self.recursion = sys.getrecursionlimit()
+        self.thread_trace = threading.gettrace() if hasattr(threading, "gettrace") else None
+
+    def restore(self) -> None:
+        if sys.gettrace() is not self.trace:
+            sys.settrace(self.trace)
+        if sys.getprofile() is not self.profile:
+            sys.setprofile(self.profile)
+        if hasattr(threading, "gettrace") and threading.gettrace() is not self.thread_trace:
+            threading.settrace(self.thread_trace)  # type: ignore[arg-type]
+        if sys.getrecursionlimit() != self.recursion:
+            sys.setrecursionlimit(self.recursion)
 
 
 def _collect_unretrieved(

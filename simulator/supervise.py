@@ -204,6 +204,8 @@ class WallClock:
                 or _signal.getitimer(_ITIMER_REAL)[0] > 0):
             return
         _quiet_alarms_in_finalizers()
+        if _HAVE_MASK:  # a program that blocked SIGALRM (at import, say) would turn the limit off
+            _signal.pthread_sigmask(_SIG_UNBLOCK, _ALRM_SET)
         self._previous = _signal.signal(_SIGALRM, self._on_alarm)
         self.armed = True
         # Armed again after an alarm (the program unwinding): it gets the grace period only.

@@ -186,6 +186,16 @@ def _refuses_and_exits_zero_at_exit() -> None:
 _KEPT = type("Kept", (), {})()
 
 
+def _traces_into_the_kit() -> None:
+    # a tracer left set after the run: it spins once the kit's own report code runs
+    def tracer(frame: object, event: str, arg: object) -> object:
+        if frame.f_code.co_filename.endswith(("commands.py", "output.py")):  # type: ignore[attr-defined]  # the kit's, after the run
+            _spin()
+        return tracer
+
+    sys.settrace(tracer)
+
+
 def _masks_alarm() -> None:
     signal.signal(signal.SIGALRM, signal.SIG_IGN)
 
@@ -255,6 +265,7 @@ signal_self = Hostile("signal-self", on_send=_signal_self)
 masks_alarm = Hostile("masks-alarm", on_send=_masks_alarm)
 spinning_text = Hostile("spinning-text", on_send=_raises_spinning_text)
 exits_zero_at_exit = Hostile("exits-zero-at-exit", on_send=_refuses_and_exits_zero_at_exit)
+traces_into_the_kit = Hostile("traces-into-the-kit", on_send=_traces_into_the_kit)
 masks_alarm_then_spins = Hostile("masks-alarm-then-spins", on_send=_masks_alarm_then_spins)
 print_flood = Hostile("print-flood", on_send=_flood)
 sockets = Hostile("socket", on_send=_connect)
@@ -286,7 +297,7 @@ interrupts = Hostile("interrupts", on_send=_interrupt)
 ALL = {
     "spin": spin, "hang": hang, "exits": exits, "os_exit": os_exit, "kill_self": kill_self, "signal_self": signal_self,
     "masks_alarm": masks_alarm, "masks_alarm_then_spins": masks_alarm_then_spins, "spinning_text": spinning_text,
-    "exits_zero_at_exit": exits_zero_at_exit,
+    "exits_zero_at_exit": exits_zero_at_exit, "traces_into_the_kit": traces_into_the_kit,
     "print_flood": print_flood, "sockets": sockets, "sleeps": sleeps, "threads": threads,
     "spin_in_create": spin_in_create, "exit_in_create": exit_in_create, "spin_in_close": spin_in_close,
     "dies": dies,

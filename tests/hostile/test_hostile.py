@@ -97,6 +97,34 @@ def test_exit_time_code_the_implementation_left_cannot_change_the_exit(command: 
     assert seconds < 60
 
 
+def test_a_tracer_the_run_left_set_is_gone_before_the_kit_reports() -> None:
+    # sys.settrace() in send(): the tracer stayed set after the run and spun in the kit's own
+    # report code, where no wall-clock limit is armed; `loopkit run` hung. A run now puts the
+    # tracer, the profiler and the recursion limit back as it ends.
+    proc, seconds = _cli("run", str(HERE.parent.parent / "conformance" / "scenario" / "examples" / "window1.yaml"),
+                         "--impl", "hostile_adapters:traces_into_the_kit", "--timeout", "2")
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert seconds < 60
+
+
+def test_signals_blocked_at_import_do_not_turn_the_wall_clock_limit_off(tmp_path: Path) -> None:
+    # The module blocked SIGALRM, SIGTERM and SIGINT at import, then send() spun: --timeout never
+    # fired, and only SIGKILL ended `loopkit run`. The limit unblocks SIGALRM as it arms.
+    (tmp_path / "masks_at_import.py").write_text(
+        "import signal\n"
+        "from hostile_adapters import Hostile, _spin\n"
+        "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGTERM, signal.SIGINT})\n"
+        "implementation = Hostile('masks-at-import', on_send=_spin)\n")
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "cli", "run",
+                           str(HERE.parent.parent / "conformance" / "scenario" / "examples" / "window1.yaml"),
+                           "--impl", "masks_at_import:implementation", "--timeout", "1"],
+                          cwd=HERE, capture_output=True, text=True, timeout=90,
+                          env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{HERE}{os.pathsep}{HERE.parent.parent}"})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "wall-clock" in proc.stdout and time.monotonic() - started < 60
+
+
 def test_an_error_whose_text_spins_ends_at_the_wall_clock_limit() -> None:
     # send() raised an error whose __str__ spins: the task's unretrieved error was read after the
     # run, outside the wall-clock limit, and `loopkit run` hung for ever there.
