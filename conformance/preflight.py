@@ -72,9 +72,10 @@ def isolated(spec: str | None, timeout: float, *, limit: str = "--timeout") -> N
     pid = _fork_child(spec, read_end, write_end)
     os.close(write_end)
     chunks: list[bytes] = []
+    status: int | None = None
     try:
         deadline = time.monotonic() + (timeout if timeout > 0 else 3600.0)
-        while True:
+        while status is None:
             left = deadline - time.monotonic()
             if left <= 0:
                 _stop(pid)
@@ -86,17 +87,25 @@ def isolated(spec: str | None, timeout: float, *, limit: str = "--timeout") -> N
                     what, where = f"importing the implementation {spec!r}", " at import"
                 raise PreflightError(f"setup failed: {what} did not finish within {timeout:g}s of wall time ({limit}): "
                                      f"the implementation spins or blocks{where}")
-            ready, _, _ = select.select([read_end], [], [], min(left, 0.5))
+            ready, _, _ = select.select([read_end], [], [], min(left, 0.1))
             if ready:
                 chunk = os.read(read_end, 4096)
                 if not chunk:
                     break
                 chunks.append(chunk)
+                continue
+            # The child may have ended while a process it forked (a daemon the implementation
+            # started) still holds the pipe open: no end of file would come. Its exit is the end.
+            done, code = os.waitpid(pid, os.WNOHANG)
+            if done:
+                status = code
+                chunks.extend(_drain(read_end))
     finally:
         os.close(read_end)
-        status = 0
-        with contextlib.suppress(ChildProcessError):  # reaped already by _stop
-            _, status = os.waitpid(pid, 0)
+        if status is None:
+            status = 0
+            with contextlib.suppress(ChildProcessError):  # reaped already by _stop
+                _, status = os.waitpid(pid, 0)
     data = b"".join(chunks)
     imported = data.startswith(_IMPORTED)
     message = data.removeprefix(_IMPORTED).decode("utf-8", "replace")
@@ -109,6 +118,17 @@ def isolated(spec: str | None, timeout: float, *, limit: str = "--timeout") -> N
         raise ImplError(message.removeprefix("impl: "))
     if message != "ok":
         raise PreflightError(message)
+
+
+def _drain(fd: int) -> list[bytes]:
+    """What is in the pipe now, without waiting for more."""
+    out = []
+    while select.select([fd], [], [], 0)[0]:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        out.append(chunk)
+    return out
 
 
 def resolve_checked(spec: str | None, timeout: float) -> Implementation:
@@ -134,6 +154,7 @@ def _fork_child(spec: str | None, read_end: int, write_end: int) -> int:
         return pid
     # the child: report one line, then leave without running any cleanup
     exit_now = getattr(os._exit, "__wrapped__", os._exit)
+    me = os.getpid()  # a process the implementation forks returns through here too: it says nothing
     message = "ok"
     stage = f"importing {spec!r}"
     try:
@@ -151,15 +172,17 @@ def _fork_child(spec: str | None, read_end: int, write_end: int) -> int:
         except ImplError as exc:
             message = f"impl: {exc}"
         else:
-            os.write(write_end, _IMPORTED)
+            if os.getpid() == me:
+                os.write(write_end, _IMPORTED)
             stage = "building a service and an agent"
             preflight(impl)
     except PreflightError as exc:
         message = str(exc)
     except BaseException as exc:  # KeyboardInterrupt, SystemExit, ... raised by the implementation
         message = f"setup failed: {stage} raised {type(exc).__name__}: {first_line(str(exc) or type(exc).__name__)}"
-    with contextlib.suppress(OSError):
-        os.write(write_end, message.encode("utf-8", "replace")[:4000])
+    if os.getpid() == me:
+        with contextlib.suppress(OSError):
+            os.write(write_end, message.encode("utf-8", "replace")[:4000])
     exit_now(0)
     raise AssertionError("unreachable")  # pragma: no cover
 

@@ -6,6 +6,8 @@ ended them silently with exit 0."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
 from pathlib import Path
 
 import pytest
@@ -118,3 +120,48 @@ def test_an_error_message_with_control_characters_is_shown_not_acted_on(
     assert "\x1b" not in result.output and "\r" not in result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and "RuntimeError: \\x1b[2J\\x1b[31mgone" in lines[0], result.output
+
+
+def test_a_process_forked_at_import_neither_holds_up_nor_garbles_the_preflight(tmp_path: Path) -> None:
+    # A module forking a daemon at import (it holds the preflight's pipe open for 20 s): the
+    # preflight waited for the end of the pipe and blamed a spin after its limit. A factory that
+    # forks: two processes wrote the preflight's report ("error: \x00okok"). The child's exit ends
+    # the preflight now, and only the child itself reports.
+    import os
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "forks_a_daemon.py").write_text(
+        "import os, time\n"
+        "from conformance.reference_adapter import ReferenceImplementation\n"
+        "implementation = ReferenceImplementation(name='forks-a-daemon')\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        f"    open({str(tmp_path / 'daemon.pid')!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
+        "    time.sleep(20)\n"
+        "    os._exit(0)\n")
+    (tmp_path / "forking_factory.py").write_text(
+        "import os\n"
+        "from conformance.reference_adapter import ReferenceImplementation\n"
+        "def factory():\n"
+        "    if os.fork() == 0:\n"
+        "        ReferenceImplementation(name='a-twin')\n"
+        "    return ReferenceImplementation(name='forking-factory')\n")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    try:
+        for impl in ("forks_a_daemon:implementation", "forking_factory:factory"):
+            out, err = tmp_path / f"{impl}.out", tmp_path / f"{impl}.err"
+            started = time.monotonic()
+            with open(out, "w") as o, open(err, "w") as e:  # files: the daemon holds what it inherited
+                proc = subprocess.Popen([sys.executable, "-m", "cli", "run", SCENARIO, "--impl", impl, "--timeout", "5"],
+                                        cwd=ROOT, stdout=o, stderr=e, env=env)
+                code = proc.wait(timeout=60)
+            assert code == 0, (impl, out.read_text(), err.read_text())
+            assert time.monotonic() - started < 15, impl
+            assert "every check holds" in out.read_text() and "\x00" not in err.read_text()
+    finally:
+        pid_file = tmp_path / "daemon.pid"
+        for pid in (pid_file.read_text().split() if pid_file.exists() else []):
+            with contextlib.suppress(OSError):
+                os.kill(int(pid), signal.SIGKILL)
