@@ -140,9 +140,9 @@ def run() -> None:
         elif exc.code is not None:  # sys.exit("text"): Python prints it and exits 1
             sys.stderr.write(f"{exc.code}\n")
             code = 1
-    child = sys.modules.get("conformance.wire.child")
-    if child is not None:
-        child.close_all()
+    from conformance.preflight import close_wire_children
+
+    close_wire_children()
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try:
             if stream is not None:

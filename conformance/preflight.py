@@ -183,8 +183,24 @@ def _fork_child(spec: str | None, read_end: int, write_end: int) -> int:
     if os.getpid() == me:
         with contextlib.suppress(OSError):
             os.write(write_end, message.encode("utf-8", "replace")[:4000])
+        close_wire_children(graceful=False)
     exit_now(0)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def close_wire_children(*, graceful: bool = True) -> None:
+    """Close the wire children this process started, if it started any (the wire module is not
+    imported otherwise): a process ending by ``os._exit`` (this preflight's child, a pool worker,
+    the ``loopkit`` program itself) runs no ``atexit`` hook, and a child deaf to the end of its
+    input would outlive the kit, in a session of its own that no signal to the kit reaches.
+    ``graceful``: end of input first, killed a second later (a worker has no second: its parent
+    kills it half a second after its last unit)."""
+    import sys
+
+    child = sys.modules.get("conformance.wire.child")
+    if child is not None:
+        with contextlib.suppress(Exception):
+            child.close_all(graceful=graceful)
 
 
 def _terminated(signum: int, frame: object) -> None:

@@ -23,6 +23,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from conformance.preflight import close_wire_children
 from simulator.supervise import WORKER_BROKE, WORKER_SPUN, die_with_parent, exit_on_swallowed_alarms
 
 R = TypeVar("R")
@@ -80,7 +81,9 @@ def _worker(tasks: Any, results: Any) -> None:
         # The queues themselves broke: an implementation that closes file descriptors it does not
         # own closed the worker's pipe. Die quietly (no traceback on the user's terminal): the
         # parent reports the death in one line, naming the unit the worker was running.
+        close_wire_children(graceful=False)
         os._exit(WORKER_BROKE)
+    close_wire_children(graceful=False)  # multiprocessing ends a worker by os._exit: no atexit hook would
 
 
 def _signalled(code: int | None) -> str:

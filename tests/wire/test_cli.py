@@ -57,3 +57,63 @@ def test_run_explore_and_replay_over_the_wire(tmp_path: Path) -> None:
     cassette.write_text(yaml.safe_dump(doc, sort_keys=False))
     code, output = _loopkit("replay", str(cassette), "--impl", variant)
     assert code == 1 and "recorded on node 0.0.1, this implementation runs on node" in output
+
+
+DEAF_PROXY = '''\
+import os, subprocess, sys, threading, time
+open(sys.argv[1], "a").write(f"{os.getpid()}\\n")
+drv_in, drv_out = (int(x) for x in os.environ["LOOPKIT_WIRE_FDS"].split(","))
+c_in_r, c_in_w = os.pipe()
+c_out_r, c_out_w = os.pipe()
+node = subprocess.Popen(sys.argv[2:], env=dict(os.environ, LOOPKIT_WIRE_FDS=f"{c_in_r},{c_out_w}"),
+                        pass_fds=(c_in_r, c_out_w), stdin=subprocess.DEVNULL)
+os.close(c_in_r); os.close(c_out_w)
+def down():
+    while True:
+        data = os.read(drv_in, 1 << 16)
+        if not data:
+            while True:  # deaf to the end of its input: it never leaves by itself
+                time.sleep(1)
+        os.write(c_in_w, data)
+threading.Thread(target=down, daemon=True).start()
+while True:
+    data = os.read(c_out_r, 1 << 16)
+    if not data:
+        break
+    os.write(drv_out, data)
+while True:
+    time.sleep(1)
+'''
+
+
+@pytest.mark.parametrize("command", ["run", "hunt"])
+def test_a_wire_child_deaf_to_the_end_of_its_input_does_not_outlive_the_command(tmp_path: Path, command: str) -> None:
+    # A child that does not exit when its input ends: the preflight's child and the hunt's workers
+    # end by os._exit, which runs no atexit hook, and left theirs running after the kit was done.
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proxy, pids = tmp_path / "deaf.py", tmp_path / "pids"
+    proxy.write_text(DEAF_PROXY)
+    spec = f"wire:{shlex.join([sys.executable, str(proxy), str(pids)])} {JS_LOOP}"
+    args = (["run", CANCEL_AND_REPLACE] if command == "run" else
+            ["hunt", "--workloads", "reply", "--verbs", "send", "--depth", "1", "--nth", "1", "--workers", "1",
+             "--out", str(tmp_path / "hunt")])
+    try:
+        proc = subprocess.run([sys.executable, "-m", "cli", *args, "--impl", spec], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+        time.sleep(0.5)
+        started = [int(p) for p in pids.read_text().split()]
+        assert len(started) >= 2, started  # the preflight's, and the command's own
+        alive = [p for p in started if os.path.exists(f"/proc/{p}") and "Z" not in open(f"/proc/{p}/stat").read().split()[2]]
+        assert alive == [], f"wire children left running after the command ended: {alive}"
+    finally:
+        for p in (pids.read_text().split() if pids.exists() else []):
+            try:
+                os.killpg(int(p), signal.SIGKILL)
+            except OSError:
+                pass
