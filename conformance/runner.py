@@ -202,6 +202,12 @@ class _Collector:
                 if name.startswith("pid-"):
                     with contextlib.suppress(OSError, ValueError):
                         os.kill(int(name[4:]), signal.SIGKILL)
+            # ... and the wire children they had not closed (each leads a session of its own, which
+            # their death does not reach: one deaf to the end of its input would outlive the run)
+            for name in os.listdir(self.state):
+                if name.startswith("wire-"):
+                    with contextlib.suppress(OSError, ValueError):
+                        os.killpg(int(name[5:]), signal.SIGKILL)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -425,10 +431,17 @@ def run_suite(
             for signum in (signal.SIGINT, signal.SIGTERM):
                 with contextlib.suppress(ValueError):  # not the main thread: no handlers
                     previous[signum] = signal.signal(signum, _Stop(interrupts, state))
+            listing = os.environ.get("LOOPKIT_WIRE_REGISTRY")  # conformance.wire.child.REGISTRY
+            if workers and spec and spec.startswith("wire:"):
+                os.environ["LOOPKIT_WIRE_REGISTRY"] = str(state)  # the workers inherit it
             try:
                 with contextlib.redirect_stdout(output) if not verbose else contextlib.nullcontext():
                     code = pytest.main(args, plugins=plugins)
             finally:
+                if listing is None:
+                    os.environ.pop("LOOPKIT_WIRE_REGISTRY", None)
+                else:
+                    os.environ["LOOPKIT_WIRE_REGISTRY"] = listing
                 for number, handler in previous.items():
                     signal.signal(number, handler)
         if collector.collect_errors:

@@ -118,6 +118,18 @@ def close_all(*, graceful: bool = True) -> None:
 
 atexit.register(close_all)
 
+REGISTRY = "LOOPKIT_WIRE_REGISTRY"
+"""An environment variable naming a directory where each child started is listed (``wire-PID``,
+removed as it is closed): the suite's runner sets it for its test workers, which it ends by
+SIGKILL, so that it can end their children too (a child deaf to the end of its input, in a
+session of its own, would outlive them)."""
+
+
+def _listing(pid: int) -> str | None:
+    """Where a child is listed (:data:`REGISTRY`), or ``None`` when no one asked."""
+    directory = os.environ.get(REGISTRY)
+    return os.path.join(directory, f"wire-{pid}") if directory else None
+
 
 class Child:
     """A running wire child: its pipes, its output file, its handshake."""
@@ -135,6 +147,7 @@ class Child:
         self._lines: deque[bytes] = deque()
         self._partial = bytearray()
         self._closed = False
+        self._listed: str | None = None
         self._log: IO[bytes] = tempfile.TemporaryFile(prefix="loopkit-wire-")
         child_in, self._to_child = os.pipe()
         self._from_child, child_out = os.pipe()
@@ -156,6 +169,10 @@ class Child:
             if not self._closed:
                 os.close(child_in)
                 os.close(child_out)
+        self._listed = _listing(self.process.pid)
+        if self._listed is not None:
+            with contextlib.suppress(OSError):
+                open(self._listed, "x").close()
         _WATCHDOG.watch(self)
 
     @property
@@ -284,6 +301,9 @@ class Child:
                 self.kill()
         with contextlib.suppress(OSError):
             self._log.close()
+        if self._listed is not None and self.owner == os.getpid():
+            with contextlib.suppress(OSError):
+                os.unlink(self._listed)
 
     def abandon(self) -> None:
         """Drop a child inherited through fork without touching it (it is the parent's)."""

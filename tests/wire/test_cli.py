@@ -86,10 +86,11 @@ while True:
 '''
 
 
-@pytest.mark.parametrize("command", ["run", "hunt"])
+@pytest.mark.parametrize("command", ["run", "hunt", "conformance"])
 def test_a_wire_child_deaf_to_the_end_of_its_input_does_not_outlive_the_command(tmp_path: Path, command: str) -> None:
     # A child that does not exit when its input ends: the preflight's child and the hunt's workers
-    # end by os._exit, which runs no atexit hook, and left theirs running after the kit was done.
+    # end by os._exit, which runs no atexit hook, and the suite's workers by SIGKILL: all left
+    # theirs running after the kit was done.
     import os
     import signal
     import subprocess
@@ -99,9 +100,10 @@ def test_a_wire_child_deaf_to_the_end_of_its_input_does_not_outlive_the_command(
     proxy, pids = tmp_path / "deaf.py", tmp_path / "pids"
     proxy.write_text(DEAF_PROXY)
     spec = f"wire:{shlex.join([sys.executable, str(proxy), str(pids)])} {JS_LOOP}"
-    args = (["run", CANCEL_AND_REPLACE] if command == "run" else
-            ["hunt", "--workloads", "reply", "--verbs", "send", "--depth", "1", "--nth", "1", "--workers", "1",
-             "--out", str(tmp_path / "hunt")])
+    args = {"run": ["run", CANCEL_AND_REPLACE],
+            "hunt": ["hunt", "--workloads", "reply", "--verbs", "send", "--depth", "1", "--nth", "1", "--workers", "1",
+                     "--out", str(tmp_path / "hunt")],
+            "conformance": ["conformance", "--rule", "LOOP-1", "--schedules", "0", "--workers", "1"]}[command]
     try:
         proc = subprocess.run([sys.executable, "-m", "cli", *args, "--impl", spec], cwd=ROOT, capture_output=True,
                               text=True, timeout=120)
