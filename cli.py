@@ -129,8 +129,6 @@ def run() -> None:
     spins hung the process after its report, one that prints wrote after a ``--json`` document.
     Once the command has its exit code and its output is flushed, the kit's own exit-time work
     (closing wire children) is done here and the process ends at once, running none of it."""
-    import os
-
     code: int = 0
     try:
         app()
@@ -140,7 +138,8 @@ def run() -> None:
         elif exc.code is not None:  # sys.exit("text"): Python prints it and exits 1
             sys.stderr.write(f"{exc.code}\n")
             code = 1
-    from conformance.preflight import close_wire_children
+    from conformance.output import close_wire_children
+    from simulator.supervise import real_exit  # the real os._exit: the simulator guards it
 
     close_wire_children()
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
@@ -149,7 +148,7 @@ def run() -> None:
                 stream.flush()
         except (OSError, ValueError):  # a reader that went away, a stream closed: nothing more to say
             pass
-    getattr(os._exit, "__wrapped__", os._exit)(code)  # the real one: the simulator guards os._exit
+    real_exit(code)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ writes to ``sys.stdout`` goes to stderr, and the streams it sees cannot be close
 command's streams are put back whatever it did to them, so the timeline, the report and the JSON
 a command prints on stdout reach it whole. A ``KeyboardInterrupt`` it raises itself (no Ctrl-C
 came from the terminal) is an :class:`ImplementationInterrupt`, not the user's interrupt: typer
-would end the command with exit 130 and no word.
+would end the command with exit 130 and no word. Wire children it leaves are closed by
+:func:`close_wire_children` before a process ends without its exit hooks.
 """
 
 from __future__ import annotations
@@ -153,3 +154,16 @@ def guarded(signalled: Callable[[], bool] | None = None) -> Iterator[None]:
         sys.stdout, sys.stderr = out, err
         if own:
             signal.signal(signal.SIGINT, previous)
+
+
+def close_wire_children(*, graceful: bool = True) -> None:
+    """Close the wire children this process started, if it started any (the wire module is not
+    imported otherwise): a process ending by ``os._exit`` (the preflight's child, a pool worker,
+    the ``loopkit`` program itself) runs no ``atexit`` hook, and a child deaf to the end of its
+    input would outlive the kit, in a session of its own that no signal to the kit reaches.
+    ``graceful``: end of input first, killed a second later (a worker has no second: its parent
+    kills it half a second after its last unit)."""
+    child = sys.modules.get("conformance.wire.child")
+    if child is not None:
+        with contextlib.suppress(Exception):
+            child.close_all(graceful=graceful)

@@ -15,9 +15,12 @@ import select
 import signal
 import time
 
+from simulator.supervise import die_with_parent, real_exit
+
 from .adapter import Implementation
 from .harness import SetupError
 from .impl import ImplError, resolve
+from .output import close_wire_children
 
 _IMPORTED = b"\x00"
 """What the child writes once the module is imported (the stage a later failure is in)."""
@@ -153,14 +156,11 @@ def _fork_child(spec: str | None, read_end: int, write_end: int) -> int:
     if pid:
         return pid
     # the child: report one line, then leave without running any cleanup
-    exit_now = getattr(os._exit, "__wrapped__", os._exit)
     me = os.getpid()  # a process the implementation forks returns through here too: it says nothing
     message = "ok"
     stage = f"importing {spec!r}"
     try:
         os.close(read_end)
-        from simulator.supervise import die_with_parent
-
         die_with_parent()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, _terminated)
@@ -184,33 +184,15 @@ def _fork_child(spec: str | None, read_end: int, write_end: int) -> int:
         with contextlib.suppress(OSError):
             os.write(write_end, message.encode("utf-8", "replace")[:4000])
         close_wire_children(graceful=False)
-    exit_now(0)
+    real_exit(0)
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-def close_wire_children(*, graceful: bool = True) -> None:
-    """Close the wire children this process started, if it started any (the wire module is not
-    imported otherwise): a process ending by ``os._exit`` (this preflight's child, a pool worker,
-    the ``loopkit`` program itself) runs no ``atexit`` hook, and a child deaf to the end of its
-    input would outlive the kit, in a session of its own that no signal to the kit reaches.
-    ``graceful``: end of input first, killed a second later (a worker has no second: its parent
-    kills it half a second after its last unit)."""
-    import sys
-
-    child = sys.modules.get("conformance.wire.child")
-    if child is not None:
-        with contextlib.suppress(Exception):
-            child.close_all(graceful=graceful)
 
 
 def _terminated(signum: int, frame: object) -> None:
     """SIGTERM in the child: close the wire children it started (each in a session of its own,
     so no signal to this process reaches them), then go."""
-    with contextlib.suppress(BaseException):
-        from .wire.child import close_all
-
-        close_all(graceful=False)
-    getattr(os._exit, "__wrapped__", os._exit)(1)
+    close_wire_children(graceful=False)
+    real_exit(1)
 
 
 def _stop(pid: int) -> None:

@@ -37,6 +37,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -197,17 +198,17 @@ class _Collector:
         # each worker to wind down, which is most of a short run and of an interrupt's delay.
         # The pids are of this process's own children, not yet reaped: they cannot have been
         # reused by another process.
+        # The wire children they had not closed go too (``wire-PID``: each leads a session of its
+        # own, which their death does not reach: one deaf to the end of its input would outlive
+        # the run). Workers first: "pid-" sorts before "wire-".
         with contextlib.suppress(OSError):
-            for name in os.listdir(self.state):
-                if name.startswith("pid-"):
-                    with contextlib.suppress(OSError, ValueError):
-                        os.kill(int(name[4:]), signal.SIGKILL)
-            # ... and the wire children they had not closed (each leads a session of its own, which
-            # their death does not reach: one deaf to the end of its input would outlive the run)
-            for name in os.listdir(self.state):
-                if name.startswith("wire-"):
-                    with contextlib.suppress(OSError, ValueError):
-                        os.killpg(int(name[5:]), signal.SIGKILL)
+            for name in sorted(os.listdir(self.state)):
+                kind, _, number = name.partition("-")
+                with contextlib.suppress(OSError, ValueError):
+                    if kind == "pid":
+                        os.kill(int(number), signal.SIGKILL)
+                    elif kind == "wire":
+                        os.killpg(int(number), signal.SIGKILL)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -334,6 +335,14 @@ class _Stop:
 trusted = _preflight.trusted
 
 
+def _listing_wire_children(state: Path) -> dict[str, str]:
+    """The environment that has the workers list the wire children they start in ``state``
+    (:data:`conformance.wire.child.REGISTRY`), for :meth:`_Collector.pytest_sessionfinish`."""
+    from .wire.child import REGISTRY
+
+    return {REGISTRY: str(state)}
+
+
 def run_suite(
     impl_spec: str | Implementation | None = None,
     *,
@@ -431,17 +440,12 @@ def run_suite(
             for signum in (signal.SIGINT, signal.SIGTERM):
                 with contextlib.suppress(ValueError):  # not the main thread: no handlers
                     previous[signum] = signal.signal(signum, _Stop(interrupts, state))
-            listing = os.environ.get("LOOPKIT_WIRE_REGISTRY")  # conformance.wire.child.REGISTRY
-            if workers and spec and spec.startswith("wire:"):
-                os.environ["LOOPKIT_WIRE_REGISTRY"] = str(state)  # the workers inherit it
+            listed = _listing_wire_children(state) if workers and spec and spec.startswith("wire:") else {}
             try:
-                with contextlib.redirect_stdout(output) if not verbose else contextlib.nullcontext():
+                with contextlib.redirect_stdout(output) if not verbose else contextlib.nullcontext(), \
+                        mock.patch.dict(os.environ, listed):  # the workers inherit it
                     code = pytest.main(args, plugins=plugins)
             finally:
-                if listing is None:
-                    os.environ.pop("LOOPKIT_WIRE_REGISTRY", None)
-                else:
-                    os.environ["LOOPKIT_WIRE_REGISTRY"] = listing
                 for number, handler in previous.items():
                     signal.signal(number, handler)
         if collector.collect_errors:

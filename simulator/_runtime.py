@@ -108,11 +108,12 @@ def _guarded_thread_start(self: threading.Thread) -> None:
 threading.Thread.start = _guarded_thread_start  # type: ignore[method-assign]
 
 
+_NOT_SIMULATED = ("real I/O, executors, subprocesses and signal handlers are not simulated; use a fake (for "
+                  "agent loops: conformance.fakes) instead")
+
+
 def _escape(call: str) -> SimulationError:
-    return _escaped(call,
-        f"{call} called inside a simulation: real I/O, executors, subprocesses and signal "
-        "handlers are not simulated; use a fake (for agent loops: conformance.fakes) instead"
-    )
+    return _escaped(call, f"{call} called inside a simulation: {_NOT_SIMULATED}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -204,18 +205,29 @@ def _install_blocking_guards() -> None:
     subprocess.Popen.__init__ = _guard(subprocess.Popen.__init__, "subprocess.Popen()")  # type: ignore[method-assign]  # run, call, check_output
 
 
-def _guard_exit(real: Callable[..., Any], call: str) -> Callable[..., Any]:
-    # Ending the process from inside a simulation would end the whole check with the
-    # implementation's exit status (``os._exit(0)`` looked like a clean pass): an error instead.
+def _tripwire(real: Callable[..., Any], call: str, why: str,
+              applies: Callable[[str, tuple[Any, ...]], bool] | None = None) -> Callable[..., Any]:
+    """``real``, an escape instead on the running simulation's thread (where ``applies(call,
+    args)`` says so, when given): ``{call} called inside a simulation: {why}``. Unlike the
+    blocking guards, ``allow_blocking`` does not lift it."""
     def guarded(*args: Any, **kwargs: Any) -> Any:
-        loop = _CURRENT
-        if loop is not None and loop._thread_id == threading.get_ident():
-            raise _escaped(call, f"{call} called inside a simulation: the program tried to end "
-                                 "the process (an agent loop must not)")
+        if _sim_loop_here() is not None and (applies is None or applies(call, args)):
+            raise _escaped(call, f"{call} called inside a simulation: {why}")
         return real(*args, **kwargs)
 
+    guarded.__name__ = getattr(real, "__name__", call)
+    guarded.__doc__ = getattr(real, "__doc__", None)
     guarded.__wrapped__ = real  # type: ignore[attr-defined]
     return guarded
+
+
+_ENDS_PROCESS = "the program tried to end the process (an agent loop must not)"
+"""Ending the process from inside a simulation would end the whole check with the
+implementation's exit status (``os._exit(0)`` looked like a clean pass)."""
+
+_SIGNALS_ITSELF = "the program tried to signal its own process (an agent loop must not)"
+"""A signal to its own process would stop the whole check as if the user had (a SIGTERM's exit
+143, with no word), or run a handler outside the scheduler."""
 
 
 def _own_process(call: str, args: tuple[Any, ...]) -> bool:
@@ -234,53 +246,25 @@ def _own_process(call: str, args: tuple[Any, ...]) -> bool:
     return target in (os.getpid(), 0, -os.getpgrp())
 
 
-def _guard_signal(real: Callable[..., Any], call: str) -> Callable[..., Any]:
-    # A signal to its own process would stop the whole check as if the user had (a SIGTERM's
-    # exit 143, with no word), or run a handler outside the scheduler: an error instead.
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        if _sim_loop_here() is not None and _own_process(call, args):
-            raise _escaped(call, f"{call} called inside a simulation: the program tried to signal its own "
-                                 "process (an agent loop must not)")
-        return real(*args, **kwargs)
-
-    guarded.__wrapped__ = real  # type: ignore[attr-defined]
-    return guarded
-
-
-def _guard_handlers(real: Callable[..., Any], call: str) -> Callable[..., Any]:
-    # A signal handler, timer or mask set from inside a run acts outside the scheduler, and
-    # outlives the run: a SIGALRM handler replaced (or the alarm masked) disables the wall-clock
-    # limit, and a spin then hangs the check for ever. The kit's own supervision calls the C
-    # module ``_signal`` directly, which these guards leave alone.
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        if _sim_loop_here() is not None:
-            raise _escape(call)
-        return real(*args, **kwargs)
-
-    guarded.__name__ = getattr(real, "__name__", call)
-    guarded.__doc__ = getattr(real, "__doc__", None)
-    guarded.__wrapped__ = real  # type: ignore[attr-defined]
-    return guarded
-
-
 def _install_exit_guards() -> None:
     import os
     import signal
 
-    if not hasattr(os._exit, "__wrapped__"):
-        os._exit = _guard_exit(os._exit, "os._exit()")
-    if not hasattr(sys.exit, "__wrapped__"):
-        sys.exit = _guard_exit(sys.exit, "sys.exit()")
-    if not hasattr(os.abort, "__wrapped__"):
-        os.abort = _guard_exit(os.abort, "os.abort()")
-    for module, name in ((os, "kill"), (os, "killpg"), (signal, "raise_signal"), (signal, "pthread_kill")):
+    # A signal handler, timer or mask set from inside a run acts outside the scheduler, and
+    # outlives the run: a SIGALRM handler replaced (or the alarm masked) disables the wall-clock
+    # limit, and a spin then hangs the check for ever. The kit's own supervision calls the C
+    # module ``_signal`` directly, which these guards leave alone.
+    wires: list[tuple[Any, str, str, Callable[[str, tuple[Any, ...]], bool] | None]] = [
+        (os, "_exit", _ENDS_PROCESS, None), (sys, "exit", _ENDS_PROCESS, None), (os, "abort", _ENDS_PROCESS, None),
+        *((module, name, _SIGNALS_ITSELF, _own_process)
+          for module, name in ((os, "kill"), (os, "killpg"), (signal, "raise_signal"), (signal, "pthread_kill"))),
+        *((signal, name, _NOT_SIMULATED, None)
+          for name in ("signal", "setitimer", "alarm", "pthread_sigmask", "siginterrupt", "set_wakeup_fd")),
+    ]
+    for module, name, why, applies in wires:
         real = getattr(module, name, None)
         if real is not None and not hasattr(real, "__wrapped__"):
-            setattr(module, name, _guard_signal(real, f"{module.__name__}.{name}()"))
-    for name in ("signal", "setitimer", "alarm", "pthread_sigmask", "siginterrupt", "set_wakeup_fd"):
-        real = getattr(signal, name, None)
-        if real is not None and not hasattr(real, "__wrapped__"):
-            setattr(signal, name, _guard_handlers(real, f"signal.{name}()"))
+            setattr(module, name, _tripwire(real, f"{module.__name__}.{name}()", why, applies))
 
 
 _install_blocking_guards()
@@ -1741,14 +1725,14 @@ class _ProcessState:
         self.trace = sys.gettrace()
         self.profile = sys.getprofile()
         self.recursion = sys.getrecursionlimit()
-        self.thread_trace = threading.gettrace() if hasattr(threading, "gettrace") else None
+        self.thread_trace = threading.gettrace()
 
     def restore(self) -> None:
         if sys.gettrace() is not self.trace:
             sys.settrace(self.trace)
         if sys.getprofile() is not self.profile:
             sys.setprofile(self.profile)
-        if hasattr(threading, "gettrace") and threading.gettrace() is not self.thread_trace:
+        if threading.gettrace() is not self.thread_trace:
             threading.settrace(self.thread_trace)  # type: ignore[arg-type]
         if sys.getrecursionlimit() != self.recursion:
             sys.setrecursionlimit(self.recursion)

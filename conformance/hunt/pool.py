@@ -23,7 +23,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from conformance.preflight import close_wire_children
+from conformance.output import close_wire_children
 from simulator.supervise import WORKER_BROKE, WORKER_SPUN, die_with_parent, exit_on_swallowed_alarms
 
 R = TypeVar("R")
