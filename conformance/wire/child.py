@@ -5,10 +5,12 @@ driver's messages from IN and writes its own to OUT), so whatever the implementa
 stdout or stderr cannot corrupt the stream. Both of those go to an anonymous temporary file whose
 tail every error message quotes. stdin is ``/dev/null``.
 
-Reads and writes are plain blocking ``os.read`` / ``os.write`` on the pipe descriptors (no
-sockets, no ``select``). A watchdog thread bounds each of them: a child that takes longer than
-``timeout`` wall-clock seconds to answer one message is killed, the blocked read sees end of file,
-and the caller gets a :class:`ChildHung` naming the timeout, with the tail of the child's output.
+Reads and writes are plain ``os.read`` / ``os.write`` on the pipe descriptors (no sockets), each
+waited for with ``poll`` in slices. A watchdog thread bounds each of them: a child that takes
+longer than ``timeout`` wall-clock seconds to answer one message is killed with its process
+group, and the caller gets a :class:`ChildHung` naming the timeout, with the tail of the child's
+output. The slices are what make that sure: a process the child started in a session of its own
+keeps the pipes open past the kill, and a read blocked on them would never see end of file.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import tempfile
@@ -36,6 +39,9 @@ DEFAULT_TIMEOUT = 20.0
 in microseconds to milliseconds."""
 HELLO_TIMEOUT = 15.0
 TAIL_BYTES = 2000
+_SLICE_MS = 100
+"""How long one wait on a pipe lasts before the waiting thread looks whether the watchdog has
+declared the child hung."""
 
 
 class ChildDied(WireError):
@@ -142,6 +148,9 @@ class Child:
         self.timeout = self.explicit_timeout if self.explicit_timeout is not None else DEFAULT_TIMEOUT
         self.busy_since = 0.0
         self.hung = False
+        self.exited: int | None = None
+        self._pollers: dict[int, select.poll] = {}
+        """The child's return code if it had exited when the watchdog declared it hung."""
         self.owner = os.getpid()
         self.transcript: list[str] | None = None
         self._lines: deque[bytes] = deque()
@@ -190,6 +199,8 @@ class Child:
         with self._busy("writing to"):
             view = memoryview(data)
             while view:
+                if not self._ready(self._to_child, select.POLLOUT):
+                    raise self._died("writing to")
                 try:
                     written = os.write(self._to_child, view)
                 except BrokenPipeError:
@@ -202,7 +213,7 @@ class Child:
         _loopkit_waiting_on = f"the wire child {self.command!r}, which has not answered its last message"
         while not self._lines:
             with self._busy("waiting for"):
-                data = os.read(self._from_child, 1 << 16)
+                data = os.read(self._from_child, 1 << 16) if self._ready(self._from_child, select.POLLIN) else b""
             if not data:
                 raise self._died("waiting for")
             if b"\n" not in data:
@@ -234,6 +245,18 @@ class Child:
                 yield
         finally:
             self.busy_since = 0.0
+
+    def _ready(self, fd: int, event: int) -> bool:
+        """Wait until ``fd`` can be read or written (or its other end closed): ``False`` once the
+        watchdog has declared the child hung."""
+        poller = self._pollers.get(fd)
+        if poller is None:
+            poller = self._pollers[fd] = select.poll()
+            poller.register(fd, event)
+        while not self.hung:
+            if poller.poll(_SLICE_MS):
+                return True
+        return False
 
     # ------------------------------------------------------------------ the handshake
 
@@ -269,9 +292,15 @@ class Child:
     # ------------------------------------------------------------------ ending
 
     def declare_hung(self) -> None:
-        """Called by the watchdog: kill the child; the blocked read sees end of file."""
+        """Called by the watchdog: kill the child; the waiting read or write gives up."""
+        if self.owner == os.getpid():
+            self.exited = self.process.poll()  # it may have exited, a process it started holding the pipes
         self.hung = True
         self.kill()
+        if self.exited is not None and self.owner == os.getpid():
+            for pid in _holders(self._from_child):  # outside its process group: not reached by the kill
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
 
     def kill(self) -> None:
         """Kill the child (if this process started it) and close the pipes."""
@@ -332,16 +361,41 @@ class Child:
         self._closed = True
         tail = self.tail()
         last = tail.splitlines()[-1] if tail else "no output"
-        if self.hung:
-            head = f"wire child {self.command!r} hung (no answer within {self.timeout:g}s wall time) and was killed"
+        if self.hung and self.exited is not None:
+            head = (f"wire child {self.command!r} exited ({_status(self.exited)}) but a process it started kept "
+                    f"its pipes open and did not answer within {self.timeout:g}s wall time; it was killed")
             error: WireError = ChildHung(f"{head}; its output ends: {last}")
+        elif self.hung:
+            head = f"wire child {self.command!r} hung (no answer within {self.timeout:g}s wall time) and was killed"
+            error = ChildHung(f"{head}; its output ends: {last}")
         else:
-            status = f"exit code {code}" if code is not None and code >= 0 else f"signal {-code}" if code else "it closed the pipe"
-            error = ChildDied(f"wire child {self.command!r} died ({status}) while the driver was {what} it; "
+            error = ChildDied(f"wire child {self.command!r} died ({_status(code)}) while the driver was {what} it; "
                               f"its output ends: {last}")
         if tail:
             error.args = (f"{error.args[0]}\n--- output of the child (tail) ---\n{tail}",)
         return error
+
+
+def _holders(fd: int) -> list[int]:
+    """The other processes holding the pipe ``fd`` is an end of (Linux's ``/proc``; none found
+    elsewhere)."""
+    try:
+        wanted = f"pipe:[{os.fstat(fd).st_ino}]"
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
+    except OSError:
+        return []
+    out = []
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            base = f"/proc/{pid}/fd"
+            if any(os.readlink(f"{base}/{f}") == wanted for f in os.listdir(base)):
+                out.append(pid)
+    return out
+
+
+def _status(code: int | None) -> str:
+    """How a child ended, from its return code."""
+    return f"exit code {code}" if code is not None and code >= 0 else f"signal {-code}" if code else "it closed the pipe"
 
 
 def _timeout_from_env() -> float | None:

@@ -4,8 +4,11 @@ child; nothing hangs. Bad commands are one-line errors."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from _wire import FAULTY, command, requires_node
@@ -56,6 +59,34 @@ def test_a_hang_is_killed_after_the_timeout(faulty: WireImplementation) -> None:
     message = _fails_then_recovers(faulty, "hang", ChildHung)
     assert time.monotonic() - started < 10
     assert "hung (no answer within 2s wall time) and was killed" in message
+
+
+def _orphans() -> list[str]:
+    """The faulty child's leftover processes (their command lines name them)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            if b"loopkit-faulty-orphan" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux's /proc to see the leftover process")
+@pytest.mark.parametrize("mode", ["orphan", "orphan-detached"])
+def test_a_child_that_exits_leaving_its_pipes_held_is_named_and_its_holder_killed(
+        faulty: WireImplementation, mode: str) -> None:
+    # The child exits while a process it started (in its group, or in a session of its own that
+    # the group kill does not reach) holds the pipes and never answers: no end of file comes.
+    # The driver must not block on the pipe for ever, must not call it a spin, and must not
+    # leave that process behind.
+    started = time.monotonic()
+    message = _fails_then_recovers(faulty, mode, ChildHung)
+    assert time.monotonic() - started < 10
+    assert "exited (exit code 0) but a process it started kept its pipes open" in message
+    deadline = time.monotonic() + 5
+    while _orphans() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _orphans(), "the process holding the child's pipes was left running"
 
 
 def test_garbage_on_the_stream_is_a_protocol_error(faulty: WireImplementation) -> None:
