@@ -50,6 +50,22 @@ def test_a_loop_that_polls_and_spins_passes_the_race_rules_it_once_failed() -> N
     assert run.results and not failed, [f"{r.nodeid}: {r.message[:300]}" for r in failed]
 
 
+def test_a_coroutine_waiter_is_judged_by_the_future_it_awaits() -> None:
+    # A when_idle() returning a coroutine has no done(): the suite reads the future it awaits
+    # instead (conformance/tests/_support.Watch). Correct, the loop passes IDLE-2; with the bug
+    # that only the hunt found in session 55 (a waiter released as an inject's flush ends, a
+    # prompt sent meanwhile queued) it fails, as the same bug with a future waiter does.
+    from .conformance_meta.waiting_loops import CoroutineWaiterLoop
+
+    test = "test_a_prompt_sent_as_the_inject_flush_ends_holds_a_waiter_held_for_it"
+    good = run_suite(CoroutineWaiterLoop(), rules=["IDLE-2"], workers=0)
+    failed = [r for r in good.results if r.outcome == "failed"]
+    assert good.results and not failed, [f"{r.nodeid}: {r.message[:300]}" for r in failed]
+    bad = run_suite(CoroutineWaiterLoop(queue_blind=True), rules=["IDLE-2"], workers=0)
+    failed = [r for r in bad.results if r.outcome == "failed"]
+    assert failed and all(test in r.nodeid for r in failed), [f"{r.nodeid}: {r.message[:200]}" for r in failed]
+
+
 def test_py1_asks_a_loop_with_no_task_while_idle_only_for_a_running_driver() -> None:
     # session 52's indie65 starts a task per turn: while it waits there is no driver task to
     # cancel, and PY-1's parked case is vacuous (skipped). An adapter naming no task at all

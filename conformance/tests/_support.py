@@ -144,12 +144,39 @@ class Watch:
         self.status_at_release: str | None = None
         waiter = agent.when_idle()
         self._waiter = waiter
+        self._awaiting: Any = None
+        """The future a coroutine waiter awaits at this moment (what :meth:`pending_now` reads)."""
         self.task = asyncio.ensure_future(self._watch(waiter))
 
     async def _watch(self, waiter: Any) -> None:
-        await waiter
+        if inspect.iscoroutine(waiter):
+            await self._step(waiter)
+        else:
+            await waiter
         self.types_at_release = Kit.types(self.agent)
         self.status_at_release = self.agent.status
+
+    async def _step(self, coro: Any) -> None:
+        """Await a coroutine waiter as a task would, one step at a time, keeping the future each
+        step waits on: a coroutine has no ``done()``, but the future it awaits does, and the
+        loop's release is that future's result (a callback before the coroutine returns)."""
+        while True:
+            try:
+                yielded = coro.send(None)
+            except StopIteration:
+                return
+            self._awaiting = yielded if asyncio.isfuture(yielded) else None
+            if self._awaiting is not None:
+                yielded._asyncio_future_blocking = False  # taken over, as a task does
+            try:
+                await (asyncio.sleep(0) if yielded is None else yielded)
+            except asyncio.CancelledError:
+                if self.task.cancelling():
+                    coro.close()
+                    raise
+                # else the future was cancelled: the coroutine reads that on its next step
+            except Exception:  # the coroutine reads the future's error on its next step
+                pass
 
     @property
     def released(self) -> bool:
@@ -158,8 +185,9 @@ class Watch:
     def pending_now(self) -> bool | None:
         """Whether the waiter is still pending at this moment: its own ``done()`` when it has
         one (the watch's task sees a release only a step later, when other callbacks may have
-        run in between); else ``False`` once the watch saw it, and ``None`` (not known) while the
-        agent is not running, where the loop may have released it a step before the watch saw."""
+        run in between), or that of the future a coroutine waiter awaits; else ``False`` once the
+        watch saw it, and ``None`` (not known) while the agent is not running, where the loop may
+        have released it a step before the watch saw."""
         done = getattr(self._waiter, "done", None)
         if callable(done):
             try:
@@ -168,6 +196,8 @@ class Watch:
                 pass
         if self.task.done():
             return False
+        if self._awaiting is not None:
+            return not self._awaiting.done()
         return True if self.agent.status == "running" else None
 
     async def wait(self) -> None:

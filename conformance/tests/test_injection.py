@@ -17,7 +17,7 @@ from conformance.invariants import log_violations
 from conformance.plugin import NOT_APPLICABLE
 from reference_loop import vocabulary as v
 
-from ._support import COMPLETED, USER, Run, cyclic_block, request_texts, texts, throws_on
+from ._support import COMPLETED, USER, Run, Watch, cyclic_block, request_texts, texts, throws_on
 
 
 @pytest.mark.rule("INJ-1")
@@ -255,14 +255,16 @@ def test_a_prompt_sent_as_the_inject_flush_ends_holds_a_waiter_held_for_it(run: 
     # (0 hops), or that many loop callbacks after it returned, before the driver has woken, while
     # the status still says idle but A is queued. A loop that looks only at its status when the
     # flush ends releases the waiter with A queued (session 55's blind round: only the hunt found
-    # it, after 20 minutes). When the release came is read from the waiter's done() as A is sent
-    # (a task awaiting it resumes a callback or more after the release, when the driver may have
-    # started A already); a when_idle() without done() is judged only when released first.
+    # it, after 20 minutes). Whether the waiter was released already is read as A is sent
+    # (Watch.pending_now: its done(), or that of the future a coroutine waiter awaits; a task
+    # awaiting it resumes a callback or more after the release, when the driver may have started
+    # A already); a waiter whose state cannot be read then is not judged.
     async def scenario(k: Kit) -> None:
         a = k.agent()
         hold = k.gate("flush")
         flushing: list[bool] = []
-        sent: list[bool] = []  # at the send: whether the waiter was released already
+        watches: list[Watch] = []
+        pending_at_send: list[bool | None] = []
 
         async def flush(*_args: object) -> None:
             if not flushing:
@@ -275,33 +277,25 @@ def test_a_prompt_sent_as_the_inject_flush_ends_holds_a_waiter_held_for_it(run: 
             if left:
                 asyncio.get_running_loop().call_soon(send, left - 1)
                 return
-            sent.append(bool(done is not None and done()) or watching.done())
+            pending_at_send.append(watches[0].pending_now())
             a.send("A")
 
         k.on("session/flush", flush)
         k.model.push(fakes.text("A"))
         injecting = _inject_task(k, a, "ctx")
         await k.until(lambda: bool(flushing), "the inject's flush")
-        waiter = a.when_idle()
-        done = getattr(waiter, "done", None)
-        done = done if callable(done) else None
-        released: list[int] = []
-
-        async def watch() -> None:
-            await waiter
-            released.append(k.types(a).count("turn/end"))
-
-        watching = asyncio.ensure_future(watch())
+        watches.append(Watch(k, a))
         await k.settle(1.5)  # an at-once release (IDLE-1) comes before the flush is let go
         hold.open()
-        await asyncio.wait_for(watching, k.timeout)
+        await watches[0].wait()
         if injecting is not None:
             await asyncio.wait_for(injecting, k.timeout)
-        if sent and not sent[0] and done is not None:
-            assert released[0] == 2, (
-                f"when_idle(), held while the inject flushed, was released with {released[0]} turn/end(s) "
+        if pending_at_send and pending_at_send[0] is True:
+            ends = watches[0].turn_ends_at_release()
+            assert ends == 2, (
+                f"when_idle(), held while the inject flushed, was released with {ends} turn/end(s) "
                 "logged: A, sent as that flush ended, was queued at its release (IDLE-2: nothing is queued then)")
-        await k.until(lambda: bool(sent), "the prompt sent as the flush ended")
+        await k.until(lambda: bool(pending_at_send), "the prompt sent as the flush ended")
         await k.idle(a)
         assert k.prompts(a)[-1] == ["A"]
 

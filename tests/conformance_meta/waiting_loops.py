@@ -1,11 +1,17 @@
 """``examples/spec_loop`` waiting in other ways than on a future: a driver that polls for work
 every millisecond, and a ``close()`` that spins on ``sleep(0)`` until its own close is done.
 Correct loops both, which the simulator must run as asyncio would (docs/simulator.md: the timer
-window, fairness, spins costing time); each failed race rules under ``pct`` before."""
+window, fairness, spins costing time); each failed race rules under ``pct`` before.
+
+And a ``when_idle()`` that returns a coroutine (no ``done()`` to read), correct and with session
+55's blind-round bug: a waiter held for an idle inject's flush released when the flush ends if
+the agent is not running, though a prompt sent meanwhile is queued (IDLE-2)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
+from typing import Any
 
 from examples.spec_loop.adapter import SpecLoopImplementation, _sources
 from examples.spec_loop.agent import Agent
@@ -41,3 +47,52 @@ class WaitingLoop(SpecLoopImplementation):
 
 
 waiting_loop = WaitingLoop()
+
+
+class _CoroutineWaiterAgent(Agent):
+    def when_idle(self) -> Coroutine[Any, Any, None]:  # type: ignore[override]
+        waiter = super().when_idle()
+
+        async def waiting() -> None:
+            await waiter
+
+        return waiting()
+
+
+class _QueueBlindAgent(_CoroutineWaiterAgent):
+    def _resolve(self, fut: asyncio.Future[None]) -> None:
+        pending = [t for t in self._inject_flushes if not t.done()]
+        if not pending:
+            if not fut.done():
+                fut.set_result(None)
+            return
+
+        def done(_: Any) -> None:
+            if fut.done():
+                return
+            if self._status == "running":  # the bug: a prompt queued meanwhile is not looked at
+                self._waiters.append(fut)
+            else:
+                fut.set_result(None)
+
+        asyncio.gather(*pending, return_exceptions=True).add_done_callback(done)
+
+
+class _CoroutineWaiterService(Service):
+    agent_class = _CoroutineWaiterAgent
+
+
+class _QueueBlindService(Service):
+    agent_class = _QueueBlindAgent
+
+
+class CoroutineWaiterLoop(SpecLoopImplementation):
+    """spec_loop whose ``when_idle()`` returns a coroutine; ``queue_blind``: with the bug above."""
+
+    def __init__(self, *, queue_blind: bool = False) -> None:
+        self.queue_blind = queue_blind
+        self.name = "spec_loop (coroutine waiter" + (", queue-blind)" if queue_blind else ")")
+
+    def create_service(self, *, persistence: object | None = None) -> Service:
+        service = _QueueBlindService if self.queue_blind else _CoroutineWaiterService
+        return service(persistence=persistence, sources=_sources())  # type: ignore[arg-type]
