@@ -17,7 +17,19 @@ from conformance.invariants import log_violations
 from conformance.plugin import NOT_APPLICABLE
 from reference_loop import vocabulary as v
 
-from ._support import COMPLETED, USER, Run, Watch, cyclic_block, request_texts, texts, throws_on
+from ._support import (
+    COMPLETED,
+    DISPOSED,
+    USER,
+    Run,
+    Watch,
+    cyclic_block,
+    in_process_only,
+    passthrough,
+    request_texts,
+    texts,
+    throws_on,
+)
 
 
 @pytest.mark.rule("INJ-1")
@@ -298,6 +310,47 @@ def test_a_prompt_sent_as_the_inject_flush_ends_holds_a_waiter_held_for_it(run: 
         await k.until(lambda: bool(pending_at_send), "the prompt sent as the flush ended")
         await k.idle(a)
         assert k.prompts(a)[-1] == ["A"]
+
+    run(scenario)
+
+
+@pytest.mark.rule("DISP-2", "INJ-2", "IDLE-4")
+@pytest.mark.parametrize("waterfall", ["agent/request", "agent/turn-continuation"])
+def test_an_inject_flush_ending_under_a_stalled_turn_leaves_dispose_able_to_end_it(run: Run, waterfall: str) -> None:
+    # An idle inject's flush is held; meanwhile a prompt's turn starts and a waterfall listener
+    # of it waits on what never comes (a loop may also hold the turn until that flush ended:
+    # INJ-4 does not say). The inject's flush then ends, and dispose() follows: it
+    # "ends the driver" (DISP-2) all the same. A loop that marks "awaiting a plugin" in one flag
+    # per agent, set and cleared by the inject's flush too, has cleared it under the stalled
+    # turn, and its dispose() no longer cuts that listener (a mutmut survivor of the reference).
+    async def scenario(k: Kit) -> None:
+        in_process_only(k, "a waterfall listener in this process, which only a Python loop can cut")
+        a = k.agent()
+        hold = k.gate("flush")
+        injecting = await _inject_with_held_flush(k, a, hold)
+        held: list[bool] = []
+
+        async def plugin(*args: Any) -> Any:
+            if not held:
+                held.append(True)
+                k.poke()
+                await asyncio.get_running_loop().create_future()  # never set
+            return await passthrough(*args)
+
+        k.on(waterfall, plugin, needs=f"the agent is disposed while a {waterfall} listener waits")
+        k.model.push(fakes.text("A"))
+        a.send("A")
+        await k.settle(1.5)  # A's turn reaches the listener now, or (a loop that lets the flush end first) later
+        hold.open()
+        await k.until(lambda: bool(held), f"the {waterfall} listener of A's turn")
+        if injecting is not None:
+            await asyncio.wait_for(injecting, k.timeout)
+        await k.settle(1.5)
+        a.dispose()
+        await k.idle(a, what=f"dispose() must end the driver though a {waterfall} listener never returns (DISP-2)")
+        task = k.service.driver_task(a)
+        assert task is None or task.done(), "disposal ends the driver (DISP-2)"
+        assert k.reasons(a)[-1] == DISPOSED, f"A's turn must end disposed: {k.types(a)} (DISP-1)"
 
     run(scenario)
 
