@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections.abc import Awaitable
 from typing import Any
@@ -601,6 +602,59 @@ def test_a_waiter_taken_once_a_bad_inject_raised_waits_for_its_flush(run: Run) -
             assert released == [["begun", "done"]], released
         if injecting is not None:
             with pytest.raises(Exception):  # noqa: B017 - any error type: the content cannot be serialised
+                await asyncio.wait_for(injecting, k.timeout)
+
+    run(scenario)
+
+
+@pytest.mark.rule("INJ-4", "IDLE-4", "DISP-2")
+def test_a_disposed_agents_waiter_waits_for_a_bad_injects_flush(run: Run) -> None:
+    # The same with the agent disposed once the bad inject raised, its flush still running: the
+    # flush "has run by the time when_idle() resolves" (INJ-4) whatever else ends meanwhile, and a
+    # disposed agent's waiter waits for its driver to exit (IDLE-4) as well. A loop whose
+    # disposal releases waiters when its driver exits, without looking at the inject's flush,
+    # releases this one mid-flush (session 56's blind round: neither the suite nor the hunt saw
+    # it). A loop may also cut that flush as it disposes (DISP-2 ends what it awaits): a
+    # listener cancelled there has ended too.
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        hold = k.gate("flush")
+        flushing: list[str] = []
+
+        async def flush(*_args: object) -> None:
+            flushing.append("begun")
+            k.poke()
+            try:
+                await hold.wait()
+            except asyncio.CancelledError:
+                flushing.append("cut")
+                raise
+            flushing.append("done")
+
+        k.on("session/flush", flush)
+        try:
+            injecting = _inject_task(k, a, [cyclic_block()])
+        except Exception:
+            injecting = None  # a synchronous inject raised at once, its flush left scheduled
+        await k.until(lambda: bool(flushing), "the bad inject's flush")
+        await k.settle(1.5)
+        raised = injecting is None or injecting.done()  # the caller has seen the error, the flush held
+        a.dispose()
+        watch = Watch(k, a)
+        released: list[list[str]] = []
+        watch.task.add_done_callback(lambda _task: released.append(list(flushing)))
+        await k.settle(1.5)
+        if raised and flushing == ["begun"]:
+            assert not released, (
+                "when_idle() of the disposed agent resolved while the flush the bad inject left scheduled was "
+                f"still running (INJ-4: it has run by then): {released}")
+        hold.open()
+        await watch.wait()
+        if raised:
+            assert released and released[0][-1] in ("done", "cut"), (
+                f"when_idle() of the disposed agent resolved before the bad inject's flush had run (INJ-4): {released}")
+        if injecting is not None:
+            with contextlib.suppress(Exception):
                 await asyncio.wait_for(injecting, k.timeout)
 
     run(scenario)
