@@ -147,6 +147,61 @@ def test_max_tokens_step_with_only_tool_calls_logs_no_message(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("MAXTOK-5", "LOOP-6")
+@pytest.mark.parametrize("returned", ["text", "nothing"])
+def test_max_tokens_step_logs_a_message_by_what_step_result_returned(run: Run, returned: str) -> None:
+    # "assistant/message is appended only when content remains", and "the log records what
+    # agent/step-result returned" (LOOP-6): whether content remains is read from what the
+    # waterfall returned (with its tool calls removed again), not from what went into it. A
+    # step of only tool calls whose listener returns a text logs that text; a step of text whose
+    # listener returns no content logs no message (session 56's blind round: a loop deciding
+    # from the content before the waterfall passed the suite and the hunt).
+    async def scenario(k: Kit) -> None:
+        echo = k.tool("echo")
+        a = k.agent()
+        content = [v.text("(truncated)"), v.tool_call("c9", "echo", "{}")] if returned == "text" else []
+
+        async def rewrite(agent: object, turn: int, step: int, message: dict, next: object) -> object:
+            value = await next()  # type: ignore[operator]
+            return {**value, "content": content}
+
+        k.on("agent/step-result", rewrite)
+        if returned == "text":
+            k.model.push(fakes.tool_calls(("c1", "echo", "{}"), finish="max-tokens"))
+        else:
+            k.model.push(fakes.text("partial", finish="max-tokens"))
+        a.send("one")
+        await k.idle(a)
+        messages = [e["data"]["content"] for e in k.events(a, "assistant/message")]
+        assert messages == ([[v.text("(truncated)")]] if returned == "text" else []), (
+            f"a max-tokens step whose agent/step-result returned {content} logged {messages} (MAXTOK-5, LOOP-6)")
+        assert echo.calls == [] and k.reasons(a) == [MAXTOK]
+
+    run(scenario)
+
+
+@pytest.mark.rule("MAXTOK-5", "LOOP-5")
+def test_a_clean_step_after_a_max_tokens_step_logs_its_message_even_empty(run: Run) -> None:
+    # "Only when content remains" is the max-tokens step's own rule: a later step of the same
+    # turn that finishes stop with no content still logs its assistant/message (LOOP-5), though
+    # the turn will end max-tokens (MAXTOK-2). A loop keying the rule on the turn's max-tokens
+    # flag rather than the step's finish drops it (session 56's blind round).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.model.push(fakes.text("trunc", finish="max-tokens").hook(lambda: a.steer("go on")), respond.empty())
+        a.send("one")
+        await k.idle(a)
+        steps = [e["data"]["step"] for e in k.events(a, "assistant/message")]
+        assert len(k.model.requests) == 2, "steering drained after the max-tokens step continues the turn (CONT-1)"
+        assert steps == [1, 2], (
+            f"assistant/message logged for steps {steps}: step 2 finished stop, its message is logged even empty "
+            "(MAXTOK-5 spares only the max-tokens step's)")
+        assert k.events(a, "assistant/message")[1]["data"]["content"] == []
+        assert k.reasons(a) == [MAXTOK]
+
+    run(scenario)
+
+
 @pytest.mark.rule("LOOP-5", "ASM-4", "MAXTOK-5")
 def test_max_tokens_step_with_only_tool_calls_still_logs_its_usage(run: Run) -> None:
     # LOOP-5: `usage` is appended when the model reported it, whether or not a message remains
