@@ -214,6 +214,32 @@ def test_abort_while_a_step_waterfall_runs(run: Run, waterfall: str) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("ABORT-1")
+@pytest.mark.parametrize("event", ["assistant/message", "usage"])
+def test_abort_once_a_step_without_tools_logged_its_message_still_aborts_it(run: Run, event: str) -> None:
+    # The step is in flight until its step/end: an abort() from a session/event listener on its
+    # assistant/message or usage, with no tool call to run, still ends the turn aborted{reason}
+    # (ABORT-1). A loop that looks at the step's signal again only after running tool calls
+    # closes it normally and ends the turn completed (session 56's adversarial blind round: the
+    # suite and the hunt passed it).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+
+        def on_event(_session: object, e: dict[str, Any]) -> None:
+            if e["type"] == event:
+                a.abort("stop")
+
+        k.on("session/event", on_event)
+        k.model.push(fakes.text("A", usage=(3, 4)))
+        a.send("A")
+        await k.idle(a)
+        assert k.reasons(a) == [aborted("stop")], (
+            f"abort() on the step's {event}, before its step/end, must end the turn aborted (ABORT-1): {k.types(a)}")
+        assert len(k.model.requests) == 1
+
+    run(scenario)
+
+
 @pytest.mark.rule("ABORT-1", "CANCEL-1")
 def test_abort_keeps_the_callers_reason_even_empty(run: Run) -> None:
     # An empty reason is still the caller's: only an omitted one takes the default.

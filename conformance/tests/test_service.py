@@ -546,6 +546,35 @@ def test_duplicate_live_ids_only(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("SVC-6", "SVC-2")
+@pytest.mark.parametrize("busy", [False, True])
+def test_a_disposed_agents_exit_leaves_a_new_agent_of_its_id_registered(run: Run, busy: bool) -> None:
+    # An agent disposed (idle, or mid-turn) and at once replaced by a new agent of the same id:
+    # the new one is the live agent of that id (SVC-2 frees the id with the disposal), and
+    # stays the one looked up (SVC-6) after the old driver has exited. A loop that forgets an
+    # agent by its id as its driver exits removes the new one (session 56's adversarial blind
+    # round: the suite and the hunt passed it).
+    async def scenario(k: Kit) -> None:
+        a = k.agent("gamma")
+        if busy:
+            k.model.push(respond.hang())
+            a.send("A")
+            await k.until(lambda: bool(k.model.requests), "A's model call")
+        a.dispose()
+        b = k.agent("gamma")
+        k.model.push(fakes.text("B"))
+        b.send("B")
+        await k.idle(b)
+        await k.idle(a)  # the old driver has exited (IDLE-4)
+        await k.settle(1.5)
+        assert k.service.get("gamma") is b, (
+            "the live agent of id 'gamma' is the one created after the disposal, also once the old driver exited "
+            "(SVC-6)")
+        assert k.reasons(b) == [COMPLETED]
+
+    run(scenario)
+
+
 @pytest.mark.rule("SVC-2", "SVC-3")
 def test_a_rejected_duplicate_create_leaves_the_backend_alone(run: Run) -> None:
     # SVC-2: a second live agent with an id in use is rejected *before any session is created*.
