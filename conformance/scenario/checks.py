@@ -903,6 +903,35 @@ def _deferred_abort_check(view: TraceView) -> Violation | None:
     return None
 
 
+_PAST_THE_MODEL_CALL = frozenset(("assistant/chunk", "assistant/message", "usage", "tool/call", "tool/result"))
+"""Session events logged only inside a step whose model call has begun: the step is in flight,
+its abort handle made, until its ``step/end`` (LOOP-5)."""
+
+
+def _in_flight_abort_check(view: TraceView) -> Violation | None:
+    """ABORT-1: an ``abort()`` aborts the in-flight step, and the turn ends ``aborted``. Judged
+    only where the step is surely in flight: a listener's synchronous abort of the agent whose
+    session event it heard, that event one of :data:`_PAST_THE_MODEL_CALL` (so the abort lands
+    before the step's ``step/end``, with its handle made). The turn may end ``disposed`` or
+    ``error`` instead (a disposal wins; which of a later failure and the abort wins is not
+    stated), never ``completed`` or ``max-tokens`` (MAXTOK-3)."""
+    entries = view.timeline
+    for agent in view.agents:
+        for op in view.ops(agent, "abort"):
+            if not op.get("on") or op.get("status") != "running":
+                continue
+            heard = next((e for e in reversed(entries[:op["_i"]]) if e.get("kind") == "log"), None)
+            if heard is None or heard.get("agent") != agent or heard.get("type") not in _PAST_THE_MODEL_CALL:
+                continue
+            turn = _ended_turn_around(view, agent, op["_i"])
+            if turn is not None and turn["reason"] in ("completed", "max-tokens"):
+                return Violation(
+                    f"agent {agent}: turn {turn['turn']} ends {turn['reason']}, but abort() came from a listener of its "
+                    f"{heard['type']} (step in flight, before its step/end): the step is aborted and the turn ends "
+                    "aborted{reason}", turn["end_i"], ("ABORT-1",))
+    return None
+
+
 def _abort_reason_check(view: TraceView) -> Violation | None:
     """ABORT-1/CANCEL-1: an aborted turn ends with the reason of a ``cancel()`` or ``abort()``
     that came since the agent's previous turn ended (the caller's reason, or the default
@@ -3591,6 +3620,8 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("INJ-1", _injected_check, "an inject while a turn is open appends its context into that turn",
               ("INJ-1",)),
     LoopCheck("ABORT-1", _deferred_abort_check, "an abort with no step in flight is not deferred", ("ABORT-1",)),
+    LoopCheck("IN-FLIGHT", _in_flight_abort_check, "an abort while a step is in flight ends the turn aborted",
+              ("ABORT-1",)),
     LoopCheck("CANCEL-STEP", _dropped_step_check, "a cancel from agent/turn-start drops the first step, opened "
               "and closed empty", ("CANCEL-STEP",)),
     LoopCheck("CONT-1", _forced_stop_check, "a continuation listener's vote to stop ends the turn after its step",

@@ -607,6 +607,56 @@ def test_a_waiter_taken_once_a_bad_inject_raised_waits_for_its_flush(run: Run) -
     run(scenario)
 
 
+@pytest.mark.rule("INJ-4", "IDLE-2")
+def test_a_bad_inject_made_in_the_turns_flush_holds_a_waiter_until_its_own_flush_ran(run: Run) -> None:
+    # The same with the bad inject made by a session/flush listener of a driver turn's flush (the
+    # agent still running, its turn closed in the log: a one-shot turn, INJ-2): once it raised,
+    # a when_idle() taken while its own flush still runs waits for that flush (INJ-4), though
+    # the driver's turn has ended by then. A loop that tracks an inject's flush only when the
+    # agent is idle lets it go (session 56's adversarial blind round). (An inject that awaits its
+    # flush before raising gives its caller that wait itself: not judged, as above.)
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        hold = k.gate("flush")
+        flushes: list[str] = []
+        injections: list[asyncio.Future[Any] | None] = []
+
+        async def flush(*_args: object) -> None:
+            index = len(flushes)
+            flushes.append("begun")
+            if index == 0:  # the driver's flush of turn 1: it injects, then returns
+                try:
+                    pending = k.start_inject(a, [cyclic_block()])
+                except Exception:
+                    pending = None  # a synchronous inject raised at once, its flush left scheduled
+                injections.append(asyncio.ensure_future(pending) if pending is not None else None)
+            else:
+                k.poke()
+                await hold.wait()
+            flushes[index] = "done"
+
+        k.on("session/flush", flush)
+        k.model.push(fakes.text("A"))
+        a.send("A")
+        await k.until(lambda: len(flushes) >= 2, "the bad inject's flush")
+        await k.settle(1.5)
+        injecting = injections[0]
+        raised = injecting is None or injecting.done()  # the caller has seen the error, its flush held
+        watch = Watch(k, a)
+        await k.settle(1.5)
+        if raised and flushes[1] == "begun":
+            assert watch.pending_now() is not False, (
+                "when_idle(), taken once the bad inject raised, resolved while the flush it left scheduled was still "
+                f"running (INJ-4): flushes {flushes}")
+        hold.open()
+        await watch.wait()
+        if injecting is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(injecting, k.timeout)
+
+    run(scenario)
+
+
 @pytest.mark.rule("INJ-4", "IDLE-4", "DISP-2")
 def test_a_disposed_agents_waiter_waits_for_a_bad_injects_flush(run: Run) -> None:
     # The same with the agent disposed once the bad inject raised, its flush still running: the

@@ -446,6 +446,34 @@ def test_an_abort_with_no_step_in_flight_is_not_deferred() -> None:
     assert _check("ABORT-1", tl) is None
 
 
+def test_an_abort_while_the_step_is_in_flight_ends_the_turn_aborted() -> None:
+    # A listener of the step's assistant/message aborts: the step is in flight until its
+    # step/end, so the turn must not end completed (nor max-tokens); it may end aborted, or
+    # disposed or error (session 56's blind round: a loop that checked the signal only after
+    # tool calls ended such a turn completed).
+    def turn(reason: dict[str, Any], *, on: str | None = "session/event", agent: str = "a",
+             heard: str = "assistant/message") -> list[dict[str, Any]]:
+        head = [_log(0, "turn/start", turn=1), _log(1, "step/start", turn=1, step=1),
+                _log(2, heard, turn=1, step=1, content=[])]
+        stop = _op("abort", by="window", status="running", reason="hunt", **({"on": on} if on else {}))
+        stop["agent"] = agent
+        return [_op("send", "A"), _status("running"), *head, stop,
+                _log(3, "step/end", turn=1, step=1), _log(4, "turn/end", turn=1, reason=reason), _status("idle")]
+
+    found = _check("IN-FLIGHT", turn({"kind": "completed"}))
+    assert found is not None and found.rules == ("ABORT-1",) and "assistant/message" in found.message
+    assert found.at == 7  # the turn/end
+    assert _check("IN-FLIGHT", turn({"kind": "max-tokens"})) is not None
+    for holds in ({"kind": "aborted", "reason": "hunt"}, {"kind": "disposed"}, {"kind": "error", "message": "x"}):
+        assert _check("IN-FLIGHT", turn(holds)) is None
+    # not judged: an actor's abort (it may land in a gap the log does not show), and an abort
+    # heard before the model call (the step's handle may not exist yet: CANCEL-STEP)
+    assert _check("IN-FLIGHT", turn({"kind": "completed"}, on=None)) is None
+    assert _check("IN-FLIGHT", turn({"kind": "completed"}, heard="steering/message")) is None
+    # nor an abort of another agent than the one whose event the listener heard
+    assert _check("IN-FLIGHT", turn({"kind": "completed"}, agent="b")) is None
+
+
 def test_an_aborted_turn_carries_the_reason_of_its_stop() -> None:
     # The turn ends with the reason of a stop since the previous turn ended (defaults filled in).
     def ended(reason: str, *stops: dict[str, Any]) -> list[dict[str, Any]]:
