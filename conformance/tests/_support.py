@@ -168,8 +168,11 @@ class Watch:
             self._awaiting = yielded if asyncio.isfuture(yielded) else None
             if self._awaiting is not None:
                 yielded._asyncio_future_blocking = False  # taken over, as a task does
+            elif yielded is not None:  # what a task refuses too ("bad yield")
+                coro.close()
+                raise RuntimeError(f"when_idle()'s coroutine yielded {yielded!r}, which asyncio cannot await")
             try:
-                await (asyncio.sleep(0) if yielded is None else yielded)
+                await (asyncio.sleep(0) if yielded is None else yielded)  # a bare yield: one loop round
             except asyncio.CancelledError:
                 if self.task.cancelling():
                     coro.close()

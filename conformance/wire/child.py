@@ -149,8 +149,8 @@ class Child:
         self.busy_since = 0.0
         self.hung = False
         self.exited: int | None = None
-        self._pollers: dict[int, select.poll] = {}
         """The child's return code if it had exited when the watchdog declared it hung."""
+        self._pollers: dict[int, select.poll] = {}
         self.owner = os.getpid()
         self.transcript: list[str] | None = None
         self._lines: deque[bytes] = deque()
@@ -377,10 +377,13 @@ class Child:
 
 
 def _holders(fd: int) -> list[int]:
-    """The other processes holding the pipe ``fd`` is an end of (Linux's ``/proc``; none found
-    elsewhere)."""
+    """The processes outside this one's session holding the pipe ``fd`` is an end of (Linux's
+    ``/proc``; none found elsewhere). The child was started in a session of its own: what it
+    started is there or in one of its own, never in ours, where this process's own forked
+    workers (which may hold an inherited copy) are."""
     try:
         wanted = f"pipe:[{os.fstat(fd).st_ino}]"
+        ours = os.getsid(0)
         pids = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
     except OSError:
         return []
@@ -388,7 +391,7 @@ def _holders(fd: int) -> list[int]:
     for pid in pids:
         with contextlib.suppress(OSError):
             base = f"/proc/{pid}/fd"
-            if any(os.readlink(f"{base}/{f}") == wanted for f in os.listdir(base)):
+            if os.getsid(pid) != ours and any(os.readlink(f"{base}/{f}") == wanted for f in os.listdir(base)):
                 out.append(pid)
     return out
 
