@@ -87,6 +87,7 @@ codes; ``conformance.invariants.data_violations``).
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import re
@@ -915,12 +916,15 @@ def _in_flight_abort_check(view: TraceView) -> Violation | None:
     before the step's ``step/end``, with its handle made). The turn may end ``disposed`` or
     ``error`` instead (a disposal wins; which of a later failure and the abort wins is not
     stated), never ``completed`` or ``max-tokens`` (MAXTOK-3)."""
-    entries = view.timeline
+    logs: list[Event] | None = None
     for agent in view.agents:
         for op in view.ops(agent, "abort"):
             if not op.get("on") or op.get("status") != "running":
                 continue
-            heard = next((e for e in reversed(entries[:op["_i"]]) if e.get("kind") == "log"), None)
+            if logs is None:
+                logs = view.of_kind("log")
+            at = bisect.bisect_left(logs, op["_i"], key=lambda e: e["_i"])  # the log entries before the op
+            heard = logs[at - 1] if at else None
             if heard is None or heard.get("agent") != agent or heard.get("type") not in _PAST_THE_MODEL_CALL:
                 continue
             turn = _ended_turn_around(view, agent, op["_i"])

@@ -187,6 +187,34 @@ async def _inject_with_held_flush(k: Kit, agent: Any, hold: Any) -> asyncio.Futu
     return injecting
 
 
+async def _bad_inject_with_held_flush(k: Kit, agent: Any, hold: Any
+                                      ) -> tuple[asyncio.Future[Any] | None, list[str], bool]:
+    """An idle inject of content that cannot be serialised (INJ-4), its one-shot turn's flush
+    waiting at ``hold``; returns once that flush has begun and the loop had time to raise:
+    :func:`_inject_task`'s task, the flush's progress (``begun``, then ``done``, or ``cut`` when
+    a disposal cancels it), and whether the caller has seen the error by then."""
+    flushing: list[str] = []
+
+    async def flush(*_args: object) -> None:
+        flushing.append("begun")
+        k.poke()
+        try:
+            await hold.wait()
+        except asyncio.CancelledError:
+            flushing.append("cut")
+            raise
+        flushing.append("done")
+
+    k.on("session/flush", flush)
+    try:
+        injecting = _inject_task(k, agent, [cyclic_block()])
+    except Exception:
+        injecting = None  # a synchronous inject raised at once, its flush left scheduled
+    await k.until(lambda: bool(flushing), "the bad inject's flush")
+    await k.settle(1.5)
+    return injecting, flushing, injecting is None or injecting.done()
+
+
 @pytest.mark.rule("INJ-1", "INJ-2")
 def test_inject_from_the_turn_end_event_is_a_one_shot_turn(run: Run) -> None:
     # In a session/event listener on turn/end the turn is closed in the log though the agent
@@ -568,22 +596,7 @@ def test_a_waiter_taken_once_a_bad_inject_raised_waits_for_its_flush(run: Run) -
     async def scenario(k: Kit) -> None:
         a = k.agent()
         hold = k.gate("flush")
-        flushing: list[str] = []
-
-        async def flush(*_args: object) -> None:
-            flushing.append("begun")
-            k.poke()
-            await hold.wait()
-            flushing.append("done")
-
-        k.on("session/flush", flush)
-        try:
-            injecting = _inject_task(k, a, [cyclic_block()])
-        except Exception:
-            injecting = None  # a synchronous inject raised at once, its flush left scheduled
-        await k.until(lambda: bool(flushing), "the bad inject's flush")
-        await k.settle(1.5)
-        raised = injecting is None or injecting.done()  # the caller has seen the error, the flush held
+        injecting, flushing, raised = await _bad_inject_with_held_flush(k, a, hold)
         released: list[list[str]] = []
 
         async def watch(waiter: Any) -> None:
@@ -669,26 +682,7 @@ def test_a_disposed_agents_waiter_waits_for_a_bad_injects_flush(run: Run) -> Non
     async def scenario(k: Kit) -> None:
         a = k.agent()
         hold = k.gate("flush")
-        flushing: list[str] = []
-
-        async def flush(*_args: object) -> None:
-            flushing.append("begun")
-            k.poke()
-            try:
-                await hold.wait()
-            except asyncio.CancelledError:
-                flushing.append("cut")
-                raise
-            flushing.append("done")
-
-        k.on("session/flush", flush)
-        try:
-            injecting = _inject_task(k, a, [cyclic_block()])
-        except Exception:
-            injecting = None  # a synchronous inject raised at once, its flush left scheduled
-        await k.until(lambda: bool(flushing), "the bad inject's flush")
-        await k.settle(1.5)
-        raised = injecting is None or injecting.done()  # the caller has seen the error, the flush held
+        injecting, flushing, raised = await _bad_inject_with_held_flush(k, a, hold)
         a.dispose()
         watch = Watch(k, a)
         released: list[list[str]] = []

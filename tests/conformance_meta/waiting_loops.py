@@ -60,6 +60,8 @@ class _CoroutineWaiterAgent(Agent):
 
 
 class _QueueBlindAgent(_CoroutineWaiterAgent):
+    # spec_loop's Agent._resolve with its look at the queue dropped (the closure holds the
+    # condition, so the variant restates the method it changes)
     def _resolve(self, fut: asyncio.Future[None]) -> None:
         pending = [t for t in self._inject_flushes if not t.done()]
         if not pending:
