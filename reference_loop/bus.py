@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -41,19 +40,9 @@ async def _resolve(value: Any) -> Any:
     return value
 
 
-def _gathered(value: Any) -> Awaitable[Any]:
-    """``_resolve(value)`` for ``gather``: a listener's coroutine whose task is cancelled before
-    it first runs (a disposal cutting the flush) is closed with it, not left to warn "never
-    awaited" when it is collected."""
-    wrapper = _resolve(value)
-    if inspect.iscoroutine(value):
-        weakref.finalize(wrapper, _close_unstarted, value)
-    return wrapper
-
-
-def _close_unstarted(coroutine: Any) -> None:
-    if inspect.getcoroutinestate(coroutine) == inspect.CORO_CREATED:
-        coroutine.close()
+def _close_unstarted(value: Any) -> None:
+    if inspect.iscoroutine(value) and inspect.getcoroutinestate(value) == inspect.CORO_CREATED:
+        value.close()
 
 
 class EventBus:
@@ -154,9 +143,17 @@ class EventBus:
                     _close_unstarted(call)
                 raise
             if inspect.isawaitable(result):
-                calls.append(_gathered(result))
+                calls.append(result)
         if calls:
-            outcomes = await asyncio.gather(*calls, return_exceptions=True)
+            try:
+                outcomes = await asyncio.gather(*map(_resolve, calls), return_exceptions=True)
+            except BaseException:
+                # cancelled (a disposal cutting the flush, PY-1): a listener's coroutine whose
+                # task never ran is closed, not left to warn "never awaited" when collected (a
+                # finalizer that closed it at collection held it, and all it held, for ever)
+                for call in calls:
+                    _close_unstarted(call)
+                raise
             for outcome in outcomes:
                 if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
                     raise outcome  # CancelledError & co. are never contained (PY-1)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 VERBS = ("send", "steer", "inject", "cancel", "abort", "dispose", "when_idle", "raise", "close", "create",
-         "cancel_driver", "reconfigure", "reload", "stop", "answer", "stall")
+         "cancel_driver", "reconfigure", "reload", "stop", "answer", "stall", "bad_inject")
 """The actions a window may do: a caller's, ``raise`` (the listener throws, as a plugin might:
 last in a sequence, and only where a listener acts) and ``close`` (the service's ``close()``,
 SVC-7: last in a sequence, after nothing or after the work or waiter it must deal with) and
@@ -27,7 +27,10 @@ alone, by a listener, before that waterfall's ``next()`` only) and ``stall`` (a 
 that never returns, deaf to the step's signal, as a plugin's network call without a timeout: last
 in a sequence, after nothing or a ``cancel`` or ``abort``, by a listener, before a
 waterfall's ``next()`` only; the world disposes the agent when it does not settle, and disposal
-must end the driver all the same, DISP-2)."""
+must end the driver all the same, DISP-2) and ``bad_inject`` (an ``inject`` of content JSON cannot
+encode, INJ-4: it raises once its one-shot turn is closed, and its flush has run by the time
+``when_idle()`` resolves; alone or followed by a ``when_idle``, and only where the implementation
+has the ``injection`` feature)."""
 
 MODES = ("listener", "actor")
 """How a window acts: synchronously in a listener at its point, or by an actor started there."""

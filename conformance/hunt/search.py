@@ -71,12 +71,12 @@ class WorkloadPlan:
 
 
 def verbs_for(impl: Implementation, verbs: tuple[str, ...] = VERBS) -> list[str]:
-    """The window verbs of ``verbs`` that ``impl`` supports (``inject`` needs the ``injection``
-    feature; ``reload`` the ``persistence`` feature; ``cancel_driver`` an in-process Python
+    """The window verbs of ``verbs`` that ``impl`` supports (``inject`` and ``bad_inject`` need
+    the ``injection`` feature; ``reload`` the ``persistence`` feature; ``cancel_driver`` an in-process Python
     implementation, whose driver is a task)."""
     features = set(getattr(impl, "features", ()))
     python = runtime_of(impl) == PYTHON
-    return [v for v in verbs if (v != "inject" or "injection" in features) and (v != "cancel_driver" or python)
+    return [v for v in verbs if (v not in ("inject", "bad_inject") or "injection" in features) and (v != "cancel_driver" or python)
             and (v != "reload" or "persistence" in features)]
 
 

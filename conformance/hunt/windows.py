@@ -6,7 +6,8 @@ inside ``session/flush``, inside a tool call, at a model call, as a model call's
 fires (inside the loop's abort, an abort observer), right after an agent was created
 (before its driver first ran), inside a ``resume()``'s load of its persisted log (where only
 ``create`` of its id applies); and which occurrence of it (``nth``). A :class:`Window` is a
-point, a sequence of caller actions (``send``, ``steer``, ``inject``, ``cancel``, ``abort``,
+point, a sequence of caller actions (``send``, ``steer``, ``inject`` (or ``bad_inject``, of content
+JSON cannot encode), ``cancel``, ``abort``,
 ``dispose``, ``when_idle``, the service's ``close`` and ``create`` of a taken id, ``reconfigure``,
 ``reload`` (the session resumed on a second service over the same backend, as after a process
 that died at the point), and, on a Python implementation, ``cancel_driver`` (the agent's driver
@@ -158,6 +159,9 @@ def _action(verb: str, k: int, agent: str | None, mode: str) -> Action:
         # a list of blocks, which the world edits once the run is over: the log must not change
         # with it (LOG-1); steer's is a string, so both forms of content are exercised
         return Action(verb, agent, text=f"W{k}", source=WINDOW_SOURCE, blocks=True)
+    if verb == "bad_inject":
+        # INJ-4's bad input; an actor awaits the call, so the waiter after it is taken once it raised
+        return Action("inject", agent, text=f"W{k}", source=WINDOW_SOURCE, unserialisable=True, wait=mode == "actor")
     if verb == "steer":
         return Action(verb, agent, text=f"W{k}", source=WINDOW_SOURCE)
     if verb in ("cancel", "abort"):
@@ -198,6 +202,11 @@ may have released its waiters only before the status event it is in (upstream's 
 ALONE = ("create", "cancel_driver", "reconfigure", "reload", "stop", "answer")
 """The verbs a window does alone (see :func:`sequences`)."""
 
+BAD_INJECTS = (("bad_inject",), ("bad_inject", "when_idle"))
+"""The sequences a ``bad_inject`` is in (INJ-4): the call alone (it raises once its one-shot turn is
+closed, and the turn is flushed), or followed by a waiter, released only once that flush ran;
+another verb beside it shows what that verb alone does."""
+
 STALL_AFTER = frozenset(("cancel", "abort"))
 """What may come before a window's ``stall``: the stops that leave the stalled turn to a later
 ``dispose()`` from outside (the world's, :meth:`~conformance.scenario.world.World._settle`). Not
@@ -229,6 +238,8 @@ def sequences(verbs: Sequence[str], depth: int, mode: str = "listener") -> list[
                                    or not STALL_AFTER.issuperset(seq[:-1])):
                 continue  # a listener's own await: it ends its sequence (nothing after it runs)
             if n > 1 and any(v in seq for v in ALONE):
+                continue
+            if "bad_inject" in seq and seq not in BAD_INJECTS:
                 continue
             if mode == "actor" and ("reload" in seq or any(v in RETURNED_VERBS for v in seq)):
                 continue  # a reload is a task of its own already: an actor would only start it a step later;

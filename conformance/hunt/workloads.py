@@ -103,6 +103,24 @@ REATTACHING_PLUGIN = Listener(on="agent/step-result", do=(), name="reattaching-p
 call the stream carried: a max-tokens step's calls are removed before the waterfall *and again
 from what it returns* (MAXTOK-5), so none runs."""
 
+SHORTENING_PLUGIN = Listener(on="agent/step-result", do=(), name="shortening-plugin", where={"turn": 1, "step": 1},
+                             times="always", when="after", optional=True,
+                             rewrite={"content": [{"type": "tool-call", "id": "c9", "name": "lookup",
+                                                   "arguments": "{}"}]})
+"""A plugin's ``agent/step-result`` listener replacing a max-tokens step's text with a tool call:
+the call is removed from what it returns (MAXTOK-5), nothing remains, and no ``assistant/message``
+is logged (a loop deciding from the streamed text logs an empty one: MESSAGE)."""
+
+NOTING_PLUGIN = Listener(on="agent/step-result", do=(), name="noting-plugin", where={"turn": 1, "step": 2},
+                         times="always", when="after", optional=True,
+                         rewrite={"content": [{"type": "text", "text": "(cut)"},
+                                              {"type": "tool-call", "id": "c1", "name": "lookup",
+                                               "arguments": '{"q": "x"}'}]})
+"""A plugin's ``agent/step-result`` listener adding a note to the second step of the first turn (a
+window's steering brings it about), a max-tokens step that streamed a tool call alone: the note
+remains once the call is removed, and is logged (LOOP-6, MAXTOK-5: a loop deciding from the
+streamed content logs nothing: MESSAGE)."""
+
 ABORT_OBSERVER = Listener(on="model/aborted", do=(Action("send", text="R", source={"kind": "plugin",
                                                                                  "plugin": "abort-observer"}),),
                           name="abort-observer", times="always", optional=True)
@@ -208,16 +226,22 @@ def workloads() -> tuple[Workload, ...]:
                                          description="a model stream that hangs and ignores the step's abort, "
                                                      "stopped by the service's close(): SVC-7 disposes the running "
                                                      "agent, not once its turn ends (it never would)")),
-        Workload("max-tokens", _scenario("max-tokens", (respond.text("a long answer that is cut").truncate(2),),
-                                         description="a step cut at max-tokens")),
+        Workload("max-tokens", _scenario(
+            # a second step (a window's steering brings it about, CONT-2) or turn: empty and clean, its
+            # empty message logged all the same (LOOP-5; MAXTOK-5's "only when content remains" is the
+            # max-tokens step's alone)
+            "max-tokens", (respond.text("a long answer that is cut").truncate(2), respond.chunks(
+                {"type": "finish", "reason": {"kind": "stop"}})), tools=(TOOL,), listeners=(SHORTENING_PLUGIN,),
+            description="a step cut at max-tokens, whose text a plugin's agent/step-result listener replaces with "
+                        "a tool call (which must not run, and leaves no message); the next step empty")),
         Workload("max-tokens-tools", _scenario(
             # MAXTOK-5: the call removed, the text on both sides of it kept
             "max-tokens-tools", ((respond.text("calling") + call + respond.text("and after")).finish("max-tokens"),
                                  call.finish("max-tokens").usage(9, 4)),  # nothing left, usage still logged (LOOP-5)
-            tools=(TOOL,), listeners=(REATTACHING_PLUGIN,),
+            tools=(TOOL,), listeners=(REATTACHING_PLUGIN, NOTING_PLUGIN),
             description="a max-tokens step with a tool call that must not run, even handed back by a plugin's "
                         "agent/step-result listener (and, in a step a window brings about, one with nothing "
-                        "else, whose message is empty)")),
+                        "else, whose message is empty, unless a plugin notes it: in turn 1's second step)")),
         Workload("finish-aborted", _scenario("finish-aborted", (respond.text("partial").finish("aborted"),),
                                              description="a step the model finishes aborted, nobody having aborted")),
         Workload("model-error", _scenario("model-error", (

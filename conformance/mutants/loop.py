@@ -338,7 +338,7 @@ MUTANTS = [
             Patch(
                 "bus",
                 "            if inspect.isawaitable(result):\n"
-                "                calls.append(_gathered(result))\n",
+                "                calls.append(result)\n",
                 "            if inspect.isawaitable(result):\n"
                 "                try:  # one after another, in registration order\n"
                 "                    await _resolve(result)\n"
@@ -359,11 +359,11 @@ MUTANTS = [
         (
             Patch(
                 "bus",
-                "            outcomes = await asyncio.gather(*calls, return_exceptions=True)\n",
-                "            try:\n"
-                "                outcomes = await asyncio.gather(*calls)\n"
-                "            except Exception as exc:\n"
-                "                outcomes = [exc]\n",
+                "                outcomes = await asyncio.gather(*map(_resolve, calls), return_exceptions=True)\n",
+                "                try:\n"
+                "                    outcomes = await asyncio.gather(*map(_resolve, calls))\n"
+                "                except Exception as exc:\n"
+                "                    outcomes = [exc]\n",
             ),
         ),
         notes="Blind round 17 (2026-12-04): the suite killed it; the hunt missed it until FLUSH judged a "

@@ -1991,7 +1991,7 @@ def _bad_inject_check(view: TraceView, agent: str) -> Violation | None:
                    and b.get("agent") == agent and b.get("by") == op.get("by")), op["_i"])
         if _turn_around(view, agent, at) is not None:
             continue
-        one_shot = next((t for t in view.turns(agent) if t["trigger"] == "injection" and op["_i"] < t["_i"]
+        one_shot = next((t for t in view.turns(agent) if t["trigger"] == "injection" and at < t["_i"]
                          and t["end_i"] is not None and t["end_i"] < err["_i"]), None)
         if one_shot is None:
             return Violation(f"agent {agent}: inject() of content JSON cannot encode, made while no turn was open, "
@@ -2003,28 +2003,73 @@ def _bad_inject_check(view: TraceView, agent: str) -> Violation | None:
     return None
 
 
+def _unflushed(view: TraceView, agent: str, one_shot: Event, starts: list[int], at: int) -> list[Event]:
+    """The agent's turns other than ``one_shot`` ended before ``at`` whose flush may begin after
+    ``one_shot``'s end: those a flush begun by then does not account for (each flush given to the
+    earliest turn ended before it that has none), and those ended since."""
+    since = one_shot["end_i"]
+    waiting = [t for t in view.turns(agent) if t is not one_shot and t["end_i"] is not None and t["end_i"] < at]
+    for i in starts:
+        if i > since:
+            break
+        first = next((t for t in waiting if t["end_i"] < i), None)
+        if first is not None:
+            waiting.remove(first)
+    return waiting
+
+
 def _flushed_before_released(view: TraceView, agent: str, one_shot: Event, err: Event,
                              stops: list[int]) -> Violation | None:
     """INJ-4: the bad inject's one-shot turn's flush "has run by the time when_idle() resolves":
-    a waiter taken once the inject raised is released only after that flush ended (judged where
-    a flush listener records every flush, and the release was sampled exactly; not where a
-    dispose or close came first: those release waiters, IDLE-4, SVC-7)."""
-    if not view.of_kind("flush"):
+    a waiter taken once the error reached the caller (at the call, for a synchronous inject that
+    leaves its flush scheduled) is released only once that flush ended. (Of a waiter taken while
+    an awaitable inject was still pending, the kit says nothing: such an inject may give its
+    caller the wait itself, docs/mutants.md, session 56.)
+
+    Flushes carry no turn, so they are counted. The turn's flush is one begun since its
+    ``turn/end``; so is that of each other turn left without one then, or ended since (the
+    claimants, :func:`_unflushed`). When they are all the driver's, whose flushes have ended by
+    the release (the driver awaits its flush: LOOP-4, IDLE-2), every flush begun since has ended,
+    one more than there are claimants; when another inject's turn is among them (INJ-4 holds
+    waiters for a bad inject's flush only), at least one has. Once a ``dispose()`` came, only the
+    flushes begun before it are owed (ended, or cut by the disposal). Judged where a flush
+    listener records every flush and the release was sampled exactly; not where a driver's cancel
+    or a close came first (PY-1, SVC-7)."""
+    flushes = view.of_kind("flush")
+    if not flushes:
         return None  # no flush listener records flushes here: nothing to say
-    ended = next((e["_i"] for e in view.of_kind("flush") if e.get("agent") == agent and e.get("phase") == "end"
-                  and e["_i"] > one_shot["end_i"]), None)
+    since = one_shot["end_i"]
+    begun = {e.get("n"): e["_i"] for e in flushes if e.get("agent") == agent and e.get("phase") == "start"
+             and e["_i"] > since}
+    ended = {e.get("n"): e["_i"] for e in flushes if e.get("phase") in ("end", "cut") and e.get("n") in begun}
+    starts = [e["_i"] for e in flushes if e.get("agent") == agent and e.get("phase") == "start"]
+    disposes = [e["_i"] for e in view.ops(agent, "dispose")]
     released = {e.get("waiter"): e for e in view.of_kind("waiter/released")}
     for reg in view.ops(agent, "when_idle"):
         rel = released.get(reg.get("waiter"))
-        if reg["_i"] < err["_i"] or rel is None or not rel.get("precise") or (ended is not None and reg["_i"] > ended):
+        if reg["_i"] < err["_i"] or rel is None or not rel.get("precise"):
             continue
-        if any(i < rel["_i"] for i in stops):  # (the caller skipped those before the answer)
+        at = rel["_i"]
+        if any(i < at for i in stops if i not in disposes):  # a driver's cancel, a close (PY-1, SVC-7)
             continue
-        if ended is None or rel["_i"] < ended:
+        disposed = next((i for i in disposes if i < at), None)
+        claimants = _unflushed(view, agent, one_shot, starts, at)
+        strict = all(t["trigger"] != "injection" for t in claimants)
+        done = sum(1 for n, i in ended.items() if begun[n] < at and i < at)
+        running = any(i < at and ended.get(n, len(view.timeline)) > at for n, i in begun.items()
+                      if disposed is None or i < disposed)
+        if disposed is not None:
+            # IDLE-4 and INJ-4: a disposed agent's waiter waits for its driver to exit, and for a
+            # flush begun before the disposal to end (or be cut: DISP-2); whether a disposed
+            # agent still owes a flush not begun by then, the contract leaves open
+            failed = strict and running
+        else:
+            failed = done < 1 + (len(claimants) if strict else 0) or (strict and running)
+        if failed:
             return Violation(f"agent {agent}: when_idle() {reg.get('waiter')!r}, taken once inject() of content JSON "
                              f"cannot encode had raised, resolved before the flush of its one-shot turn "
                              f"{one_shot['turn']} had run (INJ-4: its flush has run by the time when_idle() "
-                             "resolves)", rel["_i"], ("INJ-4",))
+                             "resolves)", at, ("INJ-4",))
     return None
 
 
@@ -2376,6 +2421,11 @@ def _model_calls(view: TraceView) -> Iterator[tuple[Event, str, int, dict[str, A
             yield done, agent, start, turn, opened[-1]["data"].get("step")
 
 
+def _streamed(view: TraceView) -> dict[tuple[str, Any, Any], int]:
+    """Where each step's model stream ended (its ``model/done``), by ``(agent, turn, step)``."""
+    return {(agent, turn["turn"], step): done["_i"] for done, agent, _start, turn, step in _model_calls(view)}
+
+
 def _stopped(view: TraceView, agent: str, start: int, end: int, by: tuple[str, ...] = ("abort", "cancel", "raise")) -> bool:
     """Whether a stop (by default an abort, a cancel or a listener's throw: the ops ``by``) came
     between ``start`` and ``end``, or a disposal before ``end``: a driver cancel made by a listener
@@ -2383,6 +2433,73 @@ def _stopped(view: TraceView, agent: str, start: int, end: int, by: tuple[str, .
     start a step's model call after ``dispose()`` (the turn ends ``disposed`` whatever the call did)."""
     return any(start < e["_i"] < end for e in view.ops(agent, *by)) or any(
         e["_i"] < end for e in view.ops(agent, "dispose", "cancel_driver"))
+
+
+def _gist(content: Any) -> list[tuple[Any, Any]]:
+    """A message's blocks as ``(type, text or call id)``: what MESSAGE compares (an
+    implementation may give a block keys of its own)."""
+    out: list[tuple[Any, Any]] = []
+    for b in content if isinstance(content, list) else ():
+        kind = b.get("type") if isinstance(b, _MAP) else None
+        out.append((kind, b.get("id") if kind == "tool-call" else b.get("text") if isinstance(b, _MAP) else b))
+    return out
+
+
+def _message_check(view: TraceView) -> Violation | None:
+    """LOOP-5, LOOP-6, MAXTOK-5: a step whose model stream finished (any kind but ``error`` or
+    ``aborted``; no finish counts as ``stop``, ASM-4) logs one ``assistant/message``: the message
+    ``agent/step-result`` returned, even an empty one; of a ``max-tokens`` step, that message less
+    its tool calls, and none when nothing remains. What the waterfall returned is known where a
+    plugin's listener rewrote it (``waterfall/rewrote``), else it is the assembled message
+    (ASSEMBLY judges its blocks). Steps something interrupted (a stop, a listener's throw, a
+    contained failure, a disposal, the service's close) are not judged."""
+    closed_at = next(iter(view.closings()), len(view.timeline))
+    rewrites = [e for e in view.of_kind("waterfall/rewrote") if e.get("on") == "agent/step-result"
+                and isinstance((e.get("fields") or {}).get("content"), list)]
+    for done, agent, start, turn, step in _model_calls(view):
+        outcome = done.get("outcome")
+        if outcome in _UNFINISHED or outcome in ("error", "aborted") or done.get("unread") or not isinstance(step, int):
+            continue
+        events = _steps(turn).get(step, [])
+        end = next((e["_i"] for e in events if e["type"] == "step/end"), turn["end_i"])
+        if end is None or end > closed_at or _stopped(view, agent, start, end):
+            continue
+        if any(start < e["_i"] < end for e in view.of_kind("agent/error", agent=agent)):
+            continue
+        where = f"agent {agent}: turn {turn['turn']} step {step}"
+        messages = [e for e in events if e["type"] == "assistant/message"]
+        rewrote = [r for r in rewrites if start < r["_i"] < end and r.get("agent") == agent
+                   and r.get("turn") == turn["turn"] and r.get("step") == step]
+        returned = list(rewrote[-1]["fields"]["content"]) if rewrote else None
+        expected: list[Any] | None = returned
+        if outcome == "max-tokens":
+            if returned is None:
+                chunks = [e["data"].get("chunk") or {} for e in events if e["type"] == "assistant/chunk"]
+                returned = _assembled(chunks) if not any(r.get("agent") == agent for r in rewrites) else None
+            if returned is None:
+                continue
+            remains = [b for b in returned if not (isinstance(b, _MAP) and b.get("type") == "tool-call")]
+            if not remains:
+                if messages:
+                    return Violation(f"{where} finished max-tokens and agent/step-result returned nothing but tool "
+                                     "calls, yet it logged an assistant/message (MAXTOK-5: appended only when "
+                                     "content remains)", messages[0]["_i"], ("MAXTOK-5",))
+                continue
+            expected = remains
+        if not messages:
+            said = "finished max-tokens with content left" if outcome == "max-tokens" else f"finished ({outcome})"
+            return Violation(f"{where} {said}, nothing stopping it, but logged no assistant/message (LOOP-5: the "
+                             "message agent/step-result returned is appended, an empty one too; MAXTOK-5: a "
+                             "max-tokens step's, when content remains)", end, ("LOOP-5", "LOOP-6", "MAXTOK-5"))
+        if len(messages) > 1:
+            return Violation(f"{where} logged {len(messages)} assistant/message events (LOOP-5: a step appends its "
+                             "message once)", messages[1]["_i"], ("LOOP-5",))
+        if expected is not None and _gist(messages[0]["data"].get("content")) != _gist(expected):
+            return Violation(f"{where}: the assistant/message holds {_gist(messages[0]['data'].get('content'))}, not "
+                             f"what agent/step-result returned, {_gist(expected)}"
+                             f"{' less its tool calls' if outcome == 'max-tokens' else ''} (LOOP-6: the log records "
+                             "what the waterfall returned; MAXTOK-5)", messages[0]["_i"], ("LOOP-6", "MAXTOK-5"))
+    return None
 
 
 def _chunks_check(view: TraceView) -> Violation | None:
@@ -2567,6 +2684,7 @@ def _continued_check(view: TraceView) -> Violation | None:
     steer there may or may not count, as the implementation reads "drained after it")."""
     if not any(e.get("continuations") == "recorded" for e in view.of_kind("world/closed")):
         return None
+    streamed = _streamed(view)
     for agent in view.agents:
         calls = view.of_kind("continuation", agent=agent)
         acted = [e["_i"] for e in view.ops(agent)]
@@ -2592,7 +2710,9 @@ def _continued_check(view: TraceView) -> Violation | None:
                     return Violation(f"{where}: step {step}'s agent/turn-continuation was told turn "
                                      f"{call.get('turn')!r} (0b: agent/turn-continuation(agent, turn, ...))",
                                      call["_i"], ("LOOP-5",))
-                message = next((e["_i"] for e in events if e["type"] == "assistant/message"), end["_i"])
+                # a step that logs no message (MAXTOK-5: nothing remained) is over once its stream finished
+                message = next((e["_i"] for e in events if e["type"] == "assistant/message"),
+                               min(end["_i"], streamed.get((agent, t["turn"], step), end["_i"])))
                 if any(message < i < call["_i"] for i in acted) or not isinstance(call.get("decision"), bool):
                     continue
                 expected = any(e["type"] == "tool/call" for e in events) or any(
@@ -2994,8 +3114,9 @@ def _idle_release_check(view: TraceView) -> Violation | None:
         if not regs:
             continue
         # an idle inject's flush may hold waiters past an idle transition (INJ-4: it has run by the
-        # time when_idle() resolves): the transitions after an inject are not judged
-        injected = min([e["_i"] for e in view.ops(agent, "inject")] + [len(view.timeline)])
+        # time when_idle() resolves): the transitions after an inject are not judged (one that
+        # raised too: a bad inject's flush is owed all the same)
+        injected = min([e["_i"] for e in view.of_kind("op", op="inject", agent=agent)] + [len(view.timeline)])
         statuses = view.of_kind("agent/status", agent=agent)
         found = _idle_at_once(view, agent, regs, released, statuses, injected)
         if found is not None:
@@ -3051,15 +3172,24 @@ def _idle_at_once(view: TraceView, agent: str, regs: list[Event], released: dict
 def _step_order_check(view: TraceView) -> Violation | None:
     """LOOP-5: steering is drained before a step opens or after its message (and its tool
     calls): a ``steering/message`` between a ``step/start`` and that step's ``assistant/message``
-    is out of LOOP-5's order (a step that logs no message drains none: STEER-3); a step's
-    ``usage`` comes after its message."""
+    is out of LOOP-5's order (a step that logs no message drains none: STEER-3; one that logs none
+    because nothing remained, MAXTOK-5, may drain once its stream finished); a step's ``usage``
+    comes after its message."""
+    streamed = _streamed(view)
     for agent in view.agents:
         in_step = False
         said = False
         step: Any = None
+        turn: Any = None
         log = view.log(agent)
+        spoke = {(e["data"].get("turn"), e["data"].get("step")) for e in log if e["type"] == "assistant/message"}
         for k, e in enumerate(log):
             kind = e["type"]
+            if kind == "turn/start":
+                turn = e["data"].get("turn")
+            if in_step and not said and (turn, step) not in spoke and \
+                    streamed.get((agent, turn, step), len(view.timeline)) < e["_i"]:
+                said = True  # a step that logs no message (MAXTOK-5) drains after its stream finished
             if kind == "step/start":
                 in_step, said, step = True, False, e["data"].get("step")
             elif kind in ("step/end", "turn/end"):
@@ -3630,6 +3760,8 @@ ORACLES: tuple[LoopCheck, ...] = (
               "and closed empty", ("CANCEL-STEP",)),
     LoopCheck("CONT-1", _forced_stop_check, "a continuation listener's vote to stop ends the turn after its step",
               ("CONT-1",)),
+    LoopCheck("MESSAGE", _message_check, "a finished step logs the message agent/step-result returned (a "
+              "max-tokens step's less its tool calls, and none when nothing remains)", ("LOOP-5", "LOOP-6", "MAXTOK-5")),
     LoopCheck("UNRETURNED", _unreturned_message_check,
               "no assistant/message for a step stopped inside its agent/step-result waterfall", ("LOOP-6", "ABORT-1")),
     LoopCheck("SIGNALLED", _signalled_stream_check, "a stream stopped by the step's abort signal ends its turn aborted",

@@ -177,6 +177,7 @@ class World:
         self._inject_calls: dict[asyncio.Future[Any], tuple[str, str, str]] = {}  # task -> (by, agent, text)
         self._stuck: set[asyncio.Future[Any]] = set()  # injections still pending a bounded wait after the actors
         self._op_counts: dict[tuple[str, str, str], int] = {}  # ops per (actor, kind, agent)
+        self._flush_count = 0  # flushes the recorder saw begin
         self._warnings = _WarningRecorder()
         self._closing: asyncio.Future[None] | None = None  # a close an actor or a listener started
         self._models_of: dict[str, str] = {}  # agent id -> the model it was created on
@@ -1234,7 +1235,10 @@ class World:
                     own = copy.deepcopy(rewrite)
                     self._passed.extend(v for v in own.values() if isinstance(v, (list, dict)))
                     # LOOP-10: the adapter the request names receives it as returned (ROUTED)
-                    simulator.observe("waterfall/rewrote", on=event, listener=name, fields=rewrote)
+                    # MESSAGE: of a step's message, which agent's step (LOOP-6: the log records it)
+                    step = ({k: v for k, v in self.fields(event, args[:-1]).items() if k in ("agent", "turn", "step")}
+                            if event == "agent/step-result" else {})
+                    simulator.observe("waterfall/rewrote", on=event, listener=name, fields=rewrote, **step)
                     return {**value, **own}
                 return value
 
@@ -1249,14 +1253,23 @@ class World:
             async def flush(*args: Any) -> None:
                 agent = self.fields(event, args)["agent"] if records else None
                 if records:
-                    simulator.observe("flush", phase="start", agent=agent, listener=name)
+                    # numbered: an agent's flushes may overlap (an inject's beside the driver's), and
+                    # INJ-4 asks after one flush's end
+                    self._flush_count += 1
+                    number = self._flush_count
+                    simulator.observe("flush", phase="start", agent=agent, listener=name, n=number)
                     logged = self._log_length(agent) if self._store is not None else None
                 fired = react(args)
                 if hold and (not math.isinf(hold) or (fired and self._stallable_flush(args))):
                     # a persistence plugin's write on every flush; a stall's, for ever, where it acts
-                    await self._hold(hold, event, args)
+                    try:
+                        await self._hold(hold, event, args)
+                    except asyncio.CancelledError:
+                        if records:  # a disposal may cut the flush (DISP-2): it has ended all the same
+                            simulator.observe("flush", phase="cut", agent=agent, listener=name, n=number)
+                        raise
                 if records:
-                    simulator.observe("flush", phase="end", agent=agent, listener=name)
+                    simulator.observe("flush", phase="end", agent=agent, listener=name, n=number)
                     if logged is not None and isinstance(agent, str):
                         self._flushed[agent] = logged  # what the backend holds once the run is over
 

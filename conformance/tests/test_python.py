@@ -63,6 +63,41 @@ def test_cancelling_driver_task_mid_step_stops_the_step_it_was_running(run: Run,
     run(scenario)
 
 
+@pytest.mark.rule("PY-1")
+def test_cancelling_driver_task_as_its_flush_begins_disposes(run: Run) -> None:
+    # The driver's task cancelled by a plain-function flush listener, as the flush begins: the
+    # coroutine listener registered before it has been called but has not run yet. The
+    # cancellation reaches the driver where it awaits the flush, and still ends it: the agent
+    # ends disposed, the cancellation never taken for a failing flush (a loop closing the
+    # listener's unstarted coroutine there, and failing at it, reported a flush failure and went
+    # on idle; session 57's mutation run).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.model.push(respond.text("one"))
+        cut: list[asyncio.Task[Any] | None] = []
+
+        async def persist(*_args: object) -> None:
+            await asyncio.sleep(0.01)
+
+        def cancel(*_args: object) -> None:
+            if not cut:
+                cut.append(k.service.driver_task(a))
+                if cut[0] is not None:
+                    cut[0].cancel()
+
+        k.on("session/flush", persist, needs="the test holds the turn's flush")
+        k.on("session/flush", cancel, needs="the test cancels the driver from inside the flush")
+        a.send("A")
+        await k.until(lambda: bool(cut), "the turn's flush")
+        task = cut[0] or k.driver_task(a, "the test cancels the agent's driver task (PY-1); the adapter names none now")
+        await k.until(task.done, "the driver task to end")
+        await k.settle()
+        assert a.status == "disposed", f"the driver's task was cancelled as its flush began, yet the agent is {a.status!r}"
+        await k.idle(a)
+
+    run(scenario)
+
+
 @pytest.mark.rule("PY-2")
 def test_sync_and_async_listeners(run: Run) -> None:
     async def scenario(k: Kit) -> None:

@@ -48,7 +48,7 @@ def test_shards_merged_on_the_command_line_print_the_one_machine_bytes(tmp_path:
     (["--workloads", "bogus"], "error: unknown workload 'bogus' (choose from reply, "),
     (["--shard", "3/2"], "error: --shard '3/2': I must be between 1 and N"),
     (["--depth", "0"], "error: --depth, --nth and --cassettes must be at least 1"),
-    (["--depth", "4"], "error: --depth 4 with 16 actions makes 69,904 action sequences at every point (at most 5,000)"),
+    (["--depth", "4"], "error: --depth 4 with 17 actions makes 88,740 action sequences at every point (at most 5,000)"),
     (["--baseline", "b.json"], "error: --baseline needs --against"),
     (["--out", "/dev/null/report"], "error: --out /dev/null/report: cannot create the directory (Not a directory)"),
     (["--verbs", "jump"], "error: unknown action 'jump'"),

@@ -64,11 +64,11 @@ def test_sequences_are_every_product_up_to_the_depth_shortest_first() -> None:
     seqs = win.sequences(("send", "cancel"), 2)
     assert seqs == [("send",), ("cancel",), ("send", "send"), ("send", "cancel"), ("cancel", "send"),
                     ("cancel", "cancel")]
-    # 16 alone; 7 x 7 pairs of the rest; raise last after any of those 7; close last after send,
-    # steer, inject or when_idle; stall last after cancel or abort; create, cancel_driver,
-    # reconfigure, reload, stop and answer only alone; the three WITHDRAWN triples (a waiter taken
-    # for queued work, then the work withdrawn)
-    assert len(win.sequences(win.VERBS, 2)) == 16 + 7 * 7 + 7 + 4 + 2 + 3
+    # 17 alone; 7 x 7 pairs of the rest; raise last after any of those 7; close last after send,
+    # steer, inject or when_idle; stall last after cancel or abort; bad_inject followed by
+    # when_idle; create, cancel_driver, reconfigure, reload, stop and answer only alone; the three
+    # WITHDRAWN triples (a waiter taken for queued work, then the work withdrawn)
+    assert len(win.sequences(win.VERBS, 2)) == 17 + 7 * 7 + 7 + 4 + 2 + 1 + 3
     assert win.sequences(win.VERBS, 2)[-3:] == list(win.WITHDRAWN)
     assert ("send", "when_idle", "cancel") not in win.sequences(("send", "when_idle"), 2)  # its verbs only
     assert win.sequences(win.VERBS, 3).count(("send", "when_idle", "cancel")) == 1  # depth 3 has them anyway
@@ -79,6 +79,8 @@ def test_sequences_are_every_product_up_to_the_depth_shortest_first() -> None:
     assert ("reload",) not in win.sequences(win.VERBS, 2, "actor")  # a reload is its own task already
     assert ("stop",) not in win.sequences(win.VERBS, 2, "actor")  # a vote is a listener's return value
     assert ("answer",) not in win.sequences(win.VERBS, 2, "actor")  # so is an answer
+    for mode in ("listener", "actor"):  # INJ-4's bad input: alone, or with a waiter taken after it
+        assert [seq for seq in win.sequences(win.VERBS, 2, mode) if "bad_inject" in seq] == list(win.BAD_INJECTS)
     stalls = [seq for seq in win.sequences(win.VERBS, 2) if "stall" in seq]
     assert stalls == [("stall",), ("cancel", "stall"), ("abort", "stall")]  # a listener's own wait, last
     assert not [seq for seq in win.sequences(win.VERBS, 2, "actor") if "stall" in seq]
@@ -183,6 +185,23 @@ def test_a_window_is_ordinary_scenario_data() -> None:
     assert [lst.name for lst in sc.listeners][-1] == "window"
     actor = next(w for w in wp.windows if w.mode == "actor")
     assert [a.name for a in actor.scenario(reply.scenario).actors][-1] == "window"
+
+
+def test_a_bad_inject_window_injects_content_json_cannot_encode() -> None:
+    # INJ-4: an actor awaits the call (its waiter is taken once the error reached it), a listener
+    # cannot; both only where the implementation declares the injection feature
+    reply = by_name(["reply"])[0]
+    point = win.Point("agent/status", (("status", "idle"),))
+    for mode, waits in (("listener", False), ("actor", True)):
+        sc = win.Window("reply", point, ("bad_inject", "when_idle"), mode).scenario(reply.scenario)
+        element = sc.listeners[-1] if mode == "listener" else sc.actors[-1]
+        inject, waiter = element.do
+        assert (inject.verb, inject.unserialisable, inject.wait, waiter.verb) == ("inject", True, waits, "when_idle")
+
+    class Bare:
+        features = frozenset({"persistence"})
+
+    assert "bad_inject" in search.verbs_for(REF) and "bad_inject" not in search.verbs_for(Bare())  # type: ignore[arg-type]
 
 
 def test_shard_spec_parsing() -> None:

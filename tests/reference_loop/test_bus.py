@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -133,6 +134,46 @@ def test_parallel_cut_before_its_listeners_ran_closes_them_without_a_warning() -
 
     assert _unawaited_warnings(main) == []
     assert ran == []
+
+
+class _Holder:
+    exc: BaseException
+
+
+def _cut_flush_holding() -> weakref.ref[_Holder]:
+    """A flush cut before its one listener ran, the listener holding an object that keeps the
+    cut's error (whose traceback holds parallel()'s frame); a weak reference to that object."""
+    bus = EventBus()
+    holder = _Holder()
+
+    async def persist() -> None:
+        assert holder is not None
+
+    bus.on("session/flush", persist)
+
+    async def main() -> None:
+        flush = asyncio.ensure_future(bus.parallel("session/flush"))
+        await asyncio.sleep(0)
+        flush.cancel()
+        try:
+            await flush
+        except asyncio.CancelledError as exc:
+            holder.exc = exc
+
+    asyncio.run(main())
+    return weakref.ref(holder)
+
+
+def test_parallel_cut_before_its_listeners_ran_keeps_nothing_they_hold_alive() -> None:
+    # A closer registered with weakref.finalize, waiting for the collection of the listener's
+    # wrapper, held the listener's coroutine, and through its closure whatever the listener
+    # holds: when that reached back to the wrapper, nothing was ever collected (in the hunt, a
+    # world per run of a window cancelling the driver while it flushed).
+    import gc
+
+    kept = _cut_flush_holding()
+    gc.collect()
+    assert kept() is None
 
 
 def test_parallel_listener_raising_base_exception_closes_the_earlier_ones_without_a_warning() -> None:

@@ -850,6 +850,40 @@ def test_every_chunk_a_model_streamed_is_logged_and_its_usage() -> None:
     assert found is not None and "ASM-4" in found.rules
 
 
+def test_a_finished_step_logs_the_message_its_step_result_waterfall_returned() -> None:
+    # LOOP-5/LOOP-6: a step whose stream finished logs one assistant/message, what
+    # agent/step-result returned (a plugin's rewrite, when one fired)
+    step = _streamed_step(3)
+    assert _check("MESSAGE", step) is None
+    message = next(i for i, e in enumerate(step) if e.get("type") == "assistant/message")
+    found = _check("MESSAGE", step[:message] + step[message + 1:])
+    assert found is not None and found.rules == ("LOOP-5", "LOOP-6", "MAXTOK-5") and "logged no assistant/message" in found.message
+    assert _check("MESSAGE", [*step[:message + 1], step[message], *step[message + 1:]]) is not None  # twice
+    # not judged: a step something stopped, or one that failed
+    for cut in (_op("abort", status="running", reason="r"), {"kind": "agent/error", "agent": "a"}):
+        assert _check("MESSAGE", _streamed_step(3, between=[cut])[:message] + step[message + 1:]) is None
+
+    def rewritten(content: list[Any], outcome: str = "stop") -> list[dict[str, Any]]:
+        rewrote = {"kind": "waterfall/rewrote", "on": "agent/step-result", "listener": "plugin", "agent": "a",
+                   "turn": 1, "step": 1, "fields": {"content": content}}
+        tl = _streamed_step(3, done={"outcome": outcome}, between=[rewrote])
+        return tl
+
+    said = rewritten([{"type": "text", "text": "x"}])
+    assert _check("MESSAGE", said) is None
+    found = _check("MESSAGE", rewritten([{"type": "text", "text": "the plugin's"}]))
+    assert found is not None and found.rules == ("LOOP-6", "MAXTOK-5") and "not what agent/step-result returned" in found.message
+    # MAXTOK-5: a max-tokens step's message is what was returned less its tool calls, and none
+    # is logged when nothing remains (a loop deciding from the streamed text logs an empty one)
+    call = {"type": "tool-call", "id": "c9", "name": "lookup", "arguments": "{}"}
+    assert _check("MESSAGE", rewritten([{"type": "text", "text": "x"}, call], "max-tokens")) is None
+    only_call = rewritten([call], "max-tokens")
+    found = _check("MESSAGE", only_call)
+    assert found is not None and found.rules == ("MAXTOK-5",) and "nothing but tool calls" in found.message
+    at = next(i for i, e in enumerate(only_call) if e.get("type") == "assistant/message")
+    assert _check("MESSAGE", only_call[:at] + only_call[at + 1:]) is None
+
+
 def test_chunks_the_stream_had_handed_over_when_the_step_was_aborted_are_logged() -> None:
     def aborted(handed: int, *extra: dict[str, Any]) -> list[dict[str, Any]]:
         tl = _streamed_step(2, done={"outcome": "aborted", "chunks": 3, "signalled": True})
@@ -2094,6 +2128,50 @@ def test_an_inject_of_content_json_cannot_encode_raises_once_its_one_shot_turn_i
     # was appended: whether the inject still raises for it, the spec leaves open
     threw = _op("raise", by="window", status="idle", on="session/event")
     assert _check("INJ-2", [bad, one_shot[0], threw, *one_shot[1:], *closing]) is None
+
+
+def test_a_bad_injects_flush_is_told_from_the_drivers_by_counting_flushes() -> None:
+    # INJ-4, with a synchronous inject (no inject/began: its body ran at the call) made from a
+    # turn/end listener of the driver's turn: the driver's flush and the one-shot turn's both
+    # begin after the one-shot turn's end, and flushes name no turn. The driver awaits its own
+    # flush (LOOP-4), so when a waiter taken after the one-shot turn resolves while one of them
+    # still runs, the bad inject's flush had not run (blind round E's v05, session 56).
+    def flush(phase: str, n: int) -> dict[str, Any]:
+        return dict(_flush(phase), n=n)
+
+    driver = [_op("send", "A"), _status("running"), *_turn(0, 1, "A")]
+    bad = _op("inject", "E", by="window", status="running", unserialisable=True)
+    one_shot = [_log(3, "turn/start", turn=2, trigger={"kind": "injection", "source": {"kind": "user"}}),
+                _log(4, "turn/end", turn=2, reason={"kind": "completed"})]
+    raised = {"kind": "op/error", "by": "window", "op": "inject", "agent": "a", "error": "TypeError: not JSON"}
+    waiter = _op("when_idle", by="window", status="running", waiter="w")
+    released = {"kind": "waiter/released", "waiter": "w", "agent": "a", "status": "idle", "log_len": 5, "precise": True}
+    closing = [{"kind": "world/closing"}, {"kind": "world/closed", "agents": {"a": "disposed"}, "logs": {"a": 5}}]
+    head = [*driver, bad, *one_shot, raised, waiter, flush("start", 1), flush("start", 2)]
+    early = [*head, flush("end", 1), _status("idle"), released, flush("end", 2), *closing]
+    found = _check("INJ-2", early)
+    assert found is not None and found.rules == ("INJ-4",) and "before the flush of its one-shot turn 2" in found.message
+    assert _check("INJ-2", [*head, flush("end", 1), flush("end", 2), _status("idle"), released, *closing]) is None
+    # another inject's one-shot turn still owed a flush then: the one still running may be its
+    # (INJ-4 holds waiters for a bad inject's flush only), so one flush ended is enough
+    good = [_op("inject", "D", by="other", status="running"),
+            _log(5, "turn/start", turn=3, trigger={"kind": "injection", "source": {"kind": "user"}}),
+            _log(6, "context/message", content=[{"type": "text", "text": "D"}]),
+            _log(7, "turn/end", turn=3, reason={"kind": "completed"})]
+    assert _check("INJ-2", [*head, *good, flush("start", 3), flush("end", 1), flush("end", 2), _status("idle"),
+                            released, flush("end", 3), *closing]) is None
+    # disposed meanwhile: its waiter waits for the driver (IDLE-4) and for the flushes begun
+    # before the disposal, ended or cut (INJ-4; session 56's blind round C, v01)
+    idle = [_op("inject", "E", unserialisable=True), *one_shot, dict(raised, by="caller"), _op("when_idle", waiter="w"),
+            flush("start", 1), _op("dispose")]
+    found = _check("INJ-2", [*idle, _status("disposed"), released, flush("end", 1), *closing])
+    assert found is not None and found.rules == ("INJ-4",)
+    assert _check("INJ-2", [*idle, flush("cut", 1), _status("disposed"), released, *closing]) is None
+    # a coroutine's (inject/began) holds waiters only once the caller saw its error
+    began = {"kind": "inject/began", "by": "window", "agent": "a", "text": "E"}
+    taken_first = [*driver, bad, began, *one_shot, waiter, flush("start", 1), flush("start", 2), flush("end", 1),
+                   _status("idle"), released, flush("end", 2), raised, *closing]
+    assert _check("INJ-2", taken_first) is None
 
 
 def test_an_inject_with_a_source_json_cannot_encode_raises_and_writes_nothing() -> None:
