@@ -930,6 +930,9 @@ class ReactLoopAgent:
             self._cut_plugin()
             self._inbox.wake()
             self._status = "disposed"
+            # SVC-6 before the notification: a listener that hears of the disposal (a supervisor
+            # re-creating the agent) finds the id free, as SVC-2 asks of an id no live agent holds
+            self._leave_registry()
             try:
                 self._bus.emit("agent/status", self, "disposed")
             except Exception as exc:  # DISP-2: swallowed
@@ -938,11 +941,14 @@ class ReactLoopAgent:
                 )
         finally:
             self._release_waiters(self._pending_exit())
-            if self._on_dispose is not None:
-                try:
-                    self._on_dispose(self)  # SVC-6: leaves the registry whatever threw
-                except Exception as exc:
-                    self._warn(self._session.last_turn(), "dispose hook failed", exc)
+            self._leave_registry()  # SVC-6: whatever threw before
+
+    def _leave_registry(self) -> None:
+        if self._on_dispose is not None:
+            try:
+                self._on_dispose(self)  # idempotent: the service removes this agent, not its id's next one
+            except Exception as exc:
+                self._warn(self._session.last_turn(), "dispose hook failed", exc)
 
     async def wait_exited(self) -> None:
         """Wait until the driver loop has exited (after disposal)."""

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from ._build import Mutant, Patch
 
-_FINALLY_FORGET = """\
-            if self._on_dispose is not None:
-                try:
-                    self._on_dispose(self)  # SVC-6: leaves the registry whatever threw
-                except Exception as exc:
-                    self._warn(self._session.last_turn(), "dispose hook failed", exc)
+_FINALLY_FORGET = "            self._leave_registry()  # SVC-6: whatever threw before\n"
+_NOTICE_FORGET = """\
+            self._leave_registry()
+            try:
+                self._bus.emit("agent/status", self, "disposed")
 """
 
 MUTANTS = [
@@ -79,7 +78,8 @@ MUTANTS = [
         (
             Patch(
                 "agent",
-                '                self._bus.emit("agent/status", self, "disposed")\n',
+                _NOTICE_FORGET,
+                "            try:\n"
                 '                self._bus.emit("agent/status", self, "disposed")\n'
                 "                if self._on_dispose is not None:\n"
                 "                    self._on_dispose(self)  # leave the registry\n",
@@ -453,9 +453,9 @@ MUTANTS = [
         ('SVC-6', 'SVC-2'),
         '11',
         (
-            Patch('agent',
-                  '            if self._on_dispose is not None:\n                try:\n                    self._on_dispose(self)  # SVC-6: leaves the registry whatever threw\n',
-                  '            if False:  # the driver\'s exit removes it (below)\n                try:\n                    pass\n'),
+            Patch('agent', _NOTICE_FORGET,
+                  '            try:  # the driver\'s exit removes it (below)\n                self._bus.emit("agent/status", self, "disposed")\n'),
+            Patch('agent', _FINALLY_FORGET, '            pass\n'),
             Patch('agent',
                   '        finally:\n            if self._exited is not None and not self._exited.done():\n                self._exited.set_result(None)\n\n    # ------------------------------------------------------------------ one turn',
                   '        finally:\n            if self._on_dispose is not None:\n                self._on_dispose(self)  # the agent is gone once its driver is\n            if self._exited is not None and not self._exited.done():\n                self._exited.set_result(None)\n\n    # ------------------------------------------------------------------ one turn'),

@@ -2405,11 +2405,18 @@ def _requests(view: TraceView) -> dict[tuple[Any, Any], int]:
     return cached
 
 
-def _model_calls(view: TraceView) -> Iterator[tuple[Event, str, int, dict[str, Any], Any]]:
+_ModelCall = tuple[Event, str, int, dict[str, Any], Any]
+
+
+def _model_calls(view: TraceView) -> list[_ModelCall]:
     """Each fake-model call made inside a step: ``(model/done, agent, the timeline index of its
-    model/request, the turn, the step number)``."""
+    model/request, the turn, the step number)`` (read once per view: several oracles ask)."""
+    cached: list[_ModelCall] | None = view._cache.get(("model_calls",))
+    if cached is not None:
+        return cached
     models = _agent_models(view)
     requests = _requests(view)
+    cached = view._cache[("model_calls",)] = []
     for done in view.of_kind("model/done"):
         agent = models.get(str(done.get("model")))
         start = requests.get((done.get("model"), done.get("call")))
@@ -2418,7 +2425,8 @@ def _model_calls(view: TraceView) -> Iterator[tuple[Event, str, int, dict[str, A
         turn = _turn_around(view, agent, start)
         opened = [e for e in (turn["events"] if turn else ()) if e["type"] == "step/start" and e["_i"] < start]
         if turn is not None and opened:
-            yield done, agent, start, turn, opened[-1]["data"].get("step")
+            cached.append((done, agent, start, turn, opened[-1]["data"].get("step")))
+    return cached
 
 
 def _streamed(view: TraceView) -> dict[tuple[str, Any, Any], int]:

@@ -728,3 +728,42 @@ def test_dispose_while_a_flush_listener_never_returns_still_ends_the_driver(run:
 
     run(scenario)
 
+
+@pytest.mark.rule("IDLE-4")
+def test_a_waiter_taken_in_the_turns_flush_waits_for_the_driver_exit_after_dispose(run: Run) -> None:
+    # The same as the status listener's waiter above, for one taken before the disposal: the
+    # turn is over and its flush runs when the caller takes a waiter and disposes the agent. "A
+    # waiter registered while running and released by disposal also waits for that exit"
+    # (IDLE-4). A loop releasing its waiters inside dispose() once the turn was over released
+    # this one at once, its driver still in the flush (session 57's blind round G: the suite and
+    # the hunt passed it).
+    async def scenario(k: Kit) -> None:
+        flush: list[str] = []
+        gate = k.gate()
+        _slow_flush(k, flush, gate=gate, needs="the test disposes while the driver is inside the flush")
+        a = k.agent()
+        a.send("A")
+        await k.until(lambda: flush == ["start"], "the turn's flush")
+        waiter = a.when_idle()
+        task = k.service.driver_task(a)
+        a.dispose()
+        done = getattr(waiter, "done", None)  # a future tells at once; a coroutine only once awaited
+        if callable(done) and done() and task is not None:
+            assert task.done(), (
+                "when_idle(), taken during the turn's flush, was released by dispose() itself, its driver task "
+                "still running (IDLE-4: a waiter released by disposal waits for the driver's exit)")
+
+        async def released() -> tuple[list[str], bool | None]:
+            await waiter
+            return driver_exit_at_release(flush, task)
+
+        watcher = asyncio.ensure_future(released())
+        await k.settle()  # a waiter released too early resolves now, with the driver still busy
+        gate.open()
+        try:
+            seen = await asyncio.wait_for(asyncio.shield(watcher), k.timeout)
+        except TimeoutError:
+            raise AssertionError(f"when_idle() taken in the flush never resolved after dispose(){k.why()}") from None
+        assert_driver_exited(seen, FLUSH_DONE[1:])
+
+    run(scenario)

@@ -575,6 +575,41 @@ def test_a_disposed_agents_exit_leaves_a_new_agent_of_its_id_registered(run: Run
     run(scenario)
 
 
+@pytest.mark.rule("SVC-2", "SVC-6")
+def test_an_agent_re_created_as_its_disposal_is_announced_is_the_live_one(run: Run) -> None:
+    # A supervisor's agent/status listener re-creates the agent as it hears of its disposal. The
+    # disposed agent is no longer live, and SVC-2 rejects only "a second live agent with an id
+    # already in use": the create succeeds, and the new agent is the one looked up (SVC-6). A loop
+    # that takes the agent out of its registry only after announcing the disposal refuses it
+    # (session 57's blind rounds planted that twice, and the reference did it too).
+    async def scenario(k: Kit) -> None:
+        a = k.agent("delta")
+        made: list[Any] = []
+
+        def supervisor(_agent: object, status: object, *_rest: object) -> None:
+            if status == "disposed" and not made:
+                try:
+                    made.append(k.agent("delta"))
+                except Exception as exc:  # what the create raised is the finding
+                    made.append(exc)
+
+        k.on("agent/status", supervisor, needs="the test re-creates the agent as its disposal is announced")
+        a.dispose()
+        await k.until(lambda: bool(made), "the disposal's agent/status('disposed')")
+        assert not isinstance(made[0], BaseException), (
+            f"re-creating 'delta' from an agent/status('disposed') listener raised {made[0]!r}: the disposed agent "
+            "is no longer live (SVC-2 rejects a second live agent only; SVC-6: disposal removes it from the registry)")
+        b: AgentHandle = made[0]
+        k.model.push(fakes.text("B"))
+        b.send("B")
+        await k.idle(b)
+        await k.idle(a)
+        assert k.service.get("delta") is b, "the agent created after the disposal is the one of id 'delta' (SVC-6)"
+        assert k.reasons(b) == [COMPLETED]
+
+    run(scenario)
+
+
 @pytest.mark.rule("SVC-2", "SVC-3")
 def test_a_rejected_duplicate_create_leaves_the_backend_alone(run: Run) -> None:
     # SVC-2: a second live agent with an id in use is rejected *before any session is created*.
