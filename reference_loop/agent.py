@@ -944,6 +944,8 @@ class ReactLoopAgent:
             self._leave_registry()  # SVC-6: whatever threw before
 
     def _leave_registry(self) -> None:
+        """SVC-6: the service's dispose hook takes this agent out of its registry (a failure of
+        the hook is warned about: dispose() cannot fail, DISP-2)."""
         if self._on_dispose is not None:
             try:
                 self._on_dispose(self)  # idempotent: the service removes this agent, not its id's next one

@@ -581,7 +581,7 @@ def test_an_agent_re_created_as_its_disposal_is_announced_is_the_live_one(run: R
     # disposed agent is no longer live, and SVC-2 rejects only "a second live agent with an id
     # already in use": the create succeeds, and the new agent is the one looked up (SVC-6). A loop
     # that takes the agent out of its registry only after announcing the disposal refuses it
-    # (session 57's blind rounds planted that twice, and the reference did it too).
+    # (session 57's blind rounds planted that three times, and the reference did it too).
     async def scenario(k: Kit) -> None:
         a = k.agent("delta")
         made: list[Any] = []
