@@ -2430,8 +2430,13 @@ def _model_calls(view: TraceView) -> list[_ModelCall]:
 
 
 def _streamed(view: TraceView) -> dict[tuple[str, Any, Any], int]:
-    """Where each step's model stream ended (its ``model/done``), by ``(agent, turn, step)``."""
-    return {(agent, turn["turn"], step): done["_i"] for done, agent, _start, turn, step in _model_calls(view)}
+    """Where each step's model stream ended (its ``model/done``), by ``(agent, turn, step)``
+    (read once per view: STEP-ORDER and CONTINUED ask)."""
+    cached: dict[tuple[str, Any, Any], int] | None = view._cache.get(("streamed",))
+    if cached is None:
+        cached = view._cache[("streamed",)] = {
+            (agent, turn["turn"], step): done["_i"] for done, agent, _start, turn, step in _model_calls(view)}
+    return cached
 
 
 def _stopped(view: TraceView, agent: str, start: int, end: int, by: tuple[str, ...] = ("abort", "cancel", "raise")) -> bool:

@@ -237,7 +237,7 @@ class Agent:
         def done(_: Any) -> None:
             if fut.done():
                 return
-            if not self._disposed and (self._status == "running" or self._queued):
+            if not self._disposed and self._work_arrived():
                 self._waiters.append(fut)  # work arrived meanwhile: wait for real quiescence
             elif self._disposed and not self._task.done():
                 self._waiters.append(fut)  # released when the driver has exited
@@ -245,6 +245,10 @@ class Agent:
                 self._resolve(fut)
 
         gathered.add_done_callback(done)
+
+    def _work_arrived(self) -> bool:
+        """Whether the agent has work again (IDLE-2: a waiter is released at quiescence only)."""
+        return self._status == "running" or bool(self._queued)
 
     def _release_waiters(self) -> None:
         waiters, self._waiters = self._waiters, []

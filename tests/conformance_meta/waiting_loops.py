@@ -60,24 +60,8 @@ class _CoroutineWaiterAgent(Agent):
 
 
 class _QueueBlindAgent(_CoroutineWaiterAgent):
-    # spec_loop's Agent._resolve with its look at the queue dropped (the closure holds the
-    # condition, so the variant restates the method it changes)
-    def _resolve(self, fut: asyncio.Future[None]) -> None:
-        pending = [t for t in self._inject_flushes if not t.done()]
-        if not pending:
-            if not fut.done():
-                fut.set_result(None)
-            return
-
-        def done(_: Any) -> None:
-            if fut.done():
-                return
-            if self._status == "running":  # the bug: a prompt queued meanwhile is not looked at
-                self._waiters.append(fut)
-            else:
-                fut.set_result(None)
-
-        asyncio.gather(*pending, return_exceptions=True).add_done_callback(done)
+    def _work_arrived(self) -> bool:
+        return self._status == "running"  # the bug: a prompt queued meanwhile is not looked at
 
 
 class _CoroutineWaiterService(Service):
