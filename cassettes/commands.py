@@ -71,7 +71,7 @@ def record(
     adapter: Annotated[str, typer.Option("--adapter", help=f"One of: {', '.join(ADAPTER_NAMES)}.")] = "openai-chat",
     prompt: Annotated[str, typer.Option("--prompt", help="The user message.")] = "Say hello.",
     system: Annotated[str | None, typer.Option("--system", help="System prompt.")] = None,
-    tools: Annotated[Path | None, typer.Option("--tools", help="JSON file: a list of {name, description, input_schema}.")] = None,
+    tools: Annotated[Path | None, typer.Option("--tools", help="JSON file: a list of {name, description, input_schema} (spec 0b).")] = None,
     base_url: Annotated[str | None, typer.Option("--base-url", help="API root; default $LOOPKIT_BASE_URL or the provider's.")] = None,
     api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="Environment variable holding the key.")] = None,
     stream: Annotated[bool, typer.Option("--stream/--no-stream", help="Streaming or whole-response API.")] = True,
@@ -88,6 +88,7 @@ def record(
     from .record import record_cassette
     from .scrub import redact_url
     from .testserver import SCENARIOS
+    from .toolspecs import load_tools
 
     if adapter not in ADAPTERS:
         typer.echo(f"error: unknown adapter {adapter!r} (known: {', '.join(ADAPTERS)})", err=True)
@@ -112,7 +113,7 @@ def record(
         request["system"] = system
     if tools is not None:
         try:
-            request["tools"] = json.loads(tools.read_text(encoding="utf-8"))
+            request["tools"] = load_tools(tools)
         except (OSError, ValueError) as exc:
             typer.echo(f"error: {tools}: {exc}", err=True)
             raise typer.Exit(2) from exc
@@ -120,6 +121,9 @@ def record(
 
     if not 0 <= timeout < float("inf"):  # NaN too
         typer.echo(f"error: --timeout must be a finite number of seconds, at least 0 (got {timeout})", err=True)
+        raise typer.Exit(2)
+    if max_tokens is not None and max_tokens < 1:  # the provider would answer 400, after the call
+        typer.echo(f"error: --max-tokens must be a positive whole number (got {max_tokens})", err=True)
         raise typer.Exit(2)
 
     async def run(url: str | None, header: str, meta: dict[str, Any]) -> None:
@@ -139,7 +143,7 @@ def record(
                 max_tokens=max_tokens, filter_headers=filter_header or (), header=header, meta=meta,
                 answer_tools=answer_tools, options=options,
             )
-        except ProviderError as exc:  # nothing answered: no cassette written
+        except (ProviderError, CassetteError) as exc:  # nothing answered, or `out` cannot be written: no cassette
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from exc
         return chunks, error

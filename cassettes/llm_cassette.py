@@ -38,7 +38,7 @@ from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 import brotli
 import httpx
@@ -51,7 +51,9 @@ from vcr.request import Request as VcrRequest
 
 from .errors import CassetteError, UnmatchedRequestError
 from .eventstream import EVENTSTREAM_CONTENT_TYPE, split_frames
+from .inputs import read_text
 from .sse import parse_block, split_events
+from .urls import http_url_problem
 
 FORMAT_KEY = "loopkit"
 # libyaml's safe loader when present (several times faster), else PyYAML's: safe either way.
@@ -179,8 +181,8 @@ class Cassette:
         """Load and validate a cassette; any problem raises ``CassetteError`` naming the file."""
         path = Path(path)
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            text = read_text(path)  # refuses a FIFO (it would block), a device, a huge file
+        except OSError as exc:
             raise CassetteError(path, f"cannot read: {exc}") from exc
         return cls.parse(text, path)
 
@@ -312,7 +314,7 @@ def _interaction(path: Path, n: int, raw: Any) -> Interaction:
     method, uri = request["method"], request["uri"]
     if not isinstance(method, str) or not method.isalpha():
         raise _fail(path, n, f"request method {method!r} is not an HTTP method")
-    if not isinstance(uri, str) or not _http_url(uri):
+    if not isinstance(uri, str) or http_url_problem(uri) is not None:
         raise _fail(path, n, f"request uri {str(uri)[:80]!r} is not an http(s) URL")
     req_headers = _headers(path, n, "request", request.get("headers"))
     if "parsed_body" in request:
@@ -389,14 +391,6 @@ def _interaction(path: Path, n: int, raw: Any) -> Interaction:
         if events is None:
             interaction.events = [RecordedEvent(0.0, text) for text in raw_events]
     return interaction
-
-
-def _http_url(uri: str) -> bool:
-    try:
-        parts = urlsplit(uri)
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.netloc)
 
 
 def _frames_or_none(data: bytes) -> tuple[list[bytes], bytes] | None:

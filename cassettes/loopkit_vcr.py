@@ -63,6 +63,7 @@ from vcr.serialize import serialize as vcr_serialize
 
 from .errors import CassetteError
 from .eventstream import EVENTSTREAM_CONTENT_TYPE, split_frames
+from .inputs import read_text
 from .llm_cassette import FORMAT_KEY, SAFE_LOADER, Cassette, decoded_path
 from .scrub import (
     FILTERED,
@@ -536,11 +537,12 @@ class LoopkitPersister:
 
     def load_cassette(self, cassette_path: str | os.PathLike[str], serializer: Any) -> Any:
         path = Path(cassette_path)
-        if self.overwrite or not path.is_file():
+        if self.overwrite or not path.exists():
             raise CassetteNotFoundError()  # vcrpy: a new cassette
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            # a directory, a FIFO or a device is no new cassette to record over: it is refused
+            text = read_text(path)
+        except OSError as exc:
             raise CassetteError(path, f"cannot read: {exc}") from exc
         if not text.strip():
             raise CassetteNotFoundError()  # vcrpy's rule: an empty file is a missing cassette
@@ -565,9 +567,34 @@ class LoopkitPersister:
         if self.scrubber is not None:
             text = self.scrubber.erase(text)
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.partial")
+        partial = _partial(path)
         partial.write_text(text, encoding="utf-8")
         os.replace(partial, path)  # never a half-written cassette
+
+
+def _partial(path: Path) -> Path:
+    """Where a cassette is written before it replaces ``path`` in one step."""
+    return path.with_name(f".{path.name}.partial")
+
+
+def check_writable(path: str | os.PathLike[str]) -> None:
+    """Raise ``CassetteError`` naming ``path`` unless a cassette can be saved there.
+
+    Checked before recording: a request made (and paid for) only to fail on a typo in the output
+    path wastes it. The parent directory is made, as saving would; writing the partial file is
+    the test (``os.access`` says yes to root even where nothing can be created, as in ``/proc``)."""
+    path = Path(path)
+    if path.is_dir():
+        raise CassetteError(path, "cannot write: is a directory")
+    if path.exists() and not path.is_file():
+        raise CassetteError(path, "cannot write: not a regular file (a pipe, a device or a socket)")
+    partial = _partial(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial.touch()
+        partial.unlink()
+    except OSError as exc:
+        raise CassetteError(path, f"cannot write: cannot create a file in {path.parent} ({exc.strerror or exc})") from None
 
 
 # --------------------------------------------------------------------------- the VCR

@@ -17,10 +17,10 @@ from pathlib import Path
 from reference_loop.protocols import ModelRequest
 from reference_loop.vocabulary import Chunk
 
-from .errors import CassetteError, ProviderError
+from .errors import CassetteError
 from .llm_cassette import Cassette, ReplayTransport
 from .providers import ADAPTERS, adapter_for_url, replay_settings
-from .replay import CASSETTE_DEFECTS
+from .replay import cassette_defect, is_recorded_answer
 
 
 class CassetteModel:
@@ -74,12 +74,12 @@ class CassetteModel:
         except CassetteError as exc:
             self._problems.append(str(exc))
             raise
-        except ProviderError as exc:
-            if exc.code in CASSETTE_DEFECTS:
-                error = CassetteError(self.cassette.path, f"{CASSETTE_DEFECTS[exc.code]}: {exc.message}")
-                self._problems.append(str(error))
-                raise error from exc
-            raise
+        except Exception as exc:
+            if is_recorded_answer(exc):
+                raise
+            defect = cassette_defect(self.cassette.path, exc)
+            self._problems.append(str(defect))
+            raise defect from exc
 
     def problems(self) -> list[str]:
         """What went wrong so far (unanswerable requests, truncations; unplayed ones when strict).

@@ -18,7 +18,7 @@ from reference_loop.protocols import ModelRequest
 from reference_loop.vocabulary import Chunk, Message, text, tool_result
 
 from .errors import ProviderError
-from .loopkit_vcr import FILTERED, SENSITIVE_HEADERS, LoopkitVCR
+from .loopkit_vcr import FILTERED, SENSITIVE_HEADERS, LoopkitVCR, check_writable
 
 __all__ = ["FILTERED", "SENSITIVE_HEADERS", "record_cassette"]
 
@@ -44,6 +44,7 @@ async def record_cassette(
     chunks the adapter yielded and the provider error it raised, if any (an error answer is
     recorded too: replaying it must give the same error). When nothing answered (connection
     refused...), vcrpy recorded nothing and saves nothing: the error is raised and no file written.
+    An ``out`` no cassette can be written to raises ``CassetteError`` before any request.
 
     ``answer_tools`` records a second turn: when the answer called tools, its assistant message
     (every block as the adapter assembled it, ``provider_data`` included) and one result per call
@@ -57,6 +58,7 @@ async def record_cassette(
     """
     from .providers import ADAPTERS
 
+    check_writable(out)  # before the request: a call made (and paid for) must not be lost to a bad path
     recorder = LoopkitVCR(record_mode="all", filter_headers=filter_headers)
     # The key is a secret wherever it travels (a header, the base URL, a request body).
     context = recorder.use_cassette(out, comment=header, meta={"adapter": adapter, **(meta or {})}, overwrite=True,

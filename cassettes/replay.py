@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeGuard
 
 from reference_loop.protocols import ModelRequest
 from reference_loop.vocabulary import Chunk
@@ -94,20 +95,34 @@ async def replay_interaction(cassette: Cassette, position: int, *, pace: bool = 
     adapter = cls(**settings, transport=ReplayTransport(single, pace=pace))
     data = interaction.request_json or {}
     request: ModelRequest = {"model": str(data.get("model") or "recorded"), "messages": []}
-    result.recorded_chars = recorded_chars(cls.name, interaction)
     try:
         async for chunk in adapter.stream(request):
             result.chunks.append(chunk)
-    except ProviderError as exc:
-        if exc.code in CASSETTE_DEFECTS:
-            raise CassetteError(cassette.path, f"interaction {position + 1}: {CASSETTE_DEFECTS[exc.code]}: {exc.message}") from exc
-        result.error, result.error_status, result.error_code = str(exc), exc.status, exc.code
     except CassetteError:
         raise
-    except Exception as exc:  # recorded bytes httpx itself refuses (a header it cannot encode...)
-        raise CassetteError(cassette.path, f"interaction {position + 1}: cannot replay: {type(exc).__name__}: {exc}") from exc
+    except Exception as exc:
+        if not is_recorded_answer(exc):
+            raise cassette_defect(cassette.path, exc, f"interaction {position + 1}: ") from exc
+        result.error, result.error_status, result.error_code = str(exc), exc.status, exc.code
+    # Counted after the replay: a payload the adapter cannot read is reported by the adapter, naming the event.
+    result.recorded_chars = recorded_chars(cls.name, interaction)
     result.skipped = adapter.skipped.report()
     return result
+
+
+def is_recorded_answer(exc: Exception) -> TypeGuard[ProviderError]:
+    """Whether a replay's failure is the provider's recorded answer (an error status, an error
+    event), which the loop sees as it would live; anything else means the cassette is broken."""
+    return isinstance(exc, ProviderError) and exc.code not in CASSETTE_DEFECTS
+
+
+def cassette_defect(path: Path, exc: Exception, where: str = "") -> CassetteError:
+    """The one-line ``CassetteError`` for a replay failure that is no recorded answer (``where``
+    prefixes the problem: the interaction). Every replay path uses it: none lets a traceback out."""
+    if isinstance(exc, ProviderError) and exc.code in CASSETTE_DEFECTS:
+        return CassetteError(path, f"{where}{CASSETTE_DEFECTS[exc.code]}: {exc.message}")
+    # recorded bytes the adapter or httpx cannot take (a header it cannot encode, a wrong type...)
+    return CassetteError(path, f"{where}cannot replay: {type(exc).__name__}: {exc}")
 
 
 def replay_file(path: str) -> tuple[Cassette, list[ReplayResult]]:

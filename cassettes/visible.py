@@ -9,7 +9,6 @@ summed per payload, with none of the adapters' block bookkeeping.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -46,7 +45,7 @@ def _payloads(interaction: Interaction) -> Iterator[Any]:
                 # InvokeModelWithResponseStream: the vendor's own event, base64 in ``bytes``
                 try:
                     payload = _json(base64.b64decode(payload["bytes"]).decode("utf-8", "replace"))
-                except binascii.Error:
+                except ValueError:  # binascii.Error, or a str that is not ASCII
                     payload = None
             yield payload
         return
@@ -63,8 +62,27 @@ def _payloads(interaction: Interaction) -> Iterator[Any]:
 def _json(text: str) -> Any:
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's limit
         return None
+
+
+# The payloads are untrusted JSON: a field of the wrong type counts nothing here rather than
+# raising, so the adapter's replay is the one that reports it (naming the interaction and event).
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def _objs(value: Any) -> list[dict[str, Any]]:
+    """The JSON objects in ``value`` if it is a list (anything else holds none)."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _first(value: Any) -> dict[str, Any]:
+    """The first item of the list ``value`` if it is a JSON object, else an empty one."""
+    return _obj(value[0]) if isinstance(value, list) and value else {}
 
 
 def _str(value: Any) -> int:
@@ -72,39 +90,46 @@ def _str(value: Any) -> int:
 
 
 def _chat(payload: Any) -> int:
-    if not isinstance(payload, dict):
-        return 0
     total = 0
-    for choice in payload.get("choices") or []:
-        if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+    for choice in _objs(_obj(payload).get("choices")):
+        if choice.get("index", 0) != 0:
             continue
-        part = choice.get("delta") or choice.get("message") or {}
+        part = _obj(choice.get("delta") or choice.get("message"))
         content = part.get("content") or choice.get("text")  # Together also copies the text into the choice
         if isinstance(content, list):  # Mistral: text and thinking parts
-            for item in content:
-                if isinstance(item, dict):
-                    total += _str(item.get("text"))
-                    inner = item.get("thinking")
-                    total += sum(_str(t.get("text")) for t in inner if isinstance(t, dict)) if isinstance(inner, list) else _str(inner)
+            total += sum(_mistral_part(item) for item in _objs(content))
         else:
             total += _str(content)
-        thought = part.get("reasoning_content") or part.get("reasoning")
-        if not thought and isinstance(part.get("reasoning_details"), list):
-            thought = "".join(str(d.get("text") or d.get("summary") or "") for d in part["reasoning_details"] if isinstance(d, dict) and d.get("type") != "reasoning.encrypted")
-        total += _str(thought) + _str(part.get("refusal"))
+        total += _str(_chat_thought(part)) + _str(part.get("refusal"))
     return total
 
 
+def _mistral_part(item: dict[str, Any]) -> int:
+    """A Mistral content part: its text, and its thinking (a string or a list of text parts)."""
+    inner = item.get("thinking")
+    thinking = sum(_str(t.get("text")) for t in _objs(inner)) if isinstance(inner, list) else _str(inner)
+    return _str(item.get("text")) + thinking
+
+
+def _chat_thought(part: dict[str, Any]) -> Any:
+    """A chat delta's or message's reasoning: its own field, else OpenRouter's readable details."""
+    thought = part.get("reasoning_content") or part.get("reasoning")
+    if thought:
+        return thought
+    details = [d for d in _objs(part.get("reasoning_details")) if d.get("type") != "reasoning.encrypted"]
+    return "".join(str(d.get("text") or d.get("summary") or "") for d in details)
+
+
 def _anthropic(payload: Any) -> int:
-    if not isinstance(payload, dict):
-        return 0
-    if payload.get("type") == "message":  # a whole message
-        return sum(_str(b.get("text")) + _str(b.get("thinking")) for b in payload.get("content") or [] if isinstance(b, dict))
-    if payload.get("type") == "content_block_start":
-        block = payload.get("content_block") or {}
+    payload = _obj(payload)
+    kind = payload.get("type")
+    if kind == "message":  # a whole message
+        return sum(_str(b.get("text")) + _str(b.get("thinking")) for b in _objs(payload.get("content")))
+    if kind == "content_block_start":
+        block = _obj(payload.get("content_block"))
         return _str(block.get("text")) + _str(block.get("thinking")) if block.get("type") in ("text", "thinking") else 0
-    if payload.get("type") == "content_block_delta":
-        delta = payload.get("delta") or {}
+    if kind == "content_block_delta":
+        delta = _obj(payload.get("delta"))
         return _str(delta.get("text")) + _str(delta.get("thinking"))
     return 0
 
@@ -113,16 +138,14 @@ _RESPONSES_DELTAS = ("response.output_text.delta", "response.refusal.delta", "re
 
 
 def _responses(payload: Any) -> int:
-    if not isinstance(payload, dict):
-        return 0
+    payload = _obj(payload)
     if payload.get("type") in _RESPONSES_DELTAS:
         return _str(payload.get("delta"))
     if payload.get("object") == "response":  # a whole response
         total = 0
-        for item in payload.get("output") or []:
-            for part in item.get("content") or []:
-                total += _str(part.get("text")) + _str(part.get("refusal"))
-            total += sum(_str(s.get("text")) for s in item.get("summary") or [])
+        for item in _objs(payload.get("output")):
+            total += sum(_str(part.get("text")) + _str(part.get("refusal")) for part in _objs(item.get("content")))
+            total += sum(_str(s.get("text")) for s in _objs(item.get("summary")))
         return total
     return 0
 
@@ -130,55 +153,49 @@ def _responses(payload: Any) -> int:
 def _gemini(payload: Any) -> int:
     items = payload if isinstance(payload, list) else [payload]
     total = 0
-    for item in items:
-        if not isinstance(item, dict):
-            continue
-        for candidate in (item.get("candidates") or [])[:1]:
-            total += sum(_str(p.get("text")) for p in (candidate.get("content") or {}).get("parts") or [] if isinstance(p, dict))
+    for item in _objs(items):
+        candidate = _first(item.get("candidates"))
+        total += sum(_str(p.get("text")) for p in _objs(_obj(candidate.get("content")).get("parts")))
     return total
 
 
 def _bedrock(payload: Any) -> int:
-    if not isinstance(payload, dict):
-        return 0
+    payload = _obj(payload)
     if "output" in payload:  # a whole Converse response
         total = 0
-        for block in ((payload.get("output") or {}).get("message") or {}).get("content") or []:
+        for block in _objs(_obj(_obj(payload.get("output")).get("message")).get("content")):
             total += _str(block.get("text"))
-            total += _str(((block.get("reasoningContent") or {}).get("reasoningText") or {}).get("text"))
-            total += sum(_str(p.get("text")) for p in (block.get("citationsContent") or {}).get("content") or [])
+            total += _str(_obj(_obj(block.get("reasoningContent")).get("reasoningText")).get("text"))
+            total += sum(_str(p.get("text")) for p in _objs(_obj(block.get("citationsContent")).get("content")))
         return total
-    delta: dict[str, Any] = payload["delta"] if isinstance(payload.get("delta"), dict) else {}
-    return _str(delta.get("text")) + _str((delta.get("reasoningContent") or {}).get("text"))
+    delta = _obj(payload.get("delta"))
+    return _str(delta.get("text")) + _str(_obj(delta.get("reasoningContent")).get("text"))
 
 
 def _interactions_item(item: Any) -> int:
-    """One step or content item of the Interactions API: text, a thought's summary, model output."""
-    if not isinstance(item, dict):
-        return 0
+    """One step or content item of the Interactions API: text, a thought's summary, model output.
+    The items inside a thought or an output are text (one level: a payload cannot recurse here)."""
+    item = _obj(item)
     kind = item.get("type")
     if kind == "text":
         return _str(item.get("text"))
-    if kind == "thought":
-        return sum(_interactions_item(s) for s in item.get("summary") or [])
-    if kind == "model_output":
-        return sum(_interactions_item(c) for c in item.get("content") or [])
-    return 0
+    inner = item.get("summary") if kind == "thought" else item.get("content") if kind == "model_output" else None
+    return sum(_str(i.get("text")) for i in _objs(inner) if i.get("type") == "text")
 
 
 def _interactions(payload: Any) -> int:
-    if not isinstance(payload, dict):
-        return 0
+    payload = _obj(payload)
     kind = payload.get("event_type")
     if kind in ("step.delta", "content.delta"):
-        delta = payload.get("delta") or {}
+        delta = _obj(payload.get("delta"))
         if delta.get("type") == "thought_summary":
             return _interactions_item(delta.get("content"))
         return _interactions_item(delta)
     if kind in ("step.start", "content.start"):
         return _interactions_item(payload.get("step") or payload.get("content"))
     if kind is None and isinstance(payload.get("status"), str):  # a whole interaction (its input echo is not the model's)
-        return sum(_interactions_item(s) for s in payload.get("steps") or payload.get("outputs") or [])
+        steps = payload.get("steps") or payload.get("outputs")
+        return sum(_interactions_item(s) for s in _objs(steps))
     return 0
 
 

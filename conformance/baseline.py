@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cassettes import inputs
+
 from . import catalogue
 
 
@@ -55,8 +57,7 @@ def parse(text: str, *, path: str = "<baseline>") -> Baseline:
 def load(path: str | Path) -> Baseline:
     """Read a baseline file; raise ``BaselineError`` (missing, unreadable, bad entry)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise BaselineError(f"cannot read baseline {str(path)!r}: {reason}") from None
+        text = inputs.read_text(path)
+    except OSError as exc:
+        raise BaselineError(f"cannot read baseline {str(path)!r}: {exc}") from None
     return parse(text, path=str(path))

@@ -16,9 +16,16 @@ from typing import Any
 import typer
 
 from . import schedules
-from .files import output_path_error, writable
+from .files import clash_error, output_path_error, writable
 from .impl import IMPL_HELP
-from .limits import DEFAULT_WORKERS, MAX_HANGS, WALL_TIMEOUT
+from .limits import (
+    DEFAULT_WORKERS,
+    MAX_HANGS,
+    MAX_SCHEDULES,
+    MIN_TIMEOUT,
+    WALL_TIMEOUT,
+    workers_error,
+)
 from .output import printable
 
 
@@ -80,26 +87,49 @@ def conformance(
     from .report import judge, print_table, write_json, write_junit
     from .runner import SuiteError, run_suite
 
+    if not impl.strip():
+        raise _fail(f"bad --impl {impl!r}: it names no implementation (expected MODULE:ATTR, 'reference', "
+                    "'mutant:NAME' or 'wire:COMMAND')")
     if json_path == junit == STDOUT:
         raise _fail("--json and --junit cannot both write to stdout (-)")
     for option, path in (("--json", json_path), ("--junit", junit)):
         problem = output_path_error(option, path, stdout=True) if path else None
         if problem:
             raise _fail(problem)
+    problem = clash_error((("--json", json_path), ("--junit", junit)), (("the baseline (--baseline)", baseline),))
+    if problem:
+        raise _fail(problem)
     if not (timeout >= 0) or timeout == float("inf"):
         raise _fail(f"--timeout must be a finite number of seconds >= 0, got {timeout}")
-    if workers < 0 or max_hangs < 0:
-        raise _fail("--workers and --max-hangs must be >= 0")
+    if 0 < timeout < MIN_TIMEOUT:
+        raise _fail(f"--timeout {timeout:g} is shorter than the suite's own work around a test: 0 (no limit) or at "
+                    f"least {MIN_TIMEOUT:g} seconds")
+    if max_hangs < 0:
+        raise _fail("--max-hangs must be >= 0")
+    problem = workers_error("--workers", workers)
+    if problem:
+        raise _fail(problem)
+    if not 0 <= schedule_count <= MAX_SCHEDULES:
+        raise _fail(f"--schedules must be between 0 and {MAX_SCHEDULES:,} (got {schedule_count})")
+    if not hunt and (hunt_workloads or hunt_depth != 2 or hunt_out != Path("hunt-report")):
+        raise _fail("--hunt-out, --hunt-workloads and --hunt-depth need --hunt")
     try:
         expected = load(baseline) if baseline else None
     except BaselineError as exc:
         raise _fail(str(exc)) from None
     hunt_names = tuple(n.strip() for n in hunt_workloads.split(",") if n.strip())
     if hunt:
+        from .hunt.commands import sequences_error
+        from .hunt.config import VERBS
         from .hunt.workloads import by_name
 
         if hunt_depth < 1:
             raise _fail("--hunt-depth must be at least 1")
+        if hunt_workloads and not hunt_names:
+            raise _fail(f"--hunt-workloads {hunt_workloads!r} names no workload")
+        problem = sequences_error(len(VERBS), hunt_depth, "--hunt-depth")
+        if problem:
+            raise _fail(problem)
         try:
             by_name(list(hunt_names))
         except ValueError as exc:

@@ -1,11 +1,13 @@
 """Writing report files: whole or not at all, and checked writable before the work that makes them
-(a suite, a hunt or a search runs for minutes: it must not end in a failure to save)."""
+(a suite, a hunt or a search runs for minutes: it must not end in a failure to save), and never
+over another output of the same command or over a file the command reads."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -48,8 +50,8 @@ def output_path_error(option: str, path: str | Path, *, make_parent: bool = Fals
     itself is written after the run. ``stdout``: the option takes ``-`` for standard output.
     """
     path = str(path)
-    if path == "-" and stdout:
-        return None
+    if path == "-":
+        return None if stdout else f"{option} -: this option writes a file, not standard output (name a file)"
     parent = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         return f"cannot write {path!r} ({option}): it is a directory"
@@ -74,3 +76,26 @@ def writable(directory: Path, what: str = "--out") -> None:
         raise OSError(f"{what} {directory}: cannot create the directory ({exc.strerror or exc})") from None
     if not directory.is_dir() or not os.access(directory, os.W_OK | os.X_OK):
         raise OSError(f"{what} {directory}: not a directory this process can write to")
+
+
+Paths = Sequence[tuple[str, "str | Path | None"]]
+
+
+def clash_error(outputs: Paths, inputs: Paths = ()) -> str | None:
+    """Why two of ``outputs`` (``(option, path)``) would write one file, or one would replace a
+    file the command reads (``inputs``: ``(what it is, path)``); ``None`` when neither. Checked
+    before the run: ``explore --out`` over its own scenario replaced it with the race cassette,
+    and ``run --trace F --diagram F`` kept only the diagram."""
+    seen: dict[str, tuple[str, str]] = {}
+    read = {os.path.realpath(p): what for what, p in inputs if p is not None and str(p) != "-"}
+    for option, path in outputs:
+        if path is None or str(path) == "-":
+            continue
+        key = os.path.realpath(path)
+        if key in read:
+            return f"{option} {str(path)!r} is {read[key]}: writing there would replace it"
+        if key in seen:
+            other, first = seen[key]
+            return f"{other} {first!r} and {option} {str(path)!r} are the same file: each needs its own"
+        seen[key] = (option, str(path))
+    return None

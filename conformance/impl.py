@@ -38,6 +38,9 @@ def _one_line(exc: BaseException) -> str:
 
 def resolve(spec: str | None = None) -> Implementation:
     """The implementation named by ``spec`` (see module docstring)."""
+    if spec is not None and not spec.strip():
+        raise ImplError(f"bad --impl {spec!r}: it names no implementation (expected MODULE:ATTR, 'reference', "
+                        "'mutant:NAME' or 'wire:COMMAND')")
     spec = (spec or "").strip()
     if spec in ("", "reference"):
         spec = REFERENCE

@@ -138,7 +138,9 @@ def resolve_checked(spec: str | None, timeout: float) -> Implementation:
     """The implementation ``spec`` names (``"reference"`` or nothing: the reference), one the
     kit has never seen first imported and set up in a forked child (:func:`isolated`, within
     ``timeout`` wall seconds) before this process imports it."""
-    spec = None if spec in (None, "", "reference") else spec
+    spec = None if spec in (None, "reference") else spec
+    if spec is not None and not spec.strip():
+        return resolve(spec)  # names nothing: its one-line error, without a child to import it
     if not trusted(spec):
         # the limit of one run, but never below IMPORT_SECONDS: importing a heavy module is slow
         limit = max(timeout, IMPORT_SECONDS) if timeout else 0

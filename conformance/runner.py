@@ -367,7 +367,7 @@ def run_suite(
     rules = list(rules or [])
     unknown = catalogue.unknown_ids(rules)
     if unknown:
-        raise SuiteError(f"unknown rule id(s): {', '.join(unknown)} (see `loopkit rules`)")
+        raise SuiteError(f"unknown rule id(s): {', '.join(map(repr, unknown))} (see `loopkit rules`)")
     if schedule_count < 0:
         raise SuiteError("--schedules must be >= 0")
     if timeout < 0 or timeout != timeout:

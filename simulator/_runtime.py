@@ -1622,8 +1622,8 @@ def run(
             outcome, error = "failed", exc
         if main_task is not None:
             main_task.add_done_callback(_on_main_done)
-            wall.arm()
             try:
+                wall.arm()  # inside the try: a limit shorter than arming itself fires in arm()
                 if choose is None:
                     state = loop._drive_fifo(loop._max_steps)
                 elif loop._tr is not None:
@@ -1662,8 +1662,8 @@ def run(
                 ]
         kept.restore()  # before the bookkeeping that follows, which the program's settings would break
         unretrieved = _collect_unretrieved(loop, main_task, wall)
-        wall.arm()  # the program unwinds in the cleanup: it may spin there too
         try:
+            wall.arm()  # the program unwinds in the cleanup: it may spin there too
             _cleanup(loop)
         except _supervise.WallClockExceeded as exc:
             if error is None:
@@ -1759,8 +1759,8 @@ def _described(error: BaseException, wall: _supervise.WallClock) -> tuple[str, s
     ``__str__``, read under the wall-clock limit: one that spins (or raises) is named, and the
     check still ends. The source lines are read after, outside the limit (bookkeeping)."""
     kind = type(error).__name__
-    wall.arm()
     try:
+        wall.arm()
         summary = traceback.TracebackException(type(error), error, error.__traceback__, lookup_lines=False)
     except _supervise.WallClockExceeded:
         stand_in = f"{kind}: (its text did not come back within the wall-clock limit: its __str__ spins)"

@@ -28,7 +28,7 @@ def _loopkit(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess
     (["conformance", "--bogus"], "error: No such option: --bogus (see 'loopkit conformance --help')"),
     (["conformance", "--schedules", "x"], "error: Invalid value for '--schedules'"),
     (["conformance", "--timeout", "nan"], "error: --timeout must be a finite number of seconds >= 0, got nan"),
-    (["conformance", "--workers", "-1"], "error: --workers and --max-hangs must be >= 0"),
+    (["conformance", "--workers", "-1"], "error: --workers must be at least 0 (got -1)"),
     (["run"], "error: Missing argument 'SCENARIO'."),
     (["run", str(WINDOW1), "--timeout", "inf"], "error: --timeout must be a finite number of seconds, at least 0 (got inf)"),
     (["explore", str(WINDOW1), "--timeout", "-1"], "error: --timeout must be a finite number of seconds, at least 0 (got -1.0)"),

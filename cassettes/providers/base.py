@@ -47,6 +47,7 @@ from reference_loop.vocabulary import (
 from ..errors import ProviderError, RateLimitError, StreamTruncatedError
 from ..eventstream import EVENTSTREAM_CONTENT_TYPE, EventStreamFraming
 from ..sse import SSEEvent, SSEParser
+from ..urls import http_url_problem
 
 T = TypeVar("T")
 
@@ -451,6 +452,9 @@ class ProviderAdapter:
         url = self.endpoint(request)
         if self.base_query:
             url += ("&" if "?" in url else "?") + self.base_query
+        problem = http_url_problem(url)
+        if problem is not None:  # nothing could answer it: the same failure as a refused connection
+            raise ProviderError(f"InvalidURL: {problem} ({url})", code="NETWORK_ERROR")
         # A given transport (replay, recording) must not be bypassed by proxy settings from the env.
         async with httpx.AsyncClient(transport=self.transport, timeout=self.timeout, trust_env=self.transport is None) as client:
             req = self.sign(client.build_request("POST", url, json=body, headers=self.headers()))
@@ -551,6 +555,32 @@ def shape_of(data: Any) -> str:
     if isinstance(data, dict):
         return f"keys {', '.join(map(repr, list(data)[:5]))}" if data else "an empty object"
     return f"a JSON {type(data).__name__}"
+
+
+def json_object(data: Mapping[str, Any], key: str, name: str | None = None) -> dict[str, Any]:
+    """The JSON object at ``data[key]`` (missing or null: an empty one). A recorded answer is
+    untrusted JSON: another type raises ``ValueError`` naming the field (``name``, else ``key``),
+    which the adapter reports as a malformed response rather than reading it as no content."""
+    value = data.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{name or key!r} is a JSON {type(value).__name__}, expected an object")
+    return value
+
+
+def json_objects(data: Mapping[str, Any], key: str, name: str | None = None) -> list[dict[str, Any]]:
+    """The list of JSON objects at ``data[key]`` (missing or null: none); another type, or an item
+    that is no object, raises ``ValueError`` naming the field and the item (see :func:`json_object`)."""
+    value = data.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"{name or key!r} is a JSON {type(value).__name__}, expected a list")
+    for n, item in enumerate(value, 1):
+        if not isinstance(item, dict):
+            raise ValueError(f"{name or key!r} item {n} is a JSON {type(item).__name__}, expected an object")
+    return value
 
 
 def truncated(what: str) -> StreamTruncatedError:

@@ -48,6 +48,8 @@ from .base import (
     closing,
     compact_json,
     finish_from,
+    json_object,
+    json_objects,
     parse_arguments,
     provider_data,
     text_of,
@@ -220,19 +222,17 @@ def translate_converse(data: dict[str, Any], skipped: Skipped | None = None) -> 
     """A whole Converse response to the chunks its stream would have given."""
     translator = ConverseStreamTranslator(skipped)
     out: list[Chunk] = []
-    content = ((data.get("output") or {}).get("message") or {}).get("content") or []
-    for position, block in enumerate(content):
-        if not isinstance(block, dict):
-            continue
+    message = json_object(json_object(data, "output"), "message", "output.message")
+    for position, block in enumerate(json_objects(message, "content", "output.message.content")):
         if isinstance(block.get("toolUse"), dict) and block["toolUse"].get("type") != "server_tool_use":
             use = block["toolUse"]
             out += translator.start(position, {"toolUse": {k: v for k, v in use.items() if k != "input"}})
             out += translator.delta(position, {"toolUse": {"input": compact_json(use.get("input") or {})}})
         elif isinstance(block.get("text"), str):
             out += translator.delta(position, {"text": block["text"]})
-        elif isinstance(block.get("reasoningContent"), dict):
-            reasoning = block["reasoningContent"]
-            text_block = reasoning.get("reasoningText") or {}
+        elif "reasoningContent" in block:
+            reasoning = json_object(block, "reasoningContent", f"content item {position + 1} reasoningContent")
+            text_block = json_object(reasoning, "reasoningText", f"content item {position + 1} reasoningText")
             delta = {"text": text_block.get("text", ""), "signature": text_block.get("signature")}
             if reasoning.get("redactedContent") is not None:
                 delta = {"redactedContent": reasoning["redactedContent"]}

@@ -56,6 +56,7 @@ from .base import (
     closing,
     compact_json,
     finish_from,
+    json_objects,
     parse_arguments,
     provider_data,
     text_of,
@@ -338,10 +339,8 @@ def translate_response(data: Any, skipped: Skipped | None = None) -> list[Chunk]
         raise ValueError("an interaction without a status")
     translator = InteractionsStreamTranslator(skipped)
     out: list[Chunk] = []
-    items: list[Any] = data["steps"] if isinstance(data.get("steps"), list) else data.get("outputs") or []
-    for index, step in enumerate(items):
-        if isinstance(step, dict):
-            out += translator.start(index, step) + translator.stop(index)
+    for index, step in enumerate(json_objects(data, "steps" if data.get("steps") is not None else "outputs")):
+        out += translator.start(index, step) + translator.stop(index)
     return out + translator.event({"event_type": "interaction.completed", "interaction": data}, "interaction.completed") + translator.end()
 
 

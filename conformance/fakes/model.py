@@ -60,6 +60,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias, cast
 
 import simulator
+from cassettes.toolspecs import ENTRY_FIELDS
 from reference_loop import vocabulary as v
 from reference_loop.abort import AbortController, AbortError, AbortSignal
 from reference_loop.protocols import ModelRequest
@@ -923,7 +924,7 @@ async def _resolve_entry(entry: ScriptEntry, request: ModelRequest) -> Response:
     return value
 
 
-_TOOL_ENTRY = ("description", "input_schema", "name")
+_TOOL_ENTRY = tuple(sorted(key for key, _, _ in ENTRY_FIELDS))  # 0b's keys, read where --tools files are checked
 """The keys of a request's ``tools`` entry (0b, SVC-5)."""
 
 

@@ -17,9 +17,12 @@ from typing import Any
 
 import typer
 
-from ..files import writable
+from cassettes import inputs
+
+from ..files import clash_error, writable
 from ..impl import IMPL_HELP
 from ..interrupts import echo
+from ..limits import workers_error
 from ..output import guarded, printable
 from .config import VERBS, Config
 from .console import print_report, write_report
@@ -69,9 +72,9 @@ def _baseline(path: Path) -> set[str]:
     from .report import ReportError
 
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        data = json.loads(inputs.read_bytes(path).decode("utf-8"))
     except OSError as exc:
-        raise ReportError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise ReportError(f"{path}: cannot read ({exc})") from None
     except UnicodeDecodeError:
         raise ReportError(f"{path}: not a hunt baseline (not UTF-8 text)") from None
     except json.JSONDecodeError as exc:
@@ -86,8 +89,29 @@ def _baseline(path: Path) -> set[str]:
 
 
 MAX_SEQUENCES = 5_000
-"""Action sequences per point a hunt may enumerate (the default, depth 2 with 12 actions, makes
-156; depth 3 makes 1,884): beyond, a hunt would run for days, so it is refused up front."""
+"""Action sequences per point a hunt may enumerate (depth 2 with 12 actions makes 156; depth 3
+makes 1,884): beyond, a hunt would run for days, so it is refused up front."""
+
+
+def sequences_error(actions: int, depth: int, option: str = "--depth") -> str | None:
+    """Why ``depth`` over ``actions`` actions makes too many action sequences per point (``None``:
+    it does not). Counted only until past the bound, so a depth of 10^11 is refused at once."""
+    if actions < 2:
+        sequences, exact = actions * depth, True
+    else:
+        sequences, exact = 0, True
+        for k in range(1, depth + 1):
+            sequences += actions ** k
+            if sequences > MAX_SEQUENCES:
+                exact = k == depth
+                break
+    if sequences <= MAX_SEQUENCES:
+        return None
+    noun = "action" if actions == 1 else "actions"
+    count = (f"{sequences:,} action sequences at every point, more" if exact
+             else "more action sequences at every point")
+    return (f"{option} {depth} with {actions} {noun} makes {count} than a hunt takes (at most {MAX_SEQUENCES:,}): "
+            "lower it or narrow the actions")
 
 
 @app.callback(invoke_without_command=True)
@@ -126,8 +150,14 @@ def hunt(
     from .pool import WorkerSpun
     from .windows import SpinError
 
-    if depth < 1 or nth < 1 or min(random_runs, pct_runs, dfs_runs) < 0 or cassettes < 1 or workers < 0:
-        raise _fail("--depth, --nth and --cassettes must be at least 1; --random, --pct, --dfs, --workers at least 0")
+    if depth < 1 or nth < 1 or min(random_runs, pct_runs, dfs_runs) < 0 or cassettes < 1:
+        raise _fail("--depth, --nth and --cassettes must be at least 1; --random, --pct and --dfs at least 0")
+    problem = workers_error("--workers", workers)
+    if problem:
+        raise _fail(problem)
+    for option, given in (("--workloads", workloads), ("--verbs", verbs)):
+        if given and not [n for n in given.split(",") if n.strip()]:
+            raise _fail(f"{option} {given!r} names nothing")
     if baseline is not None and not against:
         raise _fail("--baseline needs --against")
     if not 0 <= timeout < float("inf"):  # NaN too
@@ -152,16 +182,19 @@ def hunt(
                 raise _fail(f"--workloads: no workload to run: {what}: {impl} does not declare the feature")
             echo(f"note: skipped {what}: {impl} does not declare the feature", err=True)
         actions = tuple(v.strip() for v in verbs.split(",") if v.strip()) or Config().verbs
-        sequences = sum(len(actions) ** k for k in range(1, depth + 1))
-        if sequences > MAX_SEQUENCES:
-            raise _fail(f"--depth {depth} with {len(actions)} actions makes {sequences:,} action sequences at every point "
-                        f"(at most {MAX_SEQUENCES:,}): lower --depth or narrow --verbs")
+        problem = sequences_error(len(actions), depth)
+        if problem:
+            raise _fail(problem)
         config = Config(workloads=names, depth=depth, nth=nth, verbs=actions, dfs=dfs_runs,
                                random=random_runs, pct=pct_runs, explore_all=explore_all, twins=not no_twins, seed=seed, cassettes=cassettes,
                                against=against or None)
         n = workers or (os.cpu_count() or 1)
         writable(out)
         shown, out = out, out.absolute()  # an implementation may change directory while it runs
+        problem = clash_error((("--out", out / "report.json"), ("--write-baseline", write_baseline)),
+                              (("the baseline (--baseline)", baseline),))
+        if problem:
+            raise _fail(problem)
         if write_baseline is not None:
             writable(write_baseline.parent, "--write-baseline")
             if write_baseline.is_dir():  # before the hunt's minutes, not after them
@@ -256,6 +289,9 @@ def merge(
     """Join the reports of ``--shard 1/N`` .. ``N/N`` into what one machine reports."""
     from . import report
 
+    problem = clash_error((("--out", out / "report.json"),), [(f"shard report {p}", p) for p in reports])
+    if problem:
+        raise _fail(problem)
     try:
         writable(out)
         merged = report.merge([(str(p), report.load(p)) for p in reports])
@@ -266,13 +302,13 @@ def merge(
     missing = sorted(set(merged["planned"]) - {s["name"] for s in merged["workloads"]})
     if as_json:
         sys.stdout.write(text)
-        if missing and not merged["stopped"]:  # stdout is the JSON: why the exit is 2 goes to stderr
-            echo(f"incomplete: no report covers workload(s) {', '.join(missing)}", err=True)
     else:
         print_report(merged, None, merged["impl"], [])
-        if missing:
-            echo(f"incomplete: no report covers workload(s) {', '.join(missing)}")
         echo(f"report: {out / 'report.json'}")
+    if missing and not merged["stopped"]:  # why the exit is 2, on stderr like every error of the kit
+        echo(f"error: incomplete: no report covers workload(s) {', '.join(missing)}", err=True)
+    elif missing:
+        echo(f"note: no report covers workload(s) {', '.join(missing)} (the hunt stopped)", err=True)
     if merged["findings"]:
         raise typer.Exit(1)
     raise typer.Exit(2 if not merged["complete"] and not merged["stopped"] else 0)

@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from cassettes import inputs
+
 FORMAT = "loopkit-hunt/1"
 KINDS = ("notification", "log", "waterfall", "flush", "world")
 """Window kinds, in the coverage table's order."""
@@ -102,9 +104,9 @@ def load(path: str | Path) -> dict[str, Any]:
     crossed machines and CI artefacts."""
     p = Path(path)
     try:
-        data = json.loads(p.read_bytes().decode("utf-8"), parse_constant=_no_constant)
+        data = json.loads(inputs.read_bytes(p).decode("utf-8"), parse_constant=_no_constant)
     except OSError as exc:
-        raise ReportError(f"{p}: cannot read ({exc.strerror or exc})") from None
+        raise ReportError(f"{p}: cannot read ({exc})") from None
     except UnicodeDecodeError:
         raise ReportError(f"{p}: not a hunt report (not UTF-8 text)") from None
     except json.JSONDecodeError as exc:
@@ -148,12 +150,17 @@ def _shape_problem(data: dict[str, Any]) -> str | None:
         return "planned is not a list of workload names"
     if data.get("stopped") is not None and not isinstance(data["stopped"], str):
         return "stopped is not a string"
+    shard = data.get("shard")
+    if shard is not None and not (isinstance(shard, str) and _is_shard(shard)):
+        return f"shard is {shard!r}, not I/N"
     if not isinstance(data["workloads"], list):
         return "workloads is not a list"
     for k, s in enumerate(data["workloads"]):
         where = f"workloads[{k}]"
         if not isinstance(s, dict) or not isinstance(s.get("name"), str):
             return f"{where} has no name"
+        if s["name"] not in data["planned"]:
+            return f"{where} is workload {s['name']!r}, which the hunt did not plan"
         if type(s.get("order")) is not int:
             return f"{where}.order is not an integer"
         for key in (*_COUNTS, "twins"):
@@ -166,11 +173,28 @@ def _shape_problem(data: dict[str, Any]) -> str | None:
             return f"{where}.coverage is not a table of counts"
         for key in ("findings", "differences"):
             items = s.get(key, [])
-            if not isinstance(items, list) or not all(
-                    isinstance(i, dict) and isinstance(i.get("signature"), str) and isinstance(i.get("window"), str)
-                    for i in items):
+            if not isinstance(items, list) or not all(_finding(i) for i in items):
                 return f"{where}.{key} is not a list of findings"
     return None
+
+
+def _finding(item: Any) -> bool:
+    """Whether ``item`` has a finding's fields of their types (those a merged report shows)."""
+    if not isinstance(item, dict) or not all(isinstance(item.get(k), str) for k in ("signature", "window")):
+        return False
+    lists = all(isinstance(item.get(k, []), list) and all(isinstance(x, str) for x in item.get(k, []))
+                for k in ("checks", "rules"))
+    return lists and (type(item.get("index", 0)) is int) and isinstance(item.get("message", ""), str)
+
+
+def _is_shard(spec: str) -> bool:
+    from .shards import ShardError, parse
+
+    try:
+        parse(spec)
+    except ShardError:
+        return False
+    return True
 
 
 def merge(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:

@@ -17,18 +17,23 @@ from typing import Any
 
 import typer
 
-from ..files import output_path_error
+from ..files import clash_error, output_path_error
 from ..impl import IMPL_HELP
 from ..interrupts import echo
+from ..limits import workers_error
 from ..output import SELF_INTERRUPT, ImplementationInterrupt, guarded, printable
 
 
-def _outputs(*paths: tuple[str, Path | None], make_parent: bool = False) -> None:
-    """Each ``(option, path)`` given must be writable, checked before the run (exit 2)."""
+def _outputs(*paths: tuple[str, Path | None], make_parent: bool = False, reads: tuple[str, str] | None = None) -> None:
+    """Each ``(option, path)`` given must be writable, none the same file as another or as the
+    file the command reads (``reads``: what it is, its path), checked before the run (exit 2)."""
     for option, path in paths:
         problem = output_path_error(option, path, make_parent=make_parent) if path is not None else None
         if problem:
             raise _fail(problem)
+    problem = clash_error(paths, (reads,) if reads is not None else ())
+    if problem:
+        raise _fail(problem)
 
 
 def _absolute(path: Path | None) -> Path | None:
@@ -130,7 +135,7 @@ def run(
     from .model import load
 
     _timeout(timeout)
-    _outputs(("--trace", trace), ("--diagram", diagram))
+    _outputs(("--trace", trace), ("--diagram", diagram), reads=("the scenario", scenario))
     trace, diagram = _absolute(trace), _absolute(diagram)
     if strategy not in engine.RUN_STRATEGIES:
         raise _fail(f"unknown strategy {strategy!r} (choose from {', '.join(engine.RUN_STRATEGIES)})")
@@ -197,9 +202,22 @@ def _print_verdict(report: Any) -> None:
         echo(f"ok: scenario {t.scenario!r} ({t.strategy}, seed {t.seed}): every check holds")
         return
     echo(f"FAILED: scenario {t.scenario!r} ({t.strategy}, seed {t.seed}): outcome {t.outcome}"
-               + (f" ({t.error})" if t.error else ""))
+               + (f" ({t.error})" if t.error else _budget(report)))
     for f in t.failures:
         echo(f"  check {f['check']}: {f['message']}")
+
+
+def _budget(report: Any) -> str:
+    """Which of the scenario's own limits a run over budget used up: the scenario's, not the
+    implementation's (a limit set too low reads as a loop that never ends otherwise)."""
+    t, limits = report.trace, report.scenario.limits
+    if t.outcome != "budget-exceeded":
+        return ""
+    if t.steps >= limits.max_steps:
+        return f" (the scenario's limits.max_steps: {limits.max_steps:,} scheduler steps ran out)"
+    if t.virtual_time_us >= limits.max_time * 1_000_000:
+        return f" (the scenario's limits.max_time: {limits.max_time:g} virtual seconds ran out)"
+    return ""
 
 
 # --------------------------------------------------------------------------- explore
@@ -228,15 +246,20 @@ def explore(
 
     if strategy not in engine.STRATEGIES:
         raise _fail(f"unknown strategy {strategy!r} (choose from {', '.join(engine.STRATEGIES)})")
-    if budget < 1 or workers < 1:
-        raise _fail("--budget and --workers must be at least 1")
+    if budget < 1:
+        raise _fail("--budget must be at least 1")
+    problem = workers_error("--workers", workers, least=1)
+    if problem:
+        raise _fail(problem)
     _timeout(timeout)
-    _outputs(("--out", out), make_parent=True)  # the cassette's directory is made, as saving it would
+    _outputs(("--out", out), make_parent=True, reads=("the scenario", scenario))  # the cassette's directory is made, as saving it would
     out = _absolute(out)
     unit = "examples" if strategy == "hypothesis" else "schedules"
     with Interrupts() as stop:
         try:
             sc = load(scenario)
+            target = out or Path("cassettes") / "races" / f"{_slug(sc.name)}.yaml"
+            _outputs(("the race cassette (--out)", target), make_parent=True, reads=("the scenario", scenario))
             with guarded():
                 implementation = _resolve_checked(impl, timeout)
             columns = (TextColumn(f"[bold]{sc.name}[/] {strategy}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -279,7 +302,6 @@ def explore(
                 echo(f"shrunk: {shrunk.before['deviations']} -> {shrunk.after['deviations']} deviation(s) from FIFO, "
                      f"{shrunk.before['length']} -> {shrunk.after['length']} recorded choices ({shrunk.runs} runs)")
             record = race.build(sc, impl, found, shrunk, impl_info=race.info_of(implementation))
-            target = out or Path("cassettes") / "races" / f"{_slug(sc.name)}.yaml"
             race.save(record, target)
             echo(f"race cassette: {target}   (replay: loopkit replay {target} --impl {shlex.quote(impl)})")
         except _user_errors() as exc:
@@ -311,7 +333,7 @@ def replay(
     from . import race
 
     _timeout(timeout)
-    _outputs(("--diagram", diagram))
+    _outputs(("--diagram", diagram), reads=("the race cassette", str(cassette_path)))
     diagram = _absolute(diagram)
     try:
         record = race.load(cassette_path)

@@ -318,7 +318,7 @@ def load(ref: str) -> Scenario:
 
         return load_file(ref)
     if refs.split(ref) is None:
-        raise ScenarioError(f"{ref}: not a scenario file (.yaml) or MODULE:ATTR reference")
+        raise ScenarioError(f"{ref or repr(ref)}: not a scenario file (.yaml) or MODULE:ATTR reference")
     try:
         target = refs.resolve(ref)
     except refs.RefError as exc:

@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from cassettes import inputs
 from conformance.adapter import Implementation
 from simulator.errors import ScheduleError
 from simulator.schedule import Schedule
@@ -138,11 +139,11 @@ def load(path: str | Path) -> RaceCassette:
     """Read and validate a race cassette."""
     p = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = inputs.read_text(path)
     except FileNotFoundError:
         raise RaceCassetteError(f"{p}: no such race cassette") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RaceCassetteError(f"{p}: cannot read ({type(exc).__name__}: {exc})") from None
+    except OSError as exc:
+        raise RaceCassetteError(f"{p}: cannot read the race cassette: {exc}") from None
     try:
         root = parse(text, p)
         mix_up = mixed_up(root, "race", p)

@@ -75,7 +75,7 @@ class ScenarioSetupError(Exception):
 class Waiter:
     """A ``when_idle()`` registered by the world, watched from the moment it was called."""
 
-    def __init__(self, name: str, agent: str, awaitable: Any) -> None:
+    def __init__(self, name: str, agent: str, awaitable: Any, *, held: bool = False) -> None:
         self.name = name
         self.agent = agent
         self.awaitable = awaitable
@@ -83,6 +83,13 @@ class Waiter:
         self.done: Callable[[], bool] | None = done if callable(done) else None
         self.released = asyncio.get_running_loop().create_future()
         self.task: asyncio.Task[Any] | None = None
+        self.held = held
+        """Registered while the agent was running or disposed: one IDLE-4 names."""
+        self.driver: asyncio.Future[Any] | None = None
+        """The agent's driver task when a held waiter was registered (the adapter's
+        ``driver_task``), which IDLE-4 asks to have exited by its release."""
+        self.status: str | None = None
+        """The agent's status when the release was recorded."""
 
     @property
     def is_released(self) -> bool:
@@ -749,9 +756,10 @@ class World:
         if waiter in self._pending:
             self._pending.remove(waiter)
         h = self.agents.get(waiter.agent)
+        waiter.status = h.status if h is not None else None
         simulator.observe(
             "waiter/released", waiter=waiter.name, agent=waiter.agent,
-            status=h.status if h is not None else None,
+            status=waiter.status,
             log_len=len(h.session.events) if h is not None else 0, precise=precise,
         )
         waiter.released.set_result(None)
@@ -1043,8 +1051,11 @@ class World:
         name = name or f"w{len(self.waiters) + 1}"
         if name in self.waiters:
             raise ValueError(f"a waiter named {name!r} already exists")
+        held = _status_of(h) in ("running", "disposed")
         awaitable = self._op(by, "when_idle", h, h.when_idle, on, waiter=name)
-        waiter = Waiter(name, self._id_of(h), awaitable)
+        waiter = Waiter(name, self._id_of(h), awaitable, held=held)
+        if held:
+            waiter.driver = self._driver_of(h)
         self.waiters[name] = waiter
         if awaitable is None:  # when_idle() itself raised (recorded as op/error)
             self.problem("IDLE-2", f"when_idle() {name!r} of agent {waiter.agent!r} raised", rules=("IDLE-1", "IDLE-2"))
@@ -1061,6 +1072,31 @@ class World:
         # Nothing observable happened since the release when the awaitable tells when it was
         # released (a sample would have seen it), so only an awaitable without done() is late.
         self._released(waiter, precise=waiter.done is not None)
+        if waiter.held and waiter.status == "disposed" and waiter.done is not None:
+            self._driver_exited(waiter)
+
+    def _driver_of(self, h: AgentHandle) -> asyncio.Future[Any] | None:
+        """The agent's driver task, as the adapter names it (``None``: it names none, as over the
+        wire, or a loop that runs no task while it waits)."""
+        try:
+            task = self.service.driver_task(h)
+        except Exception:
+            return None
+        return task if isinstance(task, asyncio.Future) else None
+
+    def _driver_exited(self, waiter: Waiter) -> None:
+        """IDLE-4, as the waiter's awaiter resumes: a waiter registered while running (or on the
+        disposed agent) and released by the disposal waits for the driver loop to have exited, so
+        the driver task the adapter named when the waiter was registered is done by now (its
+        awaiter resumes only after the step that released it: a driver still running then
+        released it and went on). The task of then, not of now: a loop that starts a task per
+        prompt may name a later one, which will find the agent disposed and do nothing. Judged
+        of a waiter that tells when it was released (``done()``), so its status then is known."""
+        task = waiter.driver
+        if task is not None and not task.done():
+            self.problem("IDLE-4", f"when_idle() {waiter.name!r} of agent {waiter.agent!r} was released by its disposal "
+                         "while its driver task still ran (IDLE-4: a waiter registered while running, or on the "
+                         "disposed agent, waits for the driver loop to have exited)", rules=("IDLE-4",))
 
     async def wait_idle(self, name: str) -> bool:
         """Await the waiter called ``name`` for at most the idle timeout; ``False`` (and a

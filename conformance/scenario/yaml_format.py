@@ -40,6 +40,7 @@ from typing import Any
 
 import yaml
 
+from cassettes import inputs
 from conformance.fakes import Outcome, Response, fails, hangs, respond, returns
 from conformance.fakes.errors import FakeError
 from conformance.fakes.model import BlockPart, RawPart
@@ -98,6 +99,9 @@ EVENT_FIELDS: dict[str, tuple[str, ...]] = {
 STATUSES = ("idle", "running", "disposed")
 """The values of ``agent/status``."""
 
+MAX_AGENTS = 1_000
+"""Agents a scenario may create: the judge reads each agent's log, and a run of thousands would
+take minutes past ``--timeout`` (which limits the implementation, not the kit's judging)."""
 MAX_SECONDS = 1e9
 """The largest virtual time a scenario may name (about 31 years): anything larger is a typo."""
 
@@ -114,13 +118,12 @@ class Undumpable(ValueError):
 
 def load_file(path: str | Path) -> Scenario:
     """Load and validate a scenario file."""
-    p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = inputs.read_text(path)
     except FileNotFoundError:
         raise ScenarioError(f"{path}: no such scenario file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(f"{path}: cannot read ({type(exc).__name__}: {exc})") from None
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read the scenario: {exc}") from None
     return load_text(text, origin=str(path), path=str(path))
 
 
@@ -154,6 +157,14 @@ def _finish_kind(node: Node) -> str:
 def _pause(node: Node) -> float | None:
     """A response's ``delay``/``between``: seconds, or null for no suspension at all."""
     return None if node.value() is None else _seconds(node)
+
+
+def _name(node: Node, what: str) -> str:
+    """A name (an agent's id): a string with something in it."""
+    value = node.string()
+    if not value.strip():
+        raise node.error(f"{what} cannot be empty, got {value!r}")
+    return value
 
 
 def _seconds(node: Node, *, minimum: float = 0.0) -> float:
@@ -196,6 +207,11 @@ def read_scenario(root: Node) -> Scenario:
     listeners = tuple(_listener(node, agent_ids) for node in listener_nodes)
     actor_nodes = fields["actors"].items() if "actors" in fields else []
     actors = tuple(_actor(node, agent_ids) for node in actor_nodes)
+    for actor, node in zip(actors, actor_nodes, strict=True):
+        if actor.at is not None and actor.at >= limits.max_time:
+            # the run's virtual time ends first: the actor would never act, and the run be over budget
+            raise node.keys(ACTOR_FIELDS)["at"].error(f"{actor.at:g} is not before the scenario's limits.max_time "
+                                                      f"({limits.max_time:g} seconds)")
     _check_names(listeners, listener_nodes, actors, actor_nodes)
     waiters = _check_waiters(listeners, listener_nodes, actors, actor_nodes)
     checks = tuple(_check(node, agent_ids, waiters) for node in fields["checks"].items()) if "checks" in fields else ()
@@ -210,9 +226,11 @@ def _agents(node: Node | None) -> tuple[tuple[AgentSpec, ...], list[Node]]:
     items = node.items()
     if not items:
         raise node.error("needs at least one agent")
+    if len(items) > MAX_AGENTS:
+        raise node.error(f"{len(items):,} agents: a scenario has at most {MAX_AGENTS:,}")
     for item in items:
         if item.is_scalar():
-            out.append(AgentSpec(item.string()))
+            out.append(AgentSpec(_name(item, "an agent id")))
             continue
         f = item.keys(("id", "model", "system_prompt", "resume", "history", "interrupted", "configured"),
                       required=("id",))
@@ -223,7 +241,7 @@ def _agents(node: Node | None) -> tuple[tuple[AgentSpec, ...], list[Node]]:
         if "configured" in f and "resume" in f and f["configured"].boolean():
             raise f["configured"].error("an agent is configured or resumed, not both")
         out.append(AgentSpec(
-            f["id"].string(),
+            _name(f["id"], "an agent id"),
             f["model"].string() if "model" in f else "fake",
             f["system_prompt"].string() if "system_prompt" in f else None,
             f["resume"].string() if "resume" in f else None,
@@ -231,10 +249,11 @@ def _agents(node: Node | None) -> tuple[tuple[AgentSpec, ...], list[Node]]:
             f["interrupted"].boolean() if "interrupted" in f else False,
             f["configured"].boolean() if "configured" in f else False,
         ))
-    ids = [a.id for a in out]
-    for i, agent_id in enumerate(ids):
-        if agent_id in ids[:i]:
-            raise items[i].error(f"duplicate agent id {agent_id!r}")
+    seen: set[str] = set()
+    for agent, item in zip(out, items, strict=True):
+        if agent.id in seen:
+            raise item.error(f"duplicate agent id {agent.id!r}")
+        seen.add(agent.id)
     return tuple(out), items
 
 
@@ -360,6 +379,8 @@ def _tool_call(node: Node) -> Response:
 
 
 def _tool(name: str, node: Node) -> ToolSpec:
+    if not name.strip():
+        raise node.error(f"a tool needs a name, got {name!r}")
     if node.is_scalar():
         return ToolSpec(name, returns(node.string()))
     f = node.keys(("result", "results", "fails", "code", "hangs", "latency", "abort_aware", "repeat_last",
@@ -639,10 +660,14 @@ def _check_waiters(listeners: tuple[Listener, ...], listener_nodes: list[Node], 
                    actor_nodes: list[Node]) -> set[str]:
     """``wait_idle: NAME`` must name a waiter some ``when_idle`` registers; returns the names."""
     declared: set[str] = set()
-    elements: list[Listener | Actor] = [*listeners, *actors]
-    for element in elements:
+    pairs: list[tuple[Listener | Actor, Node]] = [*zip(listeners, listener_nodes, strict=True),
+                                                  *zip(actors, actor_nodes, strict=True)]
+    for element, node in pairs:
         for action in element.do:
             if action.verb == "when_idle" and action.name:
+                if action.name in declared:  # the world refuses the second when_idle() under it
+                    raise node.error(f"when_idle: a waiter named {action.name!r} is registered twice (waiter "
+                                     "names are unique)")
                 declared.add(action.name)
     for actor, node in zip(actors, actor_nodes, strict=True):
         for action, item in zip(actor.do, node.keys(ACTOR_FIELDS)["do"].items(), strict=True):

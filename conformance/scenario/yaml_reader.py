@@ -7,6 +7,7 @@ and returns a :class:`Node`; accessors raise :class:`ScenarioError` as
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -16,10 +17,29 @@ from yaml.constructor import SafeConstructor
 
 from .model import ScenarioError
 
+_PLAIN = (str, int, float, bool, type(None))
+_EXPONENT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)[eE][-+]?[0-9]+")
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
+
 
 def _scalar(node: yaml.ScalarNode) -> Any:
-    # A fresh constructor per scalar: SafeConstructor keeps per-document state.
-    return SafeConstructor().construct_object(node, deep=True)
+    """A scalar's value, or ``ValueError`` saying why it is none a scenario takes: JSON's plain
+    values only (``!!binary`` bytes, an application tag, a number past Python's digit limit are
+    refused), a date or time read as the text it is written as (YAML 1.1 would make it a
+    ``datetime``, which no JSON field can hold)."""
+    if node.tag == _TIMESTAMP:
+        return node.value
+    try:
+        # A fresh constructor per scalar: SafeConstructor keeps per-document state.
+        value = SafeConstructor().construct_object(node, deep=True)
+    except yaml.YAMLError:
+        raise ValueError(f"unsupported YAML tag {node.tag!r}") from None
+    except ValueError as exc:  # an int past sys.get_int_max_str_digits()
+        first = str(exc).strip().splitlines()
+        raise ValueError(f"unreadable value ({first[0] if first else type(exc).__name__})") from None
+    if not isinstance(value, _PLAIN):
+        raise ValueError(f"{type(value).__name__} (YAML tag {node.tag!r}) is not a value a scenario takes")
+    return value
 
 
 @dataclass(frozen=True)
@@ -77,7 +97,10 @@ class Node:
     def value(self) -> Any:
         """The plain Python value (scalars; mappings and lists converted recursively)."""
         if isinstance(self.node, yaml.ScalarNode):
-            return _scalar(self.node)
+            try:
+                return _scalar(self.node)
+            except ValueError as exc:
+                raise self.error(str(exc)) from None
         if self.is_list():
             return [item.value() for item in self.items()]
         return {k: v.value() for k, v in self.entries()}
@@ -96,7 +119,7 @@ class Node:
             key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
             if not isinstance(key, str):
                 raise Node(key_node, self.path, self.origin, self.line_offset).error(
-                    f"keys must be strings, got {key!r}")
+                    f"keys must be strings, got {Node(key_node, '', '').kind}")
             if key in seen:
                 raise self._child(key_node, key).error("duplicate field")
             seen.add(key)
@@ -143,6 +166,8 @@ class Node:
 
     def number(self, *, minimum: float | None = 0.0) -> float:
         value = self.value() if self.is_scalar() else None
+        if isinstance(value, str) and not getattr(self.node, "style", None) and _EXPONENT.fullmatch(value):
+            value = float(value)  # 1e3: YAML 1.2's number, which YAML 1.1 reads as text
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.error(f"expected a number, got {self.kind}")
         if minimum is not None and value < minimum:

@@ -554,6 +554,36 @@ def test_adapter_gets_rewritten_request(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("LOOP-10")
+def test_each_step_is_routed_by_its_own_request(run: Run) -> None:
+    # LOOP-10 holds per request: a plugin that routes only a turn's second step (a cheaper model
+    # for the answer after a tool, say) routes that step, and only that one. A loop that looked
+    # the adapter up once per turn sent the second step to the first step's model (session 58's
+    # blind round H: the suite and the hunt passed it).
+    async def scenario(k: Kit) -> None:
+        other = FakeModel(default=respond.text("routed"))
+        k.service.register_model("other", other)
+        k.tool("echo")
+        a = k.agent()
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")), fakes.text("not routed"))
+
+        async def second_step_elsewhere(agent: object, turn: int, step: int, request: dict, next: object) -> object:
+            value = await next()  # type: ignore[operator]
+            return {**value, "model": "other"} if step == 2 else value
+
+        k.on("agent/request", second_step_elsewhere)
+        a.send("hi")
+        await k.idle(a)
+        assert len(k.model.requests) == 1, (
+            f"the agent's own model served {len(k.model.requests)} request(s); only step 1 was left to it: step 2's "
+            "request named model 'other' (LOOP-10: a rewritten model name routes the call)")
+        assert len(other.requests) == 1 and other.requests[0]["model"] == "other", (
+            f"model 'other' served {len(other.requests)} request(s), expected step 2's (LOOP-10)")
+        assert k.reasons(a) == [COMPLETED]
+
+    run(scenario)
+
+
 @pytest.mark.rule("INBOX-1")
 def test_two_fifos_during_a_tool(run: Run) -> None:
     # Interleaved sends and steers while a tool runs: each FIFO keeps its own order; steering

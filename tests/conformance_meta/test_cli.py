@@ -47,6 +47,8 @@ def _assert_one_line_error(code: int, output: str, fragment: str) -> None:
         ("broken_adapters:raises_on_create", "cannot build agents today"),
         ("broken_adapters:no_agent_on_create", "create('preflight') returned None, not an agent"),
         ("mutant:no-such-mutant", "no-such-mutant"),
+        ("", "it names no implementation"),  # ran the reference (session 58's probe)
+        (" ", "it names no implementation"),
     ],
 )
 def test_bad_impl_is_a_one_line_error(impl: str, fragment: str) -> None:
@@ -66,6 +68,30 @@ def test_bad_baseline_is_a_one_line_error(tmp_path: Path) -> None:
 
 def test_negative_schedules_is_a_usage_error() -> None:
     _assert_one_line_error(*_invoke("--schedules", "-1"), "--schedules")
+
+
+def test_two_reports_on_one_path_are_refused_before_the_run(tmp_path: Path) -> None:
+    same = str(tmp_path / "report.x")
+    _assert_one_line_error(*_invoke("--json", same, "--junit", same), "are the same file: each needs its own")
+    baseline = tmp_path / "baseline.txt"
+    baseline.write_text("LOOP-2\n")
+    _assert_one_line_error(*_invoke("--baseline", str(baseline), "--json", str(baseline)),
+                           "is the baseline (--baseline): writing there would replace it")
+    assert baseline.read_text() == "LOOP-2\n"
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    # each used to run: 10^23 schedules filled the memory, 10^11 actions deep spun, 100,000
+    # workers forked, and the hunt's options were ignored without --hunt (session 58's probe)
+    (["--schedules", "100000000000000000000000"], "--schedules must be between 0 and 10,000"),
+    (["--workers", "100000"], "--workers 100000 is more processes than this machine can use"),
+    (["--hunt", "--hunt-depth", "100000000000"], "--hunt-depth 100000000000 with 17 actions makes more action sequences"),
+    (["--hunt", "--hunt-workloads", ","], "--hunt-workloads ',' names no workload"),
+    (["--hunt-depth", "3"], "--hunt-out, --hunt-workloads and --hunt-depth need --hunt"),
+    (["--timeout", "0.0001"], "--timeout 0.0001 is shorter than the suite's own work around a test"),
+])
+def test_an_option_value_past_its_bounds_is_refused_before_the_run(args: list[str], fragment: str) -> None:
+    _assert_one_line_error(*_invoke(*args), fragment)
 
 
 def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

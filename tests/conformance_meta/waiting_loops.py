@@ -5,7 +5,8 @@ window, fairness, spins costing time); each failed race rules under ``pct`` befo
 
 And a ``when_idle()`` that returns a coroutine (no ``done()`` to read), correct and with session
 55's blind-round bug: a waiter held for an idle inject's flush released when the flush ends if
-the agent is not running, though a prompt sent meanwhile is queued (IDLE-2)."""
+the agent is not running, though a prompt sent meanwhile is queued (IDLE-2). And a ``dispose()``
+that releases the waiters itself, its driver still running (IDLE-4)."""
 
 from __future__ import annotations
 
@@ -82,3 +83,27 @@ class CoroutineWaiterLoop(SpecLoopImplementation):
     def create_service(self, *, persistence: object | None = None) -> Service:
         service = _QueueBlindService if self.queue_blind else _CoroutineWaiterService
         return service(persistence=persistence, sources=_sources())  # type: ignore[arg-type]
+
+
+class _EagerReleaseAgent(Agent):
+    def _mark_disposed(self) -> None:
+        super()._mark_disposed()
+        # the bug (session 57's blind round G): dispose() itself releases the waiters, though the
+        # driver still runs (inside the turn's flush, say) and has not exited (IDLE-4)
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+
+class _EagerReleaseService(Service):
+    agent_class = _EagerReleaseAgent
+
+
+class EagerReleaseLoop(SpecLoopImplementation):
+    """spec_loop whose ``dispose()`` releases its waiters at once, its driver still running."""
+
+    name = "spec_loop (waiters released by dispose itself)"
+
+    def create_service(self, *, persistence: object | None = None) -> Service:
+        return _EagerReleaseService(persistence=persistence, sources=_sources())  # type: ignore[arg-type]

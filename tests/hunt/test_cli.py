@@ -42,13 +42,29 @@ def test_shards_merged_on_the_command_line_print_the_one_machine_bytes(tmp_path:
                                       str(tmp_path / "s2" / "report.json"), "--out", str(tmp_path / "m"), "--json"])
     assert result.exit_code == 0, result.stdout
     assert result.stdout == whole == (tmp_path / "m" / "report.json").read_text()
+    # a merge written over one of its own inputs replaced shard 1's report (session 58's probe)
+    shard = (tmp_path / "s1" / "report.json").read_text()
+    over = CliRunner().invoke(app, ["hunt", "merge", str(tmp_path / "s1" / "report.json"),
+                                    str(tmp_path / "s2" / "report.json"), "--out", str(tmp_path / "s1")])
+    assert over.exit_code == 2 and "is shard report" in over.stderr and "would replace it" in over.stderr, over.stderr
+    assert (tmp_path / "s1" / "report.json").read_text() == shard
+    # a missing shard: the exit is 2, and stderr says why
+    half = CliRunner().invoke(app, ["hunt", "merge", str(tmp_path / "s1" / "report.json"), "--out", str(tmp_path / "h")])
+    assert half.exit_code == 2 and half.stderr.startswith("error: incomplete: no report covers workload(s) "), half.stderr
 
 
 @pytest.mark.parametrize(("args", "says"), [
     (["--workloads", "bogus"], "error: unknown workload 'bogus' (choose from reply, "),
     (["--shard", "3/2"], "error: --shard '3/2': I must be between 1 and N"),
     (["--depth", "0"], "error: --depth, --nth and --cassettes must be at least 1"),
-    (["--depth", "4"], "error: --depth 4 with 17 actions makes 88,740 action sequences at every point (at most 5,000)"),
+    (["--depth", "4"], "error: --depth 4 with 17 actions makes more action sequences at every point than a hunt takes (at most 5,000)"),
+    (["--depth", "100000000000"], "error: --depth 100000000000 with 17 actions makes more action sequences"),
+    (["--depth", "100000000000", "--verbs", "send"], "error: --depth 100000000000 with 1 action makes 100,000,000,000 "),
+    (["--depth", "3", "--verbs", "send,cancel,steer,abort,dispose,when_idle,inject,raise,close,create,stall,answer,stop,reload,reconfigure,cancel_driver,bad_inject"],
+     "error: --depth 3 with 17 actions makes 5,219 action sequences at every point, more than a hunt takes"),
+    (["--workers", "100000"], "error: --workers 100000 is more processes than this machine can use"),
+    (["--verbs", ","], "error: --verbs ',' names nothing"),
+    (["--workloads", " , "], "error: --workloads ' , ' names nothing"),
     (["--baseline", "b.json"], "error: --baseline needs --against"),
     (["--out", "/dev/null/report"], "error: --out /dev/null/report: cannot create the directory (Not a directory)"),
     (["--verbs", "jump"], "error: unknown action 'jump'"),

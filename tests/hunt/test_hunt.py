@@ -188,7 +188,16 @@ def test_report_load_names_the_file_and_the_problem(tmp_path: Path) -> None:
      "workloads[0].coverage is not a table of counts"),
     (lambda r: json.dumps({**r, "workloads": [{**r["workloads"][0], "findings": [5]}]}).encode(),
      "workloads[0].findings is not a list of findings"),
-], ids=["binary", "deep", "nan", "huge-int", "config", "workloads", "workload", "count", "coverage", "findings"])
+    # session 58's probe: each merged with exit 0
+    (lambda r: json.dumps({**r, "shard": "3/2"}).encode(), "shard is '3/2', not I/N"),
+    (lambda r: json.dumps({**r, "shard": 1}).encode(), "shard is 1, not I/N"),
+    (lambda r: json.dumps({**r, "workloads": [{**r["workloads"][0], "name": "zzz"}]}).encode(),
+     "workloads[0] is workload 'zzz', which the hunt did not plan"),
+    (lambda r: json.dumps({**r, "workloads": [{**r["workloads"][0], "findings": [
+        {"signature": "s", "window": "w", "rules": "ERR-2", "index": "zero"}]}]}).encode(),
+     "workloads[0].findings is not a list of findings"),
+], ids=["binary", "deep", "nan", "huge-int", "config", "workloads", "workload", "count", "coverage", "findings",
+        "shard-range", "shard-type", "unplanned", "finding-types"])
 def test_a_report_that_is_not_what_a_hunt_writes_is_refused_naming_what(
         tmp_path: Path, parts: list[dict[str, Any]], edit: Any, says: str) -> None:
     # merge read only the top-level keys: a binary or deep file was a traceback, a NaN or a
@@ -495,3 +504,19 @@ def test_no_run_keeps_a_world_alive(workload: str) -> None:
     for index in range(0, len(wp.windows), max(1, len(wp.windows) // 6)):
         engine.run_one(wp.scenario(index), ref)
     assert worlds() - before == set()
+
+
+def test_a_waiter_released_by_dispose_itself_while_the_driver_runs_is_found() -> None:
+    # IDLE-4: a waiter registered while running and released by the disposal waits for the
+    # driver loop's exit. A loop releasing its waiters inside dispose() passed the hunt (session
+    # 57's blind round G): the world now reads the driver task as the waiter's awaiter resumes.
+    from tests.conformance_meta.waiting_loops import EagerReleaseLoop
+
+    cfg = _tiny("reply", "when_idle;dispose")
+    spec = resolve("examples.spec_loop.adapter:implementation")
+    assert driver.hunt(spec, "spec_loop", cfg).report["findings"] == []
+    found = driver.hunt(EagerReleaseLoop(), "eager", cfg).report["findings"]
+    assert found and all(f["rules"] == ["IDLE-4"] for f in found), found
+    # the turn still open at the release is the DISPOSAL oracle's; one already closed (the driver
+    # in the turn's flush) only the driver task tells
+    assert any("driver task still ran" in f["message"] for f in found), found

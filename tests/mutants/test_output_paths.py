@@ -56,8 +56,10 @@ def test_output_path_error(tmp_path: Path) -> None:
 
 def test_a_dash_is_stdout_only_where_the_option_takes_it() -> None:
     assert output_path_error("--json", "-", stdout=True) is None
-    # elsewhere ``-`` stays a file name (checked like any other)
-    assert output_path_error("--trace", "-") is None
+    # elsewhere ``-`` is refused: a file named ``-`` is not what anyone writing it means (it
+    # was written as one until session 58's probe); ``./-`` still names that file
+    assert "writes a file, not standard output" in (output_path_error("--trace", "-") or "")
+    assert output_path_error("--trace", "./-") is None
 
 
 def test_conformance_refuses_two_reports_on_stdout(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -89,7 +89,23 @@ BAD = [
     (GOOD + "agents: [{id: a, history: [H1]}]\n", 6, "agents[0].history: a history needs a session to resume"),
     (GOOD + "agents: [{id: a, resume: [s]}]\n", 6, "agents[0].resume: expected a string"),
     (GOOD + "agents: [{id: a, resume: s, configured: true}]\n", 6, "an agent is configured or resumed, not both"),
+    # session 58's probe: each ran, and failed or crashed in the run instead
+    (GOOD + "agents: ['']\n", 6, "agents[0]: an agent id cannot be empty"),
+    (GOOD + "agents: [{id: ' '}]\n", 6, "agents[0].id: an agent id cannot be empty"),
+    (GOOD + "tools:\n  '': {result: x}\n", 7, "a tool needs a name"),
+    (GOOD.replace("{send: A}", "{when_idle: w}, {when_idle: w}"), 4, "a waiter named 'w' is registered twice"),
+    (GOOD + "? [a, b]\n: 1\n", 6, "keys must be strings, got a list"),
+    (GOOD + "limits: {max_time: '1e3'}\n", 6, "limits.max_time: expected a number, got a string"),
+    (GOOD.replace("at: 0", "at: 4000") + "limits: {max_time: 3600}\n", 4,
+     "actors[0].at: 4000 is not before the scenario's limits.max_time (3600 seconds)"),
+    (GOOD + "agents: [" + ", ".join(f"a{i}" for i in range(1001)) + "]\n", 6, "1,001 agents: a scenario has at most 1,000"),
 ]
+
+
+def test_a_number_in_exponent_form_is_a_number() -> None:
+    # YAML 1.1 reads an unquoted 1e3 as text ("expected a number, got a string"); YAML 1.2 and
+    # every reader of it take it for the number it is
+    assert load_text(GOOD + "limits: {max_time: 1e3, idle_timeout: 2.5E+1}\n").limits.max_time == 1000.0
 
 
 @pytest.mark.parametrize(("text", "line", "message"), BAD)

@@ -205,6 +205,24 @@ def test_a_spin_is_stopped_by_the_wall_clock_limit_and_named() -> None:
     assert simulator.run(main, wall_limit=0.2).timeline == result.timeline  # the same virtual run
 
 
+@pytest.mark.skipif(not hasattr(__import__("signal"), "setitimer"), reason="needs POSIX interval timers")
+def test_a_limit_shorter_than_arming_it_is_the_runs_verdict_not_an_escape() -> None:
+    # ``loopkit run --timeout 1e-6`` ended with exit 130 and no word: the alarm fired inside the
+    # arming itself, before the run's handler (session 58's hostile probe)
+    import signal
+
+    async def main() -> int:
+        await asyncio.sleep(1.0)
+        return 7
+
+    before = signal.getsignal(signal.SIGALRM)
+    for limit in (1e-9, 1e-300):
+        result = simulator.run(main, wall_limit=limit)
+        assert result.outcome in ("budget-exceeded", "completed"), result.outcome
+        assert result.outcome == "completed" or isinstance(result.error, simulator.WallClockExceeded)
+    assert signal.getsignal(signal.SIGALRM) == before and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+
+
 def test_a_run_that_yields_is_not_limited_and_an_outer_timer_is_left_alone() -> None:
     import signal
 
