@@ -55,12 +55,15 @@ def _caller(*prompts: str, agent: str | None = None, name: str = "caller", waite
 def _scenario(name: str, script: tuple[Response, ...], *, tools: tuple[ToolSpec, ...] = (),
               listeners: tuple[Listener, ...] = (), actors: tuple[Actor, ...] | None = None,
               description: str = "", system_prompt: str | None = None,
-              sections: tuple[tuple[str, str], ...] = (), configured: bool = False) -> Scenario:
+              sections: tuple[tuple[str, str], ...] = (), configured: bool = False,
+              routed: tuple[Response, ...] | None = None) -> Scenario:
+    """A one-agent workload on model ``fake`` answering ``script``; ``routed``: the script of
+    model ``fake-routed`` too, where a plugin sends some requests (:data:`STEP_ROUTING_PLUGIN`)."""
     return Scenario(
         name=f"hunt-{name}",
         description=description,
         agents=(AgentSpec("a", system_prompt=system_prompt, configured=configured),),
-        models=(_model("fake", script),),
+        models=(_model("fake", script), *(() if routed is None else (_model("fake-routed", routed),))),
         tools=tools,
         sections=sections,
         listeners=(PERSIST, *listeners),
@@ -130,6 +133,13 @@ was called, which the cancel must not drop (CANCEL-1 clears what is queued when 
 MARKER-1: never a later prompt). A loop that aborts the step before it clears its queues drops
 it (upstream's "replays replacement work queued synchronously by an abort observer")."""
 
+STEP_ROUTING_PLUGIN = Listener(on="agent/request", do=(), name="step-routing-plugin", where={"step": 2},
+                               times="always", rewrite={"model": "fake-routed"}, optional=True)
+"""A plugin's ``agent/request`` listener sending each turn's second step, and only that one, to
+another model, as one routing the answer after a tool to a cheaper model would (LOOP-10: each
+request routes its own call; a loop that looked the adapter up once per turn sends the second
+step to the first step's model: ROUTED; session 58's blind round H)."""
+
 ROUTING_PLUGIN = Listener(on="agent/request", do=(), name="routing-plugin", where={"agent": "b"}, times="always",
                           rewrite={"model": "fake-routed", "system": "b, routed", "metadata": {"route": "b"}},
                           optional=True)
@@ -195,14 +205,15 @@ def workloads() -> tuple[Workload, ...]:
                                         "cache_write_tokens": 1, "reasoning_tokens": 2}})), tools=(TOOL, SPARE),
             description="a tool call reporting its usage, the answer reporting its own twice, the second "
                         "after its finish (ASM-4: each step's usage is its own)")),
-        Workload("two-step", _scenario("two-step", (two_calls, respond.text("done")), tools=(BLOCKS_TOOL,),
-                                       system_prompt="Answer briefly.", configured=True,
+        Workload("two-step", _scenario("two-step", (two_calls,), routed=(respond.text("done"),), tools=(BLOCKS_TOOL,),
+                                       listeners=(STEP_ROUTING_PLUGIN,), system_prompt="Answer briefly.", configured=True,
                                        sections=(("tools", "Look things up."), ("style", "Be kind.")),
                                        description="a two-step tool turn, three tool calls in its first step (the "
                                                    "second's arguments not JSON, the third's the first's; no finish "
                                                    "chunk, so a stop that still runs them), the agent created from "
                                                    "configuration (where the implementation has the feature) with a "
-                                                   "system prompt after two sections")),
+                                                   "system prompt after two sections, a plugin routing its second "
+                                                   "step to another model (LOOP-10)")),
         Workload("failing-tool", _scenario("failing-tool", (listed + ghost, virtual, respond.text("done")),
                                            tools=(FAILING_TOOL,), listeners=(VIRTUAL_TOOL,),
                                            description="a tool that fails (its arguments a JSON array: parsed, "

@@ -632,6 +632,19 @@ MUTANTS = [
         notes="Round 13: the suite killed it; the hunt found it once the two-agents workload had a plugin routing b's calls and the fake model recorded the model a request names (ROUTED).",
     ),
     Mutant(
+        'adapter-per-turn',
+        "the model adapter is looked up at a turn's first step and kept for the turn: a plugin routing only a later step (the answer after a tool, to a cheaper model) no longer routes it",
+        ('LOOP-10',),
+        '3',
+        (
+            Patch('agent',
+                  '            adapter = self._service.model_adapter(str(model))',
+                  '            adapter = getattr(turn, "adapter", None) or self._service.model_adapter(str(model))\n'
+                  '            turn.adapter = adapter  # type: ignore[attr-defined]'),
+        ),
+        notes="Session 58's blind round H planted it in seedport_loop: the suite and the hunt passed it until test_each_step_is_routed_by_its_own_request and the two-step workload's plugin routing its second step (ROUTED).",
+    ),
+    Mutant(
         'turn-end-notice-reason-recomputed',
         'agent/turn-end is notified with a reason reckoned again at notification time instead of the logged one: a session/event listener on turn/end that throws or disposes makes it say error or disposed while turn/end says completed',
         ('LOOP-4', 'ERR-4', 'ERR-10'),

@@ -2189,6 +2189,18 @@ def _past_last_gate(view: TraceView, agent: str, turn: dict[str, Any], at: int) 
     return not any(e["type"] == "step/start" and calls[-1] < e["_i"] < at for e in turn["events"])
 
 
+def _in_own(view: TraceView, agent: str, op: Event, *events: str) -> bool:
+    """Whether ``op`` was made by a listener of one of ``events`` (``on``) of ``agent``'s own: a
+    listener on another agent's event (two agents on one service, a plugin of b acting on a)
+    acts from outside ``agent``'s turn, in no window of its. The listener's firing, recorded just
+    before its ops, names whose event it was (an event with no agent counts as the agent's)."""
+    if op.get("on") not in events:
+        return False
+    fired = next((e for e in reversed(view.of_kind("listener")) if e["_i"] < op["_i"]
+                  and e.get("name") == op.get("by") and e.get("on") == op.get("on")), None)
+    return fired is None or fired.get("agent") in (None, agent)
+
+
 def _cancel_step_check(view: TraceView) -> Violation | None:
     """CANCEL-1/CANCEL-STEP/CANCEL-CONT: after a ``cancel()`` while a turn is open, that turn opens
     no further step that calls the model (its marker stops the next step and the continuation), a
@@ -2200,7 +2212,7 @@ def _cancel_step_check(view: TraceView) -> Violation | None:
         # CANCEL-CONT: a cancel inside the continuation waterfall opens no further step (not even
         # an empty one: the gate decides before the next step's own marker check would drop it).
         for c in view.ops(agent, "cancel"):
-            if c.get("on") != "agent/turn-continuation" or c.get("status") != "running":
+            if not _in_own(view, agent, c, "agent/turn-continuation") or c.get("status") != "running":
                 continue
             turn = _turn_around(view, agent, c["_i"])
             opened = [e for e in (turn["events"] if turn else ()) if e["type"] == "step/start" and e["_i"] > c["_i"]]
@@ -2213,7 +2225,7 @@ def _cancel_step_check(view: TraceView) -> Violation | None:
         for c in view.ops(agent, "cancel"):
             turn = _turn_around(view, agent, c["_i"]) if c.get("status") == "running" else None
             if turn is not None and turn["ended"] and turn["reason"] in _NORMAL and turn["trigger"] == "message":
-                gate = c.get("on") == "agent/turn-continuation"
+                gate = _in_own(view, agent, c, "agent/turn-continuation")
                 if not gate and _past_last_gate(view, agent, turn, c["_i"]):
                     continue
                 return Violation(f"agent {agent}: turn {turn['turn']} was cancelled while open but ended "
@@ -2236,7 +2248,7 @@ def _cancel_step_check(view: TraceView) -> Violation | None:
             if turn is None:
                 continue
             end = turn["end_i"] if turn["end_i"] is not None else len(view.timeline)
-            boundary = c.get("on") in ("agent/turn-start", "agent/step-start")  # CANCEL-STEP
+            boundary = _in_own(view, agent, c, "agent/turn-start", "agent/step-start")  # CANCEL-STEP
             opened = [e["_i"] for e in turn["events"] if e["type"] == "step/start" and e["_i"] > c["_i"]]
             later = [i for i in calls if c["_i"] < i < end and (boundary or any(o < i for o in opened))]
             if later:
@@ -3542,6 +3554,8 @@ def _fifo_check(view: TraceView) -> Violation | None:
 
 
 _REWRITING = frozenset(("agent/request", "system-prompt"))
+_KEEPS_PROMPT = frozenset(("model", "metadata"))
+"""The request fields an ``agent/request`` plugin may rewrite and leave SVC-5's to judge."""
 """Waterfalls whose plugins may change a request's system prompt or tools (the hunt's own window
 listener never rewrites)."""
 
@@ -3553,8 +3567,11 @@ def _request_check(view: TraceView) -> Violation | None:
     ``reconfigure`` (sections and tools changed while the agents run) binds every step that
     opened after it; one made while the step was open (its ``step/start`` logged, the model not yet
     called) may or may not be in that request (LOOP-5 assembles the prompt after ``step/start``).
-    Not judged where a scenario's plugin listens to a waterfall that may rewrite them."""
-    if any(e.get("on") in _REWRITING and e.get("name") != "window" for e in view.of_kind("listener")):
+    Not judged where a scenario's plugin listens to a waterfall that may rewrite them (one whose
+    rewrite names only other fields, a model routing plugin, leaves them to judge)."""
+    if any(e.get("on") in _REWRITING and e.get("name") != "window"
+           and (e.get("on") != "agent/request" or not _KEEPS_PROMPT.issuperset(e.get("rewrites") or ("?",)))
+           for e in view.of_kind("listener")):
         return None
     models = _agent_models(view)
     created = view.of_kind("agent/created")

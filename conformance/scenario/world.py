@@ -1089,11 +1089,16 @@ class World:
         disposed agent) and released by the disposal waits for the driver loop to have exited, so
         the driver task the adapter named when the waiter was registered is done by now (its
         awaiter resumes only after the step that released it: a driver still running then
-        released it and went on). The task of then, not of now: a loop that starts a task per
-        prompt may name a later one, which will find the agent disposed and do nothing. Judged
-        of a waiter that tells when it was released (``done()``), so its status then is known."""
+        released it and went on), unless the adapter names no running task for the agent now.
+        Both: a loop that starts a task per prompt names a later one once its driver exits (a
+        task that will find the agent disposed and do nothing), and one driving every agent from
+        one scheduler task names that task while the agent runs, and none once it left it.
+        Judged of a waiter that tells when it was released (``done()``), so its status then is
+        known."""
         task = waiter.driver
-        if task is not None and not task.done():
+        h = self.agents.get(waiter.agent)
+        now = self._driver_of(h) if h is not None else None
+        if task is not None and not task.done() and now is not None and not now.done():
             self.problem("IDLE-4", f"when_idle() {waiter.name!r} of agent {waiter.agent!r} was released by its disposal "
                          "while its driver task still ran (IDLE-4: a waiter registered while running, or on the "
                          "disposed agent, waits for the driver loop to have exited)", rules=("IDLE-4",))
@@ -1201,10 +1206,12 @@ class World:
             # raise fails that agent
             subject = (got if got is not None else fields()).get("agent")
             subject = subject if isinstance(subject, str) else None
+            # a plugin's rewrite names the fields it rewrites: REQUEST judges what it leaves alone
+            rewrites = {"rewrites": sorted(listener.rewrite)} if listener.rewrite else {}
             if subject is not None:
-                simulator.observe("listener", name=name, on=event, agent=subject)
+                simulator.observe("listener", name=name, on=event, agent=subject, **rewrites)
             else:
-                simulator.observe("listener", name=name, on=event)
+                simulator.observe("listener", name=name, on=event, **rewrites)
             for action in listener.do:
                 self.do(action, name, on=event, subject=subject if action.verb == "raise" else None)
             return True

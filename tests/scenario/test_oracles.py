@@ -195,6 +195,9 @@ def test_every_request_carries_the_agents_system_prompt_and_the_registered_tools
     plugin = {"kind": "listener", "name": "rewriter", "on": "agent/request"}
     assert _plain("REQUEST", [created, plugin, request(1)]) is None
     assert _plain("REQUEST", [created, dict(plugin, name="window"), request(1)]) is not None
+    # one whose rewrite names only the model (a routing plugin) leaves the prompt and tools to judge
+    assert _plain("REQUEST", [created, dict(plugin, rewrites=["model"]), request(1)]) is not None
+    assert _plain("REQUEST", [created, dict(plugin, rewrites=["model", "system"]), request(1)]) is None
     # the entries' shape (0b), recorded by the fake when off
     odd = request(1, system="Be brief.", tools=["lookup"], tools_shape=["lookup: no input_schema (...)"])
     found = _plain("REQUEST", [created, odd])
@@ -242,6 +245,17 @@ def test_a_turn_cancelled_while_open_ends_aborted() -> None:
     assert _check("CANCEL-1", [_op("send", "A"), start, message, gate, outside, done]) is None
     assert _check("CANCEL-1", [_op("send", "A"), start, message, gate, cancel, done]) is not None
     assert _check("CANCEL-1", [_op("send", "A"), start, message, outside, gate, done]) is not None
+    # a listener on another agent's continuation waterfall (b's plugin cancelling a) acts from
+    # outside a's: past a's last gate the closing turn's reason is open there too (promise_loop,
+    # session 58), and before it a's own continuation still counts it (CANCEL-1)
+    theirs = {"kind": "listener", "name": "window", "on": "agent/turn-continuation", "agent": "b"}
+    assert _check("CANCEL-1", [_op("send", "A"), start, message, gate, theirs, cancel, done]) is None
+    mine = dict(theirs, agent="a")
+    assert _check("CANCEL-1", [_op("send", "A"), start, message, gate, mine, cancel, done]) is not None
+    step = _log(2, "step/start", turn=1, step=1)
+    assert _check("CANCEL-1", [_op("send", "A"), start, message, theirs, cancel, step, aborted]) is None
+    found = _check("CANCEL-1", [_op("send", "A"), start, message, mine, cancel, step, aborted])
+    assert found is not None and found.rules == ("CANCEL-CONT",), found
 
 
 def test_a_cancelled_turn_calls_the_model_in_no_further_step() -> None:
