@@ -2821,9 +2821,11 @@ def _notified_check(view: TraceView) -> Violation | None:
     return None
 
 
-_NOTIFYING_FAILURES = frozenset(("agent/step-end", "agent/request", "agent/step-result", "agent/turn-continuation"))
-"""Listeners whose throw fails the turn (ERR-2) without closing it at a boundary: LOOP-4's
-exemption from ``agent/turn-end`` is not theirs."""
+_NOTIFYING_FAILURES = frozenset(("agent/step-end", "agent/request", "agent/step-result", "agent/turn-continuation",
+                                 "agent/steering"))
+"""Listeners whose throw fails the turn (ERR-2; ``agent/steering``'s, ERR-1) without closing it at
+a boundary: LOOP-4's exemption from ``agent/turn-end`` is not theirs (session 58's blind round I:
+two loops whose throwing steering listener silenced the turn's end passed the suite and hunt)."""
 
 
 _NOTIFYING_EVENTS = frozenset(("user/message", "step/start"))

@@ -423,6 +423,46 @@ def test_idle_inject_writes_one_shot_turn(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("ERR-9", "ERR-6", "INJ-2")
+def test_each_failing_flush_is_announced_for_the_turn_it_flushed(run: Run, impl: Implementation) -> None:
+    # An agent/turn-end listener injects: a one-shot turn 2 is written after turn 1's turn/end,
+    # before turn 1's flush runs. Every flush fails. Each failed turn is announced exactly once
+    # (ERR-9): turn 1 for its failing flush (ERR-6), turn 2 for its own (INJ-2). A loop that
+    # names the flushed turn by the log's last turn announced turn 2 twice and turn 1 never
+    # (session 58's blind round I: the suite and the hunt passed it, twice).
+    if "injection" not in set(getattr(impl, "features", ())):
+        pytest.skip(f"{NOT_APPLICABLE}: feature injection not supported")
+
+    async def scenario(k: Kit) -> None:
+        k.record("agent/error")
+        a = k.agent()
+        started: list[asyncio.Future[Any] | None] = []
+
+        async def flush(*_args: object) -> None:
+            raise RuntimeError("disk full")
+
+        def turn_end(_agent: object, turn: int, *_rest: object) -> None:
+            if turn == 1 and not started:
+                started.append(None)  # first: a synchronous inject notifies its own turn-end inside
+                started[0] = _inject_task(k, a, "ctx")
+
+        k.on("session/flush", flush)
+        k.on("agent/turn-end", turn_end, needs="the test injects as turn 1's end is notified")
+        a.send("A")
+        await k.idle(a)
+        assert started, "the agent/turn-end listener never ran"
+        if started[0] is not None:
+            await asyncio.wait_for(started[0], k.timeout)
+        await k.idle(a)
+        assert k.types(a).count("turn/end") == 2, k.types(a)
+        turns = sorted(e[0] for e in k.noted("agent/error"))
+        assert turns == [1, 2], (
+            f"agent/error announced turns {turns}: each of the two failed flushes is announced once, for the turn it "
+            "flushed (ERR-9, ERR-6; the one-shot turn's, INJ-2)")
+
+    run(scenario)
+
+
 @pytest.mark.rule("LOOP-3", "INJ-2")
 def test_an_idle_inject_between_back_to_back_turns_takes_its_own_number(run: Run, impl: Implementation) -> None:
     # LOOP-3: next turn = the log's last turn/start + 1, idle injections counted. An inject

@@ -460,12 +460,15 @@ def test_steering_added_during_the_drain_reaches_the_model_once(run: Run, hook: 
     run(scenario)
 
 
-@pytest.mark.rule("LOOP-8", "ERR-1")
+@pytest.mark.rule("LOOP-8", "ERR-1", "LOOP-4")
 def test_steering_waiting_behind_one_whose_listener_threw_still_runs(run: Run) -> None:
     # Two steering messages wait at a drain and an agent/steering listener throws on the first:
     # the throw ends the turn (ERR-1), and the second, not yet delivered, is steering too late
-    # for it: it runs in a turn after it (LOOP-8: "never stranded, never silently dropped").
+    # for it: it runs in a turn after it (LOOP-8: "never stranded, never silently dropped"). The
+    # failed turn is notified ended: agent/steering is no boundary listener (LOOP-4; session 58's
+    # blind round I planted its agent/turn-end's silence twice).
     async def scenario(k: Kit) -> None:
+        k.record("agent/turn-end")
         a = k.agent()
         thrown: list[bool] = []
 
@@ -490,6 +493,9 @@ def test_steering_waiting_behind_one_whose_listener_threw_still_runs(run: Run) -
         assert any("S2" in request_texts(r) for r in k.model.requests), (
             "the steering behind the one whose listener threw never reached the model (LOOP-8: never silently "
             f"dropped): {[request_texts(r) for r in k.model.requests]}")
+        ended = [n[0] for n in k.noted("agent/turn-end")]
+        assert 1 in ended, (f"turn 1, failed by a throwing agent/steering listener, was never notified ended (agent/turn-end "
+                            f"for turns {ended}; LOOP-4: only a boundary listener's failure goes without it)")
 
     run(scenario)
 
