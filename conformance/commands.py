@@ -28,6 +28,10 @@ from .limits import (
 )
 from .output import printable
 
+HUNT_OUT = Path("hunt-report")
+HUNT_DEPTH = 2
+"""``--hunt-out`` and ``--hunt-depth`` when not given (given without ``--hunt``, they are an error)."""
+
 
 def _fail(message: str) -> typer.Exit:
     typer.echo(f"error: {printable(message)}", err=True)
@@ -68,13 +72,13 @@ def conformance(
         False, "--hunt", help="Also run the default hunt (loopkit hunt) and add its verdicts to the per-rule report."
     ),
     hunt_out: Path = typer.Option(  # noqa: B008 - typer's idiom
-        Path("hunt-report"), "--hunt-out", metavar="DIR", help="With --hunt: where its report.json and race cassettes go."
+        HUNT_OUT, "--hunt-out", metavar="DIR", help="With --hunt: where its report.json and race cassettes go."
     ),
     hunt_workloads: str = typer.Option(
         "", "--hunt-workloads", metavar="A,B", help="With --hunt: only these workloads (default: all)."
     ),
     hunt_depth: int = typer.Option(
-        2, "--hunt-depth", metavar="N", help="With --hunt: actions per window (as loopkit hunt --depth)."
+        HUNT_DEPTH, "--hunt-depth", metavar="N", help="With --hunt: actions per window (as loopkit hunt --depth)."
     ),
 ) -> None:
     """Check an implementation against every rule of the agent-loop contract.
@@ -111,7 +115,7 @@ def conformance(
         raise _fail(problem)
     if not 0 <= schedule_count <= MAX_SCHEDULES:
         raise _fail(f"--schedules must be between 0 and {MAX_SCHEDULES:,} (got {schedule_count})")
-    if not hunt and (hunt_workloads or hunt_depth != 2 or hunt_out != Path("hunt-report")):
+    if not hunt and (hunt_workloads or hunt_depth != HUNT_DEPTH or hunt_out != HUNT_OUT):
         raise _fail("--hunt-out, --hunt-workloads and --hunt-depth need --hunt")
     try:
         expected = load(baseline) if baseline else None

@@ -3,6 +3,8 @@ them as defaults without importing pytest (``loopkit hunt --help`` should not pa
 
 from __future__ import annotations
 
+import os
+
 WALL_TIMEOUT = 5.0
 """Default wall-clock seconds per rule test (setup, call and teardown together)."""
 MIN_TIMEOUT = 0.01
@@ -20,8 +22,6 @@ schedules, and its wall-clock limit ends far fewer (a larger count only fills th
 def max_workers() -> int:
     """The most worker processes a command forks (``--workers``): four per CPU, at least eight.
     Beyond, the processes only contend for the CPUs, and a typo forks thousands of them."""
-    import os
-
     return max(8, 4 * (os.cpu_count() or 1))
 
 

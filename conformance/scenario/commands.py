@@ -259,7 +259,8 @@ def explore(
         try:
             sc = load(scenario)
             target = out or Path("cassettes") / "races" / f"{_slug(sc.name)}.yaml"
-            _outputs(("the race cassette (--out)", target), make_parent=True, reads=("the scenario", scenario))
+            if out is None:  # the default path, known once the scenario's name is (--out was checked above)
+                _outputs(("the race cassette (--out)", target), make_parent=True, reads=("the scenario", scenario))
             with guarded():
                 implementation = _resolve_checked(impl, timeout)
             columns = (TextColumn(f"[bold]{sc.name}[/] {strategy}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

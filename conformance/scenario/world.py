@@ -75,7 +75,7 @@ class ScenarioSetupError(Exception):
 class Waiter:
     """A ``when_idle()`` registered by the world, watched from the moment it was called."""
 
-    def __init__(self, name: str, agent: str, awaitable: Any, *, held: bool = False) -> None:
+    def __init__(self, name: str, agent: str, awaitable: Any) -> None:
         self.name = name
         self.agent = agent
         self.awaitable = awaitable
@@ -83,11 +83,10 @@ class Waiter:
         self.done: Callable[[], bool] | None = done if callable(done) else None
         self.released = asyncio.get_running_loop().create_future()
         self.task: asyncio.Task[Any] | None = None
-        self.held = held
-        """Registered while the agent was running or disposed: one IDLE-4 names."""
         self.driver: asyncio.Future[Any] | None = None
-        """The agent's driver task when a held waiter was registered (the adapter's
-        ``driver_task``), which IDLE-4 asks to have exited by its release."""
+        """The agent's driver task (the adapter's ``driver_task``) when the waiter was registered
+        while the agent was running or disposed, the waiters IDLE-4 names: it asks that task to
+        have exited by the release."""
         self.status: str | None = None
         """The agent's status when the release was recorded."""
 
@@ -1053,9 +1052,8 @@ class World:
             raise ValueError(f"a waiter named {name!r} already exists")
         held = _status_of(h) in ("running", "disposed")
         awaitable = self._op(by, "when_idle", h, h.when_idle, on, waiter=name)
-        waiter = Waiter(name, self._id_of(h), awaitable, held=held)
-        if held:
-            waiter.driver = self._driver_of(h)
+        waiter = Waiter(name, self._id_of(h), awaitable)
+        waiter.driver = self._driver_of(h) if held else None
         self.waiters[name] = waiter
         if awaitable is None:  # when_idle() itself raised (recorded as op/error)
             self.problem("IDLE-2", f"when_idle() {name!r} of agent {waiter.agent!r} raised", rules=("IDLE-1", "IDLE-2"))
@@ -1072,7 +1070,7 @@ class World:
         # Nothing observable happened since the release when the awaitable tells when it was
         # released (a sample would have seen it), so only an awaitable without done() is late.
         self._released(waiter, precise=waiter.done is not None)
-        if waiter.held and waiter.status == "disposed" and waiter.done is not None:
+        if waiter.driver is not None and waiter.status == "disposed" and waiter.done is not None:
             self._driver_exited(waiter)
 
     def _driver_of(self, h: AgentHandle) -> asyncio.Future[Any] | None:

@@ -158,6 +158,24 @@ def _inject_task(k: Kit, agent: Any, content: Any) -> asyncio.Future[Any] | None
     return asyncio.ensure_future(pending) if pending is not None else None
 
 
+def _inject_once(k: Kit, agent: Any, started: list[asyncio.Future[Any] | None]) -> None:
+    """Start the one inject a listener makes (:func:`_inject_task`) into ``started``, taken
+    first: a synchronous inject notifies its own events, this listener's too, inside the call."""
+    if not started:
+        started.append(None)
+        started[0] = _inject_task(k, agent, "ctx")
+
+
+async def _idle_after_inject(k: Kit, agent: Any, started: list[asyncio.Future[Any] | None], listener: str) -> None:
+    """Await the agent idle, the inject its ``listener`` started (:func:`_inject_once`), then the
+    agent idle again (the one-shot turn and its flush)."""
+    await k.idle(agent)
+    assert started, f"the {listener} listener never ran"
+    if started[0] is not None:
+        await asyncio.wait_for(started[0], k.timeout)
+    await k.idle(agent)
+
+
 async def _one_shot_from_a_flush(k: Kit, agent: Any, content: Any) -> asyncio.Future[Any] | None:
     """An idle inject made by a ``session/flush`` listener: started there, and awaited there only
     until its one-shot turn is in the log (its ``turn/end``), not until its own flush, which a
@@ -226,17 +244,12 @@ def test_inject_from_the_turn_end_event_is_a_one_shot_turn(run: Run) -> None:
         started: list[asyncio.Future[Any] | None] = []
 
         def listener(_session: object, event: Any) -> None:
-            if event.get("type") == "turn/end" and not started:
-                started.append(None)  # first: a synchronous inject notifies its own turn/end inside
-                started[0] = _inject_task(k, a, "ctx")
+            if event.get("type") == "turn/end":
+                _inject_once(k, a, started)
 
         k.on("session/event", listener)
         a.send("A")
-        await k.idle(a)
-        assert started, "the turn/end listener never ran"
-        if started[0] is not None:
-            await asyncio.wait_for(started[0], k.timeout)
-        await k.idle(a)
+        await _idle_after_inject(k, a, started, "turn/end")
         types = k.types(a)
         first_end = types.index("turn/end")
         assert types[first_end + 1 :] == ["turn/start", "context/message", "turn/end"], (
@@ -442,18 +455,13 @@ def test_each_failing_flush_is_announced_for_the_turn_it_flushed(run: Run, impl:
             raise RuntimeError("disk full")
 
         def turn_end(_agent: object, turn: int, *_rest: object) -> None:
-            if turn == 1 and not started:
-                started.append(None)  # first: a synchronous inject notifies its own turn-end inside
-                started[0] = _inject_task(k, a, "ctx")
+            if turn == 1:
+                _inject_once(k, a, started)
 
         k.on("session/flush", flush)
         k.on("agent/turn-end", turn_end, needs="the test injects as turn 1's end is notified")
         a.send("A")
-        await k.idle(a)
-        assert started, "the agent/turn-end listener never ran"
-        if started[0] is not None:
-            await asyncio.wait_for(started[0], k.timeout)
-        await k.idle(a)
+        await _idle_after_inject(k, a, started, "agent/turn-end")
         assert k.types(a).count("turn/end") == 2, k.types(a)
         turns = sorted(e[0] for e in k.noted("agent/error"))
         assert turns == [1, 2], (
