@@ -13,7 +13,9 @@ JSON cannot encode), ``cancel``, ``abort``,
 that died at the point), and, on a Python implementation, ``cancel_driver`` (the agent's driver
 task cancelled, PY-1); a listener may also ``raise``, as a failing plugin does), and how
 they are done: synchronously by a listener at the point (``listener``), or by an actor started
-there, as its own task (``actor``), whose landing the schedule decides.
+there, as its own task (``actor``), whose landing the schedule decides. The actions are on the
+point's own agent; a workload with ``cross`` pairs also has windows where a listener of one
+agent's event acts on another agent of the service (:func:`cross_windows`).
 
 Windows are enumerated from a probe run of each workload on the implementation (the points it
 actually reaches, up to ``nth`` occurrences), in a stable order, and named stably::
@@ -114,11 +116,15 @@ class Window:
     point: Point
     actions: tuple[str, ...]
     mode: str = "listener"
+    target: str | None = None
+    """The agent the actions are on when not the point's own (:data:`CROSS_VERBS`): a listener of
+    one agent acting on another of the service (``None``: the point's agent)."""
 
     @property
     def name(self) -> str:
         how = "actor " if self.mode == "actor" else "plain listener " if self.mode == "plain" else ""
-        return f"{self.workload}: {how}{self.point.label}: {'; '.join(self.actions)}"
+        on = f" {self.target}" if self.target is not None else ""
+        return f"{self.workload}: {how}{self.point.label}: {'; '.join(v + on for v in self.actions)}"
 
     @property
     def group(self) -> str:
@@ -127,7 +133,7 @@ class Window:
 
     def scenario(self, base: Scenario) -> Scenario:
         """The workload's scenario with this window's listener or actor (named :data:`NAME`) added."""
-        agent = dict(self.point.where).get("agent")
+        agent = self.target if self.target is not None else dict(self.point.where).get("agent")
         actions = tuple(_action(verb, i + 1, agent, self.mode) for i, verb in enumerate(self.actions)
                         if verb != "stall")
         if self.mode in ("listener", "plain"):
@@ -189,6 +195,14 @@ def _action(verb: str, k: int, agent: str | None, mode: str) -> Action:
 CLOSE_AFTER = frozenset(("send", "steer", "inject", "when_idle"))
 """What may come before a window's ``close``: work or a waiter the close must deal with (SVC-7);
 a close after a cancel or a dispose shows nothing a close alone or that verb alone does not."""
+
+
+CROSS_VERBS = ("send", "steer", "inject", "cancel", "abort", "dispose", "when_idle")
+"""What a listener of one agent does to another agent of the service (a workload's ``cross``):
+a supervising plugin's work, context, stop or disposal of a peer, and a waiter on it. One verb per window:
+the point is that the peer's loop is acted on from outside its own turn, at a moment only the
+other agent's events mark (a service that drives every agent from one task decides for one agent
+between two decisions of another: blind round H's v01)."""
 
 
 WITHDRAWN = (("send", "when_idle", "cancel"), ("steer", "when_idle", "cancel"), ("send", "when_idle", "dispose"))
@@ -378,6 +392,9 @@ def enumerate_windows(workload: Workload, pts: list[Point], verbs: Sequence[str]
     # at a flush, the throwing sequences again, by a plain function
     throwing = [actions for actions in seqs.get("listener", ()) if actions[-1] == "raise"]
     for point in pts:
+        yield from cross_windows(workload, point, verbs)
+        if not workload.own:
+            continue
         for mode in modes:
             if mode == "actor" and point.actor_after is None:
                 continue
@@ -397,3 +414,16 @@ def enumerate_windows(workload: Workload, pts: list[Point], verbs: Sequence[str]
         if point.kind == "flush":
             for actions in throwing:
                 yield Window(workload.name, point, actions, "plain")
+
+
+def cross_windows(workload: Workload, point: Point, verbs: Sequence[str]) -> Iterator[Window]:
+    """The windows at ``point`` acting on another agent (the workload's ``cross`` pairs: from the
+    point's agent to the target), one verb of :data:`CROSS_VERBS` each, by a listener."""
+    source = dict(point.where).get("agent")
+    if source is None or point.kind in ("waterfall", "world"):
+        return
+    for origin, target in workload.cross:
+        if origin == source:
+            for verb in CROSS_VERBS:
+                if verb in verbs:
+                    yield Window(workload.name, point, (verb,), "listener", target)

@@ -40,6 +40,12 @@ class Workload:
     name: str
     scenario: Scenario
     features: frozenset[str] = frozenset()
+    cross: tuple[tuple[str, str], ...] = ()
+    """``(from, to)`` agent pairs: windows at ``from``'s points also act on ``to``
+    (:func:`~conformance.hunt.windows.cross_windows`)."""
+    own: bool = True
+    """Whether windows act on their point's own agent (``False``: only the ``cross`` windows,
+    where another workload has the same run's own windows already)."""
 
     def lacking(self, impl: object) -> frozenset[str]:
         """The features it needs that ``impl`` does not declare (empty: ``impl`` can run it)."""
@@ -148,6 +154,30 @@ system prompt of its own and a provider option (LOOP-10: the adapter the returne
 called, with the request the waterfall returned; a loop attaching the prompt after the waterfall
 overwrites it, one rebuilding the request from 0b's keys loses the option)."""
 
+FAILING_FLUSH = Listener(on="session/flush", do=(Action("raise", message="flush failed"),), name="failing-flush",
+                         times="always", optional=True)
+"""A persistence plugin whose every flush fails (ERR-6: reported through ``agent/error`` for the
+turn flushed, ERR-9: exactly once): where a window's idle ``inject()`` writes a one-shot turn
+while the driver's turn is being flushed, each turn's failure is announced under its own number
+(a loop naming the flushed turn by the log's newest announces one twice, the other never:
+session 58's blind round I, v02 and v05)."""
+
+IDLE_PLUGIN = Listener(on="agent/status", do=(Action("send", text="F", source={"kind": "plugin", "plugin": "idle-plugin"}),),
+                       name="idle-plugin", where={"status": "idle"}, nth=1, optional=True)
+"""A plugin queueing a follow-up prompt from the agent's first ``idle`` status listener, as an
+auto-continue plugin does: work queued during that transition counts as arriving after it
+(IDLE-2) and runs (LOOP-1), whatever ended the running period before it: a turn, or a cancel
+that dropped the turn about to start (CANCEL-W2: a real transition; a loop that parks at once
+after it strands the prompt, blind round J's v02)."""
+
+FOLLOW_UP_PLUGIN = Listener(on="session/flush", do=(Action("send", agent="a", text="A2", source={
+    "kind": "plugin", "plugin": "follow-up"}),), name="follow-up-plugin", where={"agent": "a"}, nth=1, optional=True)
+"""A plugin queueing a follow-up prompt on agent ``a`` inside its first turn's flush: the turn
+ends with work queued, and the next runs back to back with no idle transition (LOOP-8), while
+agent ``b`` of the same service runs its own; a listener of ``b`` then acts on ``a`` between the
+two (the workload's ``cross`` windows: a service driving both from one task parked ``a`` running
+once that listener's cancel had emptied its queue, blind round H's v01, IDLE-2)."""
+
 # A tool takes time (two calls could overlap: TOOL-1) and empties the arguments it is given, as
 # one popping what it reads does: they are its own (TOOL-2; a loop sharing one parsed object
 # between calls, or with its log, shows it).
@@ -165,6 +195,19 @@ VIRTUAL_TOOL = Listener(on="tools/execute", do=(Action("answer"),), name="virtua
 ``virtual`` itself (LOOP-5: every call goes through the waterfall, whose end, the unknown-tool
 error, TOOL-3, a listener may answer before; a loop failing unknown tools ahead of the waterfall
 never asks it: ANSWERED)."""
+
+
+def _two_agents(name: str, description: str, plugins: tuple[Listener, ...] = ()) -> Scenario:
+    """Two agents on one service, each with its caller; ``b`` on a model of its own whose calls a
+    plugin routes to a third (ROUTING_PLUGIN)."""
+    return Scenario(
+        name=f"hunt-{name}", description=description,
+        agents=(AgentSpec("a"), AgentSpec("b", model="fake-b", system_prompt="b's own")),
+        models=(_model("fake", (respond.text("for a"),)), _model("fake-b"),
+                _model("fake-routed", (respond.text("for b"),))),
+        listeners=(PERSIST, ROUTING_PLUGIN, *plugins),
+        actors=(_caller("A", agent="a", name="caller"), _caller("B", agent="b", name="caller-b", waiter="done-b")),
+        limits=LIMITS)
 
 
 def workloads() -> tuple[Workload, ...]:
@@ -265,6 +308,11 @@ def workloads() -> tuple[Workload, ...]:
         Workload("turn-end-throws", _scenario("turn-end-throws", (respond.text("the reply"),),
                                              listeners=(FAILING_PLUGIN,),
                                              description="a plain reply, a plugin's agent/turn-end listener throwing")),
+        Workload("flush-throws", _scenario("flush-throws", (respond.text("the reply"),), listeners=(FAILING_FLUSH,),
+                                           description="a plain reply, a plugin's session/flush listener throwing")),
+        Workload("idle-plugin", _scenario("idle-plugin", (respond.text("the reply"),), listeners=(IDLE_PLUGIN,),
+                                          description="a plain reply, a plugin's idle status listener queueing a "
+                                                      "follow-up")),
         Workload("two-prompts", _scenario("two-prompts", (respond.text("one").finish("content-filter"),
                                                           respond.text("two")),
                                           actors=(_caller("A", "B"),),
@@ -288,14 +336,11 @@ def workloads() -> tuple[Workload, ...]:
             listeners=(ABORT_OBSERVER,),
             description="two steers during a step (its adapter raising once the step's signal fires; a plugin "
                         "listening on the signal queues a follow-up prompt as it fires, CANCEL-1, MARKER-1)")),
-        Workload("two-agents", Scenario(
-            name="hunt-two-agents", description="two agents on one service, a plugin routing b's model calls",
-            agents=(AgentSpec("a"), AgentSpec("b", model="fake-b", system_prompt="b's own")),
-            models=(_model("fake", (respond.text("for a"),)), _model("fake-b"),
-                    _model("fake-routed", (respond.text("for b"),))),
-            listeners=(PERSIST, ROUTING_PLUGIN),
-            actors=(_caller("A", agent="a", name="caller"), _caller("B", agent="b", name="caller-b", waiter="done-b")),
-            limits=LIMITS)),
+        Workload("two-agents", _two_agents("two-agents", "two agents on one service, a plugin routing b's model calls")),
+        Workload("hand-off", _two_agents(
+            "hand-off", "two-agents with a plugin queueing a follow-up on a in its first flush; windows of "
+                        "one agent's listeners acting on the other", (FOLLOW_UP_PLUGIN,)),
+            cross=(("a", "b"), ("b", "a")), own=False),
         Workload("out-of-order", _scenario("out-of-order", (respond.chunks(
             {"type": "block-start", "index": 1, "block_type": "reasoning"},  # a later index opens first (ASM-3)
             {"type": "block-start", "index": 0, "block_type": "text"},

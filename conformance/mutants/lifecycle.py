@@ -689,6 +689,7 @@ MUTANTS = [
         ),
         notes="Session 49 (a reviewer's finding in examples/spec_loop, shared by indie61c, indie60a and indie60d): "
               "killed by test_an_idle_injects_turn_is_announced_failed_once; out of the hunt's reach (two failures "
-              "of one idle inject's turn: a window acts at one point, and no workload's flush fails by itself).",
+              "of one idle inject's turn: a window acts at one point; flush-throws' flushes fail by themselves, but "
+              "its only idle injects are a window's own, in whose turn no other listener throws).",
     ),
 ]

@@ -62,6 +62,21 @@ WORLD_POINTS: dict[str, tuple[str, ...]] = {
 LISTENABLE = (*NOTIFICATIONS, *WATERFALLS, "session/event", "session/flush", *WORLD_POINTS)
 
 
+#: The kinds of the world's own timeline entries, beside the notifications and WORLD_POINTS:
+#: what an actor's ``after``, a ``wait_for`` and a check's ``kind`` may name in a YAML scenario
+#: (``tests/scenario/test_yaml_format.py::test_every_kind_a_run_records_may_be_named`` keeps
+#: the list true to what runs record).
+RECORDED = (
+    "log", "op", "op/error", "listener", "actor/run", "actor/error", "flush", "continuation",
+    "inject/began", "reload/loaded", "model/done", "tool/done", "waiter/released", "waiter/timeout",
+    "waterfall/answered", "waterfall/returned", "waterfall/rewrote", "waterfall/serves", "warning",
+    "problem", "untriggered", "world/closing", "world/closed", "simulation/escape",
+)
+
+#: Every kind a timeline entry of a scenario run may have.
+TIMELINE_KINDS = frozenset((*NOTIFICATIONS, *WORLD_POINTS, *RECORDED))
+
+
 def texts(content: Any) -> str:
     """The text of a content value (a string or a list of blocks), joined with spaces."""
     kind = type(content)

@@ -1287,9 +1287,10 @@ class World:
             self.listen(event, waterfall)
         elif event == "session/flush":
             hold = listener.hold
-            # A flush listener on every flush (a persistence plugin) records when each flush of
-            # an agent starts and ends: the FLUSH oracle judges that it was awaited (LOOP-4).
-            records = always and not where and nth == 1 and not listener.plain
+            # The first flush listener on every flush (a persistence plugin) records when each
+            # flush of an agent starts and ends: the FLUSH oracle judges that it was awaited
+            # (LOOP-4). One recorder: a second would number each flush twice.
+            records = always and not where and nth == 1 and not listener.plain and not self._flush_recorded
 
             async def flush(*args: Any) -> None:
                 agent = self.fields(event, args)["agent"] if records else None
@@ -1300,19 +1301,24 @@ class World:
                     number = self._flush_count
                     simulator.observe("flush", phase="start", agent=agent, listener=name, n=number)
                     logged = self._log_length(agent) if self._store is not None else None
-                fired = react(args)
-                if hold and (not math.isinf(hold) or (fired and self._stallable_flush(args))):
-                    # a persistence plugin's write on every flush; a stall's, for ever, where it acts
-                    try:
-                        await self._hold(hold, event, args)
-                    except asyncio.CancelledError:
-                        if records:  # a disposal may cut the flush (DISP-2): it has ended all the same
-                            simulator.observe("flush", phase="cut", agent=agent, listener=name, n=number)
-                        raise
-                if records:
-                    simulator.observe("flush", phase="end", agent=agent, listener=name, n=number)
-                    if logged is not None and isinstance(agent, str):
-                        self._flushed[agent] = logged  # what the backend holds once the run is over
+                ended = "end"
+                try:
+                    fired = react(args)
+                    if hold and (not math.isinf(hold) or (fired and self._stallable_flush(args))):
+                        # a persistence plugin's write on every flush; a stall's, for ever, where it acts
+                        try:
+                            await self._hold(hold, event, args)
+                        except asyncio.CancelledError:
+                            ended = "cut"  # a disposal may cut the flush (DISP-2): it has ended all the same
+                            raise
+                except Exception:
+                    ended = "failed"  # the listener threw (ERR-6): its flush is over, nothing persisted
+                    raise
+                finally:
+                    if records:
+                        simulator.observe("flush", phase=ended, agent=agent, listener=name, n=number)
+                        if ended == "end" and logged is not None and isinstance(agent, str):
+                            self._flushed[agent] = logged  # what the backend holds once the run is over
 
             def plain_flush(*args: Any) -> None:
                 react(args)  # PY-2: a plain function is a flush listener too; its throw comes at the call

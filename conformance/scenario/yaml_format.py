@@ -32,6 +32,7 @@ body or check, a gate, a hook, a raw chunk) raises :class:`Undumpable`.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
@@ -532,7 +533,19 @@ def _action(node: Node, agents: list[str], allowed: tuple[str, ...]) -> Action:
     if verb == "wait_idle":
         return Action(verb, name=arg.string())
     f = arg.keys(("event", "where"), required=("event",))
-    return Action("wait_for", event=f["event"].string(), where=f["where"].scalars() if "where" in f else None)
+    return Action("wait_for", event=_timeline_kind(f["event"]), where=f["where"].scalars() if "where" in f else None)
+
+
+def _timeline_kind(node: Node) -> str:
+    """An event kind an actor's ``after``, a ``wait_for`` or a check names: one a run records
+    (``events.TIMELINE_KINDS``). A typo here is an actor that never starts or a check that never
+    holds, a failing run that blames the implementation: it is bad input."""
+    kind = node.string()
+    if kind not in ev.TIMELINE_KINDS:
+        near = difflib.get_close_matches(kind, sorted(ev.TIMELINE_KINDS), n=1)
+        hint = f"did you mean {near[0]!r}? " if near else ""
+        raise node.error(f"unknown event kind {kind!r} ({hint}the timeline's kinds are listed in docs/scenarios.md)")
+    return kind
 
 
 def _actions(node: Node, agents: list[str], allowed: tuple[str, ...]) -> tuple[Action, ...]:
@@ -624,10 +637,10 @@ def _actor(node: Node, agents: list[str]) -> Actor:
     if "after" in f:
         af = f["after"]
         if af.is_scalar():
-            after = af.string()
+            after = _timeline_kind(af)
         else:
             a = af.keys(("event", "where"), required=("event",))
-            after = a["event"].string()
+            after = _timeline_kind(a["event"])
             where = a["where"].scalars() if "where" in a else None
     if "nth" in f and after is None:
         raise f["nth"].error("nth goes with after: (act on the n-th matching event)")
@@ -723,7 +736,7 @@ def _check(node: Node, agents: list[str], waiters: set[str]) -> CheckSpec:
         return CheckSpec(kind, {"expect": values, **({"agent": agent} if agent else {})})
     if kind in ("event", "no_event"):
         f = arg.keys(("kind", "where", "count") if kind == "event" else ("kind", "where"), required=("kind",))
-        args = {"kind": f["kind"].string()}
+        args = {"kind": _timeline_kind(f["kind"])}
         if "where" in f:
             args["where"] = f["where"].scalars()
         if "count" in f:
@@ -733,7 +746,7 @@ def _check(node: Node, agents: list[str], waiters: set[str]) -> CheckSpec:
     pair: dict[str, Any] = {}
     for key in ("first", "then"):
         g = f[key].keys(("kind", "where"), required=("kind",))
-        pair[key] = {"kind": g["kind"].string(), "where": g["where"].scalars() if "where" in g else {}}
+        pair[key] = {"kind": _timeline_kind(g["kind"]), "where": g["where"].scalars() if "where" in g else {}}
     return CheckSpec(kind, pair)
 
 

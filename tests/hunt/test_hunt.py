@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from conformance.hunt import driver, pool, report, search
+from conformance.hunt import windows as win
 from conformance.impl import resolve
 from conformance.scenario import race
 
@@ -520,3 +521,62 @@ def test_a_waiter_released_by_dispose_itself_while_the_driver_runs_is_found() ->
     # the turn still open at the release is the DISPOSAL oracle's; one already closed (the driver
     # in the turn's flush) only the driver task tells
     assert any("driver task still ran" in f["message"] for f in found), found
+
+
+def test_a_cancel_from_another_agents_listener_between_two_turns_is_found() -> None:
+    # LOOP-8, IDLE-2: a turn that ends with work queued runs the next back to back; when a
+    # listener of another agent of the service withdraws that work in between, the agent goes
+    # idle. A loop that waits for more work still running hangs every waiter (session 58's blind
+    # round H, v01, on a service driving all agents from one task): only a window acting on one
+    # agent from the other's listener reaches it (the hand-off workload).
+    from tests.conformance_meta.waiting_loops import HandOffLoop
+
+    cfg = _tiny("hand-off", "cancel")
+    assert driver.hunt(HandOffLoop(), "yielding", cfg).report["findings"] == []
+    found = driver.hunt(HandOffLoop(parks_running=True), "parking", cfg).report["findings"]
+    assert [f["rules"] for f in found] == [["IDLE-2", "LOOP-1"]], found
+    assert found[0]["first"].endswith(": cancel a"), found
+    # the same loop passes every window acting on its own agent
+    assert driver.hunt(HandOffLoop(parks_running=True), "parking", _tiny("two-agents", "cancel")).report["findings"] == []
+
+
+def test_a_listener_acting_on_another_agent_is_judged_as_acting_from_outside_its_turn() -> None:
+    # The oracles read where an op was made from the listener's event; one of b's events is no
+    # point of a's turn. Such windows were false alarms: b's step-start listener aborting a
+    # (ABORT-1's "no step in flight" is a's, not b's) and a's disposal listener queueing on b
+    # while the world's close disposes both (SVC-7: the close drops it) on the reference, and b's
+    # step-end listener steering a (CONT-2 is a's own gate) on an independent loop.
+    cfg = search.Config(workloads=("hand-off",), depth=1, nth=1, verbs=win.CROSS_VERBS, dfs=0, random=0, pct=0)
+    report = driver.hunt(REF, "reference", cfg).report
+    assert report["findings"] == [], report["findings"]
+    assert report["totals"]["windows"] >= 80
+
+
+def test_a_late_failure_announced_under_the_newest_turn_is_found() -> None:
+    # ERR-9, ERR-6: a failing flush is announced for the turn it flushed, once. A loop naming it
+    # by the log's newest turn, once an idle inject wrote a one-shot turn during the flush,
+    # announces that one twice and the flushed turn never (session 58's blind round I, v02 and
+    # v05): the flush-throws workload's failing persistence plugin and an inject window find it.
+    from tests.conformance_meta.variant_loops import NewestTurnLoop
+
+    cfg = _tiny("flush-throws", "inject")
+    assert driver.hunt(resolve("examples.spec_loop.adapter:implementation"), "spec_loop", cfg).report["findings"] == []
+    found = driver.hunt(NewestTurnLoop(), "newest", cfg).report["findings"]
+    assert [f["signature"] for f in found] == ["ONCE [ERR-9]"], found
+    assert "announced through agent/error twice" in found[0]["message"], found
+
+
+def test_work_an_idle_listener_queues_after_a_dropped_turn_is_found() -> None:
+    # CANCEL-W2, IDLE-2: a cancel from the running status listener drops the turn about to start
+    # and the agent goes idle, a real transition; what its idle listener queues then counts as
+    # arriving after it, and runs. promise_loop parked at once after that transition, stranding
+    # it (session 59's blind round J, v02): the idle-plugin workload's auto-continue plugin
+    # queues at the first idle transition, whatever ended the running period.
+    from tests.conformance_meta.variant_loops import LateDropLoop
+
+    cfg = _tiny("idle-plugin", "cancel")
+    assert driver.hunt(resolve("examples.spec_loop.adapter:implementation"), "spec_loop", cfg).report["findings"] == []
+    found = driver.hunt(LateDropLoop(), "late-drop", cfg).report["findings"]
+    assert found and all("prompt 'F' was sent and never cancelled but never ran" in f["message"] for f in found), found
+    # the same windows with no plugin queueing at that transition: nothing to strand
+    assert driver.hunt(LateDropLoop(), "late-drop", _tiny("reply", "cancel")).report["findings"] == []

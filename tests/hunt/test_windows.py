@@ -119,6 +119,34 @@ def test_window_names_are_stable_and_say_where_and_what() -> None:
     assert f.name == "reply: before agent/turn-continuation next()#1: cancel; send"
 
 
+def test_a_cross_window_acts_on_the_other_agent_from_a_listener_of_its_point() -> None:
+    # a listener of b's notification cancelling a: named with its target, its action on a
+    point = win.Point("agent/turn-start", (("agent", "b"),), nth=1)
+    w = win.Window("hand-off", point, ("cancel",), "listener", "a")
+    assert w.name == "hand-off: after agent/turn-start of b#1: cancel a"
+    hand_off = by_name(["hand-off"])[0]
+    listener = w.scenario(hand_off.scenario).listeners[-1]
+    assert listener.where == {"agent": "b"} and [a.agent for a in listener.do] == ["a"]
+    own = win.Window("hand-off", point, ("cancel",))
+    assert own.name == "hand-off: after agent/turn-start of b#1: cancel"
+    assert [a.agent for a in own.scenario(hand_off.scenario).listeners[-1].do] == ["b"]
+
+
+def test_hand_off_has_only_cross_windows_and_two_agents_none() -> None:
+    hand_off, two = by_name(["hand-off", "two-agents"])
+    wp = search.plan((hand_off,), REF, search.Config(depth=2, nth=1))[0]
+    assert wp.windows and all(w.target is not None and w.mode == "listener" and len(w.actions) == 1
+                              for w in wp.windows)
+    assert {w.actions[0] for w in wp.windows} == set(win.CROSS_VERBS)
+    # from each agent's own events to the other, never from an unqualified waterfall or world point
+    assert {(dict(w.point.where)["agent"], w.target) for w in wp.windows} == {("a", "b"), ("b", "a")}
+    assert all(w.point.kind in ("notification", "log") for w in wp.windows)
+    assert not any(w.target for w in search.plan((two,), REF, search.Config(depth=1, nth=1))[0].windows)
+    # the verbs a hunt leaves out are left out of its cross windows too
+    cancels = search.plan((hand_off,), REF, search.Config(depth=1, nth=1, verbs=("cancel",)))[0]
+    assert {w.actions for w in cancels.windows} == {("cancel",)}
+
+
 def test_waterfall_and_flush_points_have_no_actor_windows() -> None:
     reply = by_name(["reply"])[0]
     wp = search.plan((reply,), REF, search.Config(depth=1, nth=1))[0]

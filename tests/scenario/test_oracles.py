@@ -2366,3 +2366,39 @@ def test_steering_a_batch_drain_had_taken_when_a_listener_cancelled_is_delivered
              _log(4, "steering/message", turn=1, content=[{"type": "text", "text": "S2"}])]
     found = _check("CANCEL-2", later)
     assert found is not None and found.rules == ("CANCEL-4",) and "'S2'" in found.message
+
+
+def test_no_turn_is_announced_twice() -> None:
+    # ERR-9: a failed turn is announced exactly once (the first failure wins). Blind round I's
+    # loops named a failing flush by the log's newest turn: an idle inject's one-shot turn
+    # written during the driver's flush was announced twice, the flushed turn never.
+    start, message, end = _turn(0, 1, "A")
+    shot = [_log(3, "turn/start", turn=2, trigger={"kind": "injection"}),
+            _log(4, "context/message", content=[{"type": "text", "text": "C"}]),
+            _log(5, "turn/end", turn=2, reason={"kind": "completed"})]
+
+    def said(turn: int, step: int = 0) -> dict[str, Any]:
+        return {"kind": "agent/error", "agent": "a", "turn": turn, "step": step, "error": "TypeError: flush failed"}
+
+    flush = _op("raise", by="failing-flush", status="idle", on="session/flush")
+    tl = [_op("send", "A"), start, message, end, *shot, flush, flush]
+    found = _check("ONCE", [*tl, said(2), said(2)])
+    assert found is not None and found.rules == ("ERR-9",) and found.at == 10
+    assert "turn 2 was announced through agent/error twice" in found.message
+    assert _check("ONCE", [*tl, said(2), said(1)]) is None
+    # announcements at step 0 with no turn open beyond the late failures made: one may be a
+    # failure before a turn opened (ERR-8), which may name any turn
+    assert _check("ONCE", [*tl[:-1], said(2), said(2)]) is None
+    # a failure before its turn opened names the turn it would have been (ERR-8): not that turn's
+    assert _check("ONCE", [_op("send", "A"), said(1), *tl[1:], said(1)]) is None
+    # once a disposal or a close is under way: not judged (ERR-10 swallows then)
+    assert _check("ONCE", [*tl, said(2), {"kind": "world/closing"}, said(2)]) is None
+    assert _check("ONCE", [*tl, said(2), _op("dispose"), said(2)]) is None
+    # a throwing agent/status listener may be announced naming any turn (ERR-8)
+    assert _check("ONCE", [*tl, _op("raise", by="plugin", status="idle", on="agent/status"), said(2), said(2)]) is None
+    # a turn is announced once whatever failed: a step, then its flush; an idle inject's one-shot
+    # turn too (test_an_idle_injects_turn_is_announced_failed_once: the first failure wins)
+    assert _check("ONCE", [*tl, said(1, 1), said(1)]) is not None
+    failed = [*shot[:2], _log(5, "error", turn=2, step=0, message="boom"), _log(6, "turn/end", turn=2,
+                                                                             reason={"kind": "error"})]
+    assert _check("ONCE", [*tl[:4], *failed, flush, said(2, 1), said(2)]) is not None

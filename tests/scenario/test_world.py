@@ -939,3 +939,22 @@ def test_a_trace_with_non_finite_numbers_is_still_written() -> None:
     text = dumps({"data": [math.nan, {"b": math.inf, "a": -math.inf}, 1.5], "n": 1})
     assert json.loads(text) == {"data": ["NaN", {"a": "-Infinity", "b": "Infinity"}, 1.5], "n": 1}
     assert dumps({"b": 1, "a": [2.5]}) == '{"a":[2.5],"b":1}'
+
+
+def test_one_flush_listener_records_the_flushes_and_a_throwing_one_ends_its_flush() -> None:
+    # Two listeners on every flush: the first records (one numbered start and end per flush); a
+    # second would number each flush twice, and INJ-4's "its flush has run" would wait for the
+    # end a throwing one never recorded (session 59's flush-throws workload on the reference).
+    sc = load_text(textwrap.dedent("""\
+        name: two flush listeners
+        model: ["one", "two"]
+        listeners:
+          - {on: session/flush, name: first, times: always, do: [{raise: boom}]}
+          - {on: session/flush, name: second, times: always, hold: 0.01}
+        actors:
+          - at: 0
+            do: [{send: A}, {when_idle: w}, {wait_idle: w}, {send: B}, {when_idle: v}, {wait_idle: v}]
+        """))
+    flushes = [e for e in engine.run_one(sc, resolve(None)).trace.timeline if e["kind"] == "flush"]
+    assert {e["listener"] for e in flushes} == {"first"}
+    assert [(e["n"], e["phase"]) for e in flushes] == [(1, "start"), (1, "failed"), (2, "start"), (2, "failed")]

@@ -99,6 +99,19 @@ BAD = [
     (GOOD.replace("at: 0", "at: 4000") + "limits: {max_time: 3600}\n", 4,
      "actors[0].at: 4000 is not before the scenario's limits.max_time (3600 seconds)"),
     (GOOD + "agents: [" + ", ".join(f"a{i}" for i in range(1001)) + "]\n", 6, "1,001 agents: a scenario has at most 1,000"),
+    # an event kind nothing records: an actor that never starts, a check that never holds
+    (GOOD + "  - after: agent/turnstart\n    do: [{cancel: x}]\n", 6,
+     "actors[1].after: unknown event kind 'agent/turnstart' (did you mean 'agent/turn-start'?"),
+    (GOOD + "  - after: {event: waiter/release}\n    do: [{cancel: x}]\n", 6,
+     "actors[1].after.event: unknown event kind 'waiter/release' (did you mean 'waiter/released'?"),
+    (GOOD.replace("{send: A}", "{wait_for: {event: agent/done}}"), 5,
+     "actors[0].do[0].wait_for.event: unknown event kind 'agent/done'"),
+    (GOOD + "checks:\n  - event: {kind: tool/started}\n", 7,
+     "checks[0].event.kind: unknown event kind 'tool/started' (did you mean 'tool/start'?"),
+    (GOOD + "checks:\n  - no_event: {kind: zzz}\n", 7,
+     "unknown event kind 'zzz' (the timeline's kinds are listed in docs/scenarios.md)"),
+    (GOOD + "checks:\n  - before: {first: {kind: agent/status}, then: {kind: agent/stats}}\n", 7,
+     "checks[0].before.then.kind: unknown event kind 'agent/stats'"),
 ]
 
 
@@ -413,3 +426,25 @@ def test_every_event_a_listener_may_be_on_loads_from_yaml() -> None:
     for event in ev.LISTENABLE:
         sc = load_text(f"name: x\nlisteners:\n- 'on': {event}\n  do: [{{raise: boom}}]\n")
         assert sc.listeners[0].on == event
+
+
+def test_every_kind_a_run_records_may_be_named() -> None:
+    # The reader refuses kinds outside events.TIMELINE_KINDS: a kind the world records and the
+    # list lacks would make a valid after:, wait_for: or check unreadable. Every hunt workload,
+    # with a spread of its windows (every verb, both modes, each point kind), and the examples.
+    from conformance.hunt import search
+    from conformance.hunt.workloads import workloads
+    from conformance.impl import resolve
+    from conformance.scenario import engine
+    from conformance.scenario import events as ev
+
+    ref = resolve(None)
+    seen: set[str] = set()
+    for path in EXAMPLES:
+        seen |= {e["kind"] for e in engine.run_one(load(str(path)), ref).trace.timeline}
+    for workload in workloads():
+        wp = search.plan((workload,), ref, search.Config(depth=1, nth=1))[0]
+        for index in range(0, len(wp.windows), 11):
+            seen |= {e["kind"] for e in engine.run_one(wp.scenario(index), ref).trace.timeline}
+    assert seen <= ev.TIMELINE_KINDS, sorted(seen - ev.TIMELINE_KINDS)
+    assert len(seen) >= 30  # the spread reached most of them

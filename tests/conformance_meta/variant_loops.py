@@ -1,0 +1,60 @@
+"""``examples/spec_loop`` with bugs of blind rounds the hunt missed until a workload reached them.
+
+``NewestTurnLoop`` announces a late failure (a throwing ``agent/turn-end`` listener, a failing
+flush) under the log's newest turn rather than the turn it belongs to (session 58's round I,
+poll_loop and runner_loop): once an idle ``inject()`` wrote a one-shot turn while the driver's
+turn was being flushed, that one-shot turn is announced twice and the flushed turn never (ERR-9,
+ERR-6). ``LateDropLoop`` applies a cancel that dropped the turn about to start (window 2) at the
+``idle`` transition that follows, dropping what that transition's listeners queued (session 59's
+round J, promise_loop, stranded such work: IDLE-2, MARKER-1)."""
+
+from __future__ import annotations
+
+from examples.spec_loop.adapter import SpecLoopImplementation, _sources
+from examples.spec_loop.agent import Agent
+from examples.spec_loop.service import Service
+
+
+class _NewestTurnAgent(Agent):
+    def _announce(self, turn: int, step: int, error: BaseException) -> None:
+        if step == 0:  # the bug: a late failure named by the newest turn/start in the log
+            starts = [e["data"]["turn"] for e in self._session.raw_events() if e["type"] == "turn/start"]
+            turn = starts[-1] if starts else turn
+        super()._announce(turn, step, error)
+
+
+class _LateDropAgent(Agent):
+    _dropping = False
+
+    def cancel(self, reason: str | None = "cancelled") -> None:
+        # window 2: running, no turn opened yet (the cancel drops the turn about to start)
+        self._dropping = self._status == "running" and self._turn is None
+        super().cancel(reason)
+
+    def _set_status(self, status: str) -> None:
+        super()._set_status(status)
+        if status == "idle" and self._dropping:
+            self._dropping = False
+            self._queued.clear()  # the bug: the drop taken again, after the idle listeners queued
+
+
+class _Variant(SpecLoopImplementation):
+    agent_class: type[Agent] = Agent
+
+    def create_service(self, *, persistence: object | None = None) -> Service:
+        service = type(f"{self.agent_class.__name__}Service", (Service,), {"agent_class": self.agent_class})
+        return service(persistence=persistence, sources=_sources())  # type: ignore[no-any-return]
+
+
+class NewestTurnLoop(_Variant):
+    """spec_loop naming each late failure by the log's newest turn."""
+
+    name = "spec_loop (late failures named by the newest turn)"
+    agent_class = _NewestTurnAgent
+
+
+class LateDropLoop(_Variant):
+    """spec_loop dropping what the idle listeners queued after a window-2 cancel."""
+
+    name = "spec_loop (a window-2 cancel drops the idle transition's work)"
+    agent_class = _LateDropAgent
