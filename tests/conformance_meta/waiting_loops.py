@@ -6,7 +6,10 @@ window, fairness, spins costing time); each failed race rules under ``pct`` befo
 And a ``when_idle()`` that returns a coroutine (no ``done()`` to read), correct and with session
 55's blind-round bug: a waiter held for an idle inject's flush released when the flush ends if
 the agent is not running, though a prompt sent meanwhile is queued (IDLE-2). And a ``dispose()``
-that releases the waiters itself, its driver still running (IDLE-4)."""
+that releases the waiters itself, its driver still running (IDLE-4). And a driver that yields
+once between back-to-back turns, correct and with session 58's blind-round bug: when a cancel from
+elsewhere (another agent's listener) emptied its queue there, it waits for work still
+``running`` (LOOP-8, IDLE-2)."""
 
 from __future__ import annotations
 

@@ -2399,6 +2399,6 @@ def test_no_turn_is_announced_twice() -> None:
     # a turn is announced once whatever failed: a step, then its flush; an idle inject's one-shot
     # turn too (test_an_idle_injects_turn_is_announced_failed_once: the first failure wins)
     assert _check("ONCE", [*tl, said(1, 1), said(1)]) is not None
-    failed = [*shot[:2], _log(5, "error", turn=2, step=0, message="boom"), _log(6, "turn/end", turn=2,
-                                                                             reason={"kind": "error"})]
-    assert _check("ONCE", [*tl[:4], *failed, flush, said(2, 1), said(2)]) is not None
+    failed = [*shot[:2], _log(5, "error", turn=2, step=0, message="boom"), said(2),
+              _log(6, "turn/end", turn=2, reason={"kind": "error"})]
+    assert _check("ONCE", [*tl[:4], *failed, flush, said(2)]) is not None
