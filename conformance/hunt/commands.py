@@ -209,6 +209,10 @@ def hunt(
         if write_baseline is not None:
             write_report(write_baseline, json.dumps({"format": BASELINE_FORMAT, "differences": sorted(
                 d["signature"] for d in rep["differences"])}, indent=2) + "\n")
+        if part is None and not rep["findings"] and not rep["totals"]["windows"] and rep["stopped"] != "interrupted":
+            # a gate whose options open no window checks nothing: never a silent pass
+            raise _fail(f"no window to run: {', '.join(actions)} open{'s' if len(actions) == 1 else ''} no window in "
+                        f"{', '.join(rep['planned'])} (a verb acts only at some points: docs/hunt.md, \"Windows\")")
     except (SpinError, WorkerSpun) as exc:  # a finding, not bad input
         echo(f"FAILED: {exc}")
         raise typer.Exit(1) from None

@@ -66,6 +66,10 @@ def test_shards_merged_on_the_command_line_print_the_one_machine_bytes(tmp_path:
     (["--verbs", ","], "error: --verbs ',' names nothing"),
     (["--workloads", " , "], "error: --workloads ' , ' names nothing"),
     (["--baseline", "b.json"], "error: --baseline needs --against"),
+    # a hunt whose options open no window checks nothing: not a pass
+    (["--workloads", "reply", "--verbs", "answer"], "error: no window to run: answer opens no window in reply "),
+    (["--workloads", "hand-off", "--verbs", "raise,answer", "--depth", "1"],
+     "error: no window to run: raise, answer open no window in hand-off "),
     (["--out", "/dev/null/report"], "error: --out /dev/null/report: cannot create the directory (Not a directory)"),
     (["--verbs", "jump"], "error: unknown action 'jump'"),
     (["--impl", "nope:x"], "error: cannot import 'nope'"),
