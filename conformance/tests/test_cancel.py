@@ -558,6 +558,34 @@ def test_window2_replacement_runs_before_waiter(run: Run, schedule: str, reason:
     run(scenario)
 
 
+@pytest.mark.rule("CANCEL-W2", "IDLE-2")
+def test_window2_work_the_idle_listener_queues_runs(run: Run, schedule: str) -> None:
+    # The running listener cancels (window 2): the agent goes back to idle, a real transition,
+    # and a prompt an idle listener queues then counts as arriving after it (IDLE-2) and runs
+    # (LOOP-1). A loop that parks at once after that transition strands it (session 59's blind
+    # round J).
+    async def scenario(k: Kit) -> None:
+        k.record("agent/status")
+        a = await _parked(k)
+        k.on("agent/status", _on_first_running(lambda: a.cancel("w2")))
+        queued = [False]
+
+        def follow_up(_agent: object, status: str) -> None:
+            if status == "idle" and not queued[0]:
+                queued[0] = True
+                a.send("B")
+
+        k.on("agent/status", follow_up)
+        a.send("A")
+        await k.until(lambda: len(k.reasons(a)) == 1, "the turn of the prompt the idle listener queued to end")
+        assert k.prompts(a) == [["B"]], "A is dropped, B runs"
+        assert k.reasons(a) == [COMPLETED], LATER_COMPLETES
+        await k.idle(a)
+        assert k.statuses() == ["running", "idle", "running", "idle"], "B runs in a running period of its own"
+
+    run(scenario)
+
+
 @pytest.mark.rule("CANCEL-W2", "CANCEL-4")
 def test_window2_steering_after_the_cancel_is_requeued(run: Run, schedule: str) -> None:
     # The running listener cancels, then steers (the agent is running, so it is steering):
