@@ -6,9 +6,16 @@ poll_loop and runner_loop): once an idle ``inject()`` wrote a one-shot turn whil
 turn was being flushed, that one-shot turn is announced twice and the flushed turn never (ERR-9,
 ERR-6). ``LateDropLoop`` applies a cancel that dropped the turn about to start (window 2) at the
 ``idle`` transition that follows, dropping what that transition's listeners queued (session 59's
-round J, promise_loop, stranded such work: IDLE-2, MARKER-1)."""
+round J, promise_loop, stranded such work: IDLE-2, MARKER-1). ``HandOffLoop`` yields once between
+back-to-back turns, correct and with session 58's round H bug (svc_loop): when a cancel from
+elsewhere (another agent's listener) emptied its queue there, it waits for work still ``running``
+(LOOP-8, IDLE-2)."""
 
 from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any
 
 from examples.spec_loop.adapter import SpecLoopImplementation, _sources
 from examples.spec_loop.agent import Agent
@@ -38,12 +45,35 @@ class _LateDropAgent(Agent):
             self._queued.clear()  # the bug: the drop taken again, after the idle listeners queued
 
 
+class _HandOffAgent(Agent):
+    parks_running = False
+
+    async def _run_turn(self, batch: list[tuple[list[Any], Any]]) -> None:
+        await super()._run_turn(batch)
+        if self._queued and not self._disposed:
+            # between back-to-back turns the driver yields once: another agent's listener may act
+            await asyncio.sleep(0)
+            if self.parks_running and not self._queued and not self._disposed:
+                # the bug: the work was withdrawn meanwhile, and the driver waits for more
+                # without its idle transition (LOOP-8, IDLE-2)
+                await self._park()
+
+
+class _ParkingAgent(_HandOffAgent):
+    parks_running = True
+
+
+@functools.cache
+def _service_of(agent_class: type[Agent]) -> type[Service]:
+    """spec_loop's service creating agents of ``agent_class`` (one class per variant)."""
+    return type(f"{agent_class.__name__}Service", (Service,), {"agent_class": agent_class})
+
+
 class _Variant(SpecLoopImplementation):
     agent_class: type[Agent] = Agent
 
     def create_service(self, *, persistence: object | None = None) -> Service:
-        service = type(f"{self.agent_class.__name__}Service", (Service,), {"agent_class": self.agent_class})
-        return service(persistence=persistence, sources=_sources())  # type: ignore[no-any-return]
+        return _service_of(self.agent_class)(persistence=persistence, sources=_sources())  # type: ignore[call-arg]
 
 
 class NewestTurnLoop(_Variant):
@@ -58,3 +88,12 @@ class LateDropLoop(_Variant):
 
     name = "spec_loop (a window-2 cancel drops the idle transition's work)"
     agent_class = _LateDropAgent
+
+
+class HandOffLoop(_Variant):
+    """spec_loop whose driver yields between back-to-back turns; ``parks_running``: when a cancel
+    from elsewhere emptied its queue there, it waits for work still ``running``."""
+
+    def __init__(self, *, parks_running: bool = False) -> None:
+        self.agent_class = _ParkingAgent if parks_running else _HandOffAgent
+        self.name = "spec_loop (yielding between turns" + (", parks running)" if parks_running else ")")

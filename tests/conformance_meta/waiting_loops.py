@@ -6,10 +6,7 @@ window, fairness, spins costing time); each failed race rules under ``pct`` befo
 And a ``when_idle()`` that returns a coroutine (no ``done()`` to read), correct and with session
 55's blind-round bug: a waiter held for an idle inject's flush released when the flush ends if
 the agent is not running, though a prompt sent meanwhile is queued (IDLE-2). And a ``dispose()``
-that releases the waiters itself, its driver still running (IDLE-4). And a driver that yields
-once between back-to-back turns, correct and with session 58's blind-round bug: when a cancel from
-elsewhere (another agent's listener) emptied its queue there, it waits for work still
-``running`` (LOOP-8, IDLE-2)."""
+that releases the waiters itself, its driver still running (IDLE-4)."""
 
 from __future__ import annotations
 
@@ -111,34 +108,3 @@ class EagerReleaseLoop(SpecLoopImplementation):
     def create_service(self, *, persistence: object | None = None) -> Service:
         return _EagerReleaseService(persistence=persistence, sources=_sources())  # type: ignore[arg-type]
 
-
-class _HandOffAgent(Agent):
-    parks_running = False
-
-    async def _run_turn(self, batch: list[tuple[list[Any], Any]]) -> None:
-        await super()._run_turn(batch)
-        if self._queued and not self._disposed:
-            # between back-to-back turns the driver yields once: another agent's listener may act
-            await asyncio.sleep(0)
-            if self.parks_running and not self._queued and not self._disposed:
-                # the bug (session 58's blind round H, v01): the work was withdrawn meanwhile, and
-                # the driver waits for more without its idle transition (LOOP-8, IDLE-2)
-                await self._park()
-
-
-class _ParkingAgent(_HandOffAgent):
-    parks_running = True
-
-
-class HandOffLoop(SpecLoopImplementation):
-    """spec_loop whose driver yields between back-to-back turns; ``parks_running``: when a cancel
-    from elsewhere emptied its queue there, it waits for work still ``running``."""
-
-    def __init__(self, *, parks_running: bool = False) -> None:
-        self.parks_running = parks_running
-        self.name = "spec_loop (yielding between turns" + (", parks running)" if parks_running else ")")
-
-    def create_service(self, *, persistence: object | None = None) -> Service:
-        agent = _ParkingAgent if self.parks_running else _HandOffAgent
-        service = type("_HandOffService", (Service,), {"agent_class": agent})
-        return service(persistence=persistence, sources=_sources())  # type: ignore[no-any-return]

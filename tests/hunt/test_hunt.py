@@ -529,7 +529,7 @@ def test_a_cancel_from_another_agents_listener_between_two_turns_is_found() -> N
     # idle. A loop that waits for more work still running hangs every waiter (session 58's blind
     # round H, v01, on a service driving all agents from one task): only a window acting on one
     # agent from the other's listener reaches it (the hand-off workload).
-    from tests.conformance_meta.waiting_loops import HandOffLoop
+    from tests.conformance_meta.variant_loops import HandOffLoop
 
     cfg = _tiny("hand-off", "cancel")
     assert driver.hunt(HandOffLoop(), "yielding", cfg).report["findings"] == []
