@@ -13,6 +13,7 @@ Entry points::
     simulator.check_determinism(target, ...)                  # run twice, diff the timelines
     simulator.shared([0]); simulator.access(obj, write=True)  # declare shared state (dpor)
     with simulator.allow_blocking(): ...                      # deliberate blocking I/O in a run
+    await simulator.wait_quiescent()                          # until nothing else is ready
 
 See docs/simulator.md.
 """
@@ -31,6 +32,7 @@ from simulator._runtime import (
     ready_position,
     run,
     timeline_length,
+    wait_quiescent,
 )
 from simulator.errors import Divergence, ScheduleError, SimulationError
 from simulator.explore import (
@@ -77,4 +79,5 @@ __all__ = [
     "shared",
     "shrink",
     "timeline_length",
+    "wait_quiescent",
 ]

@@ -654,6 +654,8 @@ class SimLoop(base_events.BaseEventLoop):
         # runs next whatever the strategy would choose (asyncio runs what is ready in turn)
         self._front: tuple[Any, int] | None = None
         self._starved = False
+        # wait_quiescent()'s futures: released by a timer due now, once nothing else is ready
+        self._quiet: list[asyncio.Future[None]] = []
         self._spin_advances = 0  # the clock moved by spins (counted in clock_jumps)
         #: executor calls not run yet: the run's cleanup runs them, as asyncio.run waits for
         #: its default executor's work before it returns
@@ -1193,6 +1195,12 @@ class SimLoop(base_events.BaseEventLoop):
         while sched and sched[0][2]._cancelled:
             _heappop(sched)
             self._timer_cancelled_count -= 1
+        if self._quiet and not (sched and sched[0][0] <= self._now):
+            # quiescence: wait_quiescent()'s waiters are released by a timer due now, which every
+            # driver (FIFO, strategies, traced) takes like any other, so no choice is special
+            waiters, self._quiet = self._quiet, []
+            self.call_at(self._now, _release_quiet, waiters)
+            return None
         if not sched:
             return "deadlock"
         when = sched[0][0]
@@ -1913,6 +1921,27 @@ def timeline_length() -> int:
     """How many events the running simulation has observed so far (0 outside a simulation)."""
     loop = _CURRENT
     return len(loop._timeline) if loop is not None else 0
+
+
+def _release_quiet(waiters: list[asyncio.Future[None]]) -> None:
+    for fut in waiters:
+        if not fut.done():
+            fut.set_result(None)
+
+
+async def wait_quiescent() -> None:
+    """Wait until nothing else in the simulation is ready to run, before virtual time moves on
+    (trio's ``wait_all_tasks_blocked``): every callback already scheduled, and all they schedule
+    in turn, has run; the tasks left wait for a timer or a future. Unlike a number of
+    ``sleep(0)`` yields, no schedule can end the wait early by passing those callbacks over, so
+    what a caller observes then holds in every schedule. Outside a simulation it raises
+    ``RuntimeError`` (a real loop cannot tell whether I/O is about to complete)."""
+    loop = _CURRENT
+    if loop is None or asyncio.get_running_loop() is not loop:
+        raise RuntimeError("wait_quiescent() needs a running simulation (simulator.run)")
+    fut: asyncio.Future[None] = loop.create_future()
+    loop._quiet.append(fut)
+    await fut
 
 
 def current_timeline() -> list[dict[str, Any]]:

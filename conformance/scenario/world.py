@@ -1029,11 +1029,11 @@ class World:
                 await asyncio.wait([task], timeout=self.idle_timeout)
             h = self.agents.get(agent_id)
             # the task's done-callbacks run once it is done: one may be what disposes the agent (a
-            # driver cancelled before it first ran never runs its own code), so let them run
-            for _ in range(_SETTLE_YIELDS):
-                if h is None or h.status == "disposed" or not task.done():
-                    break
-                await asyncio.sleep(0)
+            # driver cancelled before it first ran never runs its own code, and a loop may dispose
+            # on its scheduler's next pass), so let all they set off run first; a number of
+            # yields would not do, as a schedule may pass those callbacks over for longer
+            if h is not None and h.status != "disposed" and task.done():
+                await simulator.wait_quiescent()
             if not task.done():
                 self.problem("PY-1", f"agent {agent_id!r}: its driver task was cancelled but still runs "
                              f"{self.idle_timeout:g}s later (status {h.status if h is not None else '?'}): "
@@ -2007,10 +2007,6 @@ def build_tool(spec: ToolSpec) -> FakeTool:
         return FakeTool(spec.name, spec.result, **options)
     return FakeTool(spec.name, **options)
 
-
-
-_SETTLE_YIELDS = 8
-"""Loop iterations the world lets pass for what a finished task's done-callbacks still do."""
 
 LOAD_HOLD = 0.01
 """Virtual seconds an observed load of a persistence backend takes (:func:`observe_loads`)."""

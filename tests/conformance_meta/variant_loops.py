@@ -9,7 +9,10 @@ ERR-6). ``LateDropLoop`` applies a cancel that dropped the turn about to start (
 round J, promise_loop, stranded such work: IDLE-2, MARKER-1). ``HandOffLoop`` yields once between
 back-to-back turns, correct and with session 58's round H bug (svc_loop): when a cancel from
 elsewhere (another agent's listener) emptied its queue there, it waits for work still ``running``
-(LOOP-8, IDLE-2)."""
+(LOOP-8, IDLE-2). ``LateStatusLoop`` is correct: when its driver task is cancelled (PY-1) it
+announces ``disposed`` a dozen callbacks after the task ended, on a later pass of what the
+task's end woke, as svc_loop's scheduler does (session 59: a pct schedule passing that chain over
+while the world yielded a fixed number of times made it a false PY-1 finding)."""
 
 from __future__ import annotations
 
@@ -59,6 +62,38 @@ class _HandOffAgent(Agent):
                 await self._park()
 
 
+class _LateStatusAgent(Agent):
+    hops = 12
+    _late = False
+
+    def _mark_disposed(self) -> None:
+        task = self._task
+        if task is None or asyncio.current_task() is not task or not task.cancelling() or self._status == "disposed":
+            super()._mark_disposed()
+            return
+        # PY-1 from the driver's own cancellation: all but the status now, the status flip later
+        self._late, status = True, self._status
+        self._status = "disposed"  # so that super() leaves the flip and its announcement to us
+        super()._mark_disposed()
+        self._status = status
+
+    def _driver_exited(self, task: asyncio.Future[None]) -> None:
+        if not self._late:
+            super()._driver_exited(task)
+            return
+        loop = asyncio.get_running_loop()
+
+        def hop(left: int) -> None:
+            if left:
+                loop.call_soon(hop, left - 1)
+                return
+            self._status = "disposed"
+            self._bus.emit("agent/status", self, "disposed")
+            super(_LateStatusAgent, self)._driver_exited(task)
+
+        loop.call_soon(hop, self.hops)
+
+
 class _ParkingAgent(_HandOffAgent):
     parks_running = True
 
@@ -97,3 +132,10 @@ class HandOffLoop(_Variant):
     def __init__(self, *, parks_running: bool = False) -> None:
         self.agent_class = _ParkingAgent if parks_running else _HandOffAgent
         self.name = "spec_loop (yielding between turns" + (", parks running)" if parks_running else ")")
+
+
+class LateStatusLoop(_Variant):
+    """spec_loop announcing a cancelled driver's disposal a dozen callbacks after the task ended."""
+
+    name = "spec_loop (a cancelled driver's disposal announced on a later pass)"
+    agent_class = _LateStatusAgent

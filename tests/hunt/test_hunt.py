@@ -580,3 +580,17 @@ def test_work_an_idle_listener_queues_after_a_dropped_turn_is_found() -> None:
     assert found and all("prompt 'F' was sent and never cancelled but never ran" in f["message"] for f in found), found
     # the same windows with no plugin queueing at that transition: nothing to strand
     assert driver.hunt(LateDropLoop(), "late-drop", _tiny("reply", "cancel")).report["findings"] == []
+
+
+def test_a_disposal_announced_a_while_after_the_cancelled_driver_ended_is_no_finding() -> None:
+    # PY-1: once the cancelled driver task has ended, the agent ends disposed. A loop may flip the
+    # status on a later pass of whatever the task's end woke (svc_loop's scheduler does): the
+    # world judges once nothing else is ready (simulator.wait_quiescent), in every schedule. With
+    # a fixed number of yields instead, a pct schedule passing that chain over made it a false
+    # finding on svc_loop (session 59), and a chain longer than the yields one even in FIFO order.
+    from tests.conformance_meta.variant_loops import LateStatusLoop
+
+    cfg = search.Config(workloads=("reply", "tool"), depth=1, nth=2, verbs=("cancel_driver",), dfs=2, random=2, pct=2)
+    report = driver.hunt(LateStatusLoop(), "late-status", cfg).report
+    assert report["totals"]["windows"] >= 20 and report["totals"]["explored"] >= 3, report["totals"]
+    assert report["findings"] == [], report["findings"]
