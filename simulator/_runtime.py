@@ -1185,6 +1185,11 @@ class SimLoop(base_events.BaseEventLoop):
         self._now = now
         self._spin_advances += 1
         self._spin_sig = None
+        if self._quiet:
+            # a spin never leaves nothing ready: as time passes on it, wait_quiescent()'s
+            # waiters run, as a real loop's observer would in the end (FIFO and strategies)
+            waiters, self._quiet = self._quiet, []
+            self.call_at(self._now, _release_quiet, waiters)
         return False
 
     # -- the drivers ----------------------------------------------------------------------

@@ -108,3 +108,21 @@ def test_every_waiter_is_released_and_a_cancelled_one_is_skipped() -> None:
 def test_outside_a_simulation_it_raises() -> None:
     with pytest.raises(RuntimeError, match="needs a running simulation"):
         asyncio.run(simulator.wait_quiescent())
+
+
+def test_a_task_spinning_for_ever_does_not_hold_the_wait_for_ever() -> None:
+    # A spinner (``while True: await sleep(0)``) leaves something ready at every moment; the
+    # spin watchdog lets virtual time pass on it (docs/simulator.md), and the waiters go with it.
+    async def main() -> float:
+        async def spin() -> None:
+            while True:
+                await asyncio.sleep(0)
+
+        spinner = asyncio.ensure_future(spin())
+        await simulator.wait_quiescent()
+        spinner.cancel()
+        return asyncio.get_running_loop().time()
+
+    for strategy in (None, PCTStrategy(seed=1, horizon=64)):
+        result = simulator.run(main, strategy=strategy, max_steps=50_000)
+        assert result.outcome == "completed" and 0 < result.unwrap() < 1, result.report()
