@@ -25,6 +25,42 @@ class UnusedResponses(AssertionError):
     """``assert_all_used()``: some scripted responses (or results) were never requested."""
 
 
+MARK = "_loopkit_raised"
+"""The attribute that marks an error the kit raised into the implementation (a scripted model
+failure, a listener told to throw): what an ``agent/error`` announcement carries is then
+recognisable, in process, as that error, one chained to it, or neither (ERR-9)."""
+
+
+def mark(error: BaseException) -> BaseException:
+    """``error``, marked as raised by the kit (:data:`MARK`; an error that takes no attribute,
+    ``__slots__`` say, stays unmarked)."""
+    try:
+        setattr(error, MARK, True)
+    except (AttributeError, TypeError):
+        pass
+    return error
+
+
+def origin_of(value: object) -> str | None:
+    """``"original"`` when ``value`` is an error the kit raised (:func:`mark`), ``"chained"`` when
+    it is an error whose ``__cause__`` or ``__context__`` chain (a few links deep) reaches one,
+    else ``None``."""
+    if not isinstance(value, BaseException):
+        return None
+    if getattr(value, MARK, False) is True:
+        return "original"
+    seen: set[int] = {id(value)}
+    link = value.__cause__ or value.__context__
+    for _ in range(8):
+        if link is None or id(link) in seen:
+            return None
+        if getattr(link, MARK, False) is True:
+            return "chained"
+        seen.add(id(link))
+        link = link.__cause__ or link.__context__
+    return None
+
+
 def fresh(error: BaseException) -> BaseException:
     """A copy of a scripted ``error`` to raise (the script keeps its own). Raising one object in
     every call chains each raise's traceback onto the last: the frames of every earlier run, and
@@ -36,4 +72,4 @@ def fresh(error: BaseException) -> BaseException:
     except Exception:  # any failure to rebuild: fall back to the object itself
         copied = error
     copied.__cause__ = error.__cause__
-    return copied.with_traceback(None)
+    return mark(copied.with_traceback(None))

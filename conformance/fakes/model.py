@@ -598,6 +598,9 @@ class FakeModel:
         """Call number -> how many chunks its stream had yielded when the step's signal fired (LOG-3:
         the loop logs each); a call whose signal never fired, or a relayed one, is absent."""
         self.exhausted: list[ScriptExhausted] = []
+        self.raised: list[BaseException] = []
+        """The errors its streams raised as scripted (each a fresh copy of the script's, marked:
+        ``errors.mark``), in order: the objects an ``agent/error`` announcement must carry (ERR-9)."""
         self._next = 0
         self._tool_ids = 0
 
@@ -776,6 +779,7 @@ class FakeModel:
                     if faults.raise_at is not None and faults.raise_at[0] == i:
                         outcome = "raised"
                         raised = fresh(faults.raise_at[1])
+                        self.raised.append(raised)
                         raise raised
                 if i >= len(chunks):
                     break

@@ -221,6 +221,13 @@ BAD_INJECTS = (("bad_inject",), ("bad_inject", "when_idle"))
 closed, and the turn is flushed), or followed by a waiter, released only once that flush ran;
 another verb beside it shows what that verb alone does."""
 
+STOP_AFTER = frozenset(("steer",))
+"""What may come before a continuation listener's ``stop``, its vote returned once it acted: a
+steer, the override CONT-2 gives steering "added by an ``agent/step-end`` or
+``agent/turn-continuation`` listener" over a stop decision, a forced one included (session 60's
+blind round K: a loop letting only a default stop be overridden passed the suite and the hunt).
+Anything else beside a stop shows what it does alone."""
+
 STALL_AFTER = frozenset(("cancel", "abort"))
 """What may come before a window's ``stall``: the stops that leave the stalled turn to a later
 ``dispose()`` from outside (the world's, :meth:`~conformance.scenario.world.World._settle`). Not
@@ -235,7 +242,8 @@ def sequences(verbs: Sequence[str], depth: int, mode: str = "listener") -> list[
     sequence too, after verbs of ``CLOSE_AFTER`` only: once the service closes, the agents are
     disposed, and what a disposed agent does with more is what ``dispose; X`` shows; ``create``
     only alone: what it judges, a taken id rejected, no other verb changes; ``cancel_driver``
-    alone too: once the driver's task is cancelled the agent ends disposed (PY-1), and what a
+    alone too (``stop`` also after a ``steer``: :data:`STOP_AFTER`): once the driver's task is
+    cancelled the agent ends disposed (PY-1), and what a
     disposed agent does with more is what ``dispose; X`` shows; ``reconfigure`` alone: what it
     judges, the next step's request, no other verb changes; ``reload`` alone: what it judges, the
     session a second service loads, another verb before it only moves the point; and by a listener
@@ -251,7 +259,8 @@ def sequences(verbs: Sequence[str], depth: int, mode: str = "listener") -> list[
             if "stall" in seq and (mode != "listener" or seq.index("stall") != n - 1
                                    or not STALL_AFTER.issuperset(seq[:-1])):
                 continue  # a listener's own await: it ends its sequence (nothing after it runs)
-            if n > 1 and any(v in seq for v in ALONE):
+            if n > 1 and any(v in seq for v in ALONE) and not (
+                    seq[-1] == "stop" and STOP_AFTER.issuperset(seq[:-1])):
                 continue
             if "bad_inject" in seq and seq not in BAD_INJECTS:
                 continue

@@ -42,7 +42,8 @@ The oracles (``ORACLES``) need no scenario: they hold for any run of any correct
   ``error`` event names; ``ERR-10`` — a throwing
   ``agent/turn-end`` listener of a turn closed by a disposal is not announced; ``ANNOUNCED`` —
   one of a turn that had not failed, and a failing flush, is (ERR-10, ERR-6, INJ-2); ``ONCE`` —
-  no turn is named by two ``agent/error`` announcements, however it failed (ERR-9);
+  no turn is named by two ``agent/error`` announcements, however it failed (ERR-9); ``ORIGINAL``
+  — in process, an announcement carries the error the world raised, not a copy of its message;
 * ``SVC-2`` — ``create()`` under the id of a live agent raises; ``SVC-3`` — a resumed agent runs
   on the resumed session id, and is rejected when a ``create()`` of its id succeeded during its
   load (SVC-2); LOOP-3's oracle checks that its turns continue the loaded log's numbers;
@@ -1865,6 +1866,23 @@ def _announced_check(view: TraceView) -> Violation | None:
     return None
 
 
+def _original_error_check(view: TraceView) -> Violation | None:
+    """ERR-9: a failed turn is announced "carrying the original error". In process, the world
+    marks every error it raises into the loop (a fake model's scripted failure, a listener told
+    to throw) and records ``copied`` on an ``agent/error`` announcement whose error is a new value
+    made of such an error's message, neither that object nor one whose cause or context chain
+    reaches it: its type, attributes and identity are lost (session 60's blind round K: a loop
+    announcing an adapter's raise as a new error of its own type, with the same message and
+    code, passed the suite, whose checks read the message and the code only). A wrapper that
+    chains the original (``raise New(...) from exc``) carries it."""
+    for e in view.of_kind("agent/error"):
+        if e.get("copied"):
+            return Violation(f"agent {e.get('agent')}: agent/error announced {e.get('error')} for turn {e.get('turn')}, a "
+                             "new error made of the message of the one raised into the loop, not that error (nor one "
+                             "chained to it): the announcement carries the original error (ERR-9)", e["_i"], ("ERR-9",))
+    return None
+
+
 def _announced_once_check(view: TraceView) -> Violation | None:
     """ERR-9: a failed turn is announced exactly once; once it recorded a failure, a later one of
     the same turn is not announced (the first failure wins). So no turn is named by two
@@ -3574,24 +3592,44 @@ def _fifo_check(view: TraceView) -> Violation | None:
     """INBOX-1 / LOOP-2: both queues are FIFOs: the prompts (sends, and steers while not running,
     STEER-1) and the steering messages one turn logs appear in the order they were given. Each
     logged text is matched with the earliest call that gave it and is not used yet (nor dropped
-    by a cancel before the turn); steering re-queued as a prompt (LOOP-8) matches no send."""
+    by a cancel before the turn). Steering re-queued as a prompt (LOOP-8) matches its steer: it
+    joins the queue "after the turn", so a prompt sent before that steer was given is logged
+    before it (one sent later may be either side: when the re-queue happens is the loop's)."""
     for agent in view.agents:
-        pools = {"user/message": view.sends(agent), "steering/message": view.steers(agent)}
+        sends, steers = view.sends(agent), view.steers(agent)
+        pools = {"user/message": sends, "steering/message": steers}
         used: set[int] = set()
+
+        def match(given: list[Event], e: Event, text: str, turn: dict[str, Any], agent: str = agent,
+                  used: set[int] = used) -> Event | None:
+            return next((o for o in given if o["_i"] not in used and o["_i"] < e["_i"] and str(o.get("text")) == text
+                         and not view.excused(agent, o["_i"], turn["_i"])), None)
+
         for turn in view.turns(agent):
             for kind, given in pools.items():
                 texts: list[Any] = []
                 ranks: list[int] = []
+                requeued: list[tuple[int, str]] = []  # (steer's position, text): late steering logged so far
                 for e in turn["events"]:
                     if e["type"] != kind:
                         continue
                     text = ev.texts(e["data"].get("content"))
                     texts.append(text)
-                    op = next((o for o in given if o["_i"] not in used and o["_i"] < e["_i"]
-                               and str(o.get("text")) == text and not view.excused(agent, o["_i"], turn["_i"])), None)
+                    op = match(given, e, text, turn)
                     if op is not None:
                         used.add(op["_i"])
                         ranks.append(op["_i"])
+                        before = next((r for r in requeued if op["_i"] < r[0]), None) if kind == "user/message" else None
+                        if before is not None:
+                            return Violation(f"agent {agent}: turn {turn['turn']} logs {before[1]!r}, steering re-queued "
+                                             f"as a prompt, before {text!r}, a prompt sent before that steering was "
+                                             "given (LOOP-8: late steering is re-queued after the turn; INBOX-1: the "
+                                             "queue is a FIFO)", e["_i"], ("LOOP-8", "INBOX-1"))
+                    elif kind == "user/message":
+                        late = match(steers, e, text, turn)
+                        if late is not None:
+                            used.add(late["_i"])
+                            requeued.append((late["_i"], text))
                 for earlier, later in pairwise(ranks):
                     if later < earlier:
                         what = "prompts" if kind == "user/message" else "steering messages"
@@ -3608,13 +3646,28 @@ _KEEPS_PROMPT = frozenset(("model", "metadata"))
 listener never rewrites)."""
 
 
+def _at_step_start(view: TraceView, agent: str, op: Event, opened: int) -> bool:
+    """Whether ``op`` was made synchronously by a listener of ``agent``'s own step opening at
+    ``opened``: an ``agent/step-start`` listener, or a ``session/event`` listener as that
+    ``step/start`` was appended (nothing of the agent's log came between)."""
+    if op.get("on") == "agent/step-start":
+        return _in_own(view, agent, op, "agent/step-start")
+    if op.get("on") != "session/event" or not _in_own(view, agent, op, "session/event"):
+        return False
+    last = max((x["_i"] for x in view.log(agent) if x["_i"] < op["_i"]), default=None)
+    return last == opened
+
+
 def _request_check(view: TraceView) -> Violation | None:
     """SVC-5: every model request of an agent carries its system prompt (the sections the world
     added, then the agent's own prompt, blank-line joined; none when both are empty) and, as
     ``tools``, every tool the world registered: a turn's later requests as much as its first. A
     ``reconfigure`` (sections and tools changed while the agents run) binds every step that
-    opened after it; one made while the step was open (its ``step/start`` logged, the model not yet
-    called) may or may not be in that request (LOOP-5 assembles the prompt after ``step/start``).
+    opened after it, and the step whose opening a listener made it in (``agent/step-start``, a
+    ``session/event`` listener on its ``step/start``: LOOP-5 assembles the prompt after both;
+    session 60's blind round L took the configuration before the step opened); one made otherwise
+    while the step was open (its ``step/start`` logged, the model not yet called) may or may not be
+    in that request.
     Not judged where a scenario's plugin listens to a waterfall that may rewrite them (one whose
     rewrite names only other fields, a model routing plugin, leaves them to judge)."""
     if any(e.get("on") in _REWRITING and e.get("name") != "window"
@@ -3636,8 +3689,13 @@ def _request_check(view: TraceView) -> Violation | None:
         if changes:
             opened = max((x["_i"] for x in view.log(agent) if x["type"] == "step/start" and x["_i"] < e["_i"]),
                          default=e["_i"])
-            states = [max((want, *(c for c in changes if c["_i"] < opened)), key=lambda x: x["_i"]),
-                      *(c for c in changes if opened < c["_i"] < e["_i"])]
+            # made by a listener of the step's own step/start (its session event, or agent/step-start):
+            # before LOOP-5's assembly, so it binds the step as one made before it opened does
+            bound = max((c["_i"] for c in changes if opened < c["_i"] < e["_i"] and _at_step_start(view, agent, c, opened)),
+                        default=opened)
+            states = [max((want, *(c for c in changes if c["_i"] <= bound)),
+                          key=lambda x: x["_i"]),
+                      *(c for c in changes if bound < c["_i"] < e["_i"])]
         systems = ["\n\n".join(p for p in (*(st.get("sections") or ()), own) if p) or None for st in states]
         if (e.get("system") or None) not in systems:
             after = " (the sections as a reconfigure left them)" if changes else ""
@@ -3818,7 +3876,7 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("LOOP-3", _turn_numbers_check, "turn numbers continue by one, a resumed log's too",
               ("LOOP-3", "SVC-3")),
     LoopCheck("FIFO", _fifo_check, "prompts and steering are logged in the order they were given",
-              ("INBOX-1", "LOOP-2")),
+              ("INBOX-1", "LOOP-2", "LOOP-8")),
     # before prompts: an unannounced rejection leaves its prompt unexcused there
     LoopCheck("REJECTED", _rejected_check, "a prompt whose turn/start is rejected is announced with step 0",
               ("ERR-8",)),
@@ -3867,6 +3925,8 @@ ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("ANNOUNCED", _announced_check, "a late failure (a turn-end listener, a flush) is announced",
               ("ERR-10", "ERR-6", "INJ-2")),
     LoopCheck("ONCE", _announced_once_check, "no turn is announced through agent/error twice", ("ERR-9",)),
+    LoopCheck("ORIGINAL", _original_error_check, "agent/error carries the error raised, not a copy of its message",
+              ("ERR-9",)),
     LoopCheck("INJ-2", _inject_check, "an idle inject() never raises a contained failure; one of content JSON "
               "cannot encode raises, once its one-shot turn is closed", ("INJ-2", "INJ-4")),
     LoopCheck("CLOSED", _closed_check,

@@ -52,7 +52,9 @@ from conformance.adapter import (
     observer,
     waterfall_observer,
 )
+from conformance.catalogue import PYTHON, runtime_of
 from conformance.fakes import FakeModel, FakeTool, Gate, ScriptEntry, ToolBox, respond
+from conformance.fakes import errors as fake_errors
 from conformance.invariants import clock_violations, event_key, repair_violations
 from simulator import current_loop as simulator_current_loop
 from simulator import observe as simulator_observe
@@ -136,6 +138,8 @@ class World:
         # (event, simulator.ready_position()) for each event, as an actor armed after the
         # scenario's own hears it: where the hunt's twin actor windows would start (hunt/windows.py)
         self._positions = positions
+        self._in_process = runtime_of(impl) == PYTHON  # error objects reach the loop itself (ERR-9)
+        self._raised: list[BaseException] = []  # errors the world's listeners raised: _raised_by_world
         self.idle_timeout = scenario.limits.idle_timeout
         self._store: object | None = None  # the persistence backend resumed agents load from
         self._flushed: dict[str, int] = {}  # agent -> its log's length when its last whole flush began
@@ -722,14 +726,34 @@ class World:
         """``fields`` of a notification (``agent/*``): what the world records of every one."""
         if not args:
             return {"agent": None}
-        out = {"agent": self.agent_id(args[0])}
+        out: dict[str, Any] = {"agent": self.agent_id(args[0])}
         plain, shaped = ev.PLAIN, ev.SHAPED
         for arg_name, value in zip(ev.NOTIFICATIONS.get(name, ()), args[1:], strict=False):
             if type(value) in plain and arg_name not in shaped:
                 out[arg_name] = value  # what ev.flatten gives, without its dict
             else:
                 out.update(ev.flatten(arg_name, value))
+        if name == "agent/error" and len(args) > 3 and self._copied(args[3]):
+            out["copied"] = True  # only then: the timelines of every other run stay as they were
         return out
+
+    def _raised_by_world(self, error: BaseException) -> BaseException:
+        """``error``, marked and kept as one the world raises into the implementation (ERR-9)."""
+        self._raised.append(fake_errors.mark(error))
+        return error
+
+    def _copied(self, error: Any) -> bool:
+        """ERR-9, in process: whether an ``agent/error`` announcement's ``error`` is a new value
+        made of the message of an error the world raised (a fake model's scripted failure, a
+        listener told to throw), neither that error nor one chained to it: the original is lost
+        (its type, its attributes, the object a plugin may compare). Over the wire no object
+        crosses: not judged."""
+        if not self._in_process or fake_errors.origin_of(error) is not None:
+            return False
+        if not isinstance(error, BaseException | str):
+            return False
+        raised = [*self._raised, *(e for m in self.models.values() for e in getattr(m, "raised", ()))]
+        return any(str(error) == str(e) for e in raised)
 
     def _notify(self, event: dict[str, Any]) -> None:
         if self._pending:
@@ -1151,13 +1175,13 @@ class World:
         elif verb == "raise":
             self._raising(agent if agent is not None else subject, by, on, action.code, action.message)
             if action.thrown:
-                raise ThrownValue(action.message or "listener failure")
+                raise self._raised_by_world(ThrownValue(action.message or "listener failure"))
             # a TypeError, what a plugin's own bug throws (an attribute of None; in JavaScript,
             # of undefined): a loop that reads one from an append as "the data was no JSON" meets it
             error = TypeError(action.message or "listener failure")
             if action.code is not None:
                 error.code = action.code  # type: ignore[attr-defined]  # ERR-7: a raised error's code
-            raise error
+            raise self._raised_by_world(error)
         elif verb == "sleep":
             return asyncio.sleep(action.seconds or 0.0)
         elif verb == "wait_idle":

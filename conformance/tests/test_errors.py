@@ -13,6 +13,7 @@ import pytest
 
 from conformance import fakes
 from conformance.adapter import AgentHandle, ThrownValue
+from conformance.catalogue import PYTHON, runtime_of
 from conformance.fakes import respond
 from conformance.harness import Kit
 
@@ -670,28 +671,60 @@ def test_first_failure_wins(run: Run) -> None:
 
 
 @pytest.mark.rule("ERR-9")
-@pytest.mark.parametrize("how", ["listener", "model"])
+@pytest.mark.parametrize("how", ["listener", "model", "raised", "raised-mid-stream"])
 def test_failed_turn_is_announced_with_its_original_error(run: Run, how: str) -> None:
-    # "carrying the original error": the plugin's own error (in this process the object itself,
-    # over the wire at least its code), or the model's failure with the code the turn logged.
+    # "carrying the original error": the error raised into the loop, a plugin's (a throwing
+    # agent/request listener) or the model adapter's (raised from stream(), FINISH-2, before its
+    # first chunk or between two), is what agent/error gives its listeners: in this process the
+    # object itself, or an error chained to it (raise New(...) from exc carries it); over the
+    # wire no object crosses, and its code must. A model's error finish (FINISH-1) has no object:
+    # its code is carried. A loop announcing a new error made of the raised one's message and code
+    # loses its type and attributes (session 60's blind round K; every independent loop announces
+    # the object itself).
     async def scenario(k: Kit) -> None:
         k.record("agent/error")
         a = k.agent()
-        failure = fakes.FakeError("agent/request failed", "E_REQUEST")
+        plugin_error = fakes.FakeError("agent/request failed", "E_REQUEST")
+        failure: BaseException = plugin_error
+        code = "E_REQUEST"
         if how == "listener":
-            k.on("agent/request", _throwing("agent/request", failure), needs="the plugin's error is raised there")
-        else:
+            k.on("agent/request", _throwing("agent/request", plugin_error), needs="the plugin's error is raised there")
+        elif how == "model":
             k.model.push(respond.error("overloaded", "OVERLOADED"))
+            code = "OVERLOADED"  # FINISH-1: the model's code is carried
+        else:
+            raising = fakes.FakeError("stream broke", "E_STREAM")
+            k.model.push(respond.raises(raising) if how == "raised" else respond.text("partial answer").raises(raising, after=1))
+            code = "E_STREAM"
         a.send("one")
         await k.idle(a)
-        code = "E_REQUEST" if how == "listener" else "OVERLOADED"  # FINISH-1: the model's code is carried
         (announced,) = k.noted("agent/error")
         error = announced[-1]
-        assert (how == "listener" and error is failure) or getattr(error, "code", None) == code, (
+        if how.startswith("raised"):
+            assert k.model.raised, "the model's stream raised"
+            failure = k.model.raised[0]  # the object the stream raised (a fresh copy of the script's)
+        if how != "model" and runtime_of(k.impl) == PYTHON:
+            assert _carries(error, failure), (
+                f"agent/error announced {type(error).__name__}: {error} (code {getattr(error, 'code', None)!r}), not the "
+                f"{type(failure).__name__} raised into the loop nor an error chained to it (ERR-9: carrying the original "
+                "error)")
+        assert getattr(error, "code", None) == code, (
             f"agent/error announced {type(error).__name__}: {error} (code {getattr(error, 'code', None)!r}), "
             f"not the turn's original error (code {code!r})")
 
     run(scenario)
+
+
+def _carries(error: object, original: BaseException) -> bool:
+    """Whether ``error`` is ``original`` or an error whose cause or context chain reaches it."""
+    link = error if isinstance(error, BaseException) else None
+    for _ in range(8):
+        if link is None:
+            return False
+        if link is original:
+            return True
+        link = link.__cause__ or link.__context__
+    return False
 
 
 def _fail_late(k: Kit, where: str, error: Exception, *, needs: str | None = None) -> None:

@@ -492,6 +492,32 @@ def test_late_steering_requeued_without_idle(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("LOOP-8", "INBOX-1", "LOOP-2")
+@pytest.mark.parametrize("late", ["agent/turn-end", "session/flush"])
+def test_late_steering_joins_the_queue_behind_a_prompt_sent_before_it(run: Run, late: str) -> None:
+    # LOOP-8 re-queues steering that arrived too late for its turn "as prompts for a next turn":
+    # into the queued FIFO (INBOX-1), behind a prompt sent before that steering was given. So the
+    # next turn takes B (sent during turn 1) then S (steered once turn 1 had closed), and its
+    # trigger is B's source (LOOP-2: the first message's). A loop putting late steering at the
+    # head of the queue, as if it belonged before what was already waiting, reverses them
+    # (session 60's blind round K: it passed the suite and the hunt). Steering given before B
+    # may go either side of it (when "after the turn" re-queues it is the loop's choice).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        plugin: Any = {"kind": "plugin", "plugin": "reviewer"}
+        k.model.push(fakes.text("first").hook(lambda: a.send("B")), fakes.text("second"))
+        k.on(late, once(lambda *_: a.steer("S", plugin)), needs="the test steers from it, once turn 1 closed")
+        a.send("A")
+        await k.idle(a)
+        assert k.prompts(a) == [["A"], ["B", "S"]], (
+            f"turns took {k.prompts(a)}: B, sent during turn 1, waits in the queue before S, steered too late for "
+            "turn 1 and re-queued after it (LOOP-8, INBOX-1)")
+        trigger = k.events(a, "turn/start")[1]["data"]["trigger"]
+        assert trigger.get("source") == USER, f"turn 2's trigger is its first message's source, B's (LOOP-2): {trigger}"
+
+    run(scenario)
+
+
 @pytest.mark.rule("LOOP-8")
 def test_queued_during_turn_runs_without_idle(run: Run) -> None:
     async def scenario(k: Kit) -> None:

@@ -373,6 +373,47 @@ def test_sections_and_tools_changed_during_a_turn_reach_its_next_step(run: Run, 
     run(scenario)
 
 
+@pytest.mark.rule("SVC-5", "LOOP-5")
+@pytest.mark.parametrize("where", ["agent/step-start", "step/start", "agent/turn-start", "turn/start"])
+def test_sections_and_tools_changed_as_the_step_opens_reach_its_request(run: Run, where: str) -> None:
+    # LOOP-5: step/start is appended, agent/step-start emitted, then the system prompt assembled
+    # and the request made. A plugin that adds a section and registers a tool as the step opens
+    # (an agent/step-start listener, a session/event listener on step/start; or earlier, as the
+    # turn starts) changes what that step's request carries (SVC-5: the assembled sections, the
+    # registered tools). A loop taking the configuration before the step opened sends the old one
+    # (session 60's blind round L; every independent loop sends the new one).
+    async def scenario(k: Kit) -> None:
+        k.service.add_system_prompt_section("one", "Section A")
+        a = k.agent()
+        changed = [False]
+
+        def change(*args: object) -> None:
+            if changed[0]:
+                return
+            if where in ("step/start", "turn/start"):
+                event = args[1] if len(args) > 1 else None
+                if not isinstance(event, dict) or event.get("type") != where:
+                    return
+            changed[0] = True
+            k.service.add_system_prompt_section("two", "Section B")
+            k.tool("late", description="registered as the step opened", input_schema={"type": "object"})
+
+        k.on(where if where.startswith("agent/") else "session/event", change,
+             needs="the test reconfigures the service there")
+        k.model.push(fakes.text("answer"))
+        a.send("hi")
+        await k.idle(a)
+        assert changed[0], f"the {where} listener never ran"
+        request = k.model.requests[0]
+        assert request.get("system") == "Section A\n\nSection B", (
+            f"the step's request carries system prompt {request.get('system')!r}: a section added by a {where} listener, "
+            "before LOOP-5 assembles the prompt, is in it (SVC-5)")
+        names = [t.get("name") for t in request.get("tools") or []]
+        assert "late" in names, f"the step's request offers {names}, not the tool a {where} listener registered (SVC-5)"
+
+    run(scenario)
+
+
 @pytest.mark.rule("SVC-6")
 def test_lookup_and_removal(run: Run) -> None:
     async def scenario(k: Kit) -> None:

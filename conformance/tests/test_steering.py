@@ -171,6 +171,46 @@ def test_steering_from_continuation_overrides_stop(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("CONT-2", "CONT-1")
+@pytest.mark.parametrize("first", ["text", "tool-calls"])
+@pytest.mark.parametrize("when", ["before-next", "after-next"])
+def test_steering_from_continuation_overrides_the_listeners_own_forced_stop(run: Run, first: str, when: str) -> None:
+    # CONT-2: steering added by an agent/turn-continuation listener overrides "a stop decision":
+    # the default one, and one a listener forces (CONT-1) as well, its own vote included. A
+    # reviewing plugin that steers a correction and votes to stop gets the turn continued with its
+    # steering in the next request. After a tool step the default is to continue, so only the
+    # forced stop is there to override: a loop letting steering override the default stop alone
+    # ends the turn (session 60's blind round K, which passed the suite and the hunt).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        voted: list[object] = []
+
+        async def reviewer(agent: object, turn: int, decision: object, next: object) -> object:
+            if voted:
+                return await next()  # type: ignore[operator]
+            voted.append(decision)
+            if when == "before-next":
+                a.steer("more")
+            await next()  # type: ignore[operator]
+            if when == "after-next":
+                a.steer("more")
+            return False
+
+        k.on("agent/turn-continuation", reviewer, needs="the test steers and votes to stop there")
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")) if first == "tool-calls" else fakes.text("first"),
+                     fakes.text("second"))
+        a.send("hi")
+        await k.idle(a)
+        assert voted == [first == "tool-calls"], f"the first step's default decision (CONT-1): {voted}"
+        assert _steps(k, a) == 2, (
+            f"the turn ran {_steps(k, a)} step(s): steering a continuation listener added overrides the stop it voted "
+            "(CONT-2), so a second step runs")
+        assert "more" in request_texts(k.model.requests[1]), "the second request contains the steering (CONT-2)"
+        assert k.prompts(a) == [["hi"]], f"one turn: the steering joined it, no second turn: {k.prompts(a)}"
+
+    run(scenario)
+
+
 @pytest.mark.rule("STEER-1")
 def test_steer_when_idle_is_send(run: Run) -> None:
     async def scenario(k: Kit) -> None:

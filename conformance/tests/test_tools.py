@@ -12,7 +12,7 @@ from conformance import fakes
 from conformance.harness import Kit
 from reference_loop import vocabulary as v
 
-from ._support import COMPLETED, Run, aborted, cyclic_block, in_process_only
+from ._support import COMPLETED, Run, aborted, cyclic_block, in_process_only, passthrough
 
 
 @pytest.mark.rule("TOOL-1")
@@ -343,19 +343,31 @@ def test_a_listener_serves_a_tool_nobody_registered(run: Run) -> None:
     run(scenario)
 
 
-@pytest.mark.rule("TOOL-5")
-def test_abort_during_a_tool_that_ignores_the_signal(run: Run) -> None:
+@pytest.mark.rule("TOOL-5", "CANCEL-MID")
+@pytest.mark.parametrize("plugin", [False, True])
+def test_abort_during_a_tool_that_ignores_the_signal(run: Run, plugin: bool) -> None:
     # The tool does not honour its abort signal (it finishes its work later anyway): the step
-    # still ends at the abort, no later tool of the step runs, no next step, the turn aborted.
+    # still ends at the abort, not when the tool returns, no later tool of the step runs, no next
+    # step, the turn aborted. Also with a tools/execute plugin passing the call on (a loop that
+    # awaited the waterfall without its abort waited for the tool: session 60's blind round L;
+    # every independent loop ends the step at once, with the plugin or without).
     async def scenario(k: Kit) -> None:
         stubborn = k.tool("stubborn", delay=2.0, abort_aware=False)
         after = k.tool("after")
         a = k.agent()
+        if plugin:
+            k.on("tools/execute", passthrough, needs="the test passes the call on through a plugin")
         k.model.push(fakes.tool_calls(("c1", "stubborn", "{}"), ("c2", "after", "{}"), ("c3", "after", "{}")))
         a.send("hi")
         await k.until(lambda: bool(stubborn.calls), "the stubborn tool")
+        loop = asyncio.get_running_loop()
+        aborted_at = loop.time()
         a.abort("enough")
         await k.idle(a)
+        waited = loop.time() - aborted_at
+        assert waited < 1.0, (
+            f"the turn ended {waited:.2f} virtual s after the abort, once the tool that ignores its signal returned: an "
+            "abort during a tool ends the step (TOOL-5, CANCEL-MID), whatever the tool does with its signal")
         assert after.calls == [], "no further tool of the step runs"
         assert len(k.model.requests) == 1, "no next model step runs"
         assert k.reasons(a) == [aborted("enough")]

@@ -449,8 +449,7 @@ class Agent:
                     break
                 if self._marker is not None:  # window 2
                     self._marker = None
-                    while self._steering:  # steering that arrived after the cancel
-                        self._queued.append(self._steering.popleft())
+                    self._requeue_late_steering()  # steering that arrived after the cancel
                     if not self._queued:
                         self._set_status("idle")
                         continue
@@ -460,9 +459,7 @@ class Agent:
                 self._marker = None
                 if self._disposed:
                     break
-                # late steering becomes prompts of the next turn
-                while self._steering:
-                    self._queued.append(self._steering.popleft())
+                self._requeue_late_steering()  # late steering becomes prompts of the next turn
                 if not self._queued:
                     self._set_status("idle")
         except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
@@ -754,9 +751,17 @@ class Agent:
         if self._marker is not None:
             self._abort_turn(t, self._marker)
             return False
-        if self._steering:
-            return True
-        return bool(decision)
+        return self._continues(decision, default)
+
+    def _requeue_late_steering(self) -> None:
+        """LOOP-8: steering too late for its turn joins the queued FIFO, behind what waits there."""
+        while self._steering:
+            self._queued.append(self._steering.popleft())
+
+    def _continues(self, decision: object, default: bool) -> bool:
+        """CONT-1/CONT-2: the continuation waterfall's ``decision`` stands, unless steering waits
+        at the gate: that overrides any stop, the default's or one a listener forced."""
+        return bool(self._steering) or bool(decision)
 
     def _after_await(self, t: _Turn) -> None:
         if self._disposed:

@@ -9,7 +9,12 @@ ERR-6). ``LateDropLoop`` applies a cancel that dropped the turn about to start (
 round J, promise_loop, stranded such work: IDLE-2, MARKER-1). ``HandOffLoop`` yields once between
 back-to-back turns, correct and with session 58's round H bug (svc_loop): when a cancel from
 elsewhere (another agent's listener) emptied its queue there, it waits for work still ``running``
-(LOOP-8, IDLE-2). ``LateStatusLoop`` is correct: when its driver task is cancelled (PY-1) it
+(LOOP-8, IDLE-2). Session 60's round K (anyio_loop, pipe_loop) gave three more:
+``CopiedErrorLoop`` announces a failure as a new error made of the raised one's message and code
+(ERR-9: "carrying the original error"); ``DefaultOverrideLoop`` lets waiting steering override
+only a default stop, not one a continuation listener forced (CONT-2); ``HeadRequeueLoop``
+re-queues late steering at the head of the queue, ahead of prompts sent before it (LOOP-8,
+INBOX-1). ``LateStatusLoop`` is correct: when its driver task is cancelled (PY-1) it
 announces ``disposed`` a dozen callbacks after the task ended, on a later pass of what the
 task's end woke, as svc_loop's scheduler does (session 59: a pct schedule passing that chain over
 while the world yielded a fixed number of times made it a false PY-1 finding)."""
@@ -94,6 +99,28 @@ class _LateStatusAgent(Agent):
         loop.call_soon(hop, self.hops)
 
 
+class _CopiedErrorAgent(Agent):
+    def _announce(self, turn: int, step: int, error: BaseException) -> None:
+        copied = RuntimeError(str(error))  # the bug: a new error made of the original's message and code
+        code = getattr(error, "code", None)
+        if code is not None:
+            copied.code = code  # type: ignore[attr-defined]
+        super()._announce(turn, step, copied)
+
+
+class _DefaultOverrideAgent(Agent):
+    def _continues(self, decision: object, default: bool) -> bool:
+        # the bug: steering overrides a stop only when the stop was the default decision
+        return bool(decision) or (bool(self._steering) and decision == default)
+
+
+class _HeadRequeueAgent(Agent):
+    def _requeue_late_steering(self) -> None:
+        # the bug: late steering goes ahead of the prompts already waiting
+        self._queued.extendleft(reversed(self._steering))
+        self._steering.clear()
+
+
 class _ParkingAgent(_HandOffAgent):
     parks_running = True
 
@@ -139,3 +166,24 @@ class LateStatusLoop(_Variant):
 
     name = "spec_loop (a cancelled driver's disposal announced on a later pass)"
     agent_class = _LateStatusAgent
+
+
+class CopiedErrorLoop(_Variant):
+    """spec_loop announcing each failure as a new error made of the original's message and code."""
+
+    name = "spec_loop (failures announced as copies)"
+    agent_class = _CopiedErrorAgent
+
+
+class DefaultOverrideLoop(_Variant):
+    """spec_loop letting waiting steering override a default stop only."""
+
+    name = "spec_loop (steering overrides the default stop only)"
+    agent_class = _DefaultOverrideAgent
+
+
+class HeadRequeueLoop(_Variant):
+    """spec_loop re-queueing late steering at the head of the queue."""
+
+    name = "spec_loop (late steering re-queued at the head)"
+    agent_class = _HeadRequeueAgent

@@ -594,3 +594,23 @@ def test_a_disposal_announced_a_while_after_the_cancelled_driver_ended_is_no_fin
     report = driver.hunt(LateStatusLoop(), "late-status", cfg).report
     assert report["totals"]["windows"] >= 20 and report["totals"]["explored"] >= 3, report["totals"]
     assert report["findings"] == [], report["findings"]
+
+
+@pytest.mark.parametrize("variant,workloads,verbs,signature", [
+    ("CopiedErrorLoop", "model-error", "send", "ORIGINAL [ERR-9]"),
+    ("DefaultOverrideLoop", "tool", "steer;stop", "STEERING [CONT-2]"),
+    ("HeadRequeueLoop", "reply", "send;steer", "FIFO [INBOX-1, LOOP-8]"),
+])
+def test_round_k_misses_are_found(variant: str, workloads: str, verbs: str, signature: str) -> None:
+    # Session 60's blind round K: three bugs that passed the suite and the hunt. A failure
+    # announced as a new error made of the raised one's message and code (ERR-9: carrying the
+    # original error; the world marks what it raises, ORIGINAL); steering that overrides only a
+    # default stop, not the one a continuation listener votes as it steers (CONT-2; a window may
+    # now steer before its stop vote); late steering re-queued ahead of a prompt sent before it
+    # (LOOP-8, INBOX-1: FIFO now places re-queued steering). spec_loop passes the same windows.
+    from tests.conformance_meta import variant_loops
+
+    cfg = _tiny(workloads, verbs)
+    assert driver.hunt(resolve("examples.spec_loop.adapter:implementation"), "spec_loop", cfg).report["findings"] == []
+    found = driver.hunt(getattr(variant_loops, variant)(), variant, cfg).report["findings"]
+    assert signature in [f["signature"] for f in found], found

@@ -66,14 +66,16 @@ def test_sequences_are_every_product_up_to_the_depth_shortest_first() -> None:
                     ("cancel", "cancel")]
     # 17 alone; 7 x 7 pairs of the rest; raise last after any of those 7; close last after send,
     # steer, inject or when_idle; stall last after cancel or abort; bad_inject followed by
-    # when_idle; create, cancel_driver, reconfigure, reload, stop and answer only alone; the three
-    # WITHDRAWN triples (a waiter taken for queued work, then the work withdrawn)
-    assert len(win.sequences(win.VERBS, 2)) == 17 + 7 * 7 + 7 + 4 + 2 + 1 + 3
+    # when_idle; stop last after steer (CONT-2's override); create, cancel_driver, reconfigure,
+    # reload and answer only alone; the three WITHDRAWN triples (a waiter taken for queued work,
+    # then the work withdrawn)
+    assert len(win.sequences(win.VERBS, 2)) == 17 + 7 * 7 + 7 + 4 + 2 + 1 + 1 + 3
     assert win.sequences(win.VERBS, 2)[-3:] == list(win.WITHDRAWN)
     assert ("send", "when_idle", "cancel") not in win.sequences(("send", "when_idle"), 2)  # its verbs only
     assert win.sequences(win.VERBS, 3).count(("send", "when_idle", "cancel")) == 1  # depth 3 has them anyway
-    for alone in ("create", "cancel_driver", "reconfigure", "reload", "stop", "answer"):
+    for alone in ("create", "cancel_driver", "reconfigure", "reload", "answer"):
         assert [seq for seq in win.sequences(win.VERBS, 2) if alone in seq] == [(alone,)]
+    assert [seq for seq in win.sequences(win.VERBS, 2) if "stop" in seq] == [("stop",), ("steer", "stop")]
     assert ("send", "raise") in win.sequences(win.VERBS, 2) and ("raise", "send") not in win.sequences(win.VERBS, 2)
     assert all("raise" not in seq for seq in win.sequences(win.VERBS, 2, "actor"))  # an actor cannot throw
     assert ("reload",) not in win.sequences(win.VERBS, 2, "actor")  # a reload is its own task already
@@ -183,8 +185,9 @@ def test_the_plan_is_exhaustive_within_the_bounds() -> None:
     # a stall only where a waterfall listener awaits, before its next(), or a flush listener
     stalling = [p for p in pts if (p.kind == "waterfall" and p.when == "before") or p.kind == "flush"]
     stalls = sum(1 for s in win.sequences(verbs, 2) if "stall" in s)
+    stops = sum(1 for s in win.sequences(verbs, 2) if "stop" in s)  # alone, and after a steer
     expected = sum(listener + (0 if p.actor_after is None else actor) - (created if p.on == "agent/created" else 0)
-                   - (0 if p in voting else 1) - (0 if p in answering else 1) + (throwing if p.kind == "flush" else 0)
+                   - (0 if p in voting else stops) - (0 if p in answering else 1) + (throwing if p.kind == "flush" else 0)
                    - (0 if p in stalling else stalls)
                    for p in pts)
     assert voting and sum(1 for w in wp.windows if w.actions == ("stop",)) == len(voting)

@@ -218,9 +218,15 @@ def test_prompts_and_steering_are_logged_in_the_order_given() -> None:
     assert found is not None and found.rules == ("INBOX-1", "LOOP-2") and "['S2', 'S1']" in found.message
     swapped = turn(("user/message", "B"), ("user/message", "A"))
     assert _check("FIFO", [*given, *swapped]) is not None
-    # steering re-queued as a prompt (LOOP-8) is not a send: its place among the prompts is not judged
+    # steering re-queued as a prompt (LOOP-8) joins the queue after its turn: behind a prompt sent
+    # before that steering was given (session 60, blind round K) ...
     late = turn(("user/message", "S1"), ("user/message", "A"))
-    assert _check("FIFO", [*given, *late]) is None
+    found = _check("FIFO", [*given, *late])
+    assert found is not None and found.rules == ("LOOP-8", "INBOX-1") and "'S1', steering re-queued" in found.message
+    # ... and either side of one sent after it (when the re-queue happens is the loop's)
+    early = [_op("steer", "S1", status="running"), _op("send", "A")]
+    assert _check("FIFO", [*early, *late]) is None
+    assert _check("FIFO", [*early, *turn(("user/message", "A"), ("user/message", "S1"))]) is None
     # the same text sent twice is matched call by call: A, B, A in that order is FIFO
     again = [_op("send", "A"), _op("send", "B"), _op("send", "A")]
     assert _check("FIFO", [*again, *turn(("user/message", "A"), ("user/message", "B"), ("user/message", "A"))]) is None
