@@ -84,11 +84,20 @@ class AbortSignal:
         self._aborted = True
         self._reason = reason
         listeners, self._listeners = self._listeners, []
+        # Every callback hears the abort, and every waiter, though one throws: an adapter's
+        # throwing callback, registered first, must not keep the loop's own (which cancels the
+        # step's tool) from running (TOOL-5, ABORT-1). The first failure is raised after.
+        failure: Exception | None = None
         for callback in listeners:
-            callback(reason)
+            try:
+                callback(reason)
+            except Exception as exc:
+                failure = failure or exc
         for fut in list(self._waiters):
             if not fut.done():
                 fut.set_result(reason)
+        if failure is not None:
+            raise failure
 
 
 class AbortController:

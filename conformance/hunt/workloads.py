@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from conformance.fakes import Response, fails, respond, returns
+from conformance.fakes import Response, fails, hangs, respond, returns
 
 from ..scenario.model import (
     Action,
@@ -189,6 +189,12 @@ SPARE = ToolSpec("notes", returns("noted"))  # never called: a window's reconfig
 HANGING = respond.text("partial then nothing").hang(after=1).on_abort("ignore")
 """A stream that hangs after its first chunk and never looks at the step's signal."""
 FAILING_TOOL = ToolSpec("lookup", fails("no such page", code="E_TOOL"))
+STUCK_TOOL = ToolSpec("lookup", hangs(), abort_aware=False)
+"""A tool that never returns and never looks at its call's signal (a blocking client call)."""
+TOOL_PLUGIN = Listener(on="tools/execute", do=(), name="tool-plugin", times="always", hold=0.001, optional=True)
+"""A plugin's ``tools/execute`` listener that takes a millisecond, then passes every call on
+(``await next()``), as a metering plugin does: the call's abort must stop the wait for the tool
+through it as well."""
 VIRTUAL_TOOL = Listener(on="tools/execute", do=(Action("answer"),), name="virtual-tool", where={"name": "virtual"},
                         times="always", optional=True)
 """A plugin serving a tool nobody registered: its ``tools/execute`` listener answers every call of
@@ -274,6 +280,16 @@ def workloads() -> tuple[Workload, ...]:
                                                "stop waiting for it once the step is aborted (ABORT-1, CANCEL-MID); "
                                                "then a second prompt's, stopped by a dispose() (a signal firing "
                                                "inside dispose(), where a window's listener on it throws: DISP-2)")),
+        Workload("hang-tool", _scenario("hang-tool", (call, respond.text("done")), tools=(STUCK_TOOL,),
+                                        listeners=(TOOL_PLUGIN,),
+                                        actors=(_caller("A"), Actor((Action("abort"), Action("send", text="B")),
+                                                                    name="stopper", at=1.0, optional=True)),
+                                        description="a tool that never returns and ignores its call's signal, "
+                                                    "behind a plugin passing the call on: the loop has to stop "
+                                                    "waiting for it once the step is aborted, and answers the next "
+                                                    "prompt (TOOL-5, CANCEL-MID; "
+                                                    "session 60's blind round L waited for the waterfall, "
+                                                    "not its abort)")),
         Workload("hang-close", _scenario("hang-close", (HANGING,),
                                          actors=(_caller("A"), Actor((Action("close"),), name="closer", at=1.0,
                                                                      optional=True)),

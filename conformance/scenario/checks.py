@@ -1432,7 +1432,12 @@ def _tools_check(view: TraceView) -> Violation | None:
                                          "(TOOL-3)", e["_i"], ("TOOL-3",))
                     if at is not None and any(at < i < e["_i"] for i in aborts):
                         later_step = any(x["type"] == "step/start" and x["_i"] > e["_i"] for x in t["events"])
-                        if t["reason"] not in ("aborted", "disposed", None) or later_step:
+                        # a listener that threw once the abort came (on the aborted call's tool/result,
+                        # say) fails the turn too: which of the two ends it the contract does not order
+                        abort_at = next(i for i in aborts if at < i < e["_i"])
+                        threw = t["reason"] == "error" and any(abort_at < r["_i"] < (t["end_i"] or len(view.timeline))
+                                                                 for r in view.ops(agent, "raise"))
+                        if (t["reason"] not in ("aborted", "disposed", None) and not threw) or later_step:
                             return Violation(f"agent {agent}: an abort during tool call {data.get('call_id')} did "
                                              f"not end turn {t['turn']} aborted (TOOL-5)", e["_i"], ("TOOL-5",))
                 elif kind == "error":

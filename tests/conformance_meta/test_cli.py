@@ -111,8 +111,10 @@ def test_selected_rules_pass_on_reference_and_write_reports(tmp_path: Path) -> N
     data = json.loads(report.read_text())
     assert [(r["id"], r["status"]) for r in data["rules"]] == [("LOOP-2", "passed"), ("ASM-1", "passed")]
     assert data["rules"][0]["tests"] == [
-        *(f"test_loop.py::{name}[{schedule}]"
-          for name in ("test_burst_is_one_turn", "test_burst_during_a_turn_is_the_next_turn")
+        *(f"test_loop.py::test_burst_is_one_turn[{schedule}]" for schedule in ("fifo", "random-0", "pct-0")),
+        *(f"test_loop.py::test_late_steering_joins_the_queue_behind_a_prompt_sent_before_it[{schedule}-{late}]"
+          for schedule in ("fifo", "random-0", "pct-0") for late in ("agent/turn-end", "session/flush")),
+        *(f"test_loop.py::test_burst_during_a_turn_is_the_next_turn[{schedule}]"
           for schedule in ("fifo", "random-0", "pct-0")),
         *(f"test_loop.py::test_a_prompt_sent_while_a_turn_logs_its_prompts_waits_for_the_next_turn[{schedule}-{b}]"
           for schedule in ("fifo", "random-0", "pct-0") for b in ("turn/start", "user/message")),

@@ -14,7 +14,9 @@ elsewhere (another agent's listener) emptied its queue there, it waits for work 
 (ERR-9: "carrying the original error"); ``DefaultOverrideLoop`` lets waiting steering override
 only a default stop, not one a continuation listener forced (CONT-2); ``HeadRequeueLoop``
 re-queues late steering at the head of the queue, ahead of prompts sent before it (LOOP-8,
-INBOX-1). ``LateStatusLoop`` is correct: when its driver task is cancelled (PY-1) it
+INBOX-1). Round L (trampoline_loop) one: ``ToolWaitLoop`` awaits the ``tools/execute``
+waterfall without the step's abort, so a tool that ignores its signal holds the aborted step
+(TOOL-5). ``LateStatusLoop`` is correct: when its driver task is cancelled (PY-1) it
 announces ``disposed`` a dozen callbacks after the task ended, on a later pass of what the
 task's end woke, as svc_loop's scheduler does (session 59: a pct schedule passing that chain over
 while the world yielded a fixed number of times made it a false PY-1 finding)."""
@@ -121,6 +123,13 @@ class _HeadRequeueAgent(Agent):
         self._steering.clear()
 
 
+class _ToolWaitAgent(Agent):
+    async def _abortable(self, awaitable: Any, signal: Any) -> Any:
+        if getattr(getattr(awaitable, "cr_code", None), "co_name", None) == "waterfall":
+            return await awaitable  # the bug: the tools/execute waterfall awaited without the step's abort
+        return await super()._abortable(awaitable, signal)
+
+
 class _ParkingAgent(_HandOffAgent):
     parks_running = True
 
@@ -187,3 +196,10 @@ class HeadRequeueLoop(_Variant):
 
     name = "spec_loop (late steering re-queued at the head)"
     agent_class = _HeadRequeueAgent
+
+
+class ToolWaitLoop(_Variant):
+    """spec_loop awaiting the tools/execute waterfall without the step's abort."""
+
+    name = "spec_loop (the tool waterfall awaited without the abort)"
+    agent_class = _ToolWaitAgent

@@ -600,17 +600,35 @@ def test_a_disposal_announced_a_while_after_the_cancelled_driver_ended_is_no_fin
     ("CopiedErrorLoop", "model-error", "send", "ORIGINAL [ERR-9]"),
     ("DefaultOverrideLoop", "tool", "steer;stop", "STEERING [CONT-2]"),
     ("HeadRequeueLoop", "reply", "send;steer", "FIFO [INBOX-1, LOOP-8]"),
+    ("ToolWaitLoop", "hang-tool", "send", "problems+prompts [IDLE-2, LOOP-1, MARKER-1]"),
 ])
-def test_round_k_misses_are_found(variant: str, workloads: str, verbs: str, signature: str) -> None:
-    # Session 60's blind round K: three bugs that passed the suite and the hunt. A failure
+def test_round_k_and_l_misses_are_found(variant: str, workloads: str, verbs: str, signature: str) -> None:
+    # Session 60's blind rounds K and L: bugs that passed the suite and the hunt. A failure
     # announced as a new error made of the raised one's message and code (ERR-9: carrying the
     # original error; the world marks what it raises, ORIGINAL); steering that overrides only a
     # default stop, not the one a continuation listener votes as it steers (CONT-2; a window may
     # now steer before its stop vote); late steering re-queued ahead of a prompt sent before it
-    # (LOOP-8, INBOX-1: FIFO now places re-queued steering). spec_loop passes the same windows.
+    # (LOOP-8, INBOX-1: FIFO now places re-queued steering); a tool waterfall awaited without the
+    # step's abort, so a tool ignoring its signal holds the aborted step (TOOL-5: the hang-tool
+    # workload, whose stuck tool a plugin passes the call to). spec_loop passes the same windows.
     from tests.conformance_meta import variant_loops
 
     cfg = _tiny(workloads, verbs)
     assert driver.hunt(resolve("examples.spec_loop.adapter:implementation"), "spec_loop", cfg).report["findings"] == []
     found = driver.hunt(getattr(variant_loops, variant)(), variant, cfg).report["findings"]
     assert signature in [f["signature"] for f in found], found
+
+
+def test_a_throwing_abort_observer_leaves_the_abort_its_effect_on_a_stuck_tool() -> None:
+    # ABORT-1, TOOL-5: a model adapter's callback on the step's signal (the world's "as a model
+    # call's signal fires" point) throws inside abort(); the loop's own callback, registered
+    # later to stop waiting for the running tool, must still run. The reference's AbortSignal
+    # stopped at the first throwing callback, and the step waited for ever for the hang-tool
+    # workload's tool, which ignores its signal (session 60).
+    cfg = search.Config(workloads=("hang-tool",), depth=1, nth=1, verbs=("raise",), dfs=0, random=0, pct=0)
+    report = driver.hunt(REF, "reference", cfg).report
+    assert report["findings"] == [], report["findings"]
+    from conformance.hunt.workloads import by_name
+
+    names = [w.name for w in search.plan(by_name(["hang-tool"]), REF, cfg)[0].windows]
+    assert "hang-tool: as a model call's signal fires#1: raise" in names, names

@@ -111,3 +111,29 @@ def test_idle_waiter_registered_at_call_and_awaitable_twice() -> None:
 
 async def _await(awaitable: Any) -> None:
     await awaitable
+
+
+def test_a_throwing_signal_callback_leaves_the_others_and_the_waiters_their_abort() -> None:
+    # An adapter's callback on the step's signal, registered before the loop's own (which cancels
+    # the running tool), threw: every callback still hears the abort, every waiter is released,
+    # and the first failure is raised after (the agent contains it). Before session 60 the loop's
+    # callback never ran, and a tool that ignores its signal was waited for for ever (TOOL-5).
+    async def main() -> None:
+        from reference_loop.abort import AbortController
+
+        controller = AbortController()
+        heard: list[str] = []
+
+        def adapter(_reason: str) -> None:
+            raise RuntimeError("adapter's callback failed")
+
+        controller.signal.add_listener(adapter)
+        controller.signal.add_listener(heard.append)
+        waiter = asyncio.ensure_future(controller.signal.wait())
+        await asyncio.sleep(0)
+        with pytest.raises(RuntimeError, match="adapter's callback failed"):
+            controller.abort("stop")
+        assert heard == ["stop"]
+        assert await waiter == "stop"
+
+    asyncio.run(main())
