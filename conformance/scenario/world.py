@@ -737,9 +737,13 @@ class World:
             out["copied"] = True  # only then: the timelines of every other run stay as they were
         return out
 
-    def _raised_by_world(self, error: BaseException) -> BaseException:
-        """``error``, marked and kept as one the world raises into the implementation (ERR-9)."""
-        self._raised.append(fake_errors.mark(error))
+    def _raised_by_world(self, error: BaseException, on: str | None) -> BaseException:
+        """``error``, marked and kept as one the world raises into the implementation (ERR-9). Not
+        kept when a status listener throws it: no turn fails of it, and ERR-8 leaves announcing it
+        open, so what an announcement of it carries is not ERR-9's question."""
+        fake_errors.mark(error)
+        if on != "agent/status":
+            self._raised.append(error)
         return error
 
     def _copied(self, error: Any) -> bool:
@@ -1175,13 +1179,13 @@ class World:
         elif verb == "raise":
             self._raising(agent if agent is not None else subject, by, on, action.code, action.message)
             if action.thrown:
-                raise self._raised_by_world(ThrownValue(action.message or "listener failure"))
+                raise self._raised_by_world(ThrownValue(action.message or "listener failure"), on)
             # a TypeError, what a plugin's own bug throws (an attribute of None; in JavaScript,
             # of undefined): a loop that reads one from an append as "the data was no JSON" meets it
             error = TypeError(action.message or "listener failure")
             if action.code is not None:
                 error.code = action.code  # type: ignore[attr-defined]  # ERR-7: a raised error's code
-            raise self._raised_by_world(error)
+            raise self._raised_by_world(error, on)
         elif verb == "sleep":
             return asyncio.sleep(action.seconds or 0.0)
         elif verb == "wait_idle":
