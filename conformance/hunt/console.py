@@ -44,6 +44,8 @@ def print_report(rep: dict[str, Any], out: Path | None, impl: str, new_differenc
             line = f"  window: {ex['window']}"
             if ex.get("cassette") and out is not None:
                 line += f"\n  replay: loopkit replay {out / ex['cassette']} --impl {shlex.quote(impl)} --diagram race.html"
+            elif ex.get("unreplayable"):
+                line += f"\n  no cassette: {ex['unreplayable']}"
             console.print(shown(line))
     if rep["differences"]:
         console.print(f"{len(rep['differences'])} kind(s) of difference from {shown(rep['config']['against'])} "

@@ -18,6 +18,7 @@ from typing import Any
 
 from conformance.adapter import Implementation
 from conformance.files import atomic_write
+from simulator.errors import SimulationError
 
 from . import pool, report, search, shards
 from . import windows as win
@@ -76,10 +77,18 @@ def _explore_unit(unit: tuple[int, tuple[int, ...], tuple[tuple[int, ...] | None
     return out
 
 
-def _cassette_unit(unit: tuple[int, int, dict[str, Any]]) -> str:
+def _cassette_unit(unit: tuple[int, int, dict[str, Any]]) -> tuple[str, str]:
+    """``("yaml", text)``: the race cassette; ``("unreplayable", why)`` when the failing run does
+    not replay on its own schedule (the implementation is not deterministic under it: an order
+    that depends on object addresses, say): the finding stands, with no cassette."""
     assert _CTX is not None
     p, index, failure = unit
-    return search.cassette(_CTX.plans[p], index, failure, _CTX.impl, _CTX.impl_spec).to_yaml()
+    try:
+        return "yaml", search.cassette(_CTX.plans[p], index, failure, _CTX.impl, _CTX.impl_spec).to_yaml()
+    except SimulationError as exc:
+        return "unreplayable", (f"its failing run did not replay on its own schedule ({exc}): the implementation "
+                                "is not deterministic there (an order that depends on object addresses or the "
+                                "hash seed, say), so no race cassette")
 
 
 @dataclass
@@ -253,11 +262,19 @@ def _hunt(impl: Implementation, impl_spec: str, config: search.Config, against: 
             tick("cassettes", 0, len(units3))
             got3 = pool.run(_cassette_unit, units3, workers=workers, isolate=True, describe=describe,
                             done=lambda i, _r: tick("cassettes", i + 1, len(units3)))
-            for (p, index, _f), text in zip(units3, got3, strict=True):
+            for (p, index, _f), made in zip(units3, got3, strict=True):
                 f = next(f for f in sections[p]["findings"] if f["index"] == index)
+                if made is None:  # never made (the hunt was stopped)
+                    f.pop("cassette", None)
+                    continue
+                kind, text = made
+                if kind != "yaml":
+                    f.pop("cassette", None)
+                    f["unreplayable"] = text
+                    continue
                 path = out / f["cassette"]
                 path.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write(str(path), text or "")
+                atomic_write(str(path), text)
                 written.append(path)
         for s in sections:
             for f in s["findings"]:

@@ -54,6 +54,8 @@ def _grouped(sections: list[dict[str, Any]], key: str, limit: int) -> list[dict[
                 example = {"window": item["window"]}
                 if item.get("cassette"):
                     example["cassette"] = item["cassette"]
+                if item.get("unreplayable"):
+                    example["unreplayable"] = item["unreplayable"]
                 g["examples"].append(example)
     return sorted(groups.values(), key=lambda g: (-g["windows"], g["signature"]))
 

@@ -632,3 +632,22 @@ def test_a_throwing_abort_observer_leaves_the_abort_its_effect_on_a_stuck_tool()
 
     names = [w.name for w in search.plan(by_name(["hang-tool"]), REF, cfg)[0].windows]
     assert "hang-tool: as a model call's signal fires#1: raise" in names, names
+
+
+def test_a_finding_whose_run_does_not_replay_is_reported_without_a_cassette(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # A failing run that diverges when replayed on its own schedule (an implementation whose order
+    # depends on object addresses) used to end the hunt with an error, its findings lost; the
+    # finding stands, with why there is no cassette (the console prints it too).
+    from simulator.errors import Divergence
+
+    def diverges(*_args: object, **_kwargs: object) -> object:
+        raise Divergence(3, "a:expected", "b:found")
+
+    monkeypatch.setattr(search, "cassette", diverges)
+    cfg = _tiny("reply", "cancel_driver")
+    result = driver.hunt(resolve("mutant:py-cancel-contained"), "mutant", cfg, out=tmp_path)
+    (finding, *_) = result.report["findings"]
+    (example, *_) = finding["examples"]
+    assert "cassette" not in example and "did not replay on its own schedule" in example["unreplayable"], example
+    assert result.cassettes == [] and not (tmp_path / "cassettes").exists()
