@@ -242,13 +242,12 @@ def sequences(verbs: Sequence[str], depth: int, mode: str = "listener") -> list[
     sequence too, after verbs of ``CLOSE_AFTER`` only: once the service closes, the agents are
     disposed, and what a disposed agent does with more is what ``dispose; X`` shows; ``create``
     only alone: what it judges, a taken id rejected, no other verb changes; ``cancel_driver``
-    alone too (``stop`` also after a ``steer``: :data:`STOP_AFTER`): once the driver's task is
-    cancelled the agent ends disposed (PY-1), and what a
+    alone too: once the driver's task is cancelled the agent ends disposed (PY-1), and what a
     disposed agent does with more is what ``dispose; X`` shows; ``reconfigure`` alone: what it
     judges, the next step's request, no other verb changes; ``reload`` alone: what it judges, the
     session a second service loads, another verb before it only moves the point; and by a listener
-    only, since the reload itself runs as a task of its own). At depth 2, the :data:`WITHDRAWN`
-    triples too."""
+    only, since the reload itself runs as a task of its own; ``stop`` alone or after a ``steer``,
+    :data:`STOP_AFTER`). At depth 2, the :data:`WITHDRAWN` triples too."""
     out: list[tuple[str, ...]] = []
     for n in range(1, depth + 1):
         for seq in product(verbs, repeat=n):

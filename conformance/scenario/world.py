@@ -757,7 +757,10 @@ class World:
         if not isinstance(error, BaseException | str):
             return False
         raised = [*self._raised, *(e for m in self.models.values() for e in getattr(m, "raised", ()))]
-        return any(str(error) == str(e) for e in raised)
+        try:
+            return any(str(error) == str(e) for e in raised)
+        except Exception:  # an error whose str() raises (a hostile one): nothing to compare
+            return False
 
     def _notify(self, event: dict[str, Any]) -> None:
         if self._pending:
