@@ -1881,7 +1881,20 @@ def _original_error_check(view: TraceView) -> Violation | None:
     code, passed the suite, whose checks read the message and the code only). A wrapper that
     chains the original (``raise New(...) from exc``) carries it."""
     for e in view.of_kind("agent/error"):
-        if e.get("copied"):
+        text = e.get("copied")
+        if not isinstance(text, str):
+            continue
+        # judged only when that error was raised in the announced turn (a fake model's call ending
+        # ``raised`` with it, a listener's raise of it): a loop's own error for a model's error
+        # finish may share the text of one raised in another turn
+        agent = str(e.get("agent"))
+        start = max((x["_i"] for x in view.log(agent) if x["type"] == "turn/start" and x["_i"] < e["_i"]
+                     and x["data"].get("turn") == e.get("turn")), default=0)
+        raised_here = any(start <= r["_i"] < e["_i"] and (
+            (r["kind"] == "model/done" and r.get("outcome") == "raised" and r.get("error") == text)
+            or (r["kind"] == "op" and r.get("op") == "raise" and (r.get("message") or "listener failure") == text))
+            for r in (*view.of_kind("model/done"), *view.ops(agent, "raise")))
+        if raised_here:
             return Violation(f"agent {e.get('agent')}: agent/error announced {e.get('error')} for turn {e.get('turn')}, a "
                              "new error made of the message of the one raised into the loop, not that error (nor one "
                              "chained to it): the announcement carries the original error (ERR-9)", e["_i"], ("ERR-9",))

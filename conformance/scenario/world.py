@@ -733,8 +733,9 @@ class World:
                 out[arg_name] = value  # what ev.flatten gives, without its dict
             else:
                 out.update(ev.flatten(arg_name, value))
-        if name == "agent/error" and len(args) > 3 and self._copied(args[3]):
-            out["copied"] = True  # only then: the timelines of every other run stay as they were
+        copied = self._copied(args[3]) if name == "agent/error" and len(args) > 3 else None
+        if copied is not None:
+            out["copied"] = copied  # only then: the timelines of every other run stay as they were
         return out
 
     def _raised_by_world(self, error: BaseException, on: str | None) -> BaseException:
@@ -746,21 +747,23 @@ class World:
             self._raised.append(error)
         return error
 
-    def _copied(self, error: Any) -> bool:
-        """ERR-9, in process: whether an ``agent/error`` announcement's ``error`` is a new value
-        made of the message of an error the world raised (a fake model's scripted failure, a
-        listener told to throw), neither that error nor one chained to it: the original is lost
-        (its type, its attributes, the object a plugin may compare). Over the wire no object
-        crosses: not judged."""
+    def _copied(self, error: Any) -> str | None:
+        """ERR-9, in process: the message of an error the world raised (a fake model's scripted
+        failure, a listener told to throw) when an ``agent/error`` announcement's ``error`` is a
+        new value made of it, neither that error nor one chained to it: the original is lost (its
+        type, its attributes, the object a plugin may compare). ``None`` otherwise, and over the
+        wire, where no object crosses. (The ORIGINAL oracle judges it only when that raise was
+        made in the announced turn.)"""
         if not self._in_process or fake_errors.origin_of(error) is not None:
-            return False
+            return None
         if not isinstance(error, BaseException | str):
-            return False
+            return None
         raised = [*self._raised, *(e for m in self.models.values() for e in getattr(m, "raised", ()))]
         try:
-            return any(str(error) == str(e) for e in raised)
+            text = str(error)
+            return text if any(text == str(e) for e in raised) else None
         except Exception:  # an error whose str() raises (a hostile one): nothing to compare
-            return False
+            return None
 
     def _notify(self, event: dict[str, Any]) -> None:
         if self._pending:

@@ -2408,3 +2408,21 @@ def test_no_turn_is_announced_twice() -> None:
     failed = [*shot[:2], _log(5, "error", turn=2, step=0, message="boom"), said(2),
               _log(6, "turn/end", turn=2, reason={"kind": "error"})]
     assert _check("ONCE", [*tl[:4], *failed, flush, said(2)]) is not None
+
+
+def test_an_announcement_made_of_a_raised_errors_message_is_not_the_original() -> None:
+    # ORIGINAL (ERR-9): the world records ``copied`` (the text) on an agent/error whose error is a
+    # new value made of the message of one it raised; judged when that raise was made in the
+    # announced turn (a loop's own error for a model's error finish may share another turn's text)
+    start, message, _end = _turn(0, 1, "A")
+    raised = {"kind": "model/done", "model": "fake", "call": 1, "outcome": "raised", "error": "stream broke"}
+    copy = {"kind": "agent/error", "agent": "a", "turn": 1, "step": 1, "error": "RuntimeError: stream broke",
+            "copied": "stream broke"}
+    end = _log(2, "turn/end", turn=1, reason={"kind": "error", "message": "stream broke"})
+    found = _check("ORIGINAL", [start, message, raised, copy, end])
+    assert found is not None and found.rules == ("ERR-9",) and "not that error" in found.message
+    # the same text raised in an earlier turn, this turn's own error made by the loop: not judged
+    assert _check("ORIGINAL", [raised, start, message, copy, end]) is None
+    # a listener's raise of it in the turn counts too
+    thrown = _op("raise", by="window", status="running", message="stream broke", on="agent/request")
+    assert _check("ORIGINAL", [start, message, thrown, copy, end]) is not None
