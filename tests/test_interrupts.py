@@ -5,6 +5,7 @@ file. Also the building blocks: ``Interrupts`` and an interrupted ``simulator.ex
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -62,6 +63,9 @@ def _wait_for_workers(proc: subprocess.Popen[str], count: int, limit: float = 60
         if len(kids) >= count:
             return kids
         time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):  # leave nothing behind (it runs in a session of its own)
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
     raise AssertionError(f"no {count} workers under {proc.pid}")
 
 
