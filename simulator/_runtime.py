@@ -1209,9 +1209,14 @@ class SimLoop(base_events.BaseEventLoop):
         if self._quiet:
             # a spin never leaves nothing ready: as time passes on it, wait_quiescent()'s
             # waiters run, as a real loop's observer would in the end (FIFO and strategies)
-            waiters, self._quiet = self._quiet, []
-            self.call_at(self._now, _release_quiet, waiters)
+            self._release_quiet()
         return False
+
+    def _release_quiet(self) -> None:
+        """Release wait_quiescent()'s waiters by a timer due now, which every driver (FIFO,
+        strategies, traced) takes like any other, so no choice is special."""
+        waiters, self._quiet = self._quiet, []
+        self.call_at(self._now, _release_quiet, waiters)
 
     # -- the drivers ----------------------------------------------------------------------
     def _advance_clock(self) -> str | None:
@@ -1222,10 +1227,7 @@ class SimLoop(base_events.BaseEventLoop):
             _heappop(sched)
             self._timer_cancelled_count -= 1
         if self._quiet and not (sched and sched[0][0] <= self._now):
-            # quiescence: wait_quiescent()'s waiters are released by a timer due now, which every
-            # driver (FIFO, strategies, traced) takes like any other, so no choice is special
-            waiters, self._quiet = self._quiet, []
-            self.call_at(self._now, _release_quiet, waiters)
+            self._release_quiet()  # quiescence
             return None
         if not sched:
             return "deadlock"

@@ -41,24 +41,25 @@ def mark(error: BaseException) -> BaseException:
     return error
 
 
+def causes(value: object, depth: int = 8) -> list[BaseException]:
+    """``value`` (when it is an error) and the errors its ``__cause__`` or ``__context__`` chain
+    reaches, a few links deep, each once."""
+    out: list[BaseException] = []
+    link = value if isinstance(value, BaseException) else None
+    while link is not None and len(out) <= depth and all(link is not seen for seen in out):
+        out.append(link)
+        link = link.__cause__ or link.__context__
+    return out
+
+
 def origin_of(value: object) -> str | None:
     """``"original"`` when ``value`` is an error the kit raised (:func:`mark`), ``"chained"`` when
     it is an error whose ``__cause__`` or ``__context__`` chain (a few links deep) reaches one,
     else ``None``."""
-    if not isinstance(value, BaseException):
+    marked = [getattr(e, MARK, False) is True for e in causes(value)]
+    if not any(marked):
         return None
-    if getattr(value, MARK, False) is True:
-        return "original"
-    seen: set[int] = {id(value)}
-    link = value.__cause__ or value.__context__
-    for _ in range(8):
-        if link is None or id(link) in seen:
-            return None
-        if getattr(link, MARK, False) is True:
-            return "chained"
-        seen.add(id(link))
-        link = link.__cause__ or link.__context__
-    return None
+    return "original" if marked[0] else "chained"
 
 
 def fresh(error: BaseException) -> BaseException:

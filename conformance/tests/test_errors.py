@@ -15,6 +15,7 @@ from conformance import fakes
 from conformance.adapter import AgentHandle, ThrownValue
 from conformance.catalogue import PYTHON, runtime_of
 from conformance.fakes import respond
+from conformance.fakes.errors import causes
 from conformance.harness import Kit
 
 from ._support import COMPLETED, Run, aborted, boom, delivered, in_process_only, once, texts
@@ -717,14 +718,7 @@ def test_failed_turn_is_announced_with_its_original_error(run: Run, how: str) ->
 
 def _carries(error: object, original: BaseException) -> bool:
     """Whether ``error`` is ``original`` or an error whose cause or context chain reaches it."""
-    link = error if isinstance(error, BaseException) else None
-    for _ in range(8):
-        if link is None:
-            return False
-        if link is original:
-            return True
-        link = link.__cause__ or link.__context__
-    return False
+    return any(link is original for link in causes(error))
 
 
 def _fail_late(k: Kit, where: str, error: Exception, *, needs: str | None = None) -> None:

@@ -147,18 +147,26 @@ class _Variant(SpecLoopImplementation):
         return _service_of(self.agent_class)(persistence=persistence, sources=_sources())  # type: ignore[call-arg]
 
 
-class NewestTurnLoop(_Variant):
-    """spec_loop naming each late failure by the log's newest turn."""
+def _variant(agent_class: type[Agent], name: str, doc: str) -> type[_Variant]:
+    """A spec_loop implementation whose agents are of ``agent_class`` (``name``: its report name)."""
+    title = agent_class.__name__.strip("_").removesuffix("Agent") + "Loop"
+    return type(title, (_Variant,), {"__doc__": doc, "name": name, "agent_class": agent_class})
 
-    name = "spec_loop (late failures named by the newest turn)"
-    agent_class = _NewestTurnAgent
 
-
-class LateDropLoop(_Variant):
-    """spec_loop dropping what the idle listeners queued after a window-2 cancel."""
-
-    name = "spec_loop (a window-2 cancel drops the idle transition's work)"
-    agent_class = _LateDropAgent
+NewestTurnLoop = _variant(_NewestTurnAgent, "spec_loop (late failures named by the newest turn)",
+                          "spec_loop naming each late failure by the log's newest turn.")
+LateDropLoop = _variant(_LateDropAgent, "spec_loop (a window-2 cancel drops the idle transition's work)",
+                        "spec_loop dropping what the idle listeners queued after a window-2 cancel.")
+LateStatusLoop = _variant(_LateStatusAgent, "spec_loop (a cancelled driver's disposal announced on a later pass)",
+                          "spec_loop announcing a cancelled driver's disposal a dozen callbacks after the task ended.")
+CopiedErrorLoop = _variant(_CopiedErrorAgent, "spec_loop (failures announced as copies)",
+                           "spec_loop announcing each failure as a new error made of the original's message and code.")
+DefaultOverrideLoop = _variant(_DefaultOverrideAgent, "spec_loop (steering overrides the default stop only)",
+                               "spec_loop letting waiting steering override a default stop only.")
+HeadRequeueLoop = _variant(_HeadRequeueAgent, "spec_loop (late steering re-queued at the head)",
+                           "spec_loop re-queueing late steering at the head of the queue.")
+ToolWaitLoop = _variant(_ToolWaitAgent, "spec_loop (the tool waterfall awaited without the abort)",
+                        "spec_loop awaiting the tools/execute waterfall without the step's abort.")
 
 
 class HandOffLoop(_Variant):
@@ -168,38 +176,3 @@ class HandOffLoop(_Variant):
     def __init__(self, *, parks_running: bool = False) -> None:
         self.agent_class = _ParkingAgent if parks_running else _HandOffAgent
         self.name = "spec_loop (yielding between turns" + (", parks running)" if parks_running else ")")
-
-
-class LateStatusLoop(_Variant):
-    """spec_loop announcing a cancelled driver's disposal a dozen callbacks after the task ended."""
-
-    name = "spec_loop (a cancelled driver's disposal announced on a later pass)"
-    agent_class = _LateStatusAgent
-
-
-class CopiedErrorLoop(_Variant):
-    """spec_loop announcing each failure as a new error made of the original's message and code."""
-
-    name = "spec_loop (failures announced as copies)"
-    agent_class = _CopiedErrorAgent
-
-
-class DefaultOverrideLoop(_Variant):
-    """spec_loop letting waiting steering override a default stop only."""
-
-    name = "spec_loop (steering overrides the default stop only)"
-    agent_class = _DefaultOverrideAgent
-
-
-class HeadRequeueLoop(_Variant):
-    """spec_loop re-queueing late steering at the head of the queue."""
-
-    name = "spec_loop (late steering re-queued at the head)"
-    agent_class = _HeadRequeueAgent
-
-
-class ToolWaitLoop(_Variant):
-    """spec_loop awaiting the tools/execute waterfall without the step's abort."""
-
-    name = "spec_loop (the tool waterfall awaited without the abort)"
-    agent_class = _ToolWaitAgent
