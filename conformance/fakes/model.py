@@ -57,7 +57,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeAlias, cast
+from typing import Any, Literal, NoReturn, TypeAlias, cast
 
 import simulator
 from cassettes.toolspecs import ENTRY_FIELDS
@@ -192,6 +192,10 @@ class Response:
     gates: tuple[tuple[int, Any], ...] = ()
     hang_at: int | None = None
     raise_at: tuple[int, BaseException] | None = None
+    raise_on_call: bool = False
+    """``raise_at``'s error is raised by ``stream()`` itself, synchronously, before it returns a
+    stream (FINISH-2: an adapter may fail by raising from ``stream()``, as a client validating
+    its request or finding no connection does), not by the stream's first read."""
     hooks: tuple[tuple[int, Callable[[], object]], ...] = ()
     abort_mode: OnAbort = "finish"
     _fields_set: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
@@ -274,12 +278,16 @@ class Response:
         code: str | None = None,
         before: int | None = None,
         after: int | None = None,
+        on_call: bool = False,
     ) -> Response:
-        """Raise from the stream at a position (default 0: before any chunk).
+        """Raise from the stream at a position (default 0: before any chunk); ``on_call``: from
+        ``stream()`` itself, synchronously, before any stream is returned (no position then).
 
         ``error`` is a message (raised as ``FakeError`` with ``code`` when given), an
         exception instance or class.
         """
+        if on_call and (before is not None or after is not None):
+            raise ValueError("a raise on call has no position: give on_call=True alone")
         if isinstance(error, str):
             exc: BaseException = FakeError(error, code)
         elif isinstance(error, type):
@@ -288,6 +296,8 @@ class Response:
             exc = error
         if code is not None and not isinstance(error, str):
             exc.code = code  # type: ignore[attr-defined]
+        if on_call:
+            return self._with(raise_at=(0, exc), raise_on_call=True)
         return self._with(raise_at=(_position(before, after), exc))
 
     def on_abort(self, mode: OnAbort) -> Response:
@@ -454,9 +464,10 @@ class _Respond:
         error: str | BaseException | type[BaseException] = "fake model failure",
         *,
         code: str | None = None,
+        on_call: bool = False,
     ) -> Response:
-        """A stream that raises before its first chunk."""
-        return Response().raises(error, code=code)
+        """A stream that raises before its first chunk (``on_call``: ``stream()`` itself raises)."""
+        return Response().raises(error, code=code, on_call=on_call)
 
     def hang(self) -> Response:
         """A stream that yields nothing until the request's signal fires, then ``finish{aborted}``."""
@@ -706,6 +717,10 @@ class FakeModel:
                 history=history_digest(snapshot.get("messages", ())),
                 **_request_extras(snapshot, self.name),
             )
+        if isinstance(entry, Response) and entry.raise_on_call and entry.raise_at is not None:
+            if self.on_request is not None:
+                self.on_request()
+            self._raise_on_call(entry.raise_at[1], call, loop)  # no stream, so no abort to watch
         _watch_abort(loop if self.observe else None, request.get("signal"), self.name, call, handed,
                      self.handed_at_abort)
         if self.on_request is not None:
@@ -722,6 +737,17 @@ class FakeModel:
         played = cast(ModelRequest, {**snapshot, "signal": request.get("signal")})  # the early signal, if any
         _edit_messages(request)
         return self._play(played, call, entry, error, loop, handed)
+
+    def _raise_on_call(self, error: BaseException, call: int, loop: Any) -> NoReturn:
+        """``stream()`` raising ``error`` itself (FINISH-2), recorded as a stream that raised
+        before its first chunk is."""
+        raised = fresh(error)
+        self.raised.append(raised)
+        self.outcomes.append("raised")
+        if self.observe:
+            _observe(loop, "model/done", model=self.name, call=call, outcome="raised", chunks=0, on_call=True,
+                     **_raised_fields(raised))
+        raise raised
 
     async def _play(
         self,

@@ -62,9 +62,10 @@ def _scenario(name: str, script: tuple[Response, ...], *, tools: tuple[ToolSpec,
               listeners: tuple[Listener, ...] = (), actors: tuple[Actor, ...] | None = None,
               description: str = "", system_prompt: str | None = None,
               sections: tuple[tuple[str, str], ...] = (), configured: bool = False,
-              routed: tuple[Response, ...] | None = None) -> Scenario:
+              routed: tuple[Response, ...] | None = None, record_continuations: bool = True) -> Scenario:
     """A one-agent workload on model ``fake`` answering ``script``; ``routed``: the script of
-    model ``fake-routed`` too, where a plugin sends some requests (:data:`STEP_ROUTING_PLUGIN`)."""
+    model ``fake-routed`` too, where a plugin sends some requests (:data:`STEP_ROUTING_PLUGIN`);
+    ``record_continuations``: see :attr:`~conformance.scenario.model.Scenario.record_continuations`."""
     return Scenario(
         name=f"hunt-{name}",
         description=description,
@@ -75,6 +76,7 @@ def _scenario(name: str, script: tuple[Response, ...], *, tools: tuple[ToolSpec,
         listeners=(PERSIST, *listeners),
         actors=actors if actors is not None else (_caller("A"),),
         limits=LIMITS,
+        record_continuations=record_continuations,
     )
 
 
@@ -162,6 +164,22 @@ while the driver's turn is being flushed, each turn's failure is announced under
 (a loop naming the flushed turn by the log's newest announces one twice, the other never:
 session 58's blind round I, v02 and v05)."""
 
+FAILING_REPORTER = Listener(on="agent/error", do=(Action("raise", message="reporter failed"),), name="failing-reporter",
+                            times="always", optional=True)
+"""An error-reporting plugin whose ``agent/error`` listener throws every time (ERR-5: contained):
+beside :data:`FAILING_FLUSH`, a window's idle ``inject()`` whose one-shot turn's flush fails must
+return all the same (INJ-2: never raised into the caller; session 61's blind round M announced it
+straight on the bus, and the reporter's throw reached the caller)."""
+
+REVIEWING_PLUGIN = Listener(on="agent/step-end", do=(Action("steer", text="F", source={"kind": "plugin",
+                                                                                   "plugin": "reviewing-plugin"}),),
+                            name="reviewing-plugin", where={"turn": 1, "step": 1}, optional=True)
+"""A plugin steering the turn from its first ``agent/step-end`` listener, as a reviewing plugin
+does: the steering comes after the step's own drain, so the turn goes on (CONT-2) and it waits
+for the next step's opening; windows at its ``agent/steering`` act in that drain, where a loop
+may treat a throw as the step failing to open (session 61's blind round M: a throwing
+``agent/steering`` listener there silenced ``agent/turn-end``, LOOP-4)."""
+
 IDLE_PLUGIN = Listener(on="agent/status", do=(Action("send", text="F", source={"kind": "plugin", "plugin": "idle-plugin"}),),
                        name="idle-plugin", where={"status": "idle"}, nth=1, optional=True)
 """A plugin queueing a follow-up prompt from the agent's first ``idle`` status listener, as an
@@ -241,9 +259,16 @@ def workloads() -> tuple[Workload, ...]:
     virtual = respond.tool_call("virtual", '{"q": "v"}', id="c1")
     pair = respond.tool_call("lookup", "{}", id="c1") + respond.tool_call("lookup", '{"all": true}', id="c2")
     out = [
-        Workload("reply", _scenario("reply", (respond.text("the reply"),), description="a plain reply")),
+        # the one workload whose continuation waterfall the world leaves to the windows: a loop
+        # asking no gate when nobody listens must still end a cancelled turn aborted (session
+        # 61's blind round M: a cancel from agent/step-end ended the turn completed)
+        Workload("reply", _scenario("reply", (respond.text("the reply"),), record_continuations=False,
+                                    description="a plain reply (the world recording no continuation)")),
         Workload("tool", _scenario("tool", (call.usage(4, 2), respond.chunks(
             {"type": "block-start", "index": 0, "block_type": "text"},
+            # an empty delta, as a provider's first or keep-alive chunk: logged all the same (LOG-3:
+            # assistant/chunk events are never filtered out; session 61's blind round N)
+            {"type": "text-delta", "index": 0, "text": ""},
             {"type": "text-delta", "index": 0, "text": "done"},
             {"type": "block-end", "index": 0, "block": {"type": "text", "text": "done"}},
             {"type": "usage", "usage": {"input_tokens": 10, "output_tokens": 1}},
@@ -321,11 +346,19 @@ def workloads() -> tuple[Workload, ...]:
             respond.text("half an answer").raises("connection aborted by peer", code="ABORTED", before=-1)),
             description="a model error (and, for a window's prompt, a stream that raises once its text is out, "
                         "its error coded ABORTED with nobody aborting)")),
+        Workload("call-raises", _scenario("call-raises", (
+            # FINISH-2's other form: the adapter's stream() raises before it returns a stream (a
+            # client refusing the request, no connection): a loop handling it apart from a failed
+            # read must still end the turn error with its message and code, and announce it
+            respond.raises("service unavailable", code="UNAVAILABLE", on_call=True),),
+            description="a model call whose adapter raises from stream() itself, before any stream")),
         Workload("turn-end-throws", _scenario("turn-end-throws", (respond.text("the reply"),),
                                              listeners=(FAILING_PLUGIN,),
                                              description="a plain reply, a plugin's agent/turn-end listener throwing")),
-        Workload("flush-throws", _scenario("flush-throws", (respond.text("the reply"),), listeners=(FAILING_FLUSH,),
-                                           description="a plain reply, a plugin's session/flush listener throwing")),
+        Workload("flush-throws", _scenario("flush-throws", (respond.text("the reply"),),
+                                           listeners=(FAILING_FLUSH, FAILING_REPORTER),
+                                           description="a plain reply, a plugin's session/flush listener throwing, "
+                                                       "and another's agent/error listener")),
         Workload("idle-plugin", _scenario("idle-plugin", (respond.text("the reply"),), listeners=(IDLE_PLUGIN,),
                                           description="a plain reply, a plugin's idle status listener queueing a "
                                                       "follow-up")),
@@ -352,6 +385,11 @@ def workloads() -> tuple[Workload, ...]:
             listeners=(ABORT_OBSERVER,),
             description="two steers during a step (its adapter raising once the step's signal fires; a plugin "
                         "listening on the signal queues a follow-up prompt as it fires, CANCEL-1, MARKER-1)")),
+        Workload("step-end-steer", _scenario(
+            "step-end-steer", (respond.text("the reply"), respond.text("the reviewed reply")),
+            listeners=(REVIEWING_PLUGIN,),
+            description="a plain reply a plugin's agent/step-end listener steers, so that a second step opens "
+                        "with the steering waiting")),
         Workload("two-agents", _two_agents("two-agents", "two agents on one service, a plugin routing b's model calls")),
         Workload("hand-off", _two_agents(
             "hand-off", "two-agents with a plugin queueing a follow-up on a in its first flush; windows of "

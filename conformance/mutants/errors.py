@@ -162,6 +162,28 @@ MUTANTS = [
               "it until ERR-9's oracle compared the announced error's code with the error event's.",
     ),
     Mutant(
+        "stream-call-error-wrapped",
+        "an error raised by the adapter's stream() call itself is wrapped in a LoopError of the same "
+        "message and code, chained to it (raise ... from exc): agent/error carries the wrapper",
+        ("ERR-9", "FINISH-2"),
+        "7",
+        (
+            Patch("agent",
+                  "        stream = adapter.stream(request)  # FINISH-2: may raise here or while iterating\n"
+                  "        if asyncio.iscoroutine(stream):\n"
+                  "            stream = await stream  # tolerate ``async def stream()`` returning an iterator\n",
+                  "        try:\n"
+                  "            stream = adapter.stream(request)  # FINISH-2: may raise here or while iterating\n"
+                  "            if asyncio.iscoroutine(stream):\n"
+                  "                stream = await stream\n"
+                  "        except Exception as exc:  # the adapter could not open the stream\n"
+                  "            raise LoopError(error_message(exc), error_code(exc)) from exc\n"),
+        ),
+        notes="Session 61's blind round N (r05): the suite and the hunt passed it until the fake model could "
+              "raise from stream() itself (the call-raises workload) and a wrapper chained to the original no "
+              "longer counted as carrying it (ORIGINAL; test_failed_turn_is_announced_with_its_original_error).",
+    ),
+    Mutant(
         "announce-step-zero",
         "a failed turn is announced through agent/error with step 0 (as if it failed before turn/start), "
         "not the step its error event names",

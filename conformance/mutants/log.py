@@ -382,4 +382,24 @@ MUTANTS = [
               "plain order through the fake model's count of the chunks handed over when the signal fired "
               "(model/aborted).",
     ),
+    Mutant(
+        "empty-deltas-skipped",
+        "empty text deltas (a provider's first or keep-alive chunk) are skipped: neither appended as "
+        "assistant/chunk nor notified",
+        ("LOG-3",),
+        "1",
+        (
+            Patch("agent",
+                  "            async for chunk in stream:\n"
+                  "                if signal.aborted:\n"
+                  "                    break\n",
+                  "            async for chunk in stream:\n"
+                  "                if signal.aborted:\n"
+                  "                    break\n"
+                  '                if isinstance(chunk, dict) and chunk.get("type") == "text-delta" and not chunk.get("text"):\n'
+                  "                    continue  # an empty delta carries nothing\n"),
+        ),
+        notes="Session 61's blind round N (r08): the suite and the hunt passed it until "
+              "test_empty_deltas_are_logged_like_any_chunk and the tool workload's empty delta (CHUNKS).",
+    ),
 ]

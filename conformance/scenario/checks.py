@@ -1874,12 +1874,13 @@ def _announced_check(view: TraceView) -> Violation | None:
 def _original_error_check(view: TraceView) -> Violation | None:
     """ERR-9: a failed turn is announced "carrying the original error". In process, the world
     marks every error it raises into the loop (a fake model's scripted failure, a listener told
-    to throw) and records ``copied`` on an ``agent/error`` announcement whose error is a new value
-    made of such an error's message, neither that object nor one whose cause or context chain
-    reaches it: its type, attributes and identity are lost (session 60's blind round K: a loop
-    announcing an adapter's raise as a new error of its own type, with the same message and
-    code, passed the suite, whose checks read the message and the code only). A wrapper that
-    chains the original (``raise New(...) from exc``) carries it."""
+    to throw) and records ``copied`` on an ``agent/error`` announcement whose error stands for
+    such an error without being it: a new value made of its message, or a wrapper whose cause or
+    context chain reaches it (``raise New(...) from exc``). Its type, attributes and identity
+    are lost to the listeners either way (session 60's blind round K: a loop announcing an
+    adapter's raise as a new error of its own type, with the same message and code, passed the
+    suite, whose checks read the message and the code only; session 61's round N: the same
+    made with ``from exc``). Every independent loop tried announces the object itself."""
     for e in view.of_kind("agent/error"):
         text = e.get("copied")
         if not isinstance(text, str):
@@ -1896,8 +1897,8 @@ def _original_error_check(view: TraceView) -> Violation | None:
             for r in (*view.of_kind("model/done"), *view.ops(agent, "raise")))
         if raised_here:
             return Violation(f"agent {e.get('agent')}: agent/error announced {e.get('error')} for turn {e.get('turn')}, a "
-                             "new error made of the message of the one raised into the loop, not that error (nor one "
-                             "chained to it): the announcement carries the original error (ERR-9)", e["_i"], ("ERR-9",))
+                             "new error made of the one raised into the loop (its message, or a wrapper chained to it), "
+                             "not that error: the announcement carries the original error (ERR-9)", e["_i"], ("ERR-9",))
     return None
 
 

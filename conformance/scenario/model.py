@@ -265,6 +265,11 @@ class Scenario:
     body: Body | None = field(default=None, compare=False)
     settle: bool = True
     observe: bool = True
+    record_continuations: bool = True
+    """Whether the world records the ``agent/turn-continuation`` waterfall (a pass-through
+    listener, first in the chain: the CONTINUED oracle's input). ``False`` leaves the waterfall
+    as the scenario's own listeners make it, often with none: a loop that reads "no listener"
+    as "nothing to ask" must still honour what the gate decides without them (CANCEL-CONT)."""
     source: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     @property

@@ -209,7 +209,8 @@ class World:
             # The one waterfall every step ends with (LOOP-5): CONTINUED judges that it ran and
             # what it was told (CONT-1). A pass-through listener, first in the chain, so it sees
             # the loop's own default; over the wire a passive waterfall (no round trip).
-            self.service.on("agent/turn-continuation", self._continuation_observer())
+            if scenario.record_continuations:
+                self.service.on("agent/turn-continuation", self._continuation_observer())
         simulator.on_observe(self._notify)
 
     # ------------------------------------------------------------------ building
@@ -749,17 +750,24 @@ class World:
 
     def _copied(self, error: Any) -> str | None:
         """ERR-9, in process: the message of an error the world raised (a fake model's scripted
-        failure, a listener told to throw) when an ``agent/error`` announcement's ``error`` is a
-        new value made of it, neither that error nor one chained to it: the original is lost (its
-        type, its attributes, the object a plugin may compare). ``None`` otherwise, and over the
-        wire, where no object crosses. (The ORIGINAL oracle judges it only when that raise was
-        made in the announced turn.)"""
-        if not self._in_process or fake_errors.origin_of(error) is not None:
-            return None
-        if not isinstance(error, BaseException | str):
+        failure, a listener told to throw) when an ``agent/error`` announcement's ``error`` is
+        another value standing for it: a new error made of its message, or a wrapper whose cause
+        or context chain reaches it (``raise New(...) from exc``). Either way the original is
+        not what the listeners get (its type, its attributes, the object a plugin may compare).
+        ``None`` otherwise, and over the wire, where no object crosses. (The ORIGINAL oracle
+        judges it only when that raise was made in the announced turn.)"""
+        if not self._in_process or not isinstance(error, BaseException | str):
             return None
         raised = [*self._raised, *(e for m in self.models.values() for e in getattr(m, "raised", ()))]
+        origin = fake_errors.origin_of(error)
+        if origin == "original":
+            return None
         try:
+            if origin == "chained":
+                # the link the chain reaches, when it is one the world raised (not a status
+                # listener's throw, which ERR-8 leaves unannounced or announced as it likes)
+                link = next((e for e in fake_errors.causes(error)[1:] if any(e is r for r in raised)), None)
+                return None if link is None else str(link)
             text = str(error)
             return text if any(text == str(e) for e in raised) else None
         except Exception:  # an error whose str() raises (a hostile one): nothing to compare
@@ -1925,7 +1933,8 @@ class World:
                           registered=registered,
                           **({"warnings": self._warnings.count} if self._warnings.active else {}),
                           **({"flushes": "recorded"} if self._flush_recorded else {}),
-                          **({"continuations": "recorded"} if self.scenario.observe else {}))
+                          **({"continuations": "recorded"} if self.scenario.observe and self.scenario.record_continuations
+                             else {}))
 
 
 def _injection_flush(args: tuple[Any, ...]) -> bool:

@@ -8,6 +8,7 @@ field), and written back from it. The full schema is in docs/scenarios.md; in sh
     model:                              # the script of model "fake" (or models: {name: [...]})
       - "plain text reply"
       - {text: "slow reply", delay: 3}  # text|reasoning|tool_call|blocks|error|raises|hang|empty|aborted
+      - {raises: unavailable, code: E, raise_on_call: true}   # stream() itself raises (FINISH-2)
       - {text: "cut", finish: {kind: error, message: overloaded, code: E}}
     tools:
       search: {results: ["3 cats", {fails: "rate limited", code: RATE}], latency: 1}
@@ -69,10 +70,10 @@ from .model import (
 from .yaml_reader import Node, mixed_up, parse
 
 TOP = ("name", "description", "limits", "agents", "model", "models", "tools", "sections", "listeners",
-       "actors", "checks")
+       "actors", "checks", "record_continuations")
 RESPONSE_KINDS = ("text", "reasoning", "tool_call", "blocks", "chunks", "error", "raises", "hang", "empty", "aborted")
 RESPONSE_MODIFIERS = ("deltas", "code", "usage", "finish", "truncate", "delay", "between",
-                      "hang_after", "raise_after", "on_abort")
+                      "hang_after", "raise_after", "raise_on_call", "on_abort")
 FINISH_KINDS = ("stop", "tool-calls", "max-tokens", "aborted", "error")
 LISTENER_FIELDS = ("name", "on", "where", "nth", "times", "when", "hold", "plain", "rewrite", "optional", "do")
 ACTOR_FIELDS = ("name", "at", "after", "nth", "optional", "do")
@@ -216,8 +217,11 @@ def read_scenario(root: Node) -> Scenario:
     _check_names(listeners, listener_nodes, actors, actor_nodes)
     waiters = _check_waiters(listeners, listener_nodes, actors, actor_nodes)
     checks = tuple(_check(node, agent_ids, waiters) for node in fields["checks"].items()) if "checks" in fields else ()
+    # false: the world adds no listener of its own to agent/turn-continuation (see Scenario)
+    record = fields["record_continuations"].boolean() if "record_continuations" in fields else True
     return Scenario(name=name, description=description, agents=agents, models=tuple(models), tools=tools,
-                    sections=sections, listeners=listeners, actors=actors, checks=checks, limits=limits)
+                    sections=sections, listeners=listeners, actors=actors, checks=checks, limits=limits,
+                    record_continuations=record)
 
 
 def _agents(node: Node | None) -> tuple[tuple[AgentSpec, ...], list[Node]]:
@@ -315,8 +319,13 @@ def _response(node: Node) -> Response:
     elif kind == "error":
         response = respond.error(value.string(), code)
     elif kind == "raises":
+        # raise_on_call: stream() itself raises, before it returns a stream (FINISH-2)
+        on_call = "raise_on_call" in f and f["raise_on_call"].boolean()
+        if on_call and "raise_after" in f:
+            raise f["raise_on_call"].error("raise_on_call has no position: leave raise_after out")
         position = f["raise_after"].integer() + 1 if "raise_after" in f else 0
-        response = Response().raises(value.string(), code=code, before=position)
+        response = Response().raises(value.string(), code=code, on_call=True) if on_call \
+            else Response().raises(value.string(), code=code, before=position)
     elif kind == "hang":
         if not value.boolean():
             raise value.error("use hang: true (or leave it out)")
@@ -353,6 +362,8 @@ def _response(node: Node) -> Response:
         response = response.raises(f["raises"].string(), code=code, before=position)
     elif "raise_after" in f and kind != "raises":
         raise f["raise_after"].error("raise_after goes with raises: MESSAGE")
+    if "raise_on_call" in f and (kind != "raises" or raising):
+        raise f["raise_on_call"].error("raise_on_call goes with raises: MESSAGE alone (no content)")
     if "on_abort" in f:
         response = response.on_abort(f["on_abort"].choice(("finish", "return", "raise", "fail", "ignore")))  # type: ignore[arg-type]
     try:
@@ -789,6 +800,8 @@ def to_document(scenario: Scenario) -> dict[str, Any]:
         doc["listeners"] = [_listener_out(lst) for lst in scenario.listeners]
     if scenario.actors:
         doc["actors"] = [_actor_out(a) for a in scenario.actors]
+    if not scenario.record_continuations:
+        doc["record_continuations"] = False
     if scenario.checks:
         doc["checks"] = [_check_out(c) for c in scenario.checks]
     return doc
@@ -855,6 +868,8 @@ def response_out(r: Response) -> Any:
             raising["code"] = exc.code
         if position > 0:
             raising["raise_after"] = position - 1
+        if r.raise_on_call:
+            raising["raise_on_call"] = True
     if r.raise_at is not None and not blocks:
         out.update(raising)
         raising = {}

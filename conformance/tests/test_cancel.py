@@ -703,6 +703,30 @@ def test_cancel_at_continuation_gate(run: Run, schedule: str, vote: str) -> None
     run(scenario)
 
 
+@pytest.mark.rule("CANCEL-1", "CANCEL-CONT")
+@pytest.mark.parametrize("step", ["text", "tool"])
+def test_cancel_after_a_step_with_no_continuation_listener(run: Run, schedule: str, step: str) -> None:
+    # A cancel from an agent/step-end listener: the step is closed, the continuation gate comes
+    # next, and nobody listens on agent/turn-continuation. A loop that skips the gate when no
+    # listener would vote may not skip the cancel with it: the turn ends aborted{reason} (CANCEL-1,
+    # "in every window"), a text step's turn not completed, a tool step's opening no further
+    # step (CANCEL-CONT). (Session 61's blind round M.)
+    async def scenario(k: Kit) -> None:
+        k.tool("echo")
+        k.record("agent/step-start", needs="the test counts the steps it announces")
+        a = await _parked(k)
+        k.on("agent/step-end", once(lambda *_: a.cancel("after the step")), needs="the cancel lands as the step ends")
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")) if step == "tool" else fakes.text("the answer"),
+                     fakes.text("unused"))
+        a.send("A")
+        await k.idle(a)
+        assert k.reasons(a) == [aborted("after the step")], (
+            f"cancelled after its step, the turn ended {k.reasons(a)} (CANCEL-1: aborted with the caller's reason)")
+        assert len(k.model.requests) == 1 and k.noted("agent/step-start") == [(1, 1)], "no further step runs"
+
+    run(scenario)
+
+
 @pytest.mark.rule("CANCEL-CONT")
 @pytest.mark.parametrize("when", ["before-next", "after-next"])
 def test_cancel_at_continuation_gate_opens_no_further_step(run: Run, schedule: str, when: str) -> None:

@@ -672,16 +672,17 @@ def test_first_failure_wins(run: Run) -> None:
 
 
 @pytest.mark.rule("ERR-9")
-@pytest.mark.parametrize("how", ["listener", "model", "raised", "raised-mid-stream"])
+@pytest.mark.parametrize("how", ["listener", "model", "raised", "raised-mid-stream", "raised-on-call"])
 def test_failed_turn_is_announced_with_its_original_error(run: Run, how: str) -> None:
     # "carrying the original error": the error raised into the loop, a plugin's (a throwing
-    # agent/request listener) or the model adapter's (raised from stream(), FINISH-2, before its
-    # first chunk or between two), is what agent/error gives its listeners: in this process the
-    # object itself, or an error chained to it (raise New(...) from exc carries it); over the
-    # wire no object crosses, and its code must. A model's error finish (FINISH-1) has no object:
-    # its code is carried. A loop announcing a new error made of the raised one's message and code
-    # loses its type and attributes (session 60's blind round K; every independent loop announces
-    # the object itself).
+    # agent/request listener) or the model adapter's (raised from stream(), FINISH-2: by the call
+    # itself, or by the stream before its first chunk or between two), is what agent/error gives its listeners: in this process the
+    # object itself; over the wire no object crosses, and its code must. A model's error finish
+    # (FINISH-1) has no object: its code is carried. A loop announcing a new error made of the
+    # raised one's message and code, or a wrapper chained to it (raise New(...) from exc), hands
+    # its listeners something else than the original: its type and attributes are lost to an
+    # `isinstance` or attribute test (session 60's blind round K, session 61's round N; every
+    # independent loop tried announces the object itself).
     async def scenario(k: Kit) -> None:
         k.record("agent/error")
         a = k.agent()
@@ -695,7 +696,9 @@ def test_failed_turn_is_announced_with_its_original_error(run: Run, how: str) ->
             code = "OVERLOADED"  # FINISH-1: the model's code is carried
         else:
             raising = fakes.FakeError("stream broke", "E_STREAM")
-            k.model.push(respond.raises(raising) if how == "raised" else respond.text("partial answer").raises(raising, after=1))
+            k.model.push(respond.raises(raising) if how == "raised"
+                         else respond.raises(raising, on_call=True) if how == "raised-on-call"  # stream() itself
+                         else respond.text("partial answer").raises(raising, after=1))
             code = "E_STREAM"
         a.send("one")
         await k.idle(a)
@@ -705,10 +708,10 @@ def test_failed_turn_is_announced_with_its_original_error(run: Run, how: str) ->
             assert k.model.raised, "the model's stream raised"
             failure = k.model.raised[0]  # the object the stream raised (a fresh copy of the script's)
         if how != "model" and runtime_of(k.impl) == PYTHON:
-            assert _carries(error, failure), (
-                f"agent/error announced {type(error).__name__}: {error} (code {getattr(error, 'code', None)!r}), not the "
-                f"{type(failure).__name__} raised into the loop nor an error chained to it (ERR-9: carrying the original "
-                "error)")
+            wrapped = " (a wrapper chained to it)" if _chains_to(error, failure) else ""
+            assert error is failure, (
+                f"agent/error announced {type(error).__name__}: {error} (code {getattr(error, 'code', None)!r}){wrapped}, "
+                f"not the {type(failure).__name__} raised into the loop (ERR-9: carrying the original error)")
         assert getattr(error, "code", None) == code, (
             f"agent/error announced {type(error).__name__}: {error} (code {getattr(error, 'code', None)!r}), "
             f"not the turn's original error (code {code!r})")
@@ -716,9 +719,9 @@ def test_failed_turn_is_announced_with_its_original_error(run: Run, how: str) ->
     run(scenario)
 
 
-def _carries(error: object, original: BaseException) -> bool:
-    """Whether ``error`` is ``original`` or an error whose cause or context chain reaches it."""
-    return any(link is original for link in causes(error))
+def _chains_to(error: object, original: BaseException) -> bool:
+    """Whether ``error`` is another error whose cause or context chain reaches ``original``."""
+    return any(link is original for link in causes(error)[1:])
 
 
 def _fail_late(k: Kit, where: str, error: Exception, *, needs: str | None = None) -> None:

@@ -505,15 +505,25 @@ def test_an_idle_inject_between_back_to_back_turns_takes_its_own_number(run: Run
     run(scenario)
 
 
-@pytest.mark.rule("INJ-2")
-def test_idle_inject_failures_contained(run: Run) -> None:
+@pytest.mark.rule("INJ-2", "ERR-5")
+@pytest.mark.parametrize("reporter", ["quiet", "throwing"])
+def test_idle_inject_failures_contained(run: Run, reporter: str) -> None:
+    # INJ-2: the one-shot turn's failing flush is reported through agent/error, "never raised
+    # into the caller"; nor is the throw of an agent/error listener told of it (ERR-5: contained).
+    # A loop announcing it straight on its bus let the reporter's throw reach the inject's caller
+    # (session 61's blind round M).
     async def scenario(k: Kit) -> None:
         k.record("agent/error")
 
         async def failing_flush(*_args: object) -> None:
             raise RuntimeError("flush failed")
 
+        def throwing_reporter(*_args: object) -> None:
+            raise RuntimeError("error reporter down")
+
         k.on("session/flush", failing_flush)
+        if reporter == "throwing":
+            k.on("agent/error", throwing_reporter, needs="a throwing agent/error listener")
         a = k.agent()
         await k.inject(a, "ctx")  # a failing flush is never raised into the caller
         await k.idle(a)  # a synchronous inject may leave its flush scheduled until then

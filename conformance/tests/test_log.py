@@ -238,6 +238,30 @@ def test_loop_events_are_pushed_before_listeners_see_them(run: Run) -> None:
 
 
 @pytest.mark.rule("LOG-3")
+def test_empty_deltas_are_logged_like_any_chunk(run: Run) -> None:
+    # "Never filtered out": a delta carrying nothing (a provider's first chunk, a keep-alive) is
+    # a chunk the adapter yielded, logged as assistant/chunk like the others (session 61's blind
+    # round N: a loop skipping empty text deltas passed the suite).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        stream = respond.chunks(
+            {"type": "block-start", "index": 0, "block_type": "text"},
+            {"type": "text-delta", "index": 0, "text": ""},
+            {"type": "text-delta", "index": 0, "text": "hello"},
+            {"type": "text-delta", "index": 0, "text": ""},
+            {"type": "block-end", "index": 0, "block": {"type": "text", "text": "hello"}},
+            {"type": "finish", "reason": {"kind": "stop"}})
+        k.model.push(stream)
+        a.send("hi")
+        await k.idle(a)
+        chunks = [e["data"]["chunk"] for e in k.events(a) if e["type"] == "assistant/chunk"]
+        assert chunks == stream.build(), f"the log's chunks {chunks} are not the {len(stream.build())} streamed"
+        assert k.reasons(a) == [{"kind": "completed"}], k.reasons(a)
+
+    run(scenario)
+
+
+@pytest.mark.rule("LOG-3")
 def test_seq_contiguous_and_chunks_kept_when_steps_fail(run: Run) -> None:
     # The chunks of a failing stream (finish{error}, or a raise midway) are logged as well:
     # "never filtered out" holds for every chunk the adapter yielded.

@@ -501,12 +501,16 @@ def test_steering_added_during_the_drain_reaches_the_model_once(run: Run, hook: 
 
 
 @pytest.mark.rule("LOOP-8", "ERR-1", "LOOP-4")
-def test_steering_waiting_behind_one_whose_listener_threw_still_runs(run: Run) -> None:
+@pytest.mark.parametrize("given", ["mid-stream", "at-step-end"])
+def test_steering_waiting_behind_one_whose_listener_threw_still_runs(run: Run, given: str) -> None:
     # Two steering messages wait at a drain and an agent/steering listener throws on the first:
     # the throw ends the turn (ERR-1), and the second, not yet delivered, is steering too late
     # for it: it runs in a turn after it (LOOP-8: "never stranded, never silently dropped"). The
     # failed turn is notified ended: agent/steering is no boundary listener (LOOP-4; session 58's
-    # blind round I planted its agent/turn-end's silence twice).
+    # blind round I planted its agent/turn-end's silence twice). The steering is given while the
+    # model streams, or by an agent/step-end listener, after the step's own drain: it then waits
+    # for the next step's opening (CONT-2), a drain a loop may take for part of opening the step
+    # (session 61's blind round M: a throw there silenced agent/turn-end).
     async def scenario(k: Kit) -> None:
         k.record("agent/turn-end")
         a = k.agent()
@@ -523,7 +527,15 @@ def test_steering_waiting_behind_one_whose_listener_threw_still_runs(run: Run) -
             a.steer("S1")
             a.steer("S2")
 
-        k.model.push(fakes.text("first").hook(steer_both), fakes.text("second"), fakes.text("third"))
+        if given == "mid-stream":
+            k.model.push(fakes.text("first").hook(steer_both), fakes.text("second"), fakes.text("third"))
+        else:
+            def steer_at_step_end(*_args: object) -> None:
+                if not k.model.requests[1:]:  # the first step's end only
+                    steer_both()
+
+            k.on("agent/step-end", steer_at_step_end, needs="an agent/step-end listener")
+            k.model.push(fakes.text("first"), fakes.text("second"), fakes.text("third"))
         a.send("hi")
         await k.idle(a)
         await k.settle()

@@ -318,15 +318,19 @@ def test_finish_aborted_with_signal_is_aborted(run: Run) -> None:
 
 @pytest.mark.rule("FINISH-2")
 def test_adapter_raising(run: Run) -> None:
+    # "raising from stream()": while its stream is read (mid-answer, or before the first chunk)
+    # or by the call itself, before any stream is returned; each ends its turn error, and the
+    # loop goes on.
     async def scenario(k: Kit) -> None:
         a = k.agent()
-        k.model.push(fakes.text("x", finish=None).raises("kaput", code="K_CODE", after=2), respond.raises("plain"))
-        a.send("one")
-        await k.idle(a)
-        a.send("two")
-        await k.idle(a)
-        assert k.reasons(a) == [{"kind": "error", "message": "kaput", "code": "K_CODE"}, {"kind": "error", "message": "plain"}]
-        assert k.events(a, "assistant/message") == []
+        k.model.push(fakes.text("x", finish=None).raises("kaput", code="K_CODE", after=2), respond.raises("plain"),
+                     respond.raises("no connection", code="E_CONNECT", on_call=True), respond.text("fine"))
+        for prompt in ("one", "two", "three", "four"):
+            a.send(prompt)
+            await k.idle(a)
+        assert k.reasons(a) == [{"kind": "error", "message": "kaput", "code": "K_CODE"}, {"kind": "error", "message": "plain"},
+                                {"kind": "error", "message": "no connection", "code": "E_CONNECT"}, {"kind": "completed"}]
+        assert len(k.events(a, "assistant/message")) == 1
 
     run(scenario)
 

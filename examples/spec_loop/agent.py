@@ -748,10 +748,17 @@ class Agent:
         except Exception as exc:
             raise ListenerFailure("agent/turn-continuation", exc) from None
         self._after_await(t)
-        if self._marker is not None:
-            self._abort_turn(t, self._marker)
+        if self._cancelled_at_gate(t):
             return False
         return self._continues(decision, default)
+
+    def _cancelled_at_gate(self, t: _Turn) -> bool:
+        """CANCEL-CONT: a cancel armed by the time the gate has voted ends the turn aborted,
+        whatever it voted."""
+        if self._marker is None:
+            return False
+        self._abort_turn(t, self._marker)
+        return True
 
     def _requeue_late_steering(self) -> None:
         """LOOP-8: steering too late for its turn joins the queued FIFO, behind what waits there."""

@@ -11,7 +11,11 @@ back-to-back turns, correct and with session 58's round H bug (svc_loop): when a
 elsewhere (another agent's listener) emptied its queue there, it waits for work still ``running``
 (LOOP-8, IDLE-2). Session 60's round K (anyio_loop, pipe_loop) gave three more:
 ``CopiedErrorLoop`` announces a failure as a new error made of the raised one's message and code
-(ERR-9: "carrying the original error"); ``DefaultOverrideLoop`` lets waiting steering override
+(ERR-9: "carrying the original error"), and round N of session 61 the same made as a wrapper
+chained to the original (``WrappedErrorLoop``), and ``OpeningDrainLoop``: a throwing
+``agent/steering`` listener at the drain that opens a step taken for a boundary failure, the
+turn's ``agent/turn-end`` never emitted (LOOP-4), and ``UnaskedGateLoop``: no cancel check at the
+continuation gate when nobody listens there (CANCEL-1); ``DefaultOverrideLoop`` lets waiting steering override
 only a default stop, not one a continuation listener forced (CONT-2); ``HeadRequeueLoop``
 re-queues late steering at the head of the queue, ahead of prompts sent before it (LOOP-8,
 INBOX-1). Round L (trampoline_loop) one: ``ToolWaitLoop`` awaits the ``tools/execute``
@@ -28,7 +32,7 @@ import functools
 from typing import Any
 
 from examples.spec_loop.adapter import SpecLoopImplementation, _sources
-from examples.spec_loop.agent import Agent
+from examples.spec_loop.agent import Agent, ListenerFailure
 from examples.spec_loop.service import Service
 
 
@@ -110,6 +114,31 @@ class _CopiedErrorAgent(Agent):
         super()._announce(turn, step, copied)
 
 
+class _WrappedErrorAgent(Agent):
+    def _announce(self, turn: int, step: int, error: BaseException) -> None:
+        # the bug: the failure announced as a wrapper of its own that chains the original
+        try:
+            raise RuntimeError(f"turn {turn} failed: {error}") from error
+        except RuntimeError as wrapper:
+            super()._announce(turn, step, wrapper)
+
+
+class _OpeningDrainAgent(Agent):
+    def _drain_steering(self, t: Any) -> bool:
+        try:
+            return super()._drain_steering(t)
+        except ListenerFailure:
+            if not t.step_open:
+                t.boundary_failure = True  # the bug: a throw as the next step opens taken for a boundary's
+            raise
+
+
+class _UnaskedGateAgent(Agent):
+    def _cancelled_at_gate(self, t: Any) -> bool:
+        # the bug: with nobody listening at the gate, its default stands, cancel or not
+        return self._bus.has("agent/turn-continuation") and super()._cancelled_at_gate(t)
+
+
 class _DefaultOverrideAgent(Agent):
     def _continues(self, decision: object, default: bool) -> bool:
         # the bug: steering overrides a stop only when the stop was the default decision
@@ -161,6 +190,14 @@ LateStatusLoop = _variant(_LateStatusAgent, "spec_loop (a cancelled driver's dis
                           "spec_loop announcing a cancelled driver's disposal a dozen callbacks after the task ended.")
 CopiedErrorLoop = _variant(_CopiedErrorAgent, "spec_loop (failures announced as copies)",
                            "spec_loop announcing each failure as a new error made of the original's message and code.")
+WrappedErrorLoop = _variant(_WrappedErrorAgent, "spec_loop (failures announced wrapped)",
+                            "spec_loop announcing each failure as a wrapper chained to the original.")
+OpeningDrainLoop = _variant(_OpeningDrainAgent, "spec_loop (a steering throw as a step opens silences the turn's end)",
+                            "spec_loop taking a throwing agent/steering listener at a step's opening drain for a "
+                            "boundary failure (no agent/turn-end).")
+UnaskedGateLoop = _variant(_UnaskedGateAgent, "spec_loop (no gate, no cancel, when nobody listens there)",
+                           "spec_loop skipping the gate's cancel check when no agent/turn-continuation listener "
+                           "is registered.")
 DefaultOverrideLoop = _variant(_DefaultOverrideAgent, "spec_loop (steering overrides the default stop only)",
                                "spec_loop letting waiting steering override a default stop only.")
 HeadRequeueLoop = _variant(_HeadRequeueAgent, "spec_loop (late steering re-queued at the head)",

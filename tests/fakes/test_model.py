@@ -291,6 +291,26 @@ def test_raise_before_chunk_k_with_code() -> None:
     assert model.outcomes == ["raised"]
 
 
+def test_a_raise_on_call_comes_from_stream_itself_before_any_stream() -> None:
+    # FINISH-2: "an adapter may also fail by raising from stream()": by the call itself, as a
+    # client refusing the request does, before it returns an iterator (session 61)
+    model = FakeModel([respond.raises("no connection", code="E_CONNECT", on_call=True), respond.text("ok")])
+    with pytest.raises(FakeError, match="no connection") as info:
+        model.stream(request())  # no await, no iteration: the call raises
+    assert info.value.code == "E_CONNECT"
+    assert model.raised == [info.value] and model.outcomes == ["raised"] and len(model.requests) == 1
+    seen: list[str] = []
+
+    async def main() -> None:
+        async for chunk in model.stream(request()):
+            seen.append(str(chunk["type"]))
+
+    run(main)
+    assert "finish" in seen and model.outcomes == ["raised", "stop"]
+    with pytest.raises(ValueError, match="no position"):
+        respond.text("x").raises("y", on_call=True, after=0)
+
+
 def test_raise_after_chunk_k_and_custom_exception_and_no_code() -> None:
     class Boom(Exception):
         pass

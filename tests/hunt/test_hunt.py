@@ -598,12 +598,21 @@ def test_a_disposal_announced_a_while_after_the_cancelled_driver_ended_is_no_fin
 
 @pytest.mark.parametrize("variant,workloads,verbs,signature", [
     ("CopiedErrorLoop", "model-error", "send", "ORIGINAL [ERR-9]"),
+    ("WrappedErrorLoop", "model-error", "send", "ERR-9+ORIGINAL [ERR-9]"),
+    ("WrappedErrorLoop", "call-raises", "when_idle", "ERR-9+ORIGINAL [ERR-9]"),
+    ("OpeningDrainLoop", "step-end-steer", "raise", "NOTIFIED [LOOP-4]"),
+    ("UnaskedGateLoop", "reply", "cancel", "CANCEL-1 [CANCEL-1]"),
     ("DefaultOverrideLoop", "tool", "steer;stop", "STEERING [CONT-2]"),
     ("HeadRequeueLoop", "reply", "send;steer", "FIFO [INBOX-1, LOOP-8]"),
     ("ToolWaitLoop", "hang-tool", "send", "problems+prompts [IDLE-2, LOOP-1, MARKER-1]"),
 ])
 def test_round_k_and_l_misses_are_found(variant: str, workloads: str, verbs: str, signature: str) -> None:
-    # Session 60's blind rounds K and L: bugs that passed the suite and the hunt. A failure
+    # Session 60's blind rounds K and L, and session 61's M and N: bugs that passed the suite and
+    # the hunt. Round N's wrapper chained to the original (ERR-9) raised from stream() itself
+    # (FINISH-2: the call-raises workload); round M's throw at the drain opening a step (LOOP-4:
+    # the step-end-steer workload, whose plugin steers after the first step's own drain); its
+    # cancel check at the continuation gate skipped when nobody listens there (CANCEL-1: the
+    # reply workload's world records no continuation, so nobody does). A failure
     # announced as a new error made of the raised one's message and code (ERR-9: carrying the
     # original error; the world marks what it raises, ORIGINAL); steering that overrides only a
     # default stop, not the one a continuation listener votes as it steers (CONT-2; a window may

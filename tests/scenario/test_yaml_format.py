@@ -48,6 +48,10 @@ BAD = [
     (GOOD + "checks:\n  - released_after_turn: {waiter: w}\n", 7, "missing required field 'prompt'"),
     (GOOD + "checks:\n  - eventually: x\n", 7, "unknown check 'eventually'"),
     (GOOD.replace('["hi"]', "[{text: hi, error: boom}]"), 2, "exactly one of"),
+    (GOOD.replace('["hi"]', "[{raises: x, raise_after: 1, raise_on_call: true}]"), 2,
+     "model[0].raise_on_call: raise_on_call has no position"),
+    (GOOD.replace('["hi"]', "[{text: hi, raise_on_call: true}]"), 2, "raise_on_call goes with raises: MESSAGE alone"),
+    (GOOD + "record_continuations: maybe\n", 6, "record_continuations: expected"),
     (GOOD.replace("{send: A}", "{wait_idle: nope}"), 5, "no when_idle registers a waiter named 'nope'"),
     ("name: x\nmodel: [\n", 3, "YAML syntax error"),
     (GOOD + "agents: [{id: a, model: gpt}]\n", 6, "uses model 'gpt'"),
@@ -113,6 +117,18 @@ BAD = [
     (GOOD + "checks:\n  - before: {first: {kind: agent/status}, then: {kind: agent/stats}}\n", 7,
      "checks[0].before.then.kind: unknown event kind 'agent/stats'"),
 ]
+
+
+def test_a_raise_on_call_and_an_unrecorded_continuation_round_trip() -> None:
+    # FINISH-2's raise from stream() itself, and a scenario whose world leaves the continuation
+    # waterfall alone (the hunt's race cassettes store their scenario as YAML: both must survive)
+    from conformance.scenario.yaml_format import dump
+
+    sc = load_text(GOOD.replace('["hi"]', "[{raises: down, code: E, raise_on_call: true}]") + "record_continuations: false\n")
+    assert sc.models[0].script[0].raise_on_call and not sc.record_continuations
+    again = load_text(dump(sc))
+    assert again.models[0].script[0].raise_on_call and not again.record_continuations
+    assert "record_continuations" not in dump(load_text(GOOD))
 
 
 def test_a_number_in_exponent_form_is_a_number() -> None:
