@@ -402,4 +402,19 @@ MUTANTS = [
         notes="Session 61's blind round N (r08): the suite and the hunt passed it until "
               "test_empty_deltas_are_logged_like_any_chunk and the tool workload's empty delta (CHUNKS).",
     ),
+    Mutant(
+        "usage-fields-merged",
+        "a step's usage chunks are merged field by field instead of the last replacing the others: a field "
+        "only an earlier chunk reported survives into the step's usage",
+        ("ASM-4",),
+        "1b",
+        (
+            Patch("assembler",
+                  "            self.usage = chunk[\"usage\"]  # ASM-4: the last one wins\n",
+                  "            self.usage = {**(self.usage or {}), **chunk[\"usage\"]}  # usage reported piecewise\n"),
+        ),
+        notes="Session 61's blind round O (o06, in spec_loop): the suite and the hunt passed it until the tool "
+              "workload's earlier usage reported a field its last did not, and "
+              "test_no_finish_is_stop_and_last_usage_wins[more-fields].",
+    ),
 ]

@@ -139,13 +139,18 @@ def test_index_order_is_numeric_past_ten_blocks(run: Run) -> None:
 
 
 @pytest.mark.rule("ASM-4")
-def test_no_finish_is_stop_and_last_usage_wins(run: Run) -> None:
+@pytest.mark.parametrize("earlier", ["same-fields", "more-fields"])
+def test_no_finish_is_stop_and_last_usage_wins(run: Run, earlier: str) -> None:
+    # "The last usage chunk is the step's usage": the whole of it, not merged with an earlier
+    # one's fields (session 61's blind round O merged them, so a field only the earlier reported
+    # survived).
     async def scenario(k: Kit) -> None:
         a = k.agent()
-        await _answer(k, a, *_hi_with_usage(), v.usage(5, 7))
+        first = v.usage(1, 1) if earlier == "same-fields" else v.usage(1, 1, cache_read_tokens=3, reasoning_tokens=2)
+        await _answer(k, a, *_hi_with_usage()[:-1], first, v.usage(5, 7))
         assert k.reasons(a) == [COMPLETED]
         usages = [e["data"]["usage"] for e in k.events(a, "usage")]
-        assert usages == [{"input_tokens": 5, "output_tokens": 7}]
+        assert usages == [{"input_tokens": 5, "output_tokens": 7}], f"the step's usage {usages} is not its last chunk's"
         assert len(k.model.requests) == 1, "a stream without finish stops (no continuation)"
 
     run(scenario)
