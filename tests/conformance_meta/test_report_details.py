@@ -140,7 +140,7 @@ def test_whole_assertion_diffs_reach_the_report() -> None:
     # tiny_loop reports no usage: the diff must show both sides whole (pytest's default, at the
     # runner's old -q, was "[{'input_toke...t_tokens': 7}]" on both sides).
     run = run_suite("examples.tiny_loop.adapter:implementation", rules=["ASM-4"], schedule_count=0, workers=0)
-    (failed,) = [r for r in run.results if r.outcome == "failed" and r.id.endswith("last_usage_wins")]
+    (failed,) = [r for r in run.results if r.outcome == "failed" and r.id.endswith("last_usage_wins[same-fields]")]
     assert failed.summary == "AssertionError: assert [] == [{'input_tokens': 5, 'output_tokens': 7}]"
     assert "Full diff:" in failed.message and "'output_tokens': 7," in failed.message
     assert "..." not in failed.message
