@@ -717,14 +717,14 @@ class FakeModel:
                 history=history_digest(snapshot.get("messages", ())),
                 **_request_extras(snapshot, self.name),
             )
-        if isinstance(entry, Response) and entry.raise_on_call and entry.raise_at is not None:
-            if self.on_request is not None:
-                self.on_request()
-            self._raise_on_call(entry.raise_at[1], call, loop)  # no stream, so no abort to watch
-        _watch_abort(loop if self.observe else None, request.get("signal"), self.name, call, handed,
-                     self.handed_at_abort)
+        raising = entry.raise_at if isinstance(entry, Response) and entry.raise_on_call else None
+        if raising is None:  # a call that raises returns no stream: no abort to watch
+            _watch_abort(loop if self.observe else None, request.get("signal"), self.name, call, handed,
+                         self.handed_at_abort)
         if self.on_request is not None:
             self.on_request()
+        if raising is not None:
+            self._raise_on_call(raising[1], call, loop)
         if isinstance(entry, Response) and entry.abort_mode in ("raise", "fail"):
             early = _early_signal(request.get("signal"))
             if early is not None:  # the stream's waits hear the abort before the loop does

@@ -177,6 +177,8 @@ class World:
         self._elements: dict[str, int] = {}  # listener / actor name -> times it acted
         self._optional: set[str] = set()
         self._flush_recorded = False  # a flush listener records every flush (FLUSH reads world/closed)
+        # the world's own recorder on agent/turn-continuation (CONTINUED reads world/closed)
+        self._continuations_recorded = scenario.observe and scenario.record_continuations
         self._settles = 0
         self._injections: list[asyncio.Future[Any]] = []
         self._reloading: asyncio.Future[Any] | None = None  # the latest reload's task (a waterfall listener waits)
@@ -209,7 +211,7 @@ class World:
             # The one waterfall every step ends with (LOOP-5): CONTINUED judges that it ran and
             # what it was told (CONT-1). A pass-through listener, first in the chain, so it sees
             # the loop's own default; over the wire a passive waterfall (no round trip).
-            if scenario.record_continuations:
+            if self._continuations_recorded:
                 self.service.on("agent/turn-continuation", self._continuation_observer())
         simulator.on_observe(self._notify)
 
@@ -1933,8 +1935,7 @@ class World:
                           registered=registered,
                           **({"warnings": self._warnings.count} if self._warnings.active else {}),
                           **({"flushes": "recorded"} if self._flush_recorded else {}),
-                          **({"continuations": "recorded"} if self.scenario.observe and self.scenario.record_continuations
-                             else {}))
+                          **({"continuations": "recorded"} if self._continuations_recorded else {}))
 
 
 def _injection_flush(args: tuple[Any, ...]) -> bool:
