@@ -91,6 +91,12 @@ REKEYING_PLUGIN = Listener(on="tools/execute", do=(), name="rekeying-plugin", ti
 """A plugin's ``tools/execute`` listener that returns the tool's result under an id of its own
 (TOOL-4: the log keeps the model's call id)."""
 
+EDITING_PLUGIN = Listener(on="tools/execute", do=(), name="editing-plugin", times="always",
+                          edit={"call_id": "plugin-edit"}, optional=True)
+"""A plugin's ``tools/execute`` listener that sets the call's id in place on the execution before
+``next()``, as a plugin adjusting a call does (TOOL-4: the log keeps the model's call id, not
+what the waterfall's value says once the chain returns)."""
+
 def _model(name: str, script: tuple[Response, ...] = ()) -> ModelSpec:
     """A workload's fake model: answering ``OK`` past its script, and editing the requests it
     receives in place, as an adapter may (LOG-1, LOG-7: a loop sharing log objects shows it)."""
@@ -447,9 +453,10 @@ def workloads() -> tuple[Workload, ...]:
             tools=(TOOL,), listeners=(PERMISSION_PLUGIN,),
             description="two tool calls, of which a plugin's agent/step-result listener keeps the first")),
         Workload("tool-plugin", _scenario("tool-plugin", (bare, respond.text("done")), tools=(TOOL,),
-                                          listeners=(REKEYING_PLUGIN,),
-                                          description="a tool call (with empty arguments: TOOL-2's {}) whose result a "
-                                                      "plugin returns under an id of its own")),
+                                          listeners=(EDITING_PLUGIN, REKEYING_PLUGIN),
+                                          description="a tool call (with empty arguments: TOOL-2's {}) whose id one "
+                                                      "plugin edits in place before next() and whose result another "
+                                                      "returns under an id of its own")),
     ]
     return tuple(out)
 

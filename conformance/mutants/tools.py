@@ -59,6 +59,21 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "tool-result-id-read-back",
+        "tool/result takes its call id back from the execution the tools/execute waterfall was "
+        "given, once the chain returned: a plugin that edited the id in place before next() "
+        "changes the id the result is logged under",
+        ("TOOL-4",),
+        "5",
+        (
+            Patch("agent", '        data["call_id"] = call_id\n',
+                  '        data["call_id"] = str(execution.get("call_id", call_id))  # as the waterfall left it\n'),
+        ),
+        notes="Blind round O (session 61, 2026-12-07): the suite and the hunt missed it until "
+              "`test_result_keyed_on_model_call_id_when_a_listener_edits_the_call_in_place` and the "
+              "`tool-plugin` workload's editing plugin (session 62).",
+    ),
+    Mutant(
         "tools-concurrent",
         "the tool calls of one step run concurrently (gathered) instead of one after another",
         ("TOOL-1",),

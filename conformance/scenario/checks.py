@@ -254,6 +254,7 @@ class TraceView:
         answers: dict[int, int] = {}  # op/error index -> the op it answers
         last_op: dict[tuple[Any, Any, Any], int] = {}
         every_op: dict[tuple[Any, Any, Any], list[int]] = {}
+        aliases: dict[str, Any] = {}  # a call id a tools/execute plugin set in place -> the call's own
         for i, e in enumerate(timeline):
             x = dict.copy(e)  # a plain dict's copy is a memcpy: cheaper than {**e, "_i": i}
             x["_i"] = i
@@ -290,6 +291,14 @@ class TraceView:
                     answers[i] = last_op.pop(key)
             elif (name == "log" or name.startswith("agent/")) and isinstance(agent, str):
                 agents[agent] = None
+            elif name == "waterfall/edited":
+                edited = e.get("fields")
+                if isinstance(edited, dict) and isinstance(edited.get("call_id"), str):
+                    aliases[edited["call_id"]] = e.get("call_id")
+            elif aliases and (name == "tool/start" or name == "tool/done") and e.get("call_id") in aliases:
+                # a plugin edited the call's id in place before the tool ran: the fake tool's record
+                # is of the call the loop logged under the model's id
+                x["call_id"] = aliases[e["call_id"]]
         self.indexed = indexed
         self._by_kind = by_kind
         self._by_kind_agent = by_kind_agent

@@ -69,7 +69,7 @@ LISTENABLE = (*NOTIFICATIONS, *WATERFALLS, "session/event", "session/flush", *WO
 RECORDED = (
     "log", "op", "op/error", "listener", "actor/run", "actor/error", "flush", "continuation",
     "inject/began", "reload/loaded", "model/done", "tool/done", "waiter/released", "waiter/timeout",
-    "waterfall/answered", "waterfall/returned", "waterfall/rewrote", "waterfall/serves", "warning",
+    "waterfall/answered", "waterfall/edited", "waterfall/returned", "waterfall/rewrote", "waterfall/serves", "warning",
     "problem", "untriggered", "world/closing", "world/closed", "simulation/escape",
 )
 

@@ -131,6 +131,10 @@ class Listener:
     (after, with ``when="after"``; ``math.inf``: for ever, a plugin that never returns), and ``plain`` makes a ``session/flush`` listener a plain function rather than
     a coroutine function (PY-2 allows both where the event is awaited: a plain one's throw comes
     at the call, not when the loop awaits it).
+    ``edit`` (fields, ``tools/execute`` only) makes the listener set those fields in place on the
+    execution it was given before it calls ``next()``, as a plugin adjusting a call does (``next()``
+    takes no argument, so editing the value in place is how a plugin changes what the rest of the
+    chain sees): the log still records the model's call id (TOOL-4).
     ``optional`` marks a listener that may legitimately never fire (otherwise a listener that
     never fired fails the run: the scenario did not test what it says).
     """
@@ -146,6 +150,12 @@ class Listener:
     optional: bool = False
     rewrite: Mapping[str, Any] | None = None
     plain: bool = False
+    edit: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.edit is not None and (self.on != "tools/execute" or self.when != "before"):
+            raise ScenarioError(f"listener {self.name or self.on!r}: edit (fields set in place on the execution "
+                                "before next()) goes with on: tools/execute, when: before")
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ import json
 import logging
 import math
 import weakref
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -1271,6 +1271,7 @@ class World:
             after = listener.when == "after"
             rewrite = dict(listener.rewrite) if listener.rewrite else None
             rewrote = copy.deepcopy(rewrite)  # what the timeline says it returned (never handed to the loop)
+            edit = dict(listener.edit) if listener.edit else None
             # CONT-1: a continuation listener's vote to stop the turn (a plugin's force-stop)
             stops = event == "agent/turn-continuation" and any(a.verb == "stop" for a in listener.do)
             # 0b: a tools/execute listener answering the call itself, never calling next(): the
@@ -1302,6 +1303,13 @@ class World:
                     return {"call_id": f"answer:{call_id}", "content": [dict(ev.ANSWER)], "is_error": False}
                 if fired and event == "agent/step-result":
                     await asyncio.sleep(0)  # a moderating plugin yields before it passes the message on
+                if fired and edit is not None and isinstance(args[0], MutableMapping):
+                    # a plugin adjusting the call in place (next() takes no argument): TOOL-4 keeps
+                    # the model's call id in the log all the same; the view maps the fake tools'
+                    # records of an edited id back to the call's
+                    simulator.observe("waterfall/edited", on=event, listener=name, call_id=args[0].get("call_id"),
+                                      fields=copy.deepcopy(edit))
+                    args[0].update(copy.deepcopy(edit))
                 value = await _as_coro(args[-1]())
                 if after:
                     fired = react(args[:-1])

@@ -75,7 +75,7 @@ RESPONSE_KINDS = ("text", "reasoning", "tool_call", "blocks", "chunks", "error",
 RESPONSE_MODIFIERS = ("deltas", "code", "usage", "finish", "truncate", "delay", "between",
                       "hang_after", "raise_after", "raise_on_call", "on_abort")
 FINISH_KINDS = ("stop", "tool-calls", "max-tokens", "aborted", "error")
-LISTENER_FIELDS = ("name", "on", "where", "nth", "times", "when", "hold", "plain", "rewrite", "optional", "do")
+LISTENER_FIELDS = ("name", "on", "where", "nth", "times", "when", "hold", "plain", "rewrite", "edit", "optional", "do")
 ACTOR_FIELDS = ("name", "at", "after", "nth", "optional", "do")
 EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     "agent/status": ("agent", "status"),
@@ -613,17 +613,25 @@ def _listener(node: Node, agents: list[str]) -> Listener:
         rewrite = {key: child.value() for key, child in f["rewrite"].entries()}  # any JSON value
         if not rewrite:
             raise f["rewrite"].error("rewrite needs at least one field")
+    edit = None
+    if "edit" in f:
+        if event != "tools/execute" or when != "before":
+            raise f["edit"].error("edit (fields set in place on the execution before next()) goes with "
+                                  "on: tools/execute, when: before")
+        edit = {key: child.value() for key, child in f["edit"].entries()}  # any JSON value
+        if not edit:
+            raise f["edit"].error("edit needs at least one field")
     if "do" in f:
         do = _actions(f["do"], agents, LISTENER_VERBS)
         if any(a.verb == "stop" for a in do) and event != "agent/turn-continuation":
             raise f["do"].error("stop is a vote of an agent/turn-continuation listener (on: agent/turn-continuation)")
         if any(a.verb == "answer" for a in do) and event != "tools/execute":
             raise f["do"].error("answer is a tools/execute listener's own result (on: tools/execute)")
-    elif hold or rewrite:
-        do = ()  # a slow flush or plugin, or a rewriting plugin, that does nothing else
+    elif hold or rewrite or edit:
+        do = ()  # a slow flush or plugin, or a rewriting or editing plugin, that does nothing else
     else:
         raise node.error("missing required field 'do' (only a listener with hold (a slow flush or plugin), or a "
-                         "waterfall listener with rewrite, may do nothing)")
+                         "waterfall listener with rewrite or edit, may do nothing)")
     return Listener(
         on=event,
         do=do,
@@ -636,6 +644,7 @@ def _listener(node: Node, agents: list[str]) -> Listener:
         optional=_optional(f),
         rewrite=rewrite,
         plain=plain,
+        edit=edit,
     )
 
 
@@ -1044,9 +1053,11 @@ def _listener_out(lst: Listener) -> dict[str, Any]:
         out["plain"] = True
     if lst.rewrite:
         out["rewrite"] = dict(lst.rewrite)
+    if lst.edit:
+        out["edit"] = dict(lst.edit)
     if lst.optional:
         out["optional"] = True
-    if lst.do or not (lst.hold or lst.rewrite):
+    if lst.do or not (lst.hold or lst.rewrite or lst.edit):
         out["do"] = [_action_out(a) for a in lst.do]
     return out
 

@@ -125,6 +125,32 @@ def test_result_keyed_on_model_call_id(run: Run) -> None:
     run(scenario)
 
 
+@pytest.mark.rule("TOOL-4")
+def test_result_keyed_on_model_call_id_when_a_listener_edits_the_call_in_place(run: Run) -> None:
+    # next() takes no argument, so a plugin adjusting a call edits the execution it was given in
+    # place before calling next(). The result is still the model's call's: a loop reading the id
+    # back from the execution once the chain returned logs the plugin's. Observed through the log
+    # and through the history the next request carries.
+    async def scenario(k: Kit) -> None:
+        k.tool("echo")
+        a = k.agent()
+
+        async def adjust(execution: dict, next: object) -> object:
+            execution["call_id"] = "edited"
+            return await next()  # type: ignore[operator]
+
+        k.on("tools/execute", adjust)
+        k.model.push(fakes.tool_calls(("c1", "echo", "{}")))
+        a.send("hi")
+        await k.idle(a)
+        assert k.calls("tools/execute") == 1, "the tools/execute listener never ran"
+        assert [e["data"]["call_id"] for e in k.events(a, "tool/result")] == ["c1"]
+        ids = [b["tool_call_id"] for m in k.model.requests[1]["messages"] for b in m["content"] if b.get("type") == "tool-result"]
+        assert ids == ["c1"]
+
+    run(scenario)
+
+
 @pytest.mark.rule("TOOL-5")
 def test_abort_during_tool_ends_step(run: Run) -> None:
     async def scenario(k: Kit) -> None:

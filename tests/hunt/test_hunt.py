@@ -305,6 +305,8 @@ def test_a_trace_signature_ignores_times_and_the_windows_own_calls_only() -> Non
     ("resume-no-recheck", "resume", "create", "SVC-3", "SVC-2"),
     # a tool result logged under the id a plugin's tools/execute listener returned
     ("tool-result-listener-id", "tool-plugin", "send", "TOOLS", "TOOL-4"),
+    # ... and under the id a plugin set in place on the execution before next() (blind round O)
+    ("tool-result-id-read-back", "tool-plugin", "send", "TOOLS", "TOOL-4"),
     # a resumed agent on a session id of its own: any window shows it
     ("resume-fresh-session-id", "resume", "send", "SVC-3", "SVC-3"),
     # the blind check of 2026-12-03: the prompts' place (LOOP-4), the announced error's code (ERR-9)

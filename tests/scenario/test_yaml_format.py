@@ -90,6 +90,10 @@ BAD = [
     (GOOD + "listeners:\n  - on: agent/status\n    rewrite: {call_id: x}\n", 8,
      "listeners[0].rewrite: rewrite (fields of the value next() returned) goes with a waterfall"),
     (GOOD + "listeners:\n  - on: tools/execute\n    rewrite: {}\n", 8, "rewrite needs at least one field"),
+    (GOOD + "listeners:\n  - on: agent/request\n    edit: {call_id: x}\n", 8,
+     "listeners[0].edit: edit (fields set in place on the execution before next()) goes with on: tools/execute, when: before"),
+    (GOOD + "listeners:\n  - on: tools/execute\n    when: after\n    edit: {call_id: x}\n", 9, "goes with on: tools/execute, when: before"),
+    (GOOD + "listeners:\n  - on: tools/execute\n    edit: {}\n", 8, "edit needs at least one field"),
     (GOOD + "agents: [{id: a, history: [H1]}]\n", 6, "agents[0].history: a history needs a session to resume"),
     (GOOD + "agents: [{id: a, resume: [s]}]\n", 6, "agents[0].resume: expected a string"),
     (GOOD + "agents: [{id: a, resume: s, configured: true}]\n", 6, "an agent is configured or resumed, not both"),
@@ -129,6 +133,16 @@ def test_a_raise_on_call_and_an_unrecorded_continuation_round_trip() -> None:
     again = load_text(dump(sc))
     assert again.models[0].script[0].raise_on_call and not again.record_continuations
     assert "record_continuations" not in dump(load_text(GOOD))
+
+
+def test_an_editing_tool_plugin_round_trips() -> None:
+    # TOOL-4's plugin that sets a call's id in place before next(): a race cassette of the
+    # tool-plugin workload stores it
+    from conformance.scenario.yaml_format import dump
+
+    sc = load_text(GOOD + "listeners:\n  - on: tools/execute\n    times: always\n    edit: {call_id: x}\n")
+    assert sc.listeners[0].edit == {"call_id": "x"} and sc.listeners[0].do == ()
+    assert load_text(dump(sc)).listeners[0].edit == {"call_id": "x"}
 
 
 def test_a_number_in_exponent_form_is_a_number() -> None:
