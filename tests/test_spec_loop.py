@@ -45,7 +45,11 @@ def test_a_loop_that_polls_and_spins_passes_the_race_rules_it_once_failed() -> N
     # finish") while asyncio runs them fine: the simulator's fairness bounds (docs/simulator.md).
     from .conformance_meta.waiting_loops import waiting_loop
 
-    run = run_suite(waiting_loop, rules=["IDLE-1", "MARKER-1", "CANCEL-MID"], workers=0)
+    # the pct schedules alone, four seeds each (all ten took a minute: polling under pct runs
+    # until the fairness bounds step in, which is what this checks)
+    run = run_suite(waiting_loop, rules=["IDLE-1", "MARKER-1", "CANCEL-MID"], schedule_count=4, workers=0,
+                    extra_args=["-k", "pct"])
+    assert {r.schedule for r in run.results} == {f"pct-{i}" for i in range(4)}, {r.schedule for r in run.results}
     failed = [r for r in run.results if r.outcome == "failed"]
     assert run.results and not failed, [f"{r.nodeid}: {r.message[:300]}" for r in failed]
 
@@ -58,10 +62,10 @@ def test_a_coroutine_waiter_is_judged_by_the_future_it_awaits() -> None:
     from .conformance_meta.waiting_loops import CoroutineWaiterLoop
 
     test = "test_a_prompt_sent_as_the_inject_flush_ends_holds_a_waiter_held_for_it"
-    good = run_suite(CoroutineWaiterLoop(), rules=["IDLE-2"], workers=0)
+    good = run_suite(CoroutineWaiterLoop(), rules=["IDLE-2"], schedule_count=3, workers=0)
     failed = [r for r in good.results if r.outcome == "failed"]
     assert good.results and not failed, [f"{r.nodeid}: {r.message[:300]}" for r in failed]
-    bad = run_suite(CoroutineWaiterLoop(queue_blind=True), rules=["IDLE-2"], workers=0)
+    bad = run_suite(CoroutineWaiterLoop(queue_blind=True), rules=["IDLE-2"], schedule_count=3, workers=0)
     failed = [r for r in bad.results if r.outcome == "failed"]
     assert failed and all(test in r.nodeid for r in failed), [f"{r.nodeid}: {r.message[:200]}" for r in failed]
 

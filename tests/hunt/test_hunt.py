@@ -429,7 +429,9 @@ def test_explore_with_phase_1s_widths_makes_only_the_runs_that_deviate_and_finds
     from conformance.hunt.workloads import by_name
 
     subject = REF if impl == "reference" else mutants.get(impl)
-    cfg = search.Config(workloads=("two-prompts",), depth=1, nth=1, dfs=3, random=1, pct=0)
+    # three verbs: the mutant's inject, and a caller's send and cancel (every verb took a minute)
+    cfg = search.Config(workloads=("two-prompts",), depth=1, nth=1, dfs=3, random=1, pct=0,
+                        verbs=("send", "cancel", "inject"))
     wp = search.plan(by_name(["two-prompts"]), subject, cfg)[0]
     results = search.plain(wp, 0, len(wp.windows), subject)
     picks = search.distinct(results)
