@@ -1007,16 +1007,41 @@ EDITED = "edited by the model adapter"
 
 
 def _edit_messages(request: Any) -> None:
-    """Overwrite every text of the request's messages in place (see ``FakeModel.stream``)."""
+    """Overwrite every text of the request's messages in place, at any depth (a tool result's
+    blocks too), and mark every object of a block's ``provider_data`` (see ``FakeModel.stream``):
+    a loop whose log shares an object nested anywhere in its history shows it."""
     messages = request.get("messages") if isinstance(request, Mapping) else None
     if not isinstance(messages, list):
         return
     for message in messages:
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, list):
-            for block in content:
-                if isinstance(block, dict) and isinstance(block.get("text"), str):
-                    block["text"] = EDITED
+            _edit_blocks(content)
+
+
+def _edit_blocks(blocks: list[Any]) -> None:
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        if isinstance(block.get("text"), str):
+            block["text"] = EDITED
+        inner = block.get("content")
+        if isinstance(inner, list):  # a tool result's blocks
+            _edit_blocks(inner)
+        data = block.get("provider_data")
+        if isinstance(data, dict):
+            _mark(data)
+
+
+def _mark(value: Any) -> None:
+    """Mark every object of an opaque value in place (an adapter converting it may)."""
+    if isinstance(value, dict):
+        for v in value.values():
+            _mark(v)
+        value[EDITED] = True
+    elif isinstance(value, list):
+        for v in value:
+            _mark(v)
 
 
 def _last_message(snapshot: Mapping[str, Any]) -> str:

@@ -147,6 +147,12 @@ was called, which the cancel must not drop (CANCEL-1 clears what is queued when 
 MARKER-1: never a later prompt). A loop that aborts the step before it clears its queues drops
 it (upstream's "replays replacement work queued synchronously by an abort observer")."""
 
+SYSTEM_PLUGIN = Listener(on="system-prompt", do=(), name="system-plugin", times="once",
+                         rewrite={"system": "Cite your sources."}, optional=True)
+"""A plugin's ``system-prompt`` listener adding a paragraph to the first step's assembled prompt
+(0a: a listener rewrites by returning something else; SYSTEM: the request carries it; session
+62's blind round Q kept the value it passed in)."""
+
 STEP_ROUTING_PLUGIN = Listener(on="agent/request", do=(), name="step-routing-plugin", where={"step": 2},
                                times="always", rewrite={"model": "fake-routed"}, optional=True)
 """A plugin's ``agent/request`` listener sending each turn's second step, and only that one, to
@@ -287,14 +293,16 @@ def workloads() -> tuple[Workload, ...]:
             description="a tool call reporting its usage, the answer reporting its own twice, the second "
                         "after its finish (ASM-4: each step's usage is its own)")),
         Workload("two-step", _scenario("two-step", (two_calls,), routed=(respond.text("done"),), tools=(BLOCKS_TOOL,),
-                                       listeners=(STEP_ROUTING_PLUGIN,), system_prompt="Answer briefly.", configured=True,
+                                       listeners=(STEP_ROUTING_PLUGIN, SYSTEM_PLUGIN), system_prompt="Answer briefly.",
+                                       configured=True,
                                        sections=(("tools", "Look things up."), ("style", "Be kind.")),
                                        description="a two-step tool turn, three tool calls in its first step (the "
                                                    "second's arguments not JSON, the third's the first's; no finish "
                                                    "chunk, so a stop that still runs them), the agent created from "
                                                    "configuration (where the implementation has the feature) with a "
                                                    "system prompt after two sections, a plugin routing its second "
-                                                   "step to another model (LOOP-10)")),
+                                                   "step to another model (LOOP-10), another adding a paragraph to "
+                                                   "the first step's system prompt (SYSTEM)")),
         Workload("failing-tool", _scenario("failing-tool", (listed + ghost, virtual, respond.text("done")),
                                            tools=(FAILING_TOOL,), listeners=(VIRTUAL_TOOL,),
                                            description="a tool that fails (its arguments a JSON array: parsed, "

@@ -20,6 +20,20 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "late-failure-warned-under-newest-turn",
+        "a late failure (a throwing agent/turn-end listener, a failing flush) is warned naming the log's newest "
+        "turn: once an idle inject's one-shot turn is in the log, turn 1's failing flush is warned as turn 2's",
+        ("ERR-12",),
+        "7",
+        (
+            Patch("agent", '        self._warn(turn.number, f"{what} failed", exc)\n',
+                  '        self._warn(self._session.last_turn(), f"{what} failed", exc)\n'),
+        ),
+        notes="Blind round Q (session 62, r08): the suite and the hunt missed it until "
+              "`test_a_late_failure_is_warned_under_the_turn_it_belongs_to` and WARNED's late failures, "
+              "named by the turn their announcement names.",
+    ),
+    Mutant(
         "no-step-end-on-error",
         "closing a failed turn skips the open step's step/end, so turn/end follows an open step",
         ("ERR-2", "LOG-5"),

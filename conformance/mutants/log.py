@@ -224,6 +224,36 @@ MUTANTS = [
         notes="Session 33: the reference itself did this until round 15 (a helper's derive-memo-shared-list and the third loop's derive_shares_log_objects, written blind, both edited the request in place): test_a_plugin_editing_the_request_in_place_changes_neither_log_nor_history; the hunt's fake model edits every request it receives.",
     ),
     Mutant(
+        'derive-shares-tool-result-blocks',
+        "derived history copies a tool result's block list but not its blocks: an adapter or a plugin "
+        "shortening a tool's output in the request in place rewrites the logged tool/result and every later history",
+        ('LOG-7', 'LOG-1'),
+        '1',
+        (
+            Patch('session',
+                  '            block = v.tool_result(data["call_id"], _blocks(data["content"]), bool(data["is_error"]))\n',
+                  '            block = v.tool_result(data["call_id"], list(data["content"]), bool(data["is_error"]))\n'),
+        ),
+        interleaving=False,
+        notes="Blind round Q (session 62, r01): the hunt's fake model edited the texts of a request's top-level "
+              "blocks only; it edits nested ones now (a tool result's blocks, provider_data).",
+    ),
+    Mutant(
+        'derive-shares-provider-data',
+        "derived history copies an assistant message's blocks one level deep: their provider_data objects are the "
+        "log's, so an adapter converting them in place rewrites the logged assistant/message",
+        ('LOG-7', 'LOG-1'),
+        '1',
+        (
+            Patch('session',
+                  '            messages.append({"role": "assistant", "content": _blocks(data["content"])})\n',
+                  '            messages.append({"role": "assistant", "content": [dict(b) for b in data["content"]]})\n'),
+        ),
+        interleaving=False,
+        notes="Blind round Q (session 62, r06): as derive-shares-tool-result-blocks, through the out-of-order "
+              "workload's block carrying provider_data.",
+    ),
+    Mutant(
         'open-turn-memo-skipped-on-throw',
         'the session memoises its open turn after the session/event listeners: a throwing turn/end listener skips the update and a later idle inject lands in the closed turn',
         ('INJ-2', 'ERR-4', 'LOG-4'),

@@ -23,6 +23,34 @@ the drain's mutants replace."""
 
 MUTANTS = [
     Mutant(
+        "system-prompt-return-ignored",
+        "the system-prompt waterfall is awaited but its return value is dropped: the request is built from the "
+        "value passed in, so only a plugin's in-place edits reach it, never a prompt it returns",
+        ("SVC-5",),
+        "4",
+        (
+            Patch(
+                "agent",
+                "        assembly = await self._agent_waterfall(\n"
+                "            \"system-prompt\",\n"
+                "            {\n"
+                "                \"system\": join_prompt(*(s[\"text\"] for s in self._service.prompts.sections())),\n"
+                "                \"tools\": self._service.tools.schemas(),\n"
+                "            },\n"
+                "            self,\n"
+                "        )\n",
+                "        assembly = {\n"
+                "            \"system\": join_prompt(*(s[\"text\"] for s in self._service.prompts.sections())),\n"
+                "            \"tools\": self._service.tools.schemas(),\n"
+                "        }\n"
+                "        await self._agent_waterfall(\"system-prompt\", assembly, self)  # plugins edit it in place\n",
+            ),
+        ),
+        notes="Blind round Q (session 62, r02): the suite and the hunt missed it until "
+              "`test_a_system_prompt_listener_rewrites_the_prompt_by_returning_it` and the two-step workload's "
+              "system-prompt plugin (SYSTEM).",
+    ),
+    Mutant(
         "turn-per-send",
         "the inbox hands the driver one prompt at a time, so a burst of send()s becomes one turn "
         "per send instead of one batched turn",

@@ -3177,6 +3177,23 @@ def _propagated(view: TraceView, at: int) -> bool:
     return False
 
 
+def _late_failure_turn(view: TraceView, agent: str, at: int) -> int | None:
+    """The turn a late failure at ``at`` (a throw at ``agent/turn-end`` or in ``session/flush``)
+    belongs to, as its announcement names it (ERR-6): the agent's next ``agent/error``, when no
+    other failure came between (another listener's throw, a model's failure) and it names a turn
+    that had ended by then. ``None`` where that is not sure (the turn had failed already and the
+    failure is not announced, ERR-9)."""
+    said = next((e for e in view.of_kind("agent/error", agent=agent) if e["_i"] > at), None)
+    if said is None:
+        return None
+    if any(at < r["_i"] < said["_i"] for r in view.ops(agent, "raise")) or any(
+            at < m["_i"] < said["_i"] and m.get("outcome") in ("raised", "error") for m in view.of_kind("model/done")):
+        return None
+    turn = said.get("turn")
+    ended = any(t["turn"] == turn and t["end_i"] is not None and t["end_i"] < at for t in view.turns(agent))
+    return turn if isinstance(turn, int) and ended else None
+
+
 def _warned_check(view: TraceView) -> Violation | None:
     """ERR-12: a throwing listener of a notification the contract contains is a contained
     failure, logged as a warning under the implementation's logger; one thrown while a turn is
@@ -3184,7 +3201,10 @@ def _warned_check(view: TraceView) -> Violation | None:
     the rule tests read it), but for an ``agent/queued`` listener: the prompt it tells of belongs
     to no turn yet, so any turn, or none, may be named beside the agent. Judged where the world
     recorded that logger's warnings (its ``world/closed`` counts them); a throw once the agent is
-    being disposed is not (ERR-10: during disposal it is swallowed)."""
+    being disposed is not (ERR-10: during disposal it is swallowed). A late failure (a throw at
+    ``agent/turn-end`` or in ``session/flush``) is named by the turn it belongs to, as its
+    announcement names it, not by one opened since (session 62's blind round Q: a warning naming
+    the log's newest turn)."""
     closed = view.of_kind("world/closed")
     if not closed or "warnings" not in closed[-1]:
         return None
@@ -3195,7 +3215,11 @@ def _warned_check(view: TraceView) -> Violation | None:
             on = str(r.get("on") or "")
             if r["_i"] > disposing or r.get("status") == "disposed":
                 continue
-            if on not in _CONTAINED and not (on in _MAY_PROPAGATE and not _propagated(view, r["_i"])):
+            late = _late_failure_turn(view, agent, r["_i"]) if on in ("agent/turn-end", "session/flush") else None
+            # a failing flush is contained too (ERR-6): judged where it was announced
+            if on == "session/flush" and late is None:
+                continue
+            if on != "session/flush" and on not in _CONTAINED and not (on in _MAY_PROPAGATE and not _propagated(view, r["_i"])):
                 continue
             after = [e for e in warnings if e["_i"] > r["_i"]]
             if not after:
@@ -3212,10 +3236,13 @@ def _warned_check(view: TraceView) -> Violation | None:
                 continue
             around = _turn_around(view, agent, r["_i"])
             turn = around["turn"] if around is not None else None
+            if on in ("agent/turn-end", "session/flush"):
+                turn = late  # the turn it belongs to, not one opened since (an idle inject's flush may end late)
             if isinstance(turn, int) and not any(
                     agent in str(e.get("message")) and re.search(rf"(?<![\w.]){turn}(?![\w.])", str(e.get("message")))
                     for e in after):
-                return Violation(f"agent {agent}: an {on} listener threw during turn {turn}, but no warning names the "
+                during = f"for turn {turn}, which had ended" if late is not None else f"during turn {turn}"
+                return Violation(f"agent {agent}: an {on} listener threw {during}, but no warning names the "
                                  f"agent and turn {turn} ({str(after[0].get('message'))!r}; ERR-12: a contained "
                                  "failure is logged naming the agent and the turn)", r["_i"], ("ERR-12",))
     return None
@@ -3700,15 +3727,18 @@ def _request_check(view: TraceView) -> Violation | None:
     rewrite names only other fields, a model routing plugin, leaves them to judge)."""
     if any(e.get("on") in _REWRITING and e.get("name") != "window"
            and (e.get("on") != "agent/request" or not _KEEPS_PROMPT.issuperset(e.get("rewrites") or ("?",)))
+           and (e.get("on") != "system-prompt" or e.get("rewrites") != ["system"])
            for e in view.of_kind("listener")):
         return None
     models = _agent_models(view)
     created = view.of_kind("agent/created")
     changes = [op for op in view.of_kind("op") if op.get("op") == "reconfigure" and "sections" in op]
+    # a plugin's paragraph added to the assembled prompt: the request after it is SYSTEM's to judge
+    _, added = _system_added(view, models)
     for e in view.of_kind("model/request"):
         agent = models.get(str(e.get("model")))
         made = [c for c in created if c.get("agent") == agent and c["_i"] < e["_i"]]
-        if agent is None or not made:
+        if agent is None or not made or e["_i"] in added:
             continue
         want, call = made[-1], e.get("call")
         own = want.get("system_prompt")
@@ -3739,6 +3769,57 @@ def _request_check(view: TraceView) -> Violation | None:
             return Violation(f"agent {agent}: model request #{call} carries tools {list(e.get('tools') or [])}, not "
                              f"the tools registered {' or '.join(map(str, tools))} (SVC-5: the schemas of the "
                              "registered tools are sent with the request)", e["_i"], ("SVC-5",))
+    return None
+
+
+def _system_added(view: TraceView, models: Mapping[str, str]) -> tuple[dict[int, Event], set[int]]:
+    """The model requests made after a ``system-prompt`` plugin added a paragraph to the
+    assembled prompt (``waterfall/rewrote``): the agent's first request after each (REQUEST
+    leaves them alone), and of those the ones sure to be that step's, each with its rewrite (no
+    stop, throw, other rewrite or new turn came between: the step may end before its request)."""
+    key = "system-added"
+    cached: tuple[dict[int, Event], set[int]] | None = view._cache.get(key)
+    if cached is not None:
+        return cached
+    sure: dict[int, Event] = {}
+    after: set[int] = set()
+    rewrites = [r for r in view.of_kind("waterfall/rewrote") if r.get("on") == "system-prompt"]
+    if rewrites:
+        requests = view.of_kind("model/request")
+        for r in rewrites:
+            agent = r.get("agent")
+            if not isinstance(agent, str):
+                continue
+            call = next((c for c in requests if c["_i"] > r["_i"] and models.get(str(c.get("model"))) == agent), None)
+            if call is None:
+                continue
+            after.add(call["_i"])
+            # a stop made inside the waterfall (before the plugin returned) ends the turn: its
+            # request, if any, is the next turn's, opened after this one
+            between = [*view.ops(agent, "cancel", "abort", "dispose", "raise", "cancel_driver"),
+                       *(x for x in rewrites if x is not r and x.get("agent") == agent),
+                       *(x for x in view.log(agent) if x["type"] == "turn/start")]
+            if not any(r["_i"] < x["_i"] < call["_i"] for x in between):
+                sure[call["_i"]] = r
+    view._cache[key] = (sure, after)
+    return sure, after
+
+
+def _system_check(view: TraceView) -> Violation | None:
+    """SVC-5 and 0a: a ``system-prompt`` listener rewrites the assembled prompt by returning
+    something else, and the step's request carries what it returned: the paragraph a plugin added
+    is in the system prompt the model receives (session 62's blind round Q: a loop that awaited
+    the waterfall and kept the value it passed in)."""
+    if not view.of_kind("waterfall/rewrote"):
+        return None
+    for at, r in _system_added(view, _agent_models(view))[0].items():
+        call = view.timeline[at]
+        text = str((r.get("fields") or {}).get("system"))
+        if text not in str(call.get("system") or ""):
+            return Violation(f"agent {r.get('agent')}: a system-prompt listener returned the assembled prompt with "
+                             f"{text!r} added, but the step's model request carries system prompt "
+                             f"{call.get('system')!r} (0a: a listener rewrites by returning something else; SVC-5)",
+                             at, ("SVC-5",))
     return None
 
 
@@ -3999,6 +4080,8 @@ PLAIN_ORACLES: tuple[LoopCheck, ...] = (
     LoopCheck("CHUNKS", _chunks_check, "every chunk a model streamed is logged, and its usage",
               ("LOG-3", "LOOP-5", "ASM-4")),
     LoopCheck("REQUEST", _request_check, "every request carries the agent's system prompt and the registered tools",
+              ("SVC-5",)),
+    LoopCheck("SYSTEM", _system_check, "a request carries the system prompt its system-prompt waterfall returned",
               ("SVC-5",)),
     LoopCheck("ARGS", _tool_arguments_check, "a tool receives its raw arguments parsed as TOOL-2 says", ("TOOL-2",)),
     LoopCheck("DATA", _data_check, "every session event's data has the shape spec 0/0b gives it",

@@ -126,7 +126,8 @@ class Listener:
     For a waterfall, ``when`` says whether the listener acts ``before`` or ``after`` calling
     ``next()``, and ``rewrite`` (fields) makes it return what ``next()`` returned with those
     fields replaced, as a plugin rewriting the value does (e.g. a ``tools/execute`` result under
-    another ``call_id``, TOOL-4); ``hold`` is how long (virtual seconds) a ``session/flush``
+    another ``call_id``, TOOL-4; on ``system-prompt``, whose value has no shape in the contract,
+    ``{"system": TEXT}`` adds TEXT as a last paragraph of the assembled prompt, SVC-5); ``hold`` is how long (virtual seconds) a ``session/flush``
     listener takes, or a waterfall listener waits on each call it acts on before ``next()``
     (after, with ``when="after"``; ``math.inf``: for ever, a plugin that never returns), and ``plain`` makes a ``session/flush`` listener a plain function rather than
     a coroutine function (PY-2 allows both where the event is awaited: a plain one's throw comes
@@ -153,6 +154,10 @@ class Listener:
     edit: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
+        if self.on == "system-prompt" and self.rewrite is not None and (
+                set(self.rewrite) != {"system"} or not isinstance(self.rewrite["system"], str)):
+            raise ScenarioError(f"listener {self.name or self.on!r}: a system-prompt rewrite is {{system: TEXT}}, "
+                                "a paragraph the plugin adds to the assembled prompt")
         if self.edit is not None and (self.on != "tools/execute" or self.when != "before"):
             raise ScenarioError(f"listener {self.name or self.on!r}: edit (fields set in place on the execution "
                                 "before next()) goes with on: tools/execute, when: before")

@@ -1322,6 +1322,15 @@ class World:
                     simulator.observe("waterfall/returned", on=event, listener=name)
                 if fired and stops:
                     return False
+                if fired and rewrite is not None and event == "system-prompt":
+                    # a plugin adding a line to the assembled prompt, whatever shape its value has
+                    # (the contract gives none): SYSTEM judges the request carries it
+                    added = _appended_system(value, str(rewrite.get("system")))
+                    if added is None:
+                        return value
+                    simulator.observe("waterfall/rewrote", on=event, listener=name, fields=rewrote,
+                                      agent=self.fields(event, args[:-1]).get("agent"))
+                    return added
                 if fired and rewrite is not None and isinstance(value, Mapping):
                     # a plugin's rewrite of the chain's value: its own objects, which it may edit
                     # later (LOG-1: the log keeps a snapshot; edited once the run is over)
@@ -2095,3 +2104,13 @@ def observe_loads(store: object, world: World) -> bool:
         return False
     return True
 
+
+def _appended_system(value: Any, text: str) -> Any:
+    """The ``system-prompt`` waterfall's value with ``text`` added as a last paragraph: a string
+    value, or a mapping's ``system`` string (or ``None``); ``None`` for any other shape."""
+    if isinstance(value, str) or value is None:
+        return f"{value}\n\n{text}" if value else text
+    if isinstance(value, Mapping) and (value.get("system") is None or isinstance(value.get("system"), str)):
+        system = value.get("system")
+        return {**value, "system": f"{system}\n\n{text}" if system else text}
+    return None

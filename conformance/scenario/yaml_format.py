@@ -613,6 +613,9 @@ def _listener(node: Node, agents: list[str]) -> Listener:
         rewrite = {key: child.value() for key, child in f["rewrite"].entries()}  # any JSON value
         if not rewrite:
             raise f["rewrite"].error("rewrite needs at least one field")
+        if event == "system-prompt" and (set(rewrite) != {"system"} or not isinstance(rewrite["system"], str)):
+            raise f["rewrite"].error("a system-prompt rewrite is {system: TEXT}, a paragraph the plugin adds to "
+                                     "the assembled prompt")
     edit = None
     if "edit" in f:
         if event != "tools/execute" or when != "before":

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
-from collections.abc import Callable
+import logging
+import re
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -243,3 +246,41 @@ def assert_driver_exited(seen: tuple[list[str], bool | None], allowed: tuple[lis
     elif flush not in allowed:
         raise NeedsHook("driver_task", f"when_idle() resolved while the driver's flush still ran ({flush}): only the "
                         "driver task tells a driver that abandoned its flush from one still inside it")
+
+
+class WarningCapture(logging.Handler):
+    """Every record at WARNING or above that reaches the implementation's logger."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextlib.contextmanager
+def captured_warnings(k: Kit) -> Iterator[WarningCapture]:
+    """The implementation's logger's warnings while the block runs."""
+    logger = logging.getLogger(k.impl.logger_name)
+    capture = WarningCapture()
+    logger.addHandler(capture)
+    try:
+        yield capture
+    finally:
+        logger.removeHandler(capture)
+
+
+def warnings_naming(k: Kit, capture: WarningCapture, agent_id: str, turn: int | None, *, any_turn: bool = False) -> list[str]:
+    """The captured warnings of the implementation's logger (or a child of it) that name the
+    agent and the turn (its number as a word of its own: "turn 2", "turn=2", "#2"...; any
+    number for ``turn=None``; with ``any_turn``, a turn need not be named: none was running)."""
+    root = k.impl.logger_name
+    number = r"\d+" if turn is None else str(turn)
+    out: list[str] = []
+    for record in capture.records:
+        message = record.getMessage()
+        ours = record.name == root or record.name.startswith(root + ".")
+        if ours and agent_id in message and (any_turn or re.search(rf"(?<![\w.]){number}(?![\w.])", message)):
+            out.append(message)
+    return out

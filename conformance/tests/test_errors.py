@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
-import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,7 +15,18 @@ from conformance.fakes import respond
 from conformance.fakes.errors import causes
 from conformance.harness import Kit
 
-from ._support import COMPLETED, Run, aborted, boom, delivered, in_process_only, once, texts
+from ._support import (
+    COMPLETED,
+    Run,
+    aborted,
+    boom,
+    captured_warnings,
+    delivered,
+    in_process_only,
+    once,
+    texts,
+    warnings_naming,
+)
 
 
 def _error_kinds(k: Kit, agent: object) -> list[str]:
@@ -927,54 +935,16 @@ def test_throwing_turn_start_listener_on_a_back_to_back_turn(run: Run) -> None:
     run(scenario)
 
 
-class _Capture(logging.Handler):
-    """Every record at WARNING or above that reaches the implementation's logger."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
-@contextlib.contextmanager
-def _captured(k: Kit) -> Iterator[_Capture]:
-    """The implementation's logger's warnings while the block runs."""
-    logger = logging.getLogger(k.impl.logger_name)
-    capture = _Capture()
-    logger.addHandler(capture)
-    try:
-        yield capture
-    finally:
-        logger.removeHandler(capture)
-
-
-def _warnings_naming(k: Kit, capture: _Capture, agent_id: str, turn: int | None, *, any_turn: bool = False) -> list[str]:
-    """The captured warnings of the implementation's logger (or a child of it) that name the
-    agent and the turn (its number as a word of its own: "turn 2", "turn=2", "#2"...; any
-    number for ``turn=None``; with ``any_turn``, a turn need not be named: none was running)."""
-    root = k.impl.logger_name
-    number = r"\d+" if turn is None else str(turn)
-    out: list[str] = []
-    for record in capture.records:
-        message = record.getMessage()
-        ours = record.name == root or record.name.startswith(root + ".")
-        if ours and agent_id in message and (any_turn or re.search(rf"(?<![\w.]){number}(?![\w.])", message)):
-            out.append(message)
-    return out
-
-
 async def _warned_turn_two(k: Kit, agent_id: str, arrange: Callable[[AgentHandle], None]) -> list[str]:
     """Run a clean turn 1, then ``arrange`` the failures and run turn 2, capturing warnings."""
-    with _captured(k) as capture:
+    with captured_warnings(k) as capture:
         a = k.agent(agent_id)
         a.send("one")
         await k.idle(a)
         arrange(a)
         a.send("two")
         await k.idle(a)
-    return _warnings_naming(k, capture, agent_id, 2)
+    return warnings_naming(k, capture, agent_id, 2)
 
 
 @pytest.mark.rule("ERR-12")
@@ -1052,7 +1022,7 @@ def test_a_contained_agent_queued_failure_is_warned(run: Run) -> None:
     # warned under the implementation's logger, naming the agent. With no turn running, which
     # turn it names, or whether it names none ("turn -"), the spec leaves open.
     async def scenario(k: Kit) -> None:
-        with _captured(k) as capture:
+        with captured_warnings(k) as capture:
             a = k.agent("queueing-agent")
             k.on("agent/queued", _throwing("agent/queued"), needs="a failure raised there")
             try:
@@ -1060,7 +1030,7 @@ def test_a_contained_agent_queued_failure_is_warned(run: Run) -> None:
             except Exception:
                 return  # not contained: nothing for ERR-12 to require
             await k.idle(a)
-        named = _warnings_naming(k, capture, "queueing-agent", None, any_turn=True)
+        named = warnings_naming(k, capture, "queueing-agent", None, any_turn=True)
         assert named, ("the contained agent/queued failure was not warned naming the agent: "
                        f"{[r.getMessage() for r in capture.records]}")
 
@@ -1106,13 +1076,13 @@ def test_failure_before_turn_start_is_warned(run: Run) -> None:
     # A failure with no turn opened (ERR-8's example) is contained too: warned, naming the
     # agent and a turn number (which one, for a turn that never opened, the spec leaves open).
     async def scenario(k: Kit) -> None:
-        with _captured(k) as capture:
+        with captured_warnings(k) as capture:
             a = k.agent("early-agent")
             queued = _queue_unserialisable(a, "bad")
             await k.idle(a)
         if not queued:
             return  # refused by send(): no failure was contained, none to warn of
-        named = _warnings_naming(k, capture, "early-agent", None)
+        named = warnings_naming(k, capture, "early-agent", None)
         assert named, f"the failure before turn/start was not warned naming the agent and a turn: {[r.getMessage() for r in capture.records]}"
 
     run(scenario)
@@ -1242,7 +1212,7 @@ def test_throwing_disposed_status_listener_warned_naming_the_turn(run: Run) -> N
             k.on("agent/turn-start", lambda _agent, turn: a.dispose() if turn == 2 else None)
             k.on("agent/status", lambda _agent, status: boom() if status == "disposed" else None)
 
-        with _captured(k) as capture:
+        with captured_warnings(k) as capture:
             a = k.agent("disposed-agent")
             a.send("one")
             await k.idle(a)
@@ -1250,7 +1220,7 @@ def test_throwing_disposed_status_listener_warned_naming_the_turn(run: Run) -> N
             a.send("two")
             await k.idle(a)
         assert a.status == "disposed"
-        named = _warnings_naming(k, capture, "disposed-agent", 2)
+        named = warnings_naming(k, capture, "disposed-agent", 2)
         assert named, f"no warning named the agent and turn 2: {[r.getMessage() for r in capture.records]}"
 
     run(scenario)

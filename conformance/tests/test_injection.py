@@ -24,12 +24,14 @@ from ._support import (
     USER,
     Run,
     Watch,
+    captured_warnings,
     cyclic_block,
     in_process_only,
     passthrough,
     request_texts,
     texts,
     throws_on,
+    warnings_naming,
 )
 
 
@@ -449,24 +451,50 @@ def test_each_failing_flush_is_announced_for_the_turn_it_flushed(run: Run, impl:
     async def scenario(k: Kit) -> None:
         k.record("agent/error")
         a = k.agent()
-        started: list[asyncio.Future[Any] | None] = []
-
-        async def flush(*_args: object) -> None:
-            raise RuntimeError("disk full")
-
-        def turn_end(_agent: object, turn: int, *_rest: object) -> None:
-            if turn == 1:
-                _inject_once(k, a, started)
-
-        k.on("session/flush", flush)
-        k.on("agent/turn-end", turn_end, needs="the test injects as turn 1's end is notified")
-        a.send("A")
-        await _idle_after_inject(k, a, started, "agent/turn-end")
-        assert k.types(a).count("turn/end") == 2, k.types(a)
+        await _one_shot_turn_flushed_before_turn_one(k, a)
         turns = sorted(e[0] for e in k.noted("agent/error"))
         assert turns == [1, 2], (
             f"agent/error announced turns {turns}: each of the two failed flushes is announced once, for the turn it "
             "flushed (ERR-9, ERR-6; the one-shot turn's, INJ-2)")
+
+    run(scenario)
+
+
+async def _one_shot_turn_flushed_before_turn_one(k: Kit, a: AgentHandle) -> None:
+    """Every flush fails, and an ``agent/turn-end`` listener injects as turn 1 ends: a one-shot
+    turn 2 is written before turn 1's flush runs (the log's newest turn is 2 by then)."""
+    started: list[asyncio.Future[Any] | None] = []
+
+    async def flush(*_args: object) -> None:
+        raise RuntimeError("disk full")
+
+    def turn_end(_agent: object, turn: int, *_rest: object) -> None:
+        if turn == 1:
+            _inject_once(k, a, started)
+
+    k.on("session/flush", flush)
+    k.on("agent/turn-end", turn_end, needs="the test injects as turn 1's end is notified")
+    a.send("A")
+    await _idle_after_inject(k, a, started, "agent/turn-end")
+    assert k.types(a).count("turn/end") == 2, k.types(a)
+
+
+@pytest.mark.rule("ERR-12")
+def test_a_late_failure_is_warned_under_the_turn_it_belongs_to(run: Run, impl: Implementation) -> None:
+    # ERR-12 names the agent and the turn of each contained failure: turn 1's failing flush runs
+    # once the one-shot turn 2 is in the log, and its warning names turn 1, not the log's newest
+    # turn (session 62's blind round Q: the warning named turn 2 while agent/error named turn 1).
+    if "injection" not in set(getattr(impl, "features", ())):
+        pytest.skip(f"{NOT_APPLICABLE}: feature injection not supported")
+
+    async def scenario(k: Kit) -> None:
+        with captured_warnings(k) as capture:
+            a = k.agent("late-agent")
+            await _one_shot_turn_flushed_before_turn_one(k, a)
+        for turn in (1, 2):
+            assert warnings_naming(k, capture, "late-agent", turn), (
+                f"no warning names the agent and turn {turn}, whose flush failed (ERR-12): "
+                f"{[r.getMessage() for r in capture.records]}")
 
     run(scenario)
 

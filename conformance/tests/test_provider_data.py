@@ -118,3 +118,55 @@ def test_a_max_tokens_step_keeps_the_provider_data_of_the_blocks_it_keeps(run: R
         assert _assistant_history(a) == [[thought, text]]
 
     run(scenario)
+
+
+@pytest.mark.rule("LOG-7", "LOG-1")
+def test_a_plugin_editing_nested_request_objects_in_place_changes_neither_log_nor_history(run: Run) -> None:
+    # An agent/request plugin that converts the request in place for another provider: it
+    # shortens a tool result's blocks and strips or rewrites provider_data. It edits that request
+    # only: the log and the history derived from it keep what was logged (a loop whose history
+    # copies blocks one level deep, or a tool result's block list but not its blocks, shares the
+    # log's nested objects and fails). Observed through the log and through derive_messages().
+    first = [_with(v.text("Looking."), SIGNED), _with(v.tool_call("call_1", "lookup", '{"q": "x"}'), CALL_DATA)]
+    second = [_with(v.text("Found it."), CITED)]
+
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.tool("lookup", result="result text")
+
+        async def convert(_agent: Any, _turn: Any, _step: Any, request: dict[str, Any], nxt: Any) -> Any:
+            for message in request.get("messages", []):
+                for block in message.get("content", []):
+                    for inner in block.get("content", []) if isinstance(block.get("content"), list) else []:
+                        if isinstance(inner, dict) and "text" in inner:
+                            inner["text"] = "SHORTENED"
+                    data = block.get("provider_data")
+                    if isinstance(data, dict):
+                        for value in data.values():
+                            if isinstance(value, dict):
+                                value.clear()
+                        data["rerouted"] = True
+            return await nxt()
+
+        appended: list[Any] = []  # each tool/result's content as it was appended
+
+        def on_event(_session: Any, event: dict[str, Any]) -> None:
+            if event["type"] == "tool/result":
+                appended.append(copy.deepcopy(event["data"]["content"]))
+
+        k.on("session/event", on_event)
+        k.on("agent/request", convert)
+        k.model.push(_stream(first, "tool-calls"), _stream(second, "stop"), respond.text("again"))
+        a.send("look it up")
+        await k.idle(a)
+        a.send("and again")
+        await k.idle(a)
+        assert k.reasons(a) == [COMPLETED, COMPLETED]
+        assert _assistant_messages(k, a)[:2] == [first, second], "the logged assistant/message changed with the request"
+        results = [e["data"]["content"] for e in k.events(a, "tool/result")]
+        assert len(appended) == 1 and results == appended, f"the logged tool/result changed with the request: {results}"
+        assert _assistant_history(a)[:2] == [first, second], "derived history changed with the request"
+        tool_history = [b["content"] for m in a.session.derive_messages() for b in m["content"] if b.get("type") == "tool-result"]
+        assert tool_history == appended, tool_history
+
+    run(scenario)

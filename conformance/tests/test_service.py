@@ -258,6 +258,53 @@ def test_system_prompt_and_tools(run: Run) -> None:
 
 
 @pytest.mark.rule("SVC-5")
+def test_a_system_prompt_listener_rewrites_the_prompt_by_returning_it(run: Run) -> None:
+    # 0a: a waterfall listener rewrites by returning something else. A system-prompt plugin adds a
+    # paragraph to the assembled prompt and returns it: the request carries it (a loop that awaits
+    # the waterfall and keeps the value it passed in, taking only in-place edits, drops it).
+    # The contract gives the waterfall's value no shape: a string, or a mapping's "system" string,
+    # is what a plugin can add to. Observed in the agent/request waterfall and at the model.
+    async def scenario(k: Kit) -> None:
+        k.service.add_system_prompt_section("one", "Section A")
+        shapes: list[str] = []
+
+        async def add(*args: Any) -> Any:
+            value = await args[-1]()
+            if isinstance(value, str) or value is None:
+                shapes.append("string")
+                return f"{value}\n\nCite your sources." if value else "Cite your sources."
+            if isinstance(value, dict) and isinstance(value.get("system"), (str, type(None))):
+                shapes.append("mapping")
+                system = value.get("system")
+                return {**value, "system": f"{system}\n\nCite your sources." if system else "Cite your sources."}
+            shapes.append(type(value).__name__)
+            return value
+
+        seen: list[Any] = []
+
+        async def request(*args: Any) -> Any:
+            seen.append(args[-2].get("system") if isinstance(args[-2], dict) else None)
+            return await args[-1]()
+
+        k.on("system-prompt", add, needs="a plugin adds to the assembled system prompt")
+        k.on("agent/request", request)
+        a = k.agent(system_prompt="Own prompt")
+        a.send("hi")
+        await k.idle(a)
+        if shapes and shapes[0] not in ("string", "mapping"):
+            pytest.skip(f"the system-prompt waterfall's value is a {shapes[0]}: no prompt text a plugin can add to")
+        assert shapes, "the system-prompt listener never ran"
+        for where, system in (("the agent/request waterfall", seen[0] if seen else None),
+                              ("the model", k.model.requests[0].get("system"))):
+            assert "Cite your sources." in str(system or ""), (
+                f"{where} got system prompt {system!r}: the paragraph the system-prompt listener returned is "
+                "missing (a listener rewrites by returning something else)")
+            assert "Section A" in str(system) and "Own prompt" in str(system), system
+
+    run(scenario)
+
+
+@pytest.mark.rule("SVC-5")
 def test_the_system_prompt_follows_sections_added_and_removed_between_turns(run: Run) -> None:
     # "The assembled sections": those registered when the request is made. A section removed
     # (its disposer called) and another added, the count unchanged, between two turns: the second

@@ -307,6 +307,12 @@ def test_a_trace_signature_ignores_times_and_the_windows_own_calls_only() -> Non
     ("tool-result-listener-id", "tool-plugin", "send", "TOOLS", "TOOL-4"),
     # ... and under the id a plugin set in place on the execution before next() (blind round O)
     ("tool-result-id-read-back", "tool-plugin", "send", "TOOLS", "TOOL-4"),
+    # session 62's round Q: nested objects of a history shared with the log (the fake model edits
+    # them now), a late failure warned under the newest turn, a system-prompt plugin's return
+    ("derive-shares-tool-result-blocks", "tool", "send", "problems", "LOG-1"),
+    ("derive-shares-provider-data", "out-of-order", "send", "problems", "LOG-1"),
+    ("late-failure-warned-under-newest-turn", "reply", "inject;raise", "WARNED", "ERR-12"),
+    ("system-prompt-return-ignored", "two-step", "send", "SYSTEM", "SVC-5"),
     # a resumed agent on a session id of its own: any window shows it
     ("resume-fresh-session-id", "resume", "send", "SVC-3", "SVC-3"),
     # the blind check of 2026-12-03: the prompts' place (LOOP-4), the announced error's code (ERR-9)

@@ -864,6 +864,32 @@ actors:
     assert failed and "LOG-1" in failed[0]["message"], failed
 
 
+@pytest.mark.parametrize("mutant", ["derive-shares-tool-result-blocks", "derive-shares-provider-data"])
+def test_a_model_that_edits_its_requests_edits_nested_objects_too(mutant: str) -> None:
+    # A tool result's blocks and a block's provider_data are edited in place as well: a history
+    # sharing them with the log (a copy one level deep) has its log rewritten (LOG-1)
+    sc = load_text("""
+name: edits-nested
+model:
+  script:
+    - {tool_call: {name: lookup, id: c1}}
+    - chunks:
+        - {type: block-start, index: 0, block_type: text}
+        - {type: text-delta, index: 0, text: done}
+        - {type: block-end, index: 0, block: {type: text, text: done, provider_data: {signature: s1}}}
+        - {type: finish, reason: {kind: stop}}
+    - two
+  edits_requests: true
+tools: {lookup: {result: found}}
+actors:
+  - {name: caller, at: 0, do: [{send: A}, {when_idle: w}, {wait_idle: w}, {send: B}]}
+""", origin="edits-nested.yaml")
+    report = engine.run_one(sc, REFERENCE)
+    assert report.ok, report.trace.failure_messages()
+    failed = engine.run_one(sc, mutants.get(mutant)).trace.failures
+    assert failed and "LOG-1" in failed[0]["message"], failed
+
+
 def test_the_worlds_tasks_run_in_a_callers_context_not_the_implementations() -> None:
     """An actor started from inside an implementation's callback is a caller's task all the same:
     it sees none of the context variables that callback set (and so two actor windows started
