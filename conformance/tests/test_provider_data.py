@@ -166,7 +166,8 @@ def test_a_plugin_editing_nested_request_objects_in_place_changes_neither_log_no
         results = [e["data"]["content"] for e in k.events(a, "tool/result")]
         assert len(appended) == 1 and results == appended, f"the logged tool/result changed with the request: {results}"
         assert _assistant_history(a)[:2] == [first, second], "derived history changed with the request"
-        tool_history = [b["content"] for m in a.session.derive_messages() for b in m["content"] if b.get("type") == "tool-result"]
+        history: list[Any] = [m for m in a.session.derive_messages()]
+        tool_history = [b["content"] for m in history for b in m["content"] if b.get("type") == "tool-result"]
         assert tool_history == appended, tool_history
 
     run(scenario)
