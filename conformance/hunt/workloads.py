@@ -425,10 +425,14 @@ def workloads() -> tuple[Workload, ...]:
             *({"type": "text-delta", "index": i, "text": f"t{i}"} for i in range(3, 10)),
             {"type": "block-start", "index": 10, "block_type": "text"},
             {"type": "block-end", "index": 10, "block": {"type": "text", "text": "t10"}},
+            # an empty text block carrying only provider_data (a thought signature on an empty part):
+            # kept in the message and in history like any block (0b, LOG-7)
+            {"type": "block-start", "index": 11, "block_type": "text"},
+            {"type": "block-end", "index": 11, "block": {"type": "text", "text": "", "provider_data": {"signature": "s2"}}},
             {"type": "finish", "reason": {"kind": "stop"}}).timing(first=0, between=None),),
             description="blocks opening and closing out of order, one carrying provider_data, a reasoning block of deltas "
-                        "alone never closing, eleven blocks in all; the chunks in one burst (one network read: no "
-                        "suspension between)")),
+                        "alone never closing, an empty one carrying provider_data only, twelve blocks in all; the "
+                        "chunks in one burst (one network read: no suspension between)")),
         Workload("inject", _scenario(
             # a long answer: the inject lands after some 70 of the turn's events (chunk 68 of 72;
             # INJ-1: a turn is open however far back its turn/start lies)

@@ -254,6 +254,22 @@ MUTANTS = [
               "workload's block carrying provider_data.",
     ),
     Mutant(
+        'derive-drops-empty-text-blocks',
+        "derived history leaves out an assistant message's empty text blocks (providers reject empty text): "
+        "one carrying only provider_data, a thought signature on an empty part, is lost to the next request",
+        ('LOG-7',),
+        '1',
+        (
+            Patch('session',
+                  '            messages.append({"role": "assistant", "content": _blocks(data["content"])})\n',
+                  '            kept = [b for b in _blocks(data["content"]) if b.get("type") != "text" or b.get("text")]\n'
+                  '            messages.append({"role": "assistant", "content": kept})\n'),
+        ),
+        interleaving=False,
+        notes="Blind round Q (session 62, r03): the suite and the hunt missed it until the provider_data test's "
+              "empty text block and the out-of-order workload's.",
+    ),
+    Mutant(
         'open-turn-memo-skipped-on-throw',
         'the session memoises its open turn after the session/event listeners: a throwing turn/end listener skips the update and a later idle inject lands in the closed turn',
         ('INJ-2', 'ERR-4', 'LOG-4'),

@@ -64,7 +64,9 @@ def test_provider_data_reaches_the_logged_message_and_derived_history_unchanged(
         _with(v.reasoning(""), REDACTED),  # redacted thinking: no visible text, only the data
         _with(v.tool_call("call_1", "lookup", '{"q": "x"}'), CALL_DATA),
     ]
-    second = [_with(v.text("Found it."), CITED)]
+    # an empty text block carrying only provider_data (a thought signature on an empty part): a
+    # block like any other, in the message and in history (session 62's round Q dropped it there)
+    second = [_with(v.text("Found it."), CITED), _with(v.text(""), CALL_DATA)]
 
     async def scenario(k: Kit) -> None:
         a = k.agent()
