@@ -2107,10 +2107,11 @@ def observe_loads(store: object, world: World) -> bool:
 
 def _appended_system(value: Any, text: str) -> Any:
     """The ``system-prompt`` waterfall's value with ``text`` added as a last paragraph: a string
-    value, or a mapping's ``system`` string (or ``None``); ``None`` for any other shape."""
+    value, or a mapping's ``system`` string (or ``None``); ``None`` for any other shape (a mapping
+    without ``system`` says nothing of where its prompt is)."""
     if isinstance(value, str) or value is None:
         return f"{value}\n\n{text}" if value else text
-    if isinstance(value, Mapping) and (value.get("system") is None or isinstance(value.get("system"), str)):
+    if isinstance(value, Mapping) and "system" in value and (value["system"] is None or isinstance(value["system"], str)):
         system = value.get("system")
         return {**value, "system": f"{system}\n\n{text}" if system else text}
     return None

@@ -273,7 +273,7 @@ def test_a_system_prompt_listener_rewrites_the_prompt_by_returning_it(run: Run) 
             if isinstance(value, str) or value is None:
                 shapes.append("string")
                 return f"{value}\n\nCite your sources." if value else "Cite your sources."
-            if isinstance(value, dict) and isinstance(value.get("system"), (str, type(None))):
+            if isinstance(value, dict) and "system" in value and isinstance(value["system"], (str, type(None))):
                 shapes.append("mapping")
                 system = value.get("system")
                 return {**value, "system": f"{system}\n\nCite your sources." if system else "Cite your sources."}
