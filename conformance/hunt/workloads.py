@@ -365,8 +365,13 @@ def workloads() -> tuple[Workload, ...]:
             # FINISH-2's other form: the adapter's stream() raises before it returns a stream (a
             # client refusing the request, no connection): a loop handling it apart from a failed
             # read must still end the turn error with its message and code, and announce it
-            respond.raises("service unavailable", code="UNAVAILABLE", on_call=True),),
-            description="a model call whose adapter raises from stream() itself, before any stream")),
+            respond.raises("service unavailable", code="UNAVAILABLE", on_call=True),
+            # for a window's prompt, a model error whose code is the empty string: a code all the
+            # same, carried into the error event and the turn's end alike (ERR-7; session 62's
+            # round Q dropped it from the event only)
+            respond.error("refused", "")),
+            description="a model call whose adapter raises from stream() itself, before any stream (and, for a "
+                        "window's prompt, a model error coded with the empty string)")),
         Workload("turn-end-throws", _scenario("turn-end-throws", (respond.text("the reply"),),
                                              listeners=(FAILING_PLUGIN,),
                                              description="a plain reply, a plugin's agent/turn-end listener throwing")),

@@ -34,6 +34,19 @@ MUTANTS = [
               "named by the turn their announcement names.",
     ),
     Mutant(
+        "empty-code-dropped-from-error-event",
+        "the error event's code is tested for truth, the turn-end reason's for None: an error coded with the "
+        "empty string logs an error event without it and a turn/end with it",
+        ("ERR-7",),
+        "7",
+        (
+            Patch("agent", "            if code is not None:\n                data[\"code\"] = code  # ERR-7: no code key at all without one\n",
+                  "            if code:\n                data[\"code\"] = code  # ERR-7: no code key at all without one\n"),
+        ),
+        notes="Blind round Q (session 62, r10): the suite and the hunt missed it until "
+              "`test_an_empty_string_code_is_a_code` and the call-raises workload's second response.",
+    ),
+    Mutant(
         "no-step-end-on-error",
         "closing a failed turn skips the open step's step/end, so turn/end follows an open step",
         ("ERR-2", "LOG-5"),

@@ -551,6 +551,25 @@ def test_error_code_carried_or_absent(run: Run) -> None:
 
 
 @pytest.mark.rule("ERR-7")
+@pytest.mark.parametrize("how", ["raised", "finish"])
+def test_an_empty_string_code_is_a_code(run: Run, how: str) -> None:
+    # ERR-7 carries "a code attribute (a string)": the empty string is one, carried into the error
+    # event and the turn-end reason alike (session 62's round Q dropped it from the event only,
+    # testing the code for truth in one place and for None in the other).
+    async def scenario(k: Kit) -> None:
+        a = k.agent()
+        k.model.push(respond.raises("refused", code="") if how == "raised" else respond.error("refused", ""))
+        a.send("one")
+        await k.idle(a)
+        (event,) = (e["data"] for e in k.events(a, "error"))
+        (reason,) = k.reasons(a)
+        assert event.get("code") == "" and reason.get("code") == "", (
+            f"the error event says {event}, the turn ends {reason}: an empty-string code is carried into both (ERR-7)")
+
+    run(scenario)
+
+
+@pytest.mark.rule("ERR-7")
 def test_listener_error_code_carried_finish_error_without_code_absent(run: Run) -> None:
     # A listener's coded error (not the model's), and a finish{error} without a code: the code
     # reaches the error event and the reason; without one there is no code key, not a null.

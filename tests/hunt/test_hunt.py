@@ -312,6 +312,7 @@ def test_a_trace_signature_ignores_times_and_the_windows_own_calls_only() -> Non
     ("derive-shares-tool-result-blocks", "tool", "send", "problems", "LOG-1"),
     ("derive-shares-provider-data", "out-of-order", "send", "problems", "LOG-1"),
     ("derive-drops-empty-text-blocks", "out-of-order", "send", "HISTORY", "LOG-7"),
+    ("empty-code-dropped-from-error-event", "call-raises", "send", "ASSEMBLY", "ERR-7"),
     ("late-failure-warned-under-newest-turn", "reply", "inject;raise", "WARNED", "ERR-12"),
     ("system-prompt-return-ignored", "two-step", "send", "SYSTEM", "SVC-5"),
     # a resumed agent on a session id of its own: any window shows it
