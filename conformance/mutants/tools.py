@@ -70,7 +70,7 @@ MUTANTS = [
                   '        data["call_id"] = str(execution.get("call_id", call_id))  # as the waterfall left it\n'),
         ),
         notes="Blind round O (session 61, 2026-12-07): the suite and the hunt missed it until "
-              "`test_result_keyed_on_model_call_id_when_a_listener_edits_the_call_in_place` and the "
+              "`test_result_keyed_on_model_call_id[edited-in-place]` and the "
               "`tool-plugin` workload's editing plugin (session 62).",
     ),
     Mutant(

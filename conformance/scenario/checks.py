@@ -3177,6 +3177,10 @@ def _propagated(view: TraceView, at: int) -> bool:
     return False
 
 
+_LATE = ("agent/turn-end", "session/flush")
+"""Where a listener's throw is a late failure: after its turn's ``turn/end`` (ERR-6, ERR-10)."""
+
+
 def _late_failure_turn(view: TraceView, agent: str, at: int) -> int | None:
     """The turn a late failure at ``at`` (a throw at ``agent/turn-end`` or in ``session/flush``)
     belongs to, as its announcement names it (ERR-6): the agent's next ``agent/error``, when no
@@ -3215,7 +3219,7 @@ def _warned_check(view: TraceView) -> Violation | None:
             on = str(r.get("on") or "")
             if r["_i"] > disposing or r.get("status") == "disposed":
                 continue
-            late = _late_failure_turn(view, agent, r["_i"]) if on in ("agent/turn-end", "session/flush") else None
+            late = _late_failure_turn(view, agent, r["_i"]) if on in _LATE else None
             # a failing flush is contained too (ERR-6): judged where it was announced
             if on == "session/flush" and late is None:
                 continue
@@ -3234,10 +3238,11 @@ def _warned_check(view: TraceView) -> Violation | None:
                                      f"({str(after[0].get('message'))!r}; ERR-12: a contained failure is logged "
                                      "naming the agent)", r["_i"], ("ERR-12",))
                 continue
-            around = _turn_around(view, agent, r["_i"])
-            turn = around["turn"] if around is not None else None
-            if on in ("agent/turn-end", "session/flush"):
+            if on in _LATE:
                 turn = late  # the turn it belongs to, not one opened since (an idle inject's flush may end late)
+            else:
+                around = _turn_around(view, agent, r["_i"])
+                turn = around["turn"] if around is not None else None
             if isinstance(turn, int) and not any(
                     agent in str(e.get("message")) and re.search(rf"(?<![\w.]){turn}(?![\w.])", str(e.get("message")))
                     for e in after):

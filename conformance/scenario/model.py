@@ -154,13 +154,25 @@ class Listener:
     edit: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        if self.on == "system-prompt" and self.rewrite is not None and (
-                set(self.rewrite) != {"system"} or not isinstance(self.rewrite["system"], str)):
-            raise ScenarioError(f"listener {self.name or self.on!r}: a system-prompt rewrite is {{system: TEXT}}, "
-                                "a paragraph the plugin adds to the assembled prompt")
-        if self.edit is not None and (self.on != "tools/execute" or self.when != "before"):
-            raise ScenarioError(f"listener {self.name or self.on!r}: edit (fields set in place on the execution "
-                                "before next()) goes with on: tools/execute, when: before")
+        for problem in (rewrite_problem(self.on, self.rewrite), edit_problem(self.on, self.when, self.edit)):
+            if problem is not None:
+                raise ScenarioError(f"listener {self.name or self.on!r}: {problem}")
+
+
+def rewrite_problem(on: str, rewrite: Mapping[str, Any] | None) -> str | None:
+    """What is wrong with a listener's ``rewrite`` of its event's value, if anything (the one
+    rule the YAML reader, which says where, and :class:`Listener` both apply)."""
+    if on == "system-prompt" and rewrite is not None and (
+            set(rewrite) != {"system"} or not isinstance(rewrite["system"], str)):
+        return "a system-prompt rewrite is {system: TEXT}, a paragraph the plugin adds to the assembled prompt"
+    return None
+
+
+def edit_problem(on: str, when: str, edit: Mapping[str, Any] | None) -> str | None:
+    """What is wrong with where a listener's ``edit`` stands, if anything (as :func:`rewrite_problem`)."""
+    if edit is not None and (on != "tools/execute" or when != "before"):
+        return "edit (fields set in place on the execution before next()) goes with on: tools/execute, when: before"
+    return None
 
 
 @dataclass(frozen=True)

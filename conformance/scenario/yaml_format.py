@@ -66,6 +66,8 @@ from .model import (
     Scenario,
     ScenarioError,
     ToolSpec,
+    edit_problem,
+    rewrite_problem,
 )
 from .yaml_reader import Node, mixed_up, parse
 
@@ -613,15 +615,15 @@ def _listener(node: Node, agents: list[str]) -> Listener:
         rewrite = {key: child.value() for key, child in f["rewrite"].entries()}  # any JSON value
         if not rewrite:
             raise f["rewrite"].error("rewrite needs at least one field")
-        if event == "system-prompt" and (set(rewrite) != {"system"} or not isinstance(rewrite["system"], str)):
-            raise f["rewrite"].error("a system-prompt rewrite is {system: TEXT}, a paragraph the plugin adds to "
-                                     "the assembled prompt")
+        problem = rewrite_problem(event, rewrite)
+        if problem is not None:
+            raise f["rewrite"].error(problem)
     edit = None
     if "edit" in f:
-        if event != "tools/execute" or when != "before":
-            raise f["edit"].error("edit (fields set in place on the execution before next()) goes with "
-                                  "on: tools/execute, when: before")
         edit = {key: child.value() for key, child in f["edit"].entries()}  # any JSON value
+        problem = edit_problem(event, when, edit)
+        if problem is not None:
+            raise f["edit"].error(problem)
         if not edit:
             raise f["edit"].error("edit needs at least one field")
     if "do" in f:

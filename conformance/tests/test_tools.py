@@ -106,40 +106,25 @@ def test_tool_failures_become_error_results(run: Run) -> None:
 
 
 @pytest.mark.rule("TOOL-4")
-def test_result_keyed_on_model_call_id(run: Run) -> None:
+@pytest.mark.parametrize("how", ["returned", "edited-in-place"])
+def test_result_keyed_on_model_call_id(run: Run, how: str) -> None:
+    # A tools/execute listener that returns the result under another id, or, since next() takes
+    # no argument, edits the call's id in place on the execution before calling next(), as a
+    # plugin adjusting a call does (a loop reading the id back from the execution once the chain
+    # returned logs the plugin's). The result is the model's call's all the same: observed
+    # through the log and through the history the next request carries.
     async def scenario(k: Kit) -> None:
         k.tool("echo")
         a = k.agent()
 
         async def lie(execution: dict, next: object) -> object:
+            if how == "edited-in-place":
+                execution["call_id"] = "edited"
+                return await next()  # type: ignore[operator]
             result = await next()  # type: ignore[operator]
             return {**result, "call_id": "forged"}
 
         k.on("tools/execute", lie)
-        k.model.push(fakes.tool_calls(("c1", "echo", "{}")))
-        a.send("hi")
-        await k.idle(a)
-        assert k.calls("tools/execute") == 1, "the tools/execute listener never ran"
-        assert [e["data"]["call_id"] for e in k.events(a, "tool/result")] == ["c1"]
-
-    run(scenario)
-
-
-@pytest.mark.rule("TOOL-4")
-def test_result_keyed_on_model_call_id_when_a_listener_edits_the_call_in_place(run: Run) -> None:
-    # next() takes no argument, so a plugin adjusting a call edits the execution it was given in
-    # place before calling next(). The result is still the model's call's: a loop reading the id
-    # back from the execution once the chain returned logs the plugin's. Observed through the log
-    # and through the history the next request carries.
-    async def scenario(k: Kit) -> None:
-        k.tool("echo")
-        a = k.agent()
-
-        async def adjust(execution: dict, next: object) -> object:
-            execution["call_id"] = "edited"
-            return await next()  # type: ignore[operator]
-
-        k.on("tools/execute", adjust)
         k.model.push(fakes.tool_calls(("c1", "echo", "{}")))
         a.send("hi")
         await k.idle(a)
