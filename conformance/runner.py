@@ -343,6 +343,16 @@ def _listing_wire_children(state: Path) -> dict[str, str]:
     return {REGISTRY: str(state)}
 
 
+def _targets(rules: list[str]) -> list[str]:
+    """What pytest collects: the whole suite, or only the test functions of the selected rules
+    (each worker collects what it is given, and a worker replaced after a crash collects again:
+    collecting the whole suite to keep one rule's tests cost seconds each time)."""
+    if not rules:
+        return ["conformance.tests"]
+    names = sorted({name for rid in rules for name in catalogue.tests_for(rid)})
+    return [f"conformance.tests.{name.replace('.py::', '::')}" for name in names] or ["conformance.tests"]
+
+
 def run_suite(
     impl_spec: str | Implementation | None = None,
     *,
@@ -395,7 +405,7 @@ def run_suite(
     package_root = Path(conformance.__file__).resolve().parent.parent
     state = Path(tempfile.mkdtemp(prefix="loopkit-run-"))
     args = [
-        "--pyargs", "conformance.tests",
+        "--pyargs", *_targets(rules),
         "-c", os.devnull,  # isolate from the caller's pytest configuration
         "--rootdir", str(package_root),
         "-p", "no:cacheprovider",

@@ -64,6 +64,8 @@ class SelfCheck:
     reference_checked: bool = True
     """Whether the reference's suite ran to its end (an interrupt may cut it short: then
     ``reference_passed`` is false without any test having failed)."""
+    rules: list[str] = field(default_factory=list)
+    """The rules whose tests ran (empty: the whole suite)."""
 
     @property
     def score(self) -> float:
@@ -93,11 +95,12 @@ def _failed(run: SuiteRun) -> tuple[list[str], list[str]]:
 
 
 def check_reference(
-    schedule_count: int = schedules.DEFAULT_SCHEDULES, interrupts: Interrupts | None = None
+    schedule_count: int = schedules.DEFAULT_SCHEDULES, interrupts: Interrupts | None = None,
+    rules: Sequence[str] = (),
 ) -> tuple[bool, list[str], bool]:
-    """Run the suite on the reference: (passed, failing tests with their messages, whether the
-    suite ran to its end)."""
-    run = run_suite(None, schedule_count=schedule_count, interrupts=interrupts)
+    """Run the suite (optionally only ``rules``) on the reference: (passed, failing tests with
+    their messages, whether the suite ran to its end)."""
+    run = run_suite(None, rules=list(rules), schedule_count=schedule_count, interrupts=interrupts)
     failures = [f"{r.id}: {r.summary}" for r in run.results if r.outcome == "failed"]
     return not failures and run.complete, failures, run.complete
 
@@ -131,30 +134,36 @@ def run_selfcheck(
     schedule_count: int = schedules.DEFAULT_SCHEDULES,
     progress: Progress | None = None,
     interrupts: Interrupts | None = None,
+    rules: Sequence[str] = (),
 ) -> SelfCheck:
-    """The reference, then each mutant (all by default), through the whole suite; stopped
-    early (``interrupted``) when ``interrupts`` says so, with what was checked by then."""
+    """The reference, then each mutant (all by default), through the whole suite (or only the
+    tests of ``rules``); stopped early (``interrupted``) when ``interrupts`` says so, with what
+    was checked by then."""
     chosen = list(names or mutants.names())
     unknown = [n for n in chosen if n not in mutants.MUTANTS]
     if unknown:
         raise SuiteError(f"unknown mutant(s): {', '.join(unknown)}")
+    unknown = catalogue.unknown_ids(rules)
+    if unknown:
+        raise SuiteError(f"unknown rule id(s): {', '.join(map(repr, unknown))} (see `loopkit rules`)")
     stop = interrupts or Interrupts(signals=())
     started = time.monotonic()
     total = len(chosen) + 1
-    passed, failures, checked = check_reference(schedule_count, stop)
+    passed, failures, checked = check_reference(schedule_count, stop, rules)
     if progress is not None:
         progress("reference", 1, total)
     outcomes: list[MutantOutcome] = []
     for index, name in enumerate(chosen, start=2):
         if stop.requested:
             break
-        outcome = check_mutant(name, schedule_count, interrupts=stop)
+        outcome = check_mutant(name, schedule_count, rules, interrupts=stop)
         if stop.requested and not outcome.killed:
             break  # its suite was cut short: no verdict on it
         outcomes.append(outcome)
         if progress is not None:
             progress(name, index, total)
-    return SelfCheck(passed, failures, outcomes, time.monotonic() - started, stop.signum, len(chosen), checked)
+    return SelfCheck(passed, failures, outcomes, time.monotonic() - started, stop.signum, len(chosen), checked,
+                     list(rules))
 
 
 def to_json(result: SelfCheck) -> dict[str, Any]:
@@ -208,6 +217,8 @@ def print_table(result: SelfCheck, *, console: Any = None) -> None:
         f"reference {ref}; killed {killed}/{len(result.mutants)} mutants; "
         f"score {result.score:.3f}; {result.seconds:.1f}s"
     )
+    if result.rules:
+        console.print(f"only the tests of {', '.join(result.rules)}")
     for failure in result.reference_failures[:10]:
         console.print(f"[red]reference failure: {shown(failure)}[/]")
     alive = [m.name for m in result.mutants if not m.killed]

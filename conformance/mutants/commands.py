@@ -12,7 +12,7 @@ import warnings
 
 import typer
 
-from conformance import schedules
+from conformance import catalogue, schedules
 from conformance.output import printable
 
 
@@ -46,6 +46,10 @@ def selfcheck(
         schedules.DEFAULT_SCHEDULES, "--schedules", metavar="N",
         help="Seeded random and pct schedules (each) the race rules run under.",
     ),
+    rule: list[str] = typer.Option(  # noqa: B008 - typer's idiom
+        [], "--rule", metavar="ID",
+        help="Only this rule's tests (repeatable), for the reference and each mutant: a quick check of a mutant.",
+    ),
     list_only: bool = typer.Option(False, "--list", help="List the mutant catalogue and exit."),
 ) -> None:
     """Run the conformance suite against every mutant and the reference: every mutant must die."""
@@ -71,6 +75,9 @@ def selfcheck(
         raise _fail(f"unknown mutant(s): {', '.join(unknown)} (see `loopkit selfcheck --list`)")
     if schedule_count < 0:
         raise _fail("--schedules must be >= 0")
+    unknown_rules = catalogue.unknown_ids(rule)
+    if unknown_rules:
+        raise _fail(f"unknown rule id(s): {', '.join(map(repr, unknown_rules))} (see `loopkit rules`)")
     console = Console()
     columns = (
         TextColumn("selfcheck"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -92,7 +99,7 @@ def selfcheck(
             with Interrupts() as stop:
                 try:
                     result = run_selfcheck(mutant or None, schedule_count=schedule_count, progress=advance,
-                                           interrupts=stop)
+                                           interrupts=stop, rules=rule)
                 except SuiteError as exc:
                     raise _fail(str(exc)) from None
         print_table(result, console=console)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -81,3 +82,28 @@ def test_python_rules_apply_to_python_implementations_only() -> None:
     assert catalogue.not_applicable(py1, Elsewhere()) == "a python rule; the implementation runs in node"
     assert catalogue.not_applicable(inj1, Elsewhere()) is None and catalogue.not_applicable(loop1, Elsewhere()) is None
     assert catalogue.not_applicable(catalogue.rule("SVC-3"), Elsewhere()) == "feature persistence not supported"
+
+
+def test_a_rule_selection_collects_exactly_the_tests_the_whole_suite_marks_with_it() -> None:
+    # `--rule` hands pytest only the rule's test functions (runner._targets, from the catalogue's
+    # index): what runs must be what filtering the whole suite by the marks selects, no more, no less
+    import pytest as _pytest
+
+    from conformance.runner import _targets
+
+    class Ids:
+        def __init__(self) -> None:
+            self.ids: list[str] = []
+
+        def pytest_collection_finish(self, session: _pytest.Session) -> None:
+            self.ids = sorted(item.nodeid.split("conformance/tests/")[-1] for item in session.items)
+
+    rules = ["IDLE-3", "MAXTOK-2", "TOOL-1"]
+    common = ["--collect-only", "-q", "-p", "no:cacheprovider", "-c", os.devnull, "--rootdir",
+              str(Path(__file__).resolve().parents[2]), "--loopkit-schedules", "1",
+              *(arg for rid in rules for arg in ("--loopkit-rule", rid))]
+    narrow, whole = Ids(), Ids()
+    assert _pytest.main(["--pyargs", *_targets(rules), *common], plugins=[narrow]) == 0
+    assert _pytest.main(["--pyargs", "conformance.tests", *common], plugins=[whole]) == 0
+    assert narrow.ids == whole.ids and len(whole.ids) > 6, (narrow.ids, whole.ids)
+    assert _targets([]) == ["conformance.tests"]

@@ -16,6 +16,10 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 RULE = ["--rule", "LOOP-2", "--schedules", "0"]  # its tests; test_burst_is_one_turn[fifo] is judged
+# Where each test costs a worker's death or a full wall-clock limit: a rule with two tests, both
+# sending (the hostile adapters misbehave in send()); the judged one is IDLE_TEST.
+SUPERVISED = ["--rule", "IDLE-3", "--schedules", "0"]
+IDLE_TEST = "test_work_queued_by_idle_listener_is_after[fifo]"
 
 
 def _conformance(tmp_path: Path, impl: str, *args: str, timeout: float = 90) -> tuple[subprocess.CompletedProcess[str], float]:
@@ -35,7 +39,7 @@ def _conformance(tmp_path: Path, impl: str, *args: str, timeout: float = 90) -> 
 # only repeated the command's start-up.
 FAILING = [
     ("hang", "1", "exceeded the wall-clock limit (1s, --timeout) in call"),
-    ("kill_self", "2", "the worker process running this test died"),  # LOOP-2 has six tests, 2 workers restart 8 times
+    ("kill_self", "2", "the worker process running this test died"),  # both tests die: each worker is replaced
     ("exits", "0", "sys.exit() called inside a simulation"),
     ("raise_in_close", "0", "close failed on purpose"),  # a broken close() is a finding, not a setup error
 ]
@@ -53,21 +57,21 @@ ESCAPES = [
 def test_hostile_adapter_fails_its_rule_with_a_complete_report(tmp_path: Path, impl: str, workers: str,
                                                                 says: str) -> None:
     report = tmp_path / "r.json"
-    proc, seconds = _conformance(tmp_path, impl, *RULE, "--timeout", "1", "--max-hangs", "10", "--workers", workers,
-                                 "--json", str(report))
+    proc, seconds = _conformance(tmp_path, impl, *SUPERVISED, "--timeout", "1", "--max-hangs", "10", "--workers",
+                                 workers, "--json", str(report))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     data = json.loads(report.read_text())
     assert data["complete"] is True and data["interrupted"] is False
     (rule,) = data["rules"]
-    assert rule["id"] == "LOOP-2" and rule["status"] == "failed"
-    (failed,) = [t for t in rule["failed_tests"] if t["test"].endswith("test_burst_is_one_turn[fifo]")]
+    assert rule["id"] == "IDLE-3" and rule["status"] == "failed" and len(rule["failed_tests"]) == 2
+    (failed,) = [t for t in rule["failed_tests"] if t["test"].endswith(IDLE_TEST)]
     assert says in failed["message"], failed["message"]
     assert failed["schedule"] == "fifo"
     assert failed["reproduce"] == (
-        "pytest --pyargs 'conformance.tests.test_loop::test_burst_is_one_turn[fifo]' "
+        f"pytest --pyargs 'conformance.tests.test_status::{IDLE_TEST}' "
         f"--loopkit-impl hostile_adapters:{impl} -p no:cacheprovider -vv")
-    assert "LOOP-2" in proc.stdout and "reproduce:" in proc.stdout
+    assert "IDLE-3" in proc.stdout and "reproduce:" in proc.stdout
     assert seconds < 60
 
 
@@ -322,8 +326,8 @@ def test_a_hunt_of_a_program_that_swallows_every_alarm_is_a_spin_finding(tmp_pat
 
 
 def test_conformance_with_a_hunt_whose_worker_is_killed_reports_it_as_a_failure(tmp_path: Path) -> None:
-    # LOG-1: few tests, each a worker's death the pool restarts from (LOOP-1's 65 cost a minute)
-    proc, _ = _cli("conformance", "--impl", "hostile_adapters:kill_self", "--rule", "LOG-1", "--schedules", "0", "--hunt",
+    # two rule tests, each a worker's death the pool restarts from (LOOP-1's 65 cost a minute)
+    proc, _ = _cli("conformance", "--impl", "hostile_adapters:kill_self", *SUPERVISED, "--hunt",
                    "--hunt-workloads", "reply", "--hunt-out", str(tmp_path))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr

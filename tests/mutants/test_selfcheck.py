@@ -37,8 +37,9 @@ def _outcome(name: str, killed: bool) -> MutantOutcome:
 
 
 def test_one_mutant_end_to_end(tmp_path: Path) -> None:
-    # The command itself, in a process of its own (one selfcheck: each checks the whole suite
-    # against the reference first). flush-sync-throw-escapes lets a listener's throw escape the
+    # The command itself, in a process of its own, on the rules the mutant is expected to fail
+    # (--rule: the reference and the mutant run those tests only; the whole suite twice took
+    # most of this test's time). flush-sync-throw-escapes lets a listener's throw escape the
     # flush before the coroutines of the listeners called ahead of it are gathered: they lived on
     # in its traceback and were collected at the process's exit, each warning "never awaited"
     # under the table.
@@ -48,11 +49,12 @@ def test_one_mutant_end_to_end(tmp_path: Path) -> None:
     report = tmp_path / "selfcheck.json"
     done = subprocess.run(
         [sys.executable, "-m", "cli", "selfcheck", "--mutant", "flush-sync-throw-escapes", "--schedules", "0",
-         "--json", str(report)],
+         "--rule", "LOOP-4", "--rule", "ERR-6", "--json", str(report)],
         capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[2],
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "killed 1/1" in done.stdout and "flush-sync-throw-escapes" in done.stdout
+    assert "only the tests of LOOP-4, ERR-6" in done.stdout
     assert "never awaited" not in done.stdout + done.stderr
     data = json.loads(report.read_text())
     assert set(data) == {"reference_passed", "mutants", "score", "complete"}
@@ -87,6 +89,8 @@ def test_score_and_shape() -> None:
 def test_usage_errors() -> None:
     result = CliRunner().invoke(_app(), ["selfcheck", "--mutant", "nope"])
     assert result.exit_code == 2 and "unknown mutant" in result.output
+    result = CliRunner().invoke(_app(), ["selfcheck", "--rule", "NOPE-1"])
+    assert result.exit_code == 2 and "unknown rule id(s): 'NOPE-1'" in result.output
 
 
 def test_list() -> None:

@@ -103,7 +103,7 @@ def test_a_wire_child_deaf_to_the_end_of_its_input_does_not_outlive_the_command(
     args = {"run": ["run", CANCEL_AND_REPLACE],
             "hunt": ["hunt", "--workloads", "reply", "--verbs", "send", "--depth", "1", "--nth", "1", "--workers", "1",
                      "--out", str(tmp_path / "hunt")],
-            "conformance": ["conformance", "--rule", "LOOP-1", "--schedules", "0", "--workers", "1"]}[command]
+            "conformance": ["conformance", "--rule", "IDLE-3", "--schedules", "0", "--workers", "1"]}[command]
     try:
         proc = subprocess.run([sys.executable, "-m", "cli", *args, "--impl", spec], cwd=ROOT, capture_output=True,
                               text=True, timeout=120)
