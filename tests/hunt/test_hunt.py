@@ -296,7 +296,9 @@ def test_a_trace_signature_ignores_times_and_the_windows_own_calls_only() -> Non
     assert search.signature(type("T", (), {"timeline": huge})()) != sig
 
 
-@pytest.mark.parametrize(("mutant", "workload", "verb", "check", "rule"), [
+# Ordered by (workload, verb) when run: neighbours share their reference hunt (_reference_findings,
+# once per test process), and xdist hands each worker a run of neighbours.
+@pytest.mark.parametrize(("mutant", "workload", "verb", "check", "rule"), sorted([
     # a second late failure in one turn: the workload's plugin throws at every turn-end, a window too
     ("late-failure-not-recorded", "turn-end-throws", "raise", "ERR-9", "ERR-9"),
     # a create under a live agent's id that the mutant accepts
@@ -371,7 +373,7 @@ def test_a_trace_signature_ignores_times_and_the_windows_own_calls_only() -> Non
     # round 54: a throwing session/event listener on a prompt or a step/start is no boundary listener
     ("prompt-throw-silences-turn-end", "reply", "raise", "NOTIFIED", "LOOP-4"),
     ("step-start-event-throw-silences-turn-end", "reply", "raise", "NOTIFIED", "LOOP-4"),
-])
+], key=lambda case: (case[1], case[2])))
 def test_the_hunt_reaches_what_its_later_workloads_and_verbs_are_for(
         mutant: str, workload: str, verb: str, check: str, rule: str) -> None:
     cfg = _tiny(workload, verb)
