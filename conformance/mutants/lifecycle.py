@@ -692,4 +692,21 @@ MUTANTS = [
               "of one idle inject's turn: a window acts at one point; flush-throws' flushes fail by themselves, but "
               "its only idle injects are a window's own, in whose turn no other listener throws).",
     ),
+    Mutant(
+        "resume-checks-id-after-load",
+        "resume() checks the agent id only once the persisted log is loaded: a resume under a live agent's id "
+        "is still refused, but its load has repaired the live session's open turn in the store (a turn/end "
+        "{interrupted} written into the middle of the running turn)",
+        ("SVC-2", "SVC-3"),
+        "11",
+        (
+            Patch("service",
+                  "        self._check_new(agent_id)\n        opts = _options(agent_options)\n",
+                  "        opts = _options(agent_options)\n"),
+        ),
+        notes="Session 63's blind round S, v46 (a UI's reopen clicked while the agent runs): killed by "
+              "test_a_resume_under_a_live_agents_own_id_is_refused_and_leaves_its_session_as_written; the hunt finds "
+              "it through the create verb's resume under the live id in the resume workload (the backend's check "
+              "at the end of the run).",
+    ),
 ]

@@ -30,6 +30,7 @@ seen when their awaiting task resumes (and the IDLE-2 oracle judges those conser
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import copy
 import inspect
@@ -147,6 +148,7 @@ class World:
         self._resuming: dict[str, str] = {}  # agent id -> session id, while its resume() is in flight
         self._reloaded: list[tuple[str, str, list[Any]]] = []  # (agent, session, loaded log): reload()
         self._reloads_of: set[str] = set()  # the sessions a reload() was made of (only the first is judged)
+        self._reopened: set[str] = set()  # the sessions a create verb's resume under the live id was refused
         if persistence is None and (any(a.resume is not None for a in scenario.agents) or _reloads(scenario)):
             persistence = self._persistence()
         try:
@@ -1674,8 +1676,10 @@ class World:
         except TimeoutError:
             self.problem("SVC-3", "resuming a flushed session once the run was over did not finish", rules=("SVC-3",))
         except Exception as exc:
-            self.problem("SVC-3", f"resuming a flushed session once the run was over raised {_describe(exc)}",
-                         rules=("SVC-3",))
+            reopened = "; a resume under a live agent's id was refused during the run (SVC-2: rejected before any " \
+                       "session is created)" if self._reopened else ""
+            self.problem("SVC-3", f"resuming a flushed session once the run was over raised {_describe(exc)}"
+                         + reopened, rules=("SVC-3", "SVC-2") if reopened else ("SVC-3",))
         finally:
             if service is not None:
                 try:
@@ -1699,10 +1703,13 @@ class World:
             was: Any = "nothing" if had is None else had[:2]
             if had is not None and had[:2] == key[:2]:
                 said, was = _brief(key[2]), _brief(had[2])
+            reopened = session in self._reopened
             self.problem("SVC-3", f"agent {agent}: session {session!r} resumed once the run was over: its event "
                          f"{i} has {said} where the log had {was} (SVC-3: "
-                         "resume loads the persisted session; LOG-2: an event is pushed before its listeners run)",
-                         rules=("SVC-3", "LOG-2"))
+                         "resume loads the persisted session; LOG-2: an event is pushed before its listeners run"
+                         + ("; SVC-2: a resume under the live agent's id, refused during the run, is rejected "
+                            "before any session is created" if reopened else "") + ")",
+                         rules=("SVC-3", "LOG-2", "SVC-2") if reopened else ("SVC-3", "LOG-2"))
             return
         if len(loaded) < upto:
             self.problem("SVC-3", f"agent {agent}: session {session!r} resumed once the run was over has "
@@ -1868,6 +1875,8 @@ class World:
             return
         if h.status == "disposed":
             return
+        if self._store is not None:  # the session persisted: it is reopened under the live id too
+            self._reopen(h, agent_id, by)
         again = self._try_create(agent_id, self._models_of.get(agent_id, "fake"), by=by)
         if again is None:
             return
@@ -1875,6 +1884,41 @@ class World:
             again.dispose()
         except Exception:  # the run fails SVC-2 already: its duplicate is not judged
             pass
+
+    def _reopen(self, h: AgentHandle, agent_id: str, by: str) -> None:
+        """The create verb's second way to take a live id where sessions persist:
+        ``service.resume(id, its own session)`` on this service while the agent runs (a UI's
+        "reopen" clicked while the agent is busy). SVC-2: rejected before any session is created,
+        so the backend is left as the writer left it, which the backend's check at the end of the
+        run judges (:meth:`_persisted`: a repair written by the rejected load is an event the
+        log never had). Accepted while the agent is still live, it is a problem (SVC-2); its
+        duplicate is disposed and the session, written by two, no longer judged."""
+        session = h.session.id
+        try:  # called here, where the agent is live: an async resume may check the id as it starts
+            call = self.service.resume(agent_id, session, _options(self._models_of.get(agent_id, "fake"), None))
+        except Exception:  # rejected at once
+            return
+
+        async def reopen() -> None:
+            try:
+                again: AgentHandle = await asyncio.wait_for(_as_coro(call), self.idle_timeout)
+            except TimeoutError:
+                self.problem("SVC-2", f"resume({agent_id!r}, {session!r}) under the live agent's own id did not "
+                             "finish", rules=("SVC-2",))
+                return
+            except Exception:  # rejected, as SVC-2 asks: what the backend holds is judged at the end
+                self._reopened.add(session)
+                return
+            self._reloads_of.add(session)
+            if h.status != "disposed" and agent_id not in self._disposing:
+                self.problem("SVC-2", f"agent {agent_id}: resume({agent_id!r}, {session!r}) was accepted while the "
+                             "agent was live: a second live agent under an id in use is rejected (SVC-2)",
+                             rules=("SVC-2",))
+            with contextlib.suppress(Exception):
+                again.dispose()
+
+        by_task = asyncio.ensure_future(reopen())
+        self._injections.append(by_task)  # settled before the world closes, like an actor
 
     def _try_create(self, agent_id: str, model: str, *, by: str) -> AgentHandle | None:
         """``service.create(agent_id, {model})``; ``None``, recorded as ``op/error``, when it raised."""

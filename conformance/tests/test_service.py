@@ -1290,3 +1290,51 @@ def test_a_resume_loading_while_the_service_closes_leaves_no_live_agent(run: Run
             assert service.get("x") is None, "a closed service still lists the resumed agent"
 
     _run_held(run, impl, body, close=False)  # the body closed it
+
+
+@pytest.mark.rule("SVC-2", "SVC-3")
+@pytest.mark.parametrize("where", ["mid-stream", "idle"])
+def test_a_resume_under_a_live_agents_own_id_is_refused_and_leaves_its_session_as_written(run: Run,
+                                                                                        where: str) -> None:
+    # A "reopen" of a session while its agent is live (a UI clicked twice, a supervisor not
+    # knowing the agent still runs): resume(id, its own session) on the same service. SVC-2: a
+    # second live agent under an id in use is rejected before any session is created, so the
+    # refused call leaves the backend as the writer left it. Observed two ways: the call raises
+    # and the live agent goes on; and, resumed once it is done, the session is what the agent
+    # logged (a loop that loads, and so repairs, the open turn before checking the id wrote a
+    # turn/end {interrupted} into the middle of the live turn).
+    async def scenario(k: Kit) -> None:
+        if "persistence" not in k.impl.features:
+            pytest.skip("needs persistence")
+        store = k.impl.new_persistence()
+        service = k.impl.create_service(persistence=store)
+        gate = k.gate()
+        service.register_model(MODEL, FakeModel([fakes.text("one"), respond.text("two, slowly").gate(gate, before=2)],
+                                                default=respond.text("ok")))
+        a = service.create_agent("eta", "sess-live", agent_options={"model": MODEL})
+        a.send("one")
+        await k.idle(a)
+        if where == "mid-stream":
+            a.send("two")
+            await k.until(lambda: any(e["type"] == "assistant/chunk" and e["data"]["turn"] == 2
+                                      for e in a.session.events), "turn 2's first chunk")
+        with pytest.raises(Exception) as info:  # rejected, in the implementation's words
+            await service.resume("eta", "sess-live", agent_options={"model": MODEL})
+        assert info.value is not None
+        assert service.get("eta") is a and a.status != "disposed"
+        gate.set()
+        if where == "idle":
+            a.send("two")
+        await k.idle(a)
+        logged = [dict(e) for e in a.session.events]
+        await service.close()
+        later = k.impl.create_service(persistence=store)
+        later.register_model(MODEL, FakeModel(default=respond.text("ok")))
+        b = await later.resume("eta-later", "sess-live", agent_options={"model": MODEL})
+        loaded = [dict(e) for e in b.session.events]
+        assert [e["type"] for e in loaded] == [e["type"] for e in logged], (
+            "the session resumed once its agent was done is not what the agent logged: "
+            f"{[e['type'] for e in loaded]} against {[e['type'] for e in logged]}")
+        await later.close()
+
+    run(scenario)

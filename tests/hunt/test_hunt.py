@@ -674,3 +674,16 @@ def test_a_finding_whose_run_does_not_replay_is_reported_without_a_cassette(tmp_
     (example, *_) = finding["examples"]
     assert "cassette" not in example and "did not replay on its own schedule" in example["unreplayable"], example
     assert result.cassettes == [] and not (tmp_path / "cassettes").exists()
+
+
+def test_a_resume_under_the_live_id_refused_only_after_its_load_is_found() -> None:
+    # Session 63's blind round S (v46): resume(id, its own session) while the agent runs, refused
+    # only once the load repaired the live session's open turn in the store. The create verb also
+    # reopens the session under the live id where sessions persist; the backend's check at the end
+    # of the run sees the repair the refused call wrote. Phase 2 reaches it (the load must land
+    # while a turn is open in the store), so the schedules run here; spec_loop passes the same.
+    cfg = search.Config(workloads=("resume",), depth=1, nth=1, verbs=("create",))
+    assert driver.hunt(REF, "reference", cfg).report["findings"] == []
+    assert driver.hunt(resolve("examples.spec_loop.adapter:implementation"), "spec_loop", cfg).report["findings"] == []
+    found = driver.hunt(resolve("mutant:resume-checks-id-after-load"), "m", cfg, first=True).report["findings"]
+    assert found and "problems" in found[0]["checks"] and "SVC-2" in found[0]["rules"], found
