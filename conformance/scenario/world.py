@@ -1676,8 +1676,7 @@ class World:
         except TimeoutError:
             self.problem("SVC-3", "resuming a flushed session once the run was over did not finish", rules=("SVC-3",))
         except Exception as exc:
-            reopened = "; a resume under a live agent's id was refused during the run (SVC-2: rejected before any " \
-                       "session is created)" if self._reopened else ""
+            reopened = f"; {_REOPENED}" if self._reopened else ""
             self.problem("SVC-3", f"resuming a flushed session once the run was over raised {_describe(exc)}"
                          + reopened, rules=("SVC-3", "SVC-2") if reopened else ("SVC-3",))
         finally:
@@ -1707,8 +1706,7 @@ class World:
             self.problem("SVC-3", f"agent {agent}: session {session!r} resumed once the run was over: its event "
                          f"{i} has {said} where the log had {was} (SVC-3: "
                          "resume loads the persisted session; LOG-2: an event is pushed before its listeners run"
-                         + ("; SVC-2: a resume under the live agent's id, refused during the run, is rejected "
-                            "before any session is created" if reopened else "") + ")",
+                         + (f"; {_REOPENED}" if reopened else "") + ")",
                          rules=("SVC-3", "LOG-2", "SVC-2") if reopened else ("SVC-3", "LOG-2"))
             return
         if len(loaded) < upto:
@@ -1876,7 +1874,7 @@ class World:
         if h.status == "disposed":
             return
         if self._store is not None:  # the session persisted: it is reopened under the live id too
-            self._reopen(h, agent_id, by)
+            self._reopen(h, agent_id)
         again = self._try_create(agent_id, self._models_of.get(agent_id, "fake"), by=by)
         if again is None:
             return
@@ -1885,7 +1883,7 @@ class World:
         except Exception:  # the run fails SVC-2 already: its duplicate is not judged
             pass
 
-    def _reopen(self, h: AgentHandle, agent_id: str, by: str) -> None:
+    def _reopen(self, h: AgentHandle, agent_id: str) -> None:
         """The create verb's second way to take a live id where sessions persist:
         ``service.resume(id, its own session)`` on this service while the agent runs (a UI's
         "reopen" clicked while the agent is busy). SVC-2: rejected before any session is created,
@@ -1917,8 +1915,7 @@ class World:
             with contextlib.suppress(Exception):
                 again.dispose()
 
-        by_task = asyncio.ensure_future(reopen())
-        self._injections.append(by_task)  # settled before the world closes, like an actor
+        self._injections.append(asyncio.ensure_future(reopen()))  # settled before the world closes, like an actor
 
     def _try_create(self, agent_id: str, model: str, *, by: str) -> AgentHandle | None:
         """``service.create(agent_id, {model})``; ``None``, recorded as ``op/error``, when it raised."""
@@ -2025,6 +2022,11 @@ def _reloads(scenario: Scenario) -> bool:
     """Whether an action of the scenario reloads a session (the world then makes a backend)."""
     return any(a.verb == "reload" for x in scenario.listeners for a in x.do) or any(
         a.verb == "reload" for x in scenario.actors for a in x.do)
+
+
+_REOPENED = ("SVC-2: a resume under a live agent's id, refused during the run, is rejected before any session is "
+             "created")
+"""What the backend's check adds where a create verb's resume under the live id was refused."""
 
 
 def _options(model: str, system_prompt: str | None, **options: Any) -> dict[str, Any]:
