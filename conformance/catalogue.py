@@ -192,6 +192,12 @@ def unknown_ids(ids: Iterable[str]) -> list[str]:
     return [i for i in ids if i not in RULES_BY_ID]
 
 
+def unknown_ids_problem(ids: Iterable[str]) -> str | None:
+    """The one-line usage error for ``--rule`` ids not in the catalogue (``None``: all known)."""
+    unknown = unknown_ids(ids)
+    return f"unknown rule id(s): {', '.join(map(repr, unknown))} (see `loopkit rules`)" if unknown else None
+
+
 @cache
 def test_index() -> dict[str, tuple[str, ...]]:
     """Rule id -> the names (``module::function``) of the suite's tests marked with it.

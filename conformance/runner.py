@@ -382,9 +382,9 @@ def run_suite(
     ``interrupts``: the command's :class:`Interrupts` (its flag stops the run at the next test).
     """
     rules = list(rules or [])
-    unknown = catalogue.unknown_ids(rules)
-    if unknown:
-        raise SuiteError(f"unknown rule id(s): {', '.join(map(repr, unknown))} (see `loopkit rules`)")
+    problem = catalogue.unknown_ids_problem(rules)
+    if problem:
+        raise SuiteError(problem)
     if schedule_count < 0:
         raise SuiteError("--schedules must be >= 0")
     if timeout < 0 or timeout != timeout:

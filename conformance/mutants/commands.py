@@ -75,9 +75,9 @@ def selfcheck(
         raise _fail(f"unknown mutant(s): {', '.join(unknown)} (see `loopkit selfcheck --list`)")
     if schedule_count < 0:
         raise _fail("--schedules must be >= 0")
-    unknown_rules = catalogue.unknown_ids(rule)
-    if unknown_rules:
-        raise _fail(f"unknown rule id(s): {', '.join(map(repr, unknown_rules))} (see `loopkit rules`)")
+    problem = catalogue.unknown_ids_problem(rule)
+    if problem:
+        raise _fail(problem)  # before the progress bar, as an unknown mutant is
     console = Console()
     columns = (
         TextColumn("selfcheck"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
