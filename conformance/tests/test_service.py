@@ -1032,7 +1032,7 @@ def test_resume_of_a_log_interrupted_after_a_closed_step(run: Run, where: str) -
         await k.idle(b)
         relogged = [dict(e) for e in b.session.events]
         await second.close()
-        again = await _resumed_on_a_fresh_service(k, store, "zeta-again", "sess-cut")
+        again = await _resumed_log(k, store, "zeta-again", "sess-cut")
         assert [e["type"] for e in again] == [e["type"] for e in relogged], (
             "resumed a second time, the session is not what the resumed agent logged: "
             f"{[e['type'] for e in again]} against {[e['type'] for e in relogged]}")
@@ -1128,17 +1128,6 @@ def test_work_cancelled_right_after_a_resume_releases_its_waiter(run: Run, cance
 
 def _no_load(*_args: Any, **_kwargs: Any) -> Any:
     raise AssertionError("a hooked backend's loads happen where it lives")
-
-
-async def _resumed_on_a_fresh_service(k: Kit, store: object, agent_id: str, session: str) -> list[dict[str, Any]]:
-    """The events ``session`` loads with, resumed as ``agent_id`` on a new service over ``store``
-    (closed again once read), as a process restarted later would see it."""
-    service = k.impl.create_service(persistence=store)
-    service.register_model(MODEL, FakeModel(default=respond.text("ok")))
-    resumed = await service.resume(agent_id, session, agent_options={"model": MODEL})
-    events = [dict(e) for e in resumed.session.events]
-    await service.close()
-    return events
 
 
 def _persistence_or_skip(impl: Implementation) -> None:
@@ -1334,7 +1323,7 @@ def test_a_resume_under_a_live_agents_own_id_is_refused_and_leaves_its_session_a
         await k.idle(a)
         logged = [dict(e) for e in a.session.events]
         await service.close()
-        loaded = await _resumed_on_a_fresh_service(k, store, "eta-later", "sess-live")
+        loaded = await _resumed_log(k, store, "eta-later", "sess-live")
         assert [e["type"] for e in loaded] == [e["type"] for e in logged], (
             "the session resumed once its agent was done is not what the agent logged: "
             f"{[e['type'] for e in loaded]} against {[e['type'] for e in logged]}")
